@@ -1,0 +1,116 @@
+// conform — the command. Parsing and wiring only; the work is in the libraries.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "cli/gate.h"
+#include "registry.h"
+
+using namespace conform;
+using namespace conform::cli;
+
+namespace {
+
+constexpr uint64_t kDefaultSeed = 20261129;
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ','))
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
+int list(bool ops_only, bool impls_only) {
+    if (!impls_only) {
+        if (!ops_only) std::cout << "ops:\n";
+        for (Op op : kAllOps) std::cout << (ops_only ? "" : "  ") << to_string(op) << "\n";
+    }
+    if (!ops_only) {
+        if (!impls_only) std::cout << "implementations:\n";
+        for (const auto& e : implementations()) {
+            const Availability a = e.available();
+            if (impls_only)
+                std::cout << e.name << "\n";
+            else
+                std::cout << "  " << e.name << "  " << (a.available ? "available" : "unavailable: " + a.reason) << "  — "
+                          << e.description << "\n";
+        }
+        if (!impls_only && !mutant_implementations().empty()) {
+            std::cout << "mutants (never in the default gate; `conform mutants`):\n";
+            for (const auto& e : mutant_implementations()) std::cout << "  " << e.name << "  — " << e.description << "\n";
+        }
+    }
+    return kConform;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"conform — differential conformance testing of Llama-family decoder blocks against a LibTorch reference"};
+    app.require_subcommand(0, 1);
+
+    std::string impl_list, op_list, seed_str, dtype_str = "f32";
+    GateOptions g;
+    app.add_option("--impl", impl_list, "implementations, comma-separated, or 'all' (default: every available one)");
+    app.add_option("--op", op_list, "ops, comma-separated, or 'all': rmsnorm,rope,qk_norm,attention,swiglu,block,decode");
+    app.add_option("--cases", g.cases, "property cases per op (default 100)")->check(CLI::NonNegativeNumber);
+    app.add_option("--seed", seed_str, "seed for property cases, or 'random' (default: a fixed seed, printed)");
+    app.add_option("--dtype", dtype_str, "dtype the implementations run in: f32, bf16, f16 (default f32)");
+    app.add_option("--out", g.out, "directory for reports (default reports/)");
+    app.add_flag("--json", g.json, "print the JSON report on stdout instead of the table");
+    app.add_flag("--quiet", g.quiet, "no progress or summary lines beyond the table");
+    app.add_option("--case", g.case_id, "replay one property case by its canonical id, e.g. 'rope(T=7,...)'");
+
+    bool list_ops = false, list_impls = false;
+    auto* list_cmd = app.add_subcommand("list", "implementations (available or why not) and ops");
+    list_cmd->add_flag("--ops", list_ops, "only op names, one per line");
+    list_cmd->add_flag("--impls", list_impls, "only implementation names, one per line");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int rc = app.exit(e);
+        return rc == 0 ? kConform : kUsage;
+    }
+
+    if (list_cmd->parsed()) return list(list_ops, list_impls);
+
+    if (!impl_list.empty() && impl_list != "all") {
+        g.impls = split(impl_list);
+        g.impls_explicit = true;
+    }
+    if (!op_list.empty() && op_list != "all") {
+        for (const auto& name : split(op_list)) {
+            auto op = parse_op(name);
+            if (!op) {
+                std::cerr << "conform: --op: unknown op '" << name << "' (ops: rmsnorm, rope, qk_norm, attention, swiglu, block, decode)\n";
+                return kUsage;
+            }
+            g.ops.push_back(*op);
+        }
+    }
+    auto dt = parse_dtype(dtype_str);
+    if (!dt) {
+        std::cerr << "conform: --dtype: unknown dtype '" << dtype_str << "' (f32, bf16, f16)\n";
+        return kUsage;
+    }
+    g.dtype = *dt;
+    if (seed_str.empty()) {
+        g.seed = kDefaultSeed;
+    } else if (seed_str == "random") {
+        g.seed = std::random_device{}() & 0xFFFFFFFFu;
+    } else {
+        try {
+            size_t used = 0;
+            g.seed = std::stoull(seed_str, &used);
+            if (used != seed_str.size()) throw std::invalid_argument("trailing");
+        } catch (const std::exception&) {
+            std::cerr << "conform: --seed: expected a number or 'random', found '" << seed_str << "'\n";
+            return kUsage;
+        }
+    }
+    return run_gate(g);
+}

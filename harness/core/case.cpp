@@ -1,0 +1,266 @@
+#include "core/case.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace conform {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+    std::ostringstream o;
+    o << '[';
+    for (size_t i = 0; i < s.size(); ++i) o << (i ? "," : "") << s[i];
+    o << ']';
+    return o.str();
+}
+
+const Tensor& Case::in(const std::string& name) const {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) throw InputError(where() + ": input '" + name + "' is missing");
+    return it->second;
+}
+
+const std::vector<int64_t>& Case::pos(const std::string& name) const {
+    auto it = positions.find(name);
+    if (it == positions.end()) throw InputError(where() + ": input '" + name + "' is missing");
+    return it->second;
+}
+
+std::string Case::where() const {
+    if (!file.empty()) return file + ":/" + group;
+    return id;
+}
+
+std::vector<std::string> float_inputs(Op op, const BlockConfig& c) {
+    switch (op) {
+        case Op::rmsnorm: return {"x", "weight"};
+        case Op::rope: return {"x"};
+        case Op::qk_norm: return {"x", "weight"};
+        case Op::attention: return {"q", "k", "v"};
+        case Op::swiglu: return {"x", "w1", "w3", "w2"};
+        case Op::block:
+        case Op::decode: {
+            std::vector<std::string> v = {"x", "attn_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w1", "w3", "w2"};
+            if (c.qk_norm) {
+                v.push_back("q_norm");
+                v.push_back("k_norm");
+            }
+            return v;
+        }
+    }
+    return {};
+}
+
+std::vector<std::string> position_inputs(Op op) {
+    switch (op) {
+        case Op::rope:
+        case Op::block:
+        case Op::decode: return {"positions"};
+        case Op::attention: return {"q_positions", "k_positions"};
+        default: return {};
+    }
+}
+
+std::vector<std::string> required_config(Op op) {
+    switch (op) {
+        case Op::rmsnorm: return {"norm_eps"};
+        case Op::rope: return {"head_dim", "rope_layout", "rope_theta"};
+        case Op::qk_norm: return {"head_dim", "norm_eps"};
+        case Op::attention: return {"n_heads", "n_kv_heads", "head_dim"};
+        case Op::swiglu: return {};
+        case Op::block:
+        case Op::decode:
+            return {"d_model", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "rope_layout", "rope_theta", "qk_norm",
+                    "norm_eps"};
+    }
+    return {};
+}
+
+std::vector<std::string> output_names(Op op) {
+    if (op != Op::block) return {"out"};
+    std::vector<std::string> v;
+    for (Tap t : kAllTaps) v.push_back(to_string(t));
+    return v;
+}
+
+int64_t head_dim_of(const Case& c, const std::string& output) {
+    switch (c.op) {
+        case Op::rope:
+        case Op::qk_norm:
+        case Op::attention: return c.config.head_dim;
+        case Op::block:
+            if (output == "q" || output == "k" || output == "v" || output == "q_rot" || output == "k_rot" ||
+                output == "attn")
+                return c.config.head_dim;
+            return 0;
+        default: return 0;
+    }
+}
+
+namespace {
+
+struct Checker {
+    const Case& c;
+
+    [[noreturn]] void fail(const std::string& field, const std::string& msg) const {
+        throw InputError(c.where() + ": " + field + ": " + msg);
+    }
+
+    const Tensor& tensor(const std::string& name, int64_t rows, int64_t cols) const {
+        auto it = c.inputs.find(name);
+        if (it == c.inputs.end()) fail("inputs/" + name, "missing (op " + std::string(to_string(c.op)) + " needs it)");
+        const Tensor& t = it->second;
+        if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols)
+            fail("inputs/" + name, "expected shape " + shape_str({rows, cols}) + ", found " + shape_str(t.shape));
+        if (t.numel() != rows * cols) fail("inputs/" + name, "data size does not match its shape");
+        for (int64_t i = 0; i < t.numel(); ++i)
+            if (!std::isfinite(t.data[i]))
+                fail("inputs/" + name, "non-finite value " + std::to_string(t.data[i]) + " at flat index " +
+                                           std::to_string(i));
+        return t;
+    }
+
+    const Tensor& any(const std::string& name) const {
+        auto it = c.inputs.find(name);
+        if (it == c.inputs.end()) fail("inputs/" + name, "missing (op " + std::string(to_string(c.op)) + " needs it)");
+        if (it->second.shape.size() != 2 || it->second.shape[0] <= 0 || it->second.shape[1] <= 0)
+            fail("inputs/" + name, "empty or not 2-D: shape " + shape_str(it->second.shape));
+        return it->second;
+    }
+
+    void positions(const std::string& name, int64_t n) const {
+        auto it = c.positions.find(name);
+        if (it == c.positions.end()) fail("inputs/" + name, "missing (op " + std::string(to_string(c.op)) + " needs it)");
+        if (static_cast<int64_t>(it->second.size()) != n)
+            fail("inputs/" + name, "expected " + std::to_string(n) + " positions (one per row), found " +
+                                       std::to_string(it->second.size()));
+        for (size_t i = 0; i < it->second.size(); ++i)
+            if (it->second[i] < 0)
+                fail("inputs/" + name, "negative position " + std::to_string(it->second[i]) + " at index " +
+                                           std::to_string(i));
+    }
+
+    void positive(const std::string& field, int64_t v) const {
+        if (v <= 0) fail("config/" + field, "must be > 0, found " + std::to_string(v));
+    }
+
+    void head_dim() const {
+        positive("head_dim", c.config.head_dim);
+        if (c.config.head_dim % 2) fail("config/head_dim", "RoPE needs an even head_dim, found " + std::to_string(c.config.head_dim));
+    }
+
+    void heads() const {
+        positive("n_heads", c.config.n_heads);
+        positive("n_kv_heads", c.config.n_kv_heads);
+        if (c.config.n_heads % c.config.n_kv_heads)
+            fail("config/n_heads", "n_heads " + std::to_string(c.config.n_heads) + " is not divisible by n_kv_heads " +
+                                       std::to_string(c.config.n_kv_heads));
+    }
+
+    void columns_of_heads(const std::string& name, const Tensor& t) const {
+        if (t.cols() % c.config.head_dim)
+            fail("inputs/" + name, "columns " + std::to_string(t.cols()) + " are not a multiple of head_dim " +
+                                       std::to_string(c.config.head_dim));
+    }
+
+    void eps() const {
+        if (!(c.config.norm_eps >= 0) || !std::isfinite(c.config.norm_eps))
+            fail("config/norm_eps", "must be finite and >= 0");
+    }
+    void theta() const {
+        if (!(c.config.rope_theta > 1.0) || !std::isfinite(c.config.rope_theta))
+            fail("config/rope_theta", "must be finite and > 1");
+    }
+};
+
+}  // namespace
+
+void validate_case(const Case& c) {
+    Checker k{c};
+    const BlockConfig& cfg = c.config;
+    switch (c.op) {
+        case Op::rmsnorm: {
+            k.eps();
+            const Tensor& x = k.any("x");
+            k.tensor("x", x.rows(), x.cols());
+            k.tensor("weight", 1, x.cols());
+            break;
+        }
+        case Op::rope: {
+            k.head_dim();
+            k.theta();
+            const Tensor& x = k.any("x");
+            k.columns_of_heads("x", x);
+            k.tensor("x", x.rows(), x.cols());
+            k.positions("positions", x.rows());
+            break;
+        }
+        case Op::qk_norm: {
+            k.positive("head_dim", cfg.head_dim);
+            k.eps();
+            const Tensor& x = k.any("x");
+            k.columns_of_heads("x", x);
+            k.tensor("x", x.rows(), x.cols());
+            k.tensor("weight", 1, cfg.head_dim);
+            break;
+        }
+        case Op::attention: {
+            k.heads();
+            k.positive("head_dim", cfg.head_dim);
+            const Tensor& q = k.any("q");
+            const Tensor& kk = k.any("k");
+            k.tensor("q", q.rows(), cfg.n_heads * cfg.head_dim);
+            k.tensor("k", kk.rows(), cfg.n_kv_heads * cfg.head_dim);
+            k.tensor("v", kk.rows(), cfg.n_kv_heads * cfg.head_dim);
+            k.positions("q_positions", q.rows());
+            k.positions("k_positions", kk.rows());
+            break;
+        }
+        case Op::swiglu: {
+            const Tensor& x = k.any("x");
+            const Tensor& w1 = k.any("w1");
+            int64_t D = x.cols(), F = w1.cols();
+            k.tensor("x", x.rows(), D);
+            k.tensor("w1", D, F);
+            k.tensor("w3", D, F);
+            k.tensor("w2", F, D);
+            break;
+        }
+        case Op::block:
+        case Op::decode: {
+            k.positive("d_model", cfg.d_model);
+            k.positive("ffn_dim", cfg.ffn_dim);
+            k.heads();
+            k.head_dim();
+            k.theta();
+            k.eps();
+            const Tensor& x = k.any("x");
+            int64_t T = x.rows(), D = cfg.d_model, F = cfg.ffn_dim;
+            k.tensor("x", T, D);
+            k.positions("positions", T);
+            k.tensor("attn_norm", 1, D);
+            k.tensor("wq", D, cfg.q_width());
+            k.tensor("wk", D, cfg.kv_width());
+            k.tensor("wv", D, cfg.kv_width());
+            k.tensor("wo", cfg.q_width(), D);
+            k.tensor("ffn_norm", 1, D);
+            k.tensor("w1", D, F);
+            k.tensor("w3", D, F);
+            k.tensor("w2", F, D);
+            if (cfg.qk_norm) {
+                k.tensor("q_norm", 1, cfg.head_dim);
+                k.tensor("k_norm", 1, cfg.head_dim);
+            }
+            if (c.op == Op::decode && (c.prefill < 0 || c.prefill > T))
+                k.fail("prefill", "must be in [0, T=" + std::to_string(T) + "], found " + std::to_string(c.prefill));
+            const auto& p = c.pos("positions");
+            for (size_t i = 1; i < p.size(); ++i)
+                if (p[i] <= p[i - 1])
+                    k.fail("inputs/positions", "a block's positions must be strictly increasing (index " +
+                                                   std::to_string(i) + ": " + std::to_string(p[i - 1]) + " then " +
+                                                   std::to_string(p[i]) + ")");
+            break;
+        }
+    }
+}
+
+}  // namespace conform

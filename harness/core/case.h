@@ -1,0 +1,82 @@
+// harness/core/case.h — the unit that flows through the harness.
+//
+// A case is an op, a configuration, named inputs, and a canonical id that
+// reproduces it. Property generators and fixture files both produce cases;
+// everything after that (running, comparing, diagnosing, reporting) is the
+// same path.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "conform/config.h"
+#include "conform/impl.h"
+#include "conform/ops.h"
+#include "conform/tensor.h"
+
+namespace conform {
+
+// A float64 tensor: references, expected values, metrics inputs.
+struct DTensor {
+    std::vector<int64_t> shape;
+    std::vector<double> data;
+
+    int64_t rows() const { return shape.empty() ? 0 : shape[0]; }
+    int64_t cols() const { return shape.size() < 2 ? 1 : shape[1]; }
+    int64_t numel() const { return static_cast<int64_t>(data.size()); }
+};
+
+using Named = std::map<std::string, Tensor>;     // float32 tensors by schema name
+using NamedD = std::map<std::string, DTensor>;   // float64 tensors by schema name
+
+struct Case {
+    Op op = Op::rmsnorm;
+    BlockConfig config;
+    int64_t prefill = 0;  // decode: tokens processed together before one-at-a-time decoding
+
+    // Inputs by their schema names (fixtures/SCHEMA.md): x, weight, q, k, v,
+    // w1, w3, w2, attn_norm, wq, ..., stored as [rows, cols]; vectors as [1, n].
+    Named inputs;
+    // Positions by schema name: positions, q_positions, k_positions.
+    std::map<std::string, std::vector<int64_t>> positions;
+
+    // Fixture cases only: the golden outputs ("out" and optional block taps).
+    NamedD expected;
+
+    std::string id;          // canonical id: op(key=value,...), reproduces the case
+    uint64_t seed = 0;       // property cases: the seed the inputs were drawn from
+    std::string file;        // fixture cases: file and group the case came from
+    std::string group;
+    std::string description;
+
+    const Tensor& in(const std::string& name) const;
+    const std::vector<int64_t>& pos(const std::string& name) const;
+    std::string where() const;  // "file:/group" for fixtures, the id otherwise
+};
+
+// Every input name an op consumes (float tensors and positions), in schema order.
+std::vector<std::string> float_inputs(Op op, const BlockConfig& c);
+std::vector<std::string> position_inputs(Op op);
+
+// Which config fields an op requires (fixture validation).
+std::vector<std::string> required_config(Op op);
+
+// Output names an op produces: "out" for every op; block also the taps.
+std::vector<std::string> output_names(Op op);
+
+// head_dim of an output when it has heads (for (token, head, dim) locations), else 0.
+int64_t head_dim_of(const Case& c, const std::string& output);
+
+// Checks that the inputs' shapes agree with each other and the config; throws
+// InputError naming the field and the expected-vs-found shape.
+void validate_case(const Case& c);
+
+struct InputError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+std::string shape_str(const std::vector<int64_t>& s);
+
+}  // namespace conform

@@ -1,0 +1,413 @@
+#include "gen/gen.h"
+
+#include <cmath>
+#include <map>
+#include <rapidcheck.h>
+#include <sstream>
+
+namespace conform::gen {
+
+namespace {
+
+// ---- deterministic values ------------------------------------------------------
+// splitmix64 + Box–Muller: the same seed gives the same tensors on every
+// platform and standard library (std::normal_distribution does not).
+struct Rng {
+    uint64_t s;
+    uint64_t next() {
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }
+    double normal() {
+        const double u = uniform(), v = uniform();
+        return std::sqrt(-2.0 * std::log(u)) * std::cos(6.283185307179586 * v);
+    }
+    int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
+};
+
+Tensor normal(Rng& r, int64_t rows, int64_t cols, double scale) {
+    Tensor t(rows, cols);
+    for (auto& v : t.data) v = static_cast<float>(r.normal() * scale);
+    return t;
+}
+
+// Activations: N(0, mag²), with `outliers` channels ×50 (LLM activations have them).
+Tensor activations(Rng& r, int64_t rows, int64_t cols, double mag, int64_t outliers) {
+    Tensor t = normal(r, rows, cols, mag);
+    for (int64_t o = 0; o < outliers && cols > 0; ++o) {
+        const int64_t c = r.below(cols);
+        for (int64_t i = 0; i < rows; ++i) t.data[i * cols + c] *= 50.0f;
+    }
+    return t;
+}
+
+// Weights stored [in, out], N(0, 1/in): keeps each product's output O(1).
+Tensor weight(Rng& r, int64_t in, int64_t out) { return normal(r, in, out, 1.0 / std::sqrt(static_cast<double>(in))); }
+
+// Norm weights around 1 and deliberately non-uniform: with all-ones weights
+// QK-norm before and after RoPE coincide, and a dropped weight goes unseen.
+Tensor norm_weight(Rng& r, int64_t n, double spread) {
+    Tensor t(1, n);
+    for (auto& v : t.data) v = static_cast<float>(1.0 + spread * r.normal());
+    return t;
+}
+
+std::vector<int64_t> contiguous(int64_t start, int64_t n) {
+    std::vector<int64_t> p(n);
+    for (int64_t i = 0; i < n; ++i) p[i] = start + i;
+    return p;
+}
+
+// ---- generator pieces ------------------------------------------------------------
+// Every pick shrinks toward the first alternative, so counterexamples shrink to
+// small, round cases (T=1, head_dim=4, position 0, theta 10000 ...).
+
+int64_t pick_position() {
+    const int cls = *rc::gen::weightedElement<int>({{3, 0}, {3, 1}, {2, 2}, {2, 3}, {1, 4}, {2, 5}, {1, 6}});
+    switch (cls) {
+        case 0: return 0;
+        case 1: return *rc::gen::inRange<int64_t>(0, 64);
+        case 2: return *rc::gen::inRange<int64_t>(4000, 4200);    // around 4096
+        case 3: return *rc::gen::inRange<int64_t>(8192, 9000);    // past 8192 (llama3's original context)
+        case 4: return *rc::gen::inRange<int64_t>(32700, 33000);  // 32k
+        case 5: return *rc::gen::inRange<int64_t>(100000, 140000);
+        default: return *rc::gen::inRange<int64_t>(400000, 600000);
+    }
+}
+
+double pick_theta() {
+    const int cls = *rc::gen::weightedElement<int>({{3, 0}, {3, 1}, {3, 2}, {2, 3}});
+    switch (cls) {
+        case 0: return 10000.0;
+        case 1: return 500000.0;
+        case 2: return 1000000.0;
+        default: return std::round(std::pow(10.0, *rc::gen::inRange<int>(300, 700) / 100.0));  // log-uniform 1e3..1e7
+    }
+}
+
+int64_t pick_head_dim(int64_t max_hd) {
+    for (;;) {
+        const int64_t hd = *rc::gen::weightedElement<int64_t>(
+            {{4, 4}, {3, 8}, {3, 16}, {1, 2}, {2, 6}, {2, 32}, {2, 64}, {1, 10}, {1, 128}});
+        if (hd <= max_hd) return hd;
+    }
+}
+
+// MHA (KV = H), GQA (1 < KV < H), MQA (KV = 1), all common.
+void pick_heads(CaseSpec& s, int64_t max_heads) {
+    const int cls = *rc::gen::weightedElement<int>({{2, 0}, {3, 1}, {2, 2}});
+    if (cls == 0) {
+        s.n_heads = s.n_kv_heads = *rc::gen::inRange<int64_t>(1, std::min<int64_t>(5, max_heads) + 1);
+    } else if (cls == 1) {
+        s.n_kv_heads = *rc::gen::inRange<int64_t>(2, 5);
+        const int64_t group = *rc::gen::inRange<int64_t>(2, 5);
+        s.n_heads = s.n_kv_heads * group;
+    } else {
+        s.n_kv_heads = 1;
+        s.n_heads = *rc::gen::inRange<int64_t>(2, 9);
+    }
+}
+
+int64_t pick_rows(int64_t max) {
+    // 1 and sizes that are not multiples of 4/8/16 are the interesting ones.
+    const int cls = *rc::gen::weightedElement<int>({{2, 0}, {5, 1}, {1, 2}});
+    if (cls == 0) return 1;
+    if (cls == 1) return *rc::gen::inRange<int64_t>(1, max + 1);
+    return std::min<int64_t>(max, *rc::gen::element<int64_t>(17, 33, 31, 15));
+}
+
+int64_t pick_width(int64_t small_max, std::initializer_list<int64_t> large) {
+    const bool big = *rc::gen::weightedElement<int>({{5, 0}, {1, 1}}) == 1;
+    if (!big) return *rc::gen::inRange<int64_t>(1, small_max + 1);
+    std::vector<int64_t> l(large);
+    return l[*rc::gen::inRange<size_t>(0, l.size())];
+}
+
+void pick_inputs(CaseSpec& s) {
+    s.mag = *rc::gen::weightedElement<double>({{6, 1.0}, {2, 1e-3}, {2, 30.0}});
+    s.outliers = *rc::gen::weightedElement<int64_t>({{4, 0}, {1, 1}, {1, 3}});
+    s.seed = *rc::gen::inRange<uint64_t>(0, 1u << 30);
+}
+
+CaseSpec make(Op op) {
+    CaseSpec s;
+    s.op = op;
+    switch (op) {
+        case Op::rmsnorm:
+            s.T = pick_rows(33);
+            s.d_model = pick_width(130, {1024, 2048, 4096, 5120});
+            s.eps = *rc::gen::element(1e-5, 1e-6);
+            break;
+        case Op::rope:
+            s.T = pick_rows(33);
+            s.head_dim = pick_head_dim(128);
+            s.n_heads = *rc::gen::inRange<int64_t>(1, 6);
+            s.layout = *rc::gen::element(RopeLayout::neox, RopeLayout::interleaved);
+            s.theta = pick_theta();
+            s.pos = pick_position();
+            break;
+        case Op::qk_norm:
+            s.T = pick_rows(33);
+            s.head_dim = pick_head_dim(128);
+            s.n_heads = *rc::gen::inRange<int64_t>(1, 6);
+            s.eps = *rc::gen::element(1e-6, 1e-5);
+            break;
+        case Op::attention: {
+            pick_heads(s, 8);
+            s.head_dim = pick_head_dim(64);
+            s.S = pick_rows(48);
+            s.T = *rc::gen::inRange<int64_t>(1, s.S + 1);
+            s.kpos = pick_position();
+            // Mostly the queries are the tail of the keys (prefill, chunked
+            // prefill, decode); sometimes elsewhere, so some rows see few or no keys.
+            const bool tail = *rc::gen::weightedElement<int>({{5, 0}, {1, 1}}) == 0;
+            s.pos = tail ? s.kpos + s.S - s.T : s.kpos + *rc::gen::inRange<int64_t>(-4, s.S + 4);
+            if (s.pos < 0) s.pos = 0;
+            break;
+        }
+        case Op::swiglu:
+            s.T = pick_rows(17);
+            s.d_model = pick_width(96, {512});
+            s.ffn_dim = pick_width(200, {1376, 2816});
+            break;
+        case Op::block:
+        case Op::decode:
+            s.T = pick_rows(op == Op::decode ? 12 : 20);
+            pick_heads(s, 8);
+            s.head_dim = pick_head_dim(32);
+            s.d_model = *rc::gen::inRange<int64_t>(4, 97);
+            s.ffn_dim = *rc::gen::inRange<int64_t>(4, 193);
+            s.layout = *rc::gen::element(RopeLayout::neox, RopeLayout::interleaved);
+            s.theta = pick_theta();
+            s.qk_norm = *rc::gen::arbitrary<bool>();
+            s.eps = *rc::gen::element(1e-5, 1e-6);
+            s.pos = pick_position();
+            if (op == Op::decode) s.prefill = *rc::gen::inRange<int64_t>(0, s.T + 1);
+            break;
+    }
+    pick_inputs(s);
+    return s;
+}
+
+// ---- canonical ids -----------------------------------------------------------------
+
+std::string num(double v) {
+    std::ostringstream o;
+    o.precision(17);
+    o << v;
+    return o.str();
+}
+
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+Fields fields(const CaseSpec& s) {
+    auto I = [](int64_t v) { return std::to_string(v); };
+    Fields f;
+    auto add = [&](const char* k, std::string v) { f.emplace_back(k, std::move(v)); };
+    switch (s.op) {
+        case Op::rmsnorm: add("T", I(s.T)); add("D", I(s.d_model)); add("eps", num(s.eps)); break;
+        case Op::rope:
+            add("T", I(s.T)); add("n", I(s.n_heads)); add("hd", I(s.head_dim));
+            add("layout", to_string(s.layout)); add("theta", num(s.theta)); add("pos", I(s.pos));
+            break;
+        case Op::qk_norm: add("T", I(s.T)); add("n", I(s.n_heads)); add("hd", I(s.head_dim)); add("eps", num(s.eps)); break;
+        case Op::attention:
+            add("T", I(s.T)); add("S", I(s.S)); add("H", I(s.n_heads)); add("KV", I(s.n_kv_heads));
+            add("hd", I(s.head_dim)); add("qpos", I(s.pos)); add("kpos", I(s.kpos));
+            break;
+        case Op::swiglu: add("T", I(s.T)); add("D", I(s.d_model)); add("F", I(s.ffn_dim)); break;
+        case Op::block:
+        case Op::decode:
+            add("T", I(s.T)); add("D", I(s.d_model)); add("H", I(s.n_heads)); add("KV", I(s.n_kv_heads));
+            add("hd", I(s.head_dim)); add("F", I(s.ffn_dim)); add("layout", to_string(s.layout));
+            add("theta", num(s.theta)); add("qk_norm", s.qk_norm ? "1" : "0"); add("eps", num(s.eps));
+            add("pos", I(s.pos));
+            if (s.op == Op::decode) add("prefill", I(s.prefill));
+            break;
+    }
+    add("mag", num(s.mag));
+    add("outliers", I(s.outliers));
+    add("seed", std::to_string(s.seed));
+    return f;
+}
+
+}  // namespace
+
+rc::Gen<CaseSpec> spec_gen(Op op) {
+    return rc::gen::exec([op] { return make(op); });
+}
+
+std::string canonical_id(const CaseSpec& s) {
+    std::string id = std::string(to_string(s.op)) + "(";
+    bool first = true;
+    for (const auto& [k, v] : fields(s)) {
+        id += (first ? "" : ",") + k + "=" + v;
+        first = false;
+    }
+    return id + ")";
+}
+
+std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error) {
+    auto fail = [&](const std::string& msg) -> std::optional<CaseSpec> {
+        if (error) *error = "case id '" + id + "': " + msg;
+        return std::nullopt;
+    };
+    const auto open = id.find('(');
+    if (open == std::string::npos || id.empty() || id.back() != ')') return fail("expected op(key=value,...)");
+    const auto op = parse_op(id.substr(0, open));
+    if (!op) return fail("unknown op '" + id.substr(0, open) + "'");
+    CaseSpec s;
+    s.op = *op;
+    std::map<std::string, std::string> kv;
+    std::stringstream body(id.substr(open + 1, id.size() - open - 2));
+    std::string item;
+    while (std::getline(body, item, ',')) {
+        const auto eq = item.find('=');
+        if (eq == std::string::npos) return fail("field '" + item + "' is not key=value");
+        kv[item.substr(0, eq)] = item.substr(eq + 1);
+    }
+    // Every field the op's id carries must be present, and nothing else.
+    for (const auto& [k, v] : fields(s)) {
+        (void)v;
+        if (!kv.count(k)) return fail("missing field '" + k + "'");
+    }
+    try {
+        for (const auto& [k, v] : kv) {
+            if (k == "T") s.T = std::stoll(v);
+            else if (k == "S") s.S = std::stoll(v);
+            else if (k == "n" || k == "H") s.n_heads = std::stoll(v);
+            else if (k == "KV") s.n_kv_heads = std::stoll(v);
+            else if (k == "hd") s.head_dim = std::stoll(v);
+            else if (k == "D") s.d_model = std::stoll(v);
+            else if (k == "F") s.ffn_dim = std::stoll(v);
+            else if (k == "layout") {
+                auto l = parse_rope_layout(v);
+                if (!l) return fail("layout must be neox or interleaved, found '" + v + "'");
+                s.layout = *l;
+            } else if (k == "theta") s.theta = std::stod(v);
+            else if (k == "qk_norm") s.qk_norm = v == "1";
+            else if (k == "eps") s.eps = std::stod(v);
+            else if (k == "pos" || k == "qpos") s.pos = std::stoll(v);
+            else if (k == "kpos") s.kpos = std::stoll(v);
+            else if (k == "prefill") s.prefill = std::stoll(v);
+            else if (k == "mag") s.mag = std::stod(v);
+            else if (k == "outliers") s.outliers = std::stoll(v);
+            else if (k == "seed") s.seed = std::stoull(v);
+            else return fail("unknown field '" + k + "'");
+        }
+    } catch (const std::exception&) {
+        return fail("a field's value is not a number");
+    }
+    if (s.op == Op::rope || s.op == Op::qk_norm) s.n_kv_heads = s.n_heads;
+    if (s.T < 1 || s.S < 1 || s.n_heads < 1 || s.n_kv_heads < 1 || s.head_dim < 1 || s.d_model < 1 || s.ffn_dim < 1)
+        return fail("sizes must be >= 1");
+    if (s.T * std::max<int64_t>(s.d_model, s.n_heads * s.head_dim) > (int64_t(1) << 28)) return fail("case too large");
+    return s;
+}
+
+Case materialize(const CaseSpec& s) {
+    Case c;
+    c.op = s.op;
+    c.seed = s.seed;
+    c.id = canonical_id(s);
+    BlockConfig& cfg = c.config;
+    cfg.d_model = s.d_model;
+    cfg.n_heads = s.n_heads;
+    cfg.n_kv_heads = s.n_kv_heads;
+    cfg.head_dim = s.head_dim;
+    cfg.ffn_dim = s.ffn_dim;
+    cfg.rope_layout = s.layout;
+    cfg.rope_theta = s.theta;
+    cfg.qk_norm = s.qk_norm;
+    cfg.norm_eps = s.eps;
+    c.prefill = s.prefill;
+    Rng r{s.seed * 0x2545F4914F6CDD1Dull + static_cast<uint64_t>(s.op) + 1};
+    switch (s.op) {
+        case Op::rmsnorm:
+            c.inputs["x"] = activations(r, s.T, s.d_model, s.mag, s.outliers);
+            c.inputs["weight"] = norm_weight(r, s.d_model, 0.3);
+            break;
+        case Op::rope:
+            c.inputs["x"] = activations(r, s.T, s.n_heads * s.head_dim, s.mag, s.outliers);
+            c.positions["positions"] = contiguous(s.pos, s.T);
+            break;
+        case Op::qk_norm:
+            c.inputs["x"] = activations(r, s.T, s.n_heads * s.head_dim, s.mag, s.outliers);
+            c.inputs["weight"] = norm_weight(r, s.head_dim, 0.5);
+            break;
+        case Op::attention:
+            c.inputs["q"] = activations(r, s.T, s.n_heads * s.head_dim, s.mag, s.outliers);
+            c.inputs["k"] = activations(r, s.S, s.n_kv_heads * s.head_dim, s.mag, 0);
+            c.inputs["v"] = normal(r, s.S, s.n_kv_heads * s.head_dim, 1.0);
+            c.positions["q_positions"] = contiguous(s.pos, s.T);
+            c.positions["k_positions"] = contiguous(s.kpos, s.S);
+            break;
+        case Op::swiglu:
+            c.inputs["x"] = activations(r, s.T, s.d_model, s.mag, s.outliers);
+            c.inputs["w1"] = weight(r, s.d_model, s.ffn_dim);
+            c.inputs["w3"] = weight(r, s.d_model, s.ffn_dim);
+            c.inputs["w2"] = weight(r, s.ffn_dim, s.d_model);
+            break;
+        case Op::block:
+        case Op::decode: {
+            const int64_t D = s.d_model, Q = s.n_heads * s.head_dim, KV = s.n_kv_heads * s.head_dim;
+            c.inputs["x"] = activations(r, s.T, D, s.mag, s.outliers);
+            c.inputs["attn_norm"] = norm_weight(r, D, 0.3);
+            c.inputs["wq"] = weight(r, D, Q);
+            c.inputs["wk"] = weight(r, D, KV);
+            c.inputs["wv"] = weight(r, D, KV);
+            c.inputs["wo"] = weight(r, Q, D);
+            c.inputs["ffn_norm"] = norm_weight(r, D, 0.3);
+            c.inputs["w1"] = weight(r, D, s.ffn_dim);
+            c.inputs["w3"] = weight(r, D, s.ffn_dim);
+            c.inputs["w2"] = weight(r, s.ffn_dim, D);
+            if (s.qk_norm) {
+                c.inputs["q_norm"] = norm_weight(r, s.head_dim, 0.5);
+                c.inputs["k_norm"] = norm_weight(r, s.head_dim, 0.5);
+            }
+            c.positions["positions"] = contiguous(s.pos, s.T);
+            break;
+        }
+    }
+    return c;
+}
+
+namespace {
+rc::Random random_for(Op op, uint64_t seed, int index) {
+    return rc::Random(seed * 1000003ull + static_cast<uint64_t>(op) * 7919ull + static_cast<uint64_t>(index));
+}
+// RapidCheck's size grows over a run (small cases first); so do ours.
+int size_for(int index) { return std::min(100, 10 + index); }
+}  // namespace
+
+CaseSpec draw(Op op, uint64_t seed, int index) {
+    return spec_gen(op)(random_for(op, seed, index), size_for(index)).value();
+}
+
+Shrunk shrink_erased(Op op, uint64_t seed, int index, const std::function<bool(const CaseSpec&)>& still_fails,
+                     int max_tries) {
+    auto current = spec_gen(op)(random_for(op, seed, index), size_for(index));
+    Shrunk out{current.value(), 0, 0};
+    bool progressed = true;
+    while (progressed && out.tried < max_tries) {
+        progressed = false;
+        auto shrinks = current.shrinks();
+        while (auto next = shrinks.next()) {
+            if (++out.tried > max_tries) break;
+            const CaseSpec candidate = next->value();
+            if (still_fails(candidate)) {
+                current = std::move(*next);
+                out.spec = candidate;
+                ++out.steps;
+                progressed = true;
+                break;
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace conform::gen

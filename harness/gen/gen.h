@@ -1,0 +1,80 @@
+// harness/gen/gen.h — property cases: RapidCheck generators that reach the
+// traps, and canonical ids that reproduce a case exactly.
+//
+// A property case is a CaseSpec: sizes, conventions, positions, input
+// magnitude and a seed. The spec is what RapidCheck generates and shrinks;
+// the tensors are drawn from the seed deterministically (materialize), so a
+// shrunk spec prints as a short id, and the id alone rebuilds the case:
+//   rope(T=7,n=3,hd=16,layout=neox,theta=500000,pos=4090,mag=1,outliers=0,seed=12)
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "core/case.h"
+
+namespace rc {
+template <typename T>
+class Gen;
+}
+
+namespace conform::gen {
+
+struct CaseSpec {
+    Op op = Op::rmsnorm;
+    int64_t T = 1;           // rows (tokens / queries)
+    int64_t S = 1;           // attention: keys
+    int64_t n_heads = 1;     // rope / qk_norm: heads in x
+    int64_t n_kv_heads = 1;
+    int64_t head_dim = 4;
+    int64_t d_model = 8;
+    int64_t ffn_dim = 8;
+    RopeLayout layout = RopeLayout::neox;
+    double theta = 10000.0;
+    bool qk_norm = false;
+    double eps = 1e-5;
+    int64_t pos = 0;         // position of the first row (query)
+    int64_t kpos = 0;        // attention: position of the first key
+    int64_t prefill = 0;     // decode
+    double mag = 1.0;        // input magnitude (x, q, k)
+    int64_t outliers = 0;    // input channels scaled x50 (outlier channels)
+    uint64_t seed = 0;
+};
+
+// The generator for one op's specs.
+rc::Gen<CaseSpec> spec_gen(Op op);
+
+// Canonical id, and its inverse (nullopt with a message on a malformed id).
+std::string canonical_id(const CaseSpec& s);
+std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error = nullptr);
+
+// Builds the case: config, inputs and positions, drawn from s.seed.
+Case materialize(const CaseSpec& s);
+
+// Draws the property case number `index` of a run seeded with `seed` (same
+// seed, same cases, whatever else is selected).
+CaseSpec draw(Op op, uint64_t seed, int index);
+
+// Shrinks a failing spec: repeatedly takes the first simpler spec (as
+// RapidCheck's shrinks order them) for which still_fails() holds. Returns the
+// smallest found and the number of successful shrink steps.
+struct Shrunk {
+    CaseSpec spec;
+    int steps = 0;
+    int tried = 0;
+};
+template <typename Pred>
+Shrunk shrink(Op op, uint64_t seed, int index, Pred still_fails);
+
+// Non-template core of shrink (type-erased predicate).
+Shrunk shrink_erased(Op op, uint64_t seed, int index, const std::function<bool(const CaseSpec&)>& still_fails,
+                     int max_tries = 400);
+
+template <typename Pred>
+Shrunk shrink(Op op, uint64_t seed, int index, Pred still_fails) {
+    return shrink_erased(op, seed, index, std::function<bool(const CaseSpec&)>(still_fails));
+}
+
+}  // namespace conform::gen

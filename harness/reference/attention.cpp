@@ -1,0 +1,71 @@
+#include <cmath>
+
+#include "reference/torch_ops.h"
+
+namespace conform::ref {
+
+namespace {
+
+// Which keys each query sees. Causal by position: key j visible to query i iff
+// k_pos[j] <= q_pos[i] (bottom-right aligned when the queries are the tail).
+torch::Tensor visible(const torch::Tensor& q_pos, const torch::Tensor& k_pos, Variant::Mask m) {
+    auto qp = q_pos.unsqueeze(1), kp = k_pos.unsqueeze(0);  // [T, 1], [1, S]
+    switch (m) {
+        case Variant::Mask::causal: return kp <= qp;
+        case Variant::Mask::none: return torch::ones({q_pos.size(0), k_pos.size(0)}, torch::kBool);
+        case Variant::Mask::strict: return kp < qp;
+        case Variant::Mask::plus_one: return kp <= qp + 1;
+    }
+    return kp <= qp;
+}
+
+torch::Tensor softmax(const torch::Tensor& scores, const Ctx& ctx) {
+    // HF: nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    const auto sdt = ctx.dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+    auto s = scores.to(sdt);
+    if (ctx.v.softmax_no_max) {
+        // A naive kernel: exp of the raw score, in float32, overflows for large scores.
+        auto e = torch::exp(s.to(torch::kFloat32));
+        return (e / e.sum(-1, true)).to(sdt).to(ctx.dtype);
+    }
+    if (ctx.order == Order::library) return torch::softmax(s, -1).to(ctx.dtype);
+    auto m = std::get<0>(s.max(-1, true));
+    auto e = torch::exp(s - m);
+    Ctx sctx{sdt, sdt, ctx.order, ctx.v};
+    return (e / sum_last(e, sctx)).to(ctx.dtype);
+}
+
+}  // namespace
+
+// HF LlamaAttention / eager_attention_forward, with keys and values shared by
+// groups of query heads (repeat_kv: query head h reads kv head h // n_rep).
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t n_heads, int64_t n_kv_heads,
+                        int64_t head_dim, const Ctx& ctx) {
+    const int64_t T = q.size(0), S = k.size(0), n_rep = n_heads / n_kv_heads;
+    auto qh = q.reshape({T, n_heads, head_dim}).transpose(0, 1);     // [H, T, hd]
+    auto kh = k.reshape({S, n_kv_heads, head_dim}).transpose(0, 1);  // [KV, S, hd]
+    auto vh = v.reshape({S, n_kv_heads, head_dim}).transpose(0, 1);  // [KV, S, hd]
+    if (ctx.v.gqa_tiled) {
+        // The bug: heads tiled [kv0, kv1, .., kv0, kv1, ..] so h reads h % KV.
+        kh = kh.repeat({n_rep, 1, 1});
+        vh = vh.repeat({n_rep, 1, 1});
+    } else {
+        kh = kh.repeat_interleave(n_rep, 0);  // [H, S, hd]
+        vh = vh.repeat_interleave(n_rep, 0);
+    }
+    const double scale = ctx.v.scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    // attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
+    auto scores = matmul(qh, kh.transpose(1, 2), ctx) * scale;  // [H, T, S]
+    auto vis = visible(q_pos, k_pos, ctx.v.mask);                 // [T, S]
+    scores = scores.masked_fill(vis.logical_not().unsqueeze(0), -std::numeric_limits<double>::infinity());
+    auto p = softmax(scores, ctx);                                // [H, T, S]
+    auto out = matmul(p, vh, ctx);                                // [H, T, hd]
+    // A query that sees no key at all (possible only for arbitrary positions):
+    // the convention is a zero output, never NaN.
+    auto any = vis.any(-1).view({1, T, 1});
+    out = torch::where(any, out, torch::zeros_like(out));
+    return out.transpose(0, 1).reshape({T, n_heads * head_dim});
+}
+
+}  // namespace conform::ref

@@ -1,0 +1,58 @@
+#include "reference/torch_ops.h"
+
+namespace conform::ref {
+
+// The decoder block, as the chapter writes it (pre-norm, GQA, SwiGLU):
+//   h   = x + attn(rmsnorm(x)) @ wo
+//   out = h + swiglu(rmsnorm(h))
+std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Tensor>& in, const torch::Tensor& positions,
+                                           const BlockConfig& c, int64_t decode_from, const Ctx& ctx) {
+    const Variant& v = ctx.v;
+    const auto& x = in.at("x");  // [T, D]
+    const int64_t T = x.size(0), hd = c.head_dim;
+    std::map<std::string, torch::Tensor> tap;
+
+    // ---- attention sublayer ---------------------------------------------
+    tap["attn_in"] = rmsnorm(x, in.at("attn_norm").reshape({c.d_model}), c.norm_eps, ctx);  // [T, D]
+    tap["q"] = matmul(tap["attn_in"], in.at("wq"), ctx);  // [T, H*hd]
+    tap["k"] = matmul(tap["attn_in"], in.at("wk"), ctx);  // [T, KV*hd]
+    tap["v"] = matmul(tap["attn_in"], in.at("wv"), ctx);  // [T, KV*hd]
+
+    // QK-norm (Qwen3): per head, on the projections, before RoPE.
+    const bool norm_on = (v.qk_norm == Variant::QkNorm::as_config || v.qk_norm == Variant::QkNorm::after_rope)
+                             ? c.qk_norm
+                             : v.qk_norm == Variant::QkNorm::on_unit_weights;
+    auto qn_w = c.qk_norm ? in.at("q_norm") : torch::ones({hd}, x.options());
+    auto kn_w = c.qk_norm ? in.at("k_norm") : torch::ones({hd}, x.options());
+    auto norm_q = [&](const torch::Tensor& t) { return qk_norm(t, qn_w, hd, c.norm_eps, ctx); };
+    auto norm_k = [&](const torch::Tensor& t) { return qk_norm(t, kn_w, hd, c.norm_eps, ctx); };
+    const bool before = norm_on && v.qk_norm != Variant::QkNorm::after_rope;
+    const bool after = norm_on && v.qk_norm == Variant::QkNorm::after_rope;
+
+    // Decode steps may see a shifted position (a hypothesis of diagnosis only).
+    auto rope_pos = positions.clone();
+    if (v.decode_pos_shift != 0 && decode_from < T)
+        rope_pos.narrow(0, decode_from, T - decode_from).add_(v.decode_pos_shift);
+    auto rot = [&](const torch::Tensor& t) { return rope(t, rope_pos, hd, c.rope_layout, c.rope_theta, ctx); };
+
+    auto q = before ? norm_q(tap["q"]) : tap["q"];
+    auto k = before ? norm_k(tap["k"]) : tap["k"];
+    tap["q_rot"] = rot(q);
+    tap["k_rot"] = v.k_unrotated ? k : rot(k);
+    if (after) {
+        tap["q_rot"] = norm_q(tap["q_rot"]);
+        tap["k_rot"] = norm_k(tap["k_rot"]);
+    }
+    auto vv = v.v_rotated ? rot(tap["v"]) : tap["v"];
+    tap["attn"] = attention(tap["q_rot"], tap["k_rot"], vv, positions, positions, c.n_heads, c.n_kv_heads, hd, ctx);
+    auto proj = matmul(tap["attn"], in.at("wo"), ctx);  // [T, D]
+    tap["h"] = v.residual_missing ? proj : x + proj;
+
+    // ---- feed-forward sublayer ------------------------------------------
+    tap["ffn_in"] = rmsnorm(tap["h"], in.at("ffn_norm").reshape({c.d_model}), c.norm_eps, ctx);
+    tap["ffn_out"] = swiglu(tap["ffn_in"], in.at("w1"), in.at("w3"), in.at("w2"), ctx);
+    tap["out"] = tap["h"] + tap["ffn_out"];
+    return tap;
+}
+
+}  // namespace conform::ref

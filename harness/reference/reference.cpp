@@ -1,0 +1,140 @@
+// Dispatch: a Case in, named float64 tensors out.
+#include "reference/reference.h"
+
+#include <sstream>
+
+#include "reference/torch_ops.h"
+
+namespace conform::ref {
+
+Precision precision_of(DType d) {
+    switch (d) {
+        case DType::f32: return Precision::f32;
+        case DType::bf16: return Precision::bf16;
+        case DType::f16: return Precision::f16;
+    }
+    return Precision::f32;
+}
+
+const char* to_string(Precision p) {
+    switch (p) {
+        case Precision::f64: return "f64";
+        case Precision::f32: return "f32";
+        case Precision::bf16: return "bf16";
+        case Precision::f16: return "f16";
+    }
+    return "?";
+}
+
+bool Variant::faithful() const { return describe().empty(); }
+
+std::string Variant::describe() const {
+    std::ostringstream o;
+    auto sep = [&]() -> std::ostringstream& {
+        if (o.tellp() > 0) o << ", ";
+        return o;
+    };
+    if (layout) sep() << "rope_layout=" << to_string(*layout);
+    if (theta) sep() << "rope_theta=" << *theta;
+    if (rope_angle_bf16) sep() << "rope angles rounded to bf16";
+    if (rope_pos_shift) sep() << "positions shifted by " << rope_pos_shift;
+    if (decode_pos_shift) sep() << "decode positions shifted by " << decode_pos_shift;
+    if (rope_twice) sep() << "rope applied twice";
+    if (v_rotated) sep() << "v rotated";
+    if (k_unrotated) sep() << "k not rotated";
+    switch (qk_norm) {
+        case QkNorm::as_config: break;
+        case QkNorm::off: sep() << "qk_norm off"; break;
+        case QkNorm::on_unit_weights: sep() << "qk_norm on (unit weights)"; break;
+        case QkNorm::after_rope: sep() << "qk_norm after rope"; break;
+    }
+    if (gqa_tiled) sep() << "kv heads tiled (h % n_kv)";
+    switch (mask) {
+        case Mask::causal: break;
+        case Mask::none: sep() << "no causal mask"; break;
+        case Mask::strict: sep() << "mask k_pos < q_pos"; break;
+        case Mask::plus_one: sep() << "mask k_pos <= q_pos + 1"; break;
+    }
+    if (scale) sep() << "scale=" << *scale;
+    if (softmax_no_max) sep() << "softmax without max subtraction";
+    if (rms_eps_outside) sep() << "rmsnorm eps outside sqrt";
+    if (rms_mean_abs) sep() << "rmsnorm mean|x|";
+    if (swiglu_gate_on_up) sep() << "silu on the up branch";
+    if (residual_missing) sep() << "attention residual missing";
+    return o.str();
+}
+
+std::string version() { return TORCH_VERSION; }
+
+namespace {
+
+torch::Dtype torch_dtype(Precision p) {
+    switch (p) {
+        case Precision::f64: return torch::kFloat64;
+        case Precision::f32: return torch::kFloat32;
+        case Precision::bf16: return torch::kBFloat16;
+        case Precision::f16: return torch::kFloat32;  // computed in f32, rounded to f16 at the edges (CPU LibTorch has no f16 GEMM)
+    }
+    return torch::kFloat64;
+}
+
+torch::Tensor to_torch(const Tensor& t, Precision p) {
+    auto f = torch::from_blob(const_cast<float*>(t.data.data()), {t.rows(), t.cols()}, torch::kFloat32).clone();
+    if (p == Precision::f16) return f.to(torch::kFloat16).to(torch::kFloat32);
+    return f.to(torch_dtype(p));
+}
+
+torch::Tensor to_torch(const std::vector<int64_t>& v) {
+    return torch::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())}, torch::kInt64).clone();
+}
+
+DTensor to_dtensor(torch::Tensor t, Precision p) {
+    if (p == Precision::f16) t = t.to(torch::kFloat16);
+    t = t.to(torch::kFloat64).contiguous();
+    DTensor d;
+    d.shape = t.sizes().vec();
+    if (d.shape.size() == 1) d.shape.insert(d.shape.begin(), 1);
+    d.data.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+    return d;
+}
+
+}  // namespace
+
+NamedD run(const Case& c, const Options& o) {
+    torch::NoGradGuard no_grad;
+    const auto dt = torch_dtype(o.precision);
+    const auto acc = dt == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+    Ctx ctx{dt, acc, o.order, o.variant};
+    auto in = [&](const std::string& n) { return to_torch(c.in(n), o.precision); };
+    auto pos = [&](const std::string& n) { return to_torch(c.pos(n)); };
+    const BlockConfig& cfg = c.config;
+
+    NamedD out;
+    auto put = [&](const std::string& name, const torch::Tensor& t) { out[name] = to_dtensor(t, o.precision); };
+    switch (c.op) {
+        case Op::rmsnorm: put("out", rmsnorm(in("x"), in("weight").reshape({-1}), cfg.norm_eps, ctx)); break;
+        case Op::rope: put("out", rope(in("x"), pos("positions"), cfg.head_dim, cfg.rope_layout, cfg.rope_theta, ctx)); break;
+        case Op::qk_norm: put("out", qk_norm(in("x"), in("weight"), cfg.head_dim, cfg.norm_eps, ctx)); break;
+        case Op::attention:
+            put("out", attention(in("q"), in("k"), in("v"), pos("q_positions"), pos("k_positions"), cfg.n_heads,
+                                 cfg.n_kv_heads, cfg.head_dim, ctx));
+            break;
+        case Op::swiglu: put("out", swiglu(in("x"), in("w1"), in("w3"), in("w2"), ctx)); break;
+        case Op::block:
+        case Op::decode: {
+            std::map<std::string, torch::Tensor> w;
+            for (const auto& name : float_inputs(c.op, cfg)) w[name] = in(name);
+            const int64_t T = c.in("x").rows();
+            auto taps = block(w, pos("positions"), cfg, c.op == Op::decode ? c.prefill : T, ctx);
+            if (c.op == Op::decode) {
+                put("out", taps.at("out"));
+            } else {
+                for (const auto& [name, t] : taps) put(name, t);
+            }
+            break;
+        }
+    }
+    return out;
+}
+
+}  // namespace conform::ref

@@ -1,0 +1,78 @@
+// harness/reference/reference.h — the LibTorch reference, seen from outside.
+//
+// This header is torch-free on purpose: only the .cpp files of this folder
+// include LibTorch, so only they pay its ~12 s compile cost.
+//
+// The reference computes every op the way the ecosystem writes it (HF /
+// Meta), independently of impls/scalar: NeoX by rotate_half, interleaved by
+// complex multiplication, GQA by repeat_interleave, masks with -inf by
+// position, softmax by torch. It runs:
+//   * in float64 — the truth every implementation is measured against;
+//   * in an implementation's dtype — the low-precision baseline of the
+//     tolerance model, in two legitimate summation orders (the library's
+//     blocked order, and one accumulator in index order);
+//   * with one convention changed (a Variant) — the hypotheses of diagnosis.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/case.h"
+
+namespace conform::ref {
+
+enum class Precision { f64, f32, bf16, f16 };
+Precision precision_of(DType d);
+const char* to_string(Precision p);
+
+// Summation order of every reduction (matmuls, norms, softmax sums).
+//   library:    what LibTorch/OpenBLAS does (many partial sums, blocked).
+//   sequential: one accumulator, index order, as a plain loop does.
+// Both are correct programs; the tolerance model allows the worse of the two.
+enum class Order { library, sequential };
+
+// One convention changed with respect to the case's config. Default = faithful.
+struct Variant {
+    std::optional<RopeLayout> layout;  // the other pairing
+    std::optional<double> theta;       // a different base
+    bool rope_angle_bf16 = false;      // pos * inv_freq rounded to bf16 before cos/sin
+    int64_t rope_pos_shift = 0;        // every rotation at pos + shift
+    int64_t decode_pos_shift = 0;      // decode: tokens after the prefill rotated at pos + shift
+    bool rope_twice = false;           // q and k rotated twice
+    bool v_rotated = false;            // v rotated like k
+    bool k_unrotated = false;          // keys used (cached) without rotation
+
+    enum class QkNorm { as_config, off, on_unit_weights, after_rope };
+    QkNorm qk_norm = QkNorm::as_config;
+
+    bool gqa_tiled = false;  // query head h reads kv head h % KV instead of h / group
+
+    enum class Mask { causal, none, strict, plus_one };  // <=, all, <, <= +1
+    Mask mask = Mask::causal;
+
+    std::optional<double> scale;   // instead of 1/sqrt(head_dim)
+    bool softmax_no_max = false;   // exp(score) without subtracting the row max (float32)
+    bool rms_eps_outside = false;  // x / (sqrt(mean(x^2)) + eps)
+    bool rms_mean_abs = false;     // mean(|x|) in place of mean(x^2)
+    bool swiglu_gate_on_up = false;  // (x@w1) * silu(x@w3)
+    bool residual_missing = false;   // h = attn @ wo, the attention residual dropped
+
+    bool faithful() const;
+    std::string describe() const;  // e.g. "rope_layout=interleaved, theta=10000"
+};
+
+struct Options {
+    Precision precision = Precision::f64;
+    Order order = Order::library;
+    Variant variant;
+};
+
+// Runs the case's op. Returns "out" and, for block, every tap by name (all as
+// float64, whatever precision it was computed in). Decode's reference is the
+// block over all T tokens (by definition decode must equal it).
+NamedD run(const Case& c, const Options& o = {});
+
+// The reference's version string (LibTorch version), for reports.
+std::string version();
+
+}  // namespace conform::ref

@@ -1,0 +1,30 @@
+#include "reference/torch_ops.h"
+
+namespace conform::ref {
+
+// HF LlamaRMSNorm.forward:
+//   hidden_states = hidden_states.to(torch.float32)
+//   variance = hidden_states.pow(2).mean(-1, keepdim=True)
+//   hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+//   return self.weight * hidden_states.to(input_dtype)
+torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, const Ctx& ctx) {
+    const auto input_dtype = x.scalar_type();
+    // Below float32, HF normalises in float32 and casts back before the weight.
+    auto xf = (input_dtype == torch::kFloat64) ? x : x.to(torch::kFloat32);
+    const double D = static_cast<double>(x.size(-1));
+    Ctx fctx{xf.scalar_type(), xf.scalar_type(), ctx.order, ctx.v};
+    torch::Tensor y;
+    if (ctx.v.rms_mean_abs) {
+        auto mean_abs = sum_last(xf.abs(), fctx) / D;
+        y = xf * torch::rsqrt(mean_abs + eps);
+    } else if (ctx.v.rms_eps_outside) {
+        auto variance = sum_last(xf.pow(2), fctx) / D;
+        y = xf / (torch::sqrt(variance) + eps);
+    } else {
+        auto variance = sum_last(xf.pow(2), fctx) / D;
+        y = xf * torch::rsqrt(variance + eps);
+    }
+    return weight * y.to(input_dtype);
+}
+
+}  // namespace conform::ref

@@ -1,0 +1,48 @@
+// harness/reference/torch_ops.h — internal to the reference: the ops on
+// torch::Tensor. Included only by this folder's .cpp files.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "reference/reference.h"
+
+namespace conform::ref {
+
+// Everything an op needs to know beyond its tensors.
+struct Ctx {
+    torch::Dtype dtype;      // the precision being simulated (f64 for the truth)
+    torch::Dtype acc_dtype;  // accumulation for sequential sums (f32 below f32)
+    Order order;
+    const Variant& v;
+};
+
+// y = a @ b, in the context's summation order. a[..., M, K], b[..., K, N].
+torch::Tensor matmul(const torch::Tensor& a, const torch::Tensor& b, const Ctx& ctx);
+// sum over the last dim, keepdim, in the context's summation order.
+torch::Tensor sum_last(const torch::Tensor& x, const Ctx& ctx);
+
+// out = weight * (x * rsqrt(mean(x^2) + eps))                         (HF LlamaRMSNorm)
+torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, const Ctx& ctx);
+
+// x[T, n*hd] rotated per head at positions[T] (int64).
+torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, int64_t head_dim, RopeLayout layout,
+                   double theta, const Ctx& ctx);
+
+// x[T, n*hd] → per-head rmsnorm with weight[hd]                         (HF Qwen3 q_norm / k_norm)
+torch::Tensor qk_norm(const torch::Tensor& x, const torch::Tensor& weight, int64_t head_dim, double eps, const Ctx& ctx);
+
+// q[T, H*hd], k/v[S, KV*hd] → [T, H*hd]
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t n_heads, int64_t n_kv_heads,
+                        int64_t head_dim, const Ctx& ctx);
+
+// (silu(x @ w1) * (x @ w3)) @ w2
+torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3, const torch::Tensor& w2,
+                     const Ctx& ctx);
+
+// The block; returns every tap by name. decode_from: tokens at index >= this
+// are decode steps (only Variant::decode_pos_shift looks at it).
+std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Tensor>& in, const torch::Tensor& positions,
+                                           const BlockConfig& c, int64_t decode_from, const Ctx& ctx);
+
+}  // namespace conform::ref

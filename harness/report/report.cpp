@@ -1,0 +1,188 @@
+#include "report/report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <unistd.h>
+
+#include "reference/reference.h"
+
+namespace conform {
+
+bool RunReport::all_pass() const {
+    for (const auto& c : results)
+        if (!c.pass) return false;
+    return true;
+}
+
+namespace {
+
+std::string sci(double v) {
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    if (std::isnan(v)) return "nan";
+    return fmt::format("{:.2e}", v);
+}
+
+const TensorResult* worst_tensor(const CaseResult& c) {
+    const TensorResult* w = nullptr;
+    for (const auto& t : c.tensors)
+        if (!w || t.v.margin < w->v.margin) w = &t;
+    return w;
+}
+
+nlohmann::json num(double v) {
+    if (std::isfinite(v)) return v;
+    return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+}  // namespace
+
+void print_summary(std::ostream& os, const RunReport& r) {
+    struct Row {
+        int run = 0, passed = 0;
+        double worst_margin = INFINITY, err = 0, allowed = 0;
+        std::string tensor;
+    };
+    std::map<std::pair<std::string, std::string>, Row> rows;  // (op, impl)
+    for (const auto& c : r.results) {
+        Row& row = rows[{to_string(c.op), c.impl}];
+        row.run++;
+        if (c.pass) row.passed++;
+        const TensorResult* w = worst_tensor(c);
+        const double margin = c.error.empty() ? (w ? w->v.margin : INFINITY) : 0.0;
+        if (margin < row.worst_margin || row.run == 1) {
+            row.worst_margin = margin;
+            row.err = w ? w->v.m.max_abs : NAN;
+            row.allowed = w ? w->v.allowed : NAN;
+            row.tensor = w ? w->name : "-";
+        }
+    }
+    os << fmt::format("{:<10} {:<12} {:>6} {:>6} {:>10} {:>10} {:>8}  {}\n", "op", "impl", "cases", "pass", "worst err",
+                      "allowed", "margin", "tensor");
+    for (const auto& [key, row] : rows) {
+        const std::string margin = std::isinf(row.worst_margin) ? "inf" : fmt::format("{:.2f}x", row.worst_margin);
+        os << fmt::format("{:<10} {:<12} {:>6} {:>6} {:>10} {:>10} {:>8}  {}{}\n", key.first, key.second, row.run,
+                          row.passed, sci(row.err), sci(row.allowed), margin, row.tensor,
+                          row.passed == row.run ? "" : "   FAIL");
+    }
+}
+
+void print_failure(std::ostream& os, const CaseResult& c) {
+    os << fmt::format("\nFAIL {} {} [{}]  {}\n", c.impl, to_string(c.op), to_string(c.dtype), c.case_id);
+    if (!c.file.empty()) os << fmt::format("  fixture:   {}:/{}\n", c.file, c.group);
+    if (c.shrink_steps > 0) os << fmt::format("  shrunk:    {} steps\n", c.shrink_steps);
+    os << fmt::format("  inputs:    {}\n", c.shapes);
+    if (!c.error.empty()) os << fmt::format("  error:     {}\n", c.error);
+    if (!c.first_failing.empty()) os << fmt::format("  first failing tensor: {}\n", c.first_failing);
+    for (const auto& t : c.tensors) {
+        const Verdict& v = t.v;
+        os << fmt::format("  {:<8} {} max_abs {} (allowed {} = {}x baseline {} + floor {}), nmse {} (allowed {}), "
+                          "cos {:.6f}, max_rel {}, mismatches {} ({:.1f}%), worst at {}{}\n",
+                          t.name, v.pass ? "ok  " : "FAIL", sci(v.m.max_abs), sci(v.allowed), v.k,
+                          sci(std::max(v.base.err_library, v.base.err_sequential)), sci(v.floor), sci(v.m.nmse),
+                          sci(v.nmse_allowed), v.m.cosine, sci(v.m.max_rel), v.mismatches, v.mismatch_pct,
+                          v.m.worst.str(), v.pass ? "" : "  <- " + v.why);
+    }
+    for (const auto& d : c.diagnosis) os << "  diagnosis: " << d << "\n";
+    if (!c.replay.empty()) os << "  replay:    " << c.replay << "\n";
+}
+
+nlohmann::json to_json(const CaseResult& c) {
+    nlohmann::json j;
+    j["impl"] = c.impl;
+    j["op"] = to_string(c.op);
+    j["dtype"] = to_string(c.dtype);
+    j["case_id"] = c.case_id;
+    j["origin"] = c.origin;
+    if (!c.file.empty()) {
+        j["file"] = c.file;
+        j["group"] = c.group;
+    }
+    j["pass"] = c.pass;
+    j["seconds"] = c.seconds;
+    j["inputs"] = c.shapes;
+    if (!c.error.empty()) j["error"] = c.error;
+    if (!c.first_failing.empty()) j["first_failing"] = c.first_failing;
+    if (c.shrink_steps) j["shrink_steps"] = c.shrink_steps;
+    if (!c.diagnosis.empty()) j["diagnosis"] = c.diagnosis;
+    if (!c.replay.empty()) j["replay"] = c.replay;
+    auto& ts = j["tensors"] = nlohmann::json::array();
+    for (const auto& t : c.tensors) {
+        const Verdict& v = t.v;
+        nlohmann::json tj;
+        tj["name"] = t.name;
+        tj["pass"] = v.pass;
+        tj["numel"] = v.m.numel;
+        tj["max_abs"] = num(v.m.max_abs);
+        tj["max_rel"] = num(v.m.max_rel);
+        tj["rel_floor"] = num(v.m.rel_floor);
+        tj["nmse"] = num(v.m.nmse);
+        tj["cosine"] = num(v.m.cosine);
+        tj["max_ref"] = num(v.m.max_ref);
+        tj["mismatches"] = v.mismatches;
+        tj["mismatch_pct"] = v.mismatch_pct;
+        tj["worst"] = {{"flat", v.m.worst.flat}, {"token", v.m.worst.token}, {"col", v.m.worst.col},
+                       {"head", v.m.worst.head},  {"dim", v.m.worst.dim},     {"actual", num(v.m.worst_actual)},
+                       {"expected", num(v.m.worst_expected)}};
+        tj["bound"] = {{"k", v.k},
+                       {"baseline_library", num(v.base.err_library)},
+                       {"baseline_sequential", num(v.base.err_sequential)},
+                       {"floor", num(v.floor)},
+                       {"allowed", num(v.allowed)},
+                       {"nmse_allowed", num(v.nmse_allowed)},
+                       {"decided_by", v.decided_by}};
+        tj["margin"] = num(v.margin);
+        if (!v.why.empty()) tj["why"] = v.why;
+        ts.push_back(tj);
+    }
+    return j;
+}
+
+nlohmann::json to_json(const RunReport& r) {
+    nlohmann::json j;
+    j["schema"] = "conform-report/1";
+    j["seed"] = r.seed;
+    j["cases_per_op"] = r.cases_per_op;
+    j["impls"] = r.impls;
+    j["ops"] = r.ops;
+    j["dtype"] = r.dtype;
+    j["fixtures"] = r.fixtures;
+    j["reference"] = "LibTorch " + ref::version();
+    j["seconds"] = r.seconds;
+    int passed = 0;
+    for (const auto& c : r.results) passed += c.pass;
+    j["summary"] = {{"cases", r.results.size()}, {"passed", passed}, {"failed", r.results.size() - passed}};
+    j["pass"] = r.all_pass();
+    auto& cs = j["cases"] = nlohmann::json::array();
+    for (const auto& c : r.results) cs.push_back(to_json(c));
+    return j;
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+    namespace fs = std::filesystem;
+    const fs::path p(path);
+    if (p.has_parent_path()) {
+        std::error_code ec;
+        fs::create_directories(p.parent_path(), ec);
+        if (ec) throw std::runtime_error(path + ": cannot create directory: " + ec.message());
+    }
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    {
+        std::ofstream f(tmp, std::ios::binary);
+        if (!f) throw std::runtime_error(tmp + ": cannot open for writing");
+        f << content;
+        if (!f) throw std::runtime_error(tmp + ": write failed");
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) {
+        fs::remove(tmp, ec);
+        throw std::runtime_error(path + ": cannot rename into place");
+    }
+}
+
+}  // namespace conform

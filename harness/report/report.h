@@ -1,0 +1,36 @@
+// harness/report/report.h — what a run tells people (terminal) and machines (JSON).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "run/run.h"
+
+namespace conform {
+
+struct RunReport {
+    uint64_t seed = 0;
+    int cases_per_op = 0;
+    std::vector<std::string> impls;
+    std::vector<std::string> ops;
+    std::string dtype = "f32";
+    std::vector<std::string> fixtures;  // files read
+    std::vector<CaseResult> results;
+    double seconds = 0;
+
+    bool all_pass() const;
+};
+
+// op × impl table: cases run, passed, worst error vs bound, margin; then each failure.
+void print_summary(std::ostream& os, const RunReport& r);
+void print_failure(std::ostream& os, const CaseResult& c);
+
+nlohmann::json to_json(const CaseResult& c);
+nlohmann::json to_json(const RunReport& r);  // "schema": "conform-report/1"
+
+// Writes atomically (temporary file, then rename). Throws with the path on failure.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+}  // namespace conform

@@ -1,0 +1,257 @@
+#include "run/run.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+namespace conform {
+
+namespace {
+
+constexpr uint32_t kPoisonBits = 0x7FC0DEADu;  // a quiet NaN no arithmetic produces
+constexpr uint32_t kSentinelBits = 0x7FA5A5A5u;
+constexpr int64_t kGuard = 64;                  // sentinel floats after each buffer
+
+float bits_to_float(uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+}
+uint32_t float_to_bits(float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+}
+
+// An output buffer with a guard region behind it.
+struct Guarded {
+    std::string name;
+    int64_t rows = 0, cols = 0;
+    std::vector<float> buf;
+
+    Guarded(std::string n, int64_t r, int64_t c) : name(std::move(n)), rows(r), cols(c) {
+        buf.assign(static_cast<size_t>(r * c + kGuard), bits_to_float(kSentinelBits));
+        std::fill(buf.begin(), buf.begin() + r * c, bits_to_float(kPoisonBits));
+    }
+    MutView view() { return MutView{buf.data(), rows, cols}; }
+
+    // "" when the contract held, else what broke it.
+    std::string check(bool must_be_complete) const {
+        for (int64_t i = rows * cols; i < rows * cols + kGuard; ++i)
+            if (float_to_bits(buf[i]) != kSentinelBits)
+                return "wrote past the end of output '" + name + "' (sentinel " + std::to_string(i - rows * cols) +
+                       " after its " + std::to_string(rows * cols) + " elements was overwritten)";
+        if (must_be_complete)
+            for (int64_t i = 0; i < rows * cols; ++i)
+                if (float_to_bits(buf[i]) == kPoisonBits)
+                    return "left element " + std::to_string(i) + " of output '" + name + "' " + shape_str({rows, cols}) +
+                           " unwritten";
+        return "";
+    }
+    bool touched() const {
+        for (int64_t i = 0; i < rows * cols; ++i)
+            if (float_to_bits(buf[i]) != kPoisonBits) return true;
+        return false;
+    }
+    DTensor to_d() const {
+        DTensor d;
+        d.shape = {rows, cols};
+        d.data.assign(buf.begin(), buf.begin() + rows * cols);
+        return d;
+    }
+};
+
+View V(const Case& c, const char* name) { return c.in(name).view(); }
+Positions P(const Case& c, const char* name) {
+    const auto& p = c.pos(name);
+    return Positions{p.data(), static_cast<int64_t>(p.size())};
+}
+
+BlockWeights weights_of(const Case& c) {
+    BlockWeights w;
+    w.attn_norm = V(c, "attn_norm");
+    w.wq = V(c, "wq");
+    w.wk = V(c, "wk");
+    w.wv = V(c, "wv");
+    w.wo = V(c, "wo");
+    w.ffn_norm = V(c, "ffn_norm");
+    w.w1 = V(c, "w1");
+    w.w3 = V(c, "w3");
+    w.w2 = V(c, "w2");
+    if (c.config.qk_norm) {
+        w.q_norm = V(c, "q_norm");
+        w.k_norm = V(c, "k_norm");
+    }
+    return w;
+}
+
+int64_t tap_cols(Tap t, const BlockConfig& c) {
+    switch (t) {
+        case Tap::q:
+        case Tap::q_rot:
+        case Tap::attn: return c.q_width();
+        case Tap::k:
+        case Tap::v:
+        case Tap::k_rot: return c.kv_width();
+        default: return c.d_model;
+    }
+}
+
+}  // namespace
+
+ImplOutputs run_impl(Implementation& impl, const Case& c) {
+    ImplOutputs r;
+    const BlockConfig& cfg = c.config;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+        Support s = impl.supports(c.op, cfg);
+        if (!s.ok) throw ImplError("does not support this case: " + s.reason);
+        std::vector<Guarded> outs;
+        switch (c.op) {
+            case Op::rmsnorm: {
+                const View x = V(c, "x");
+                outs.emplace_back("out", x.rows, x.cols);
+                impl.rmsnorm(x, V(c, "weight"), rmsnorm_params(cfg), outs[0].view());
+                break;
+            }
+            case Op::rope: {
+                const View x = V(c, "x");
+                outs.emplace_back("out", x.rows, x.cols);
+                impl.rope(x, P(c, "positions"), rope_params(cfg), outs[0].view());
+                break;
+            }
+            case Op::qk_norm: {
+                const View x = V(c, "x");
+                outs.emplace_back("out", x.rows, x.cols);
+                impl.qk_norm(x, V(c, "weight"), qk_norm_params(cfg), outs[0].view());
+                break;
+            }
+            case Op::attention: {
+                const View q = V(c, "q");
+                outs.emplace_back("out", q.rows, q.cols);
+                impl.attention(q, V(c, "k"), V(c, "v"), P(c, "q_positions"), P(c, "k_positions"),
+                               attention_params(cfg), outs[0].view());
+                break;
+            }
+            case Op::swiglu: {
+                const View x = V(c, "x");
+                outs.emplace_back("out", x.rows, x.cols);
+                impl.swiglu(x, V(c, "w1"), V(c, "w3"), V(c, "w2"), outs[0].view());
+                break;
+            }
+            case Op::block: {
+                const View x = V(c, "x");
+                BlockOutputs bo;
+                outs.reserve(kAllTaps.size());
+                for (Tap t : kAllTaps) {
+                    outs.emplace_back(to_string(t), x.rows, tap_cols(t, cfg));
+                    bo[t] = outs.back().view();
+                }
+                TapSet written = impl.block(x, weights_of(c), P(c, "positions"), cfg, bo);
+                // Only taps it claims to have written are compared; the rest must be untouched.
+                for (size_t i = 0; i < kAllTaps.size(); ++i) {
+                    const Tap t = kAllTaps[i];
+                    if (t != Tap::out && !written.has(t) && outs[i].touched())
+                        throw ImplError("wrote tap '" + outs[i].name + "' but did not report it as written");
+                }
+                std::vector<Guarded> kept;
+                for (size_t i = 0; i < kAllTaps.size(); ++i)
+                    if (kAllTaps[i] == Tap::out || written.has(kAllTaps[i])) kept.push_back(std::move(outs[i]));
+                outs = std::move(kept);
+                break;
+            }
+            case Op::decode: {
+                const View x = V(c, "x");
+                outs.emplace_back("out", x.rows, x.cols);
+                impl.decode(x, weights_of(c), P(c, "positions"), c.prefill, cfg, outs[0].view());
+                break;
+            }
+        }
+        for (const auto& g : outs) {
+            const std::string broke = g.check(true);
+            if (!broke.empty()) throw ImplError(broke);
+            r.outputs[g.name] = g.to_d();
+        }
+    } catch (const std::exception& e) {
+        r.error = e.what();
+        r.outputs.clear();
+    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
+Truth reference_truth(const Case& c, DType dtype) {
+    Truth t;
+    t.source = "reference f64";
+    t.ref = ref::run(c, {ref::Precision::f64, ref::Order::library, {}});
+    t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, {}});
+    t.base_sequential = ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, {}});
+    return t;
+}
+
+Truth fixture_truth(const Case& c, DType dtype) {
+    Truth t;
+    t.source = "fixture expected";
+    t.ref = c.expected;
+    t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, {}});
+    t.base_sequential = ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, {}});
+    return t;
+}
+
+std::string input_shapes(const Case& c) {
+    std::string s;
+    for (const auto& [name, t] : c.inputs) s += (s.empty() ? "" : " ") + name + shape_str(t.shape);
+    for (const auto& [name, p] : c.positions) {
+        s += " " + name + "[" + std::to_string(p.size()) + "]";
+        if (!p.empty()) s += "=" + std::to_string(p.front()) + ".." + std::to_string(p.back());
+    }
+    return s;
+}
+
+CaseResult judge_case(const Case& c, DType dtype, const NamedD& outputs, const Truth& truth) {
+    CaseResult r;
+    r.op = c.op;
+    r.dtype = dtype;
+    r.case_id = c.id;
+    r.file = c.file;
+    r.group = c.group;
+    r.origin = c.file.empty() ? "property" : "fixture";
+    r.shapes = input_shapes(c);
+    r.pass = true;
+    for (const auto& name : output_names(c.op)) {
+        auto t = truth.ref.find(name);
+        auto o = outputs.find(name);
+        if (t == truth.ref.end() || o == outputs.end()) continue;
+        const DTensor& ref = t->second;
+        if (o->second.shape != ref.shape) {
+            r.pass = false;
+            r.error = "output '" + name + "' has shape " + shape_str(o->second.shape) + ", expected " + shape_str(ref.shape);
+            if (r.first_failing.empty()) r.first_failing = name;
+            continue;
+        }
+        const int64_t hd = head_dim_of(c, name);
+        Metrics m = measure(o->second.data.data(), ref, hd);
+        Baseline b;
+        const DTensor& bl = truth.base_library.at(name);
+        const DTensor& bs = truth.base_sequential.at(name);
+        Metrics ml = measure(bl.data.data(), ref, hd), ms = measure(bs.data.data(), ref, hd);
+        b.err_library = ml.max_abs;
+        b.err_sequential = ms.max_abs;
+        b.nmse = std::max(ml.nmse, ms.nmse);
+        Verdict v = judge(c.op, dtype, m, b, ref, 0);
+        v.mismatches = count_over(o->second.data.data(), ref, v.allowed);
+        v.mismatch_pct = m.numel ? 100.0 * static_cast<double>(v.mismatches) / static_cast<double>(m.numel) : 0;
+        if (!v.pass) {
+            r.pass = false;
+            if (r.first_failing.empty()) r.first_failing = name;
+        }
+        r.tensors.push_back({name, v});
+    }
+    if (r.tensors.empty() && r.error.empty()) {
+        r.pass = false;
+        r.error = "no output to compare";
+    }
+    return r;
+}
+
+}  // namespace conform

@@ -1,0 +1,72 @@
+// conform/ops.h — the seven ops of a decoder block, and the block's taps.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string_view>
+
+namespace conform {
+
+enum class Op { rmsnorm, rope, qk_norm, attention, swiglu, block, decode };
+
+inline constexpr std::array<Op, 7> kAllOps = {Op::rmsnorm, Op::rope,  Op::qk_norm, Op::attention,
+                                              Op::swiglu,  Op::block, Op::decode};
+
+inline const char* to_string(Op op) {
+    switch (op) {
+        case Op::rmsnorm: return "rmsnorm";
+        case Op::rope: return "rope";
+        case Op::qk_norm: return "qk_norm";
+        case Op::attention: return "attention";
+        case Op::swiglu: return "swiglu";
+        case Op::block: return "block";
+        case Op::decode: return "decode";
+    }
+    return "?";
+}
+
+inline std::optional<Op> parse_op(std::string_view s) {
+    for (Op op : kAllOps)
+        if (s == to_string(op)) return op;
+    return std::nullopt;
+}
+
+// The intermediate tensors a block materialises, in data-flow order. The
+// order is what first-divergence localisation walks.
+//   attn_in = rmsnorm(x, attn_norm)                      [T, D]
+//   q, k, v = attn_in @ wq, wk, wv                       [T, H*hd], [T, KV*hd], [T, KV*hd]
+//   q_rot, k_rot = rope(qk_norm?(q), qk_norm?(k))        (QK-norm before RoPE)
+//   attn    = attention(q_rot, k_rot, v)                 [T, H*hd]
+//   h       = x + attn @ wo                              [T, D]
+//   ffn_in  = rmsnorm(h, ffn_norm)                       [T, D]
+//   ffn_out = swiglu(ffn_in, w1, w3, w2)                 [T, D]
+//   out     = h + ffn_out                                [T, D]
+enum class Tap { attn_in, q, k, v, q_rot, k_rot, attn, h, ffn_in, ffn_out, out };
+
+inline constexpr std::array<Tap, 11> kAllTaps = {Tap::attn_in, Tap::q,    Tap::k, Tap::v,      Tap::q_rot,   Tap::k_rot,
+                                                 Tap::attn,    Tap::h,    Tap::ffn_in, Tap::ffn_out, Tap::out};
+
+inline const char* to_string(Tap t) {
+    switch (t) {
+        case Tap::attn_in: return "attn_in";
+        case Tap::q: return "q";
+        case Tap::k: return "k";
+        case Tap::v: return "v";
+        case Tap::q_rot: return "q_rot";
+        case Tap::k_rot: return "k_rot";
+        case Tap::attn: return "attn";
+        case Tap::h: return "h";
+        case Tap::ffn_in: return "ffn_in";
+        case Tap::ffn_out: return "ffn_out";
+        case Tap::out: return "out";
+    }
+    return "?";
+}
+
+inline std::optional<Tap> parse_tap(std::string_view s) {
+    for (Tap t : kAllTaps)
+        if (s == to_string(t)) return t;
+    return std::nullopt;
+}
+
+}  // namespace conform

@@ -1,0 +1,85 @@
+// attention — causal-by-position softmax attention with grouped-query heads.
+//
+// Key j is visible to query t iff k_pos[j] <= q_pos[t]. Invisible keys are
+// skipped outright rather than given a -inf score, so no exp(-inf - -inf)
+// can appear. A row that sees no key at all (possible only when the caller's
+// positions put every key after the query; a causal block always sees its own
+// diagonal) has an empty softmax: we define its output as zeros, where a
+// masked torch softmax would give NaN (pytorch #103749).
+#include <cmath>
+#include <vector>
+
+#include "scalar.h"
+
+namespace conform::scalar {
+
+void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p, MutView out) {
+    const int64_t H = p.n_heads;
+    const int64_t KV = p.n_kv_heads;
+    const int64_t hd = p.head_dim;
+    detail::expect(H > 0 && KV > 0 && hd > 0, "attention",
+                   "n_heads, n_kv_heads and head_dim must be positive, found " + std::to_string(H) + ", " +
+                       std::to_string(KV) + ", " + std::to_string(hd));
+    detail::expect(H % KV == 0, "attention",
+                   "n_heads = " + std::to_string(H) + " must be a multiple of n_kv_heads = " + std::to_string(KV));
+    const int64_t T = q.rows;  // queries
+    const int64_t S = k.rows;  // keys
+    detail::expect_shape("attention", "q", q, T, H * hd);
+    detail::expect_shape("attention", "k", k, S, KV * hd);
+    detail::expect_shape("attention", "v", v, S, KV * hd);
+    detail::expect_positions("attention", "q_pos", q_pos, T);
+    detail::expect_positions("attention", "k_pos", k_pos, S);
+    detail::expect_shape("attention", "out", out, T, H * hd);
+
+    // GQA: query head h reads kv head h / kv_mul (repeat_interleave, not tile)
+    const int64_t kv_mul = H / KV;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+    std::vector<float> att(static_cast<size_t>(S));  // (S,) one row of scores, then of probabilities
+
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t h = 0; h < H; h++) {
+            const float* qh = q.row(t) + h * hd;  // (hd,)
+            const int64_t kvh = h / kv_mul;
+            float* oh = out.row(t) + h * hd;  // (hd,)
+
+            // scores = (q @ k.transpose(-2, -1)) * scale, only where k_pos <= q_pos
+            bool any = false;
+            float max_score = 0.0f;
+            for (int64_t j = 0; j < S; j++) {
+                if (k_pos[j] > q_pos[t]) continue;
+                const float* kj = k.row(j) + kvh * hd;  // (hd,)
+                float dot = 0.0f;
+                for (int64_t d = 0; d < hd; d++) dot += qh[d] * kj[d];
+                att[j] = dot * scale;
+                if (!any || att[j] > max_score) max_score = att[j];
+                any = true;
+            }
+            if (!any) {
+                for (int64_t d = 0; d < hd; d++) oh[d] = 0.0f;
+                continue;
+            }
+
+            // probs = torch.softmax(scores, dim=-1)   max subtracted so exp never overflows
+            float sum = 0.0f;
+            for (int64_t j = 0; j < S; j++) {
+                if (k_pos[j] > q_pos[t]) continue;
+                att[j] = std::exp(att[j] - max_score);
+                sum += att[j];
+            }
+            for (int64_t j = 0; j < S; j++) {
+                if (k_pos[j] > q_pos[t]) continue;
+                att[j] /= sum;
+            }
+
+            // out = probs @ v   one accumulator per output dim, keys ascending
+            for (int64_t d = 0; d < hd; d++) oh[d] = 0.0f;
+            for (int64_t j = 0; j < S; j++) {
+                if (k_pos[j] > q_pos[t]) continue;
+                const float* vj = v.row(j) + kvh * hd;  // (hd,)
+                for (int64_t d = 0; d < hd; d++) oh[d] += att[j] * vj[d];
+            }
+        }
+    }
+}
+
+}  // namespace conform::scalar

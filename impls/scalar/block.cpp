@@ -1,0 +1,336 @@
+// block — one Llama / Qwen3 decoder layer, and decoding it through a KV cache.
+//
+//   attn_in = rmsnorm(x, attn_norm)
+//   q, k, v = attn_in @ [wq | wk | wv]            one fused product
+//   q, k    = qk_norm(q), qk_norm(k)              Qwen3 only, before RoPE
+//   q_rot, k_rot = rope(q), rope(k)
+//   attn    = attention(q_rot, cache_k, cache_v)  the cache holds k_rot and v
+//   h       = x + attn @ wo
+//   out     = h + swiglu(rmsnorm(h, ffn_norm))
+//
+// block() and decode() run the same forward(): block() is one forward over all
+// T tokens with an empty cache of T rows; decode() is a forward over the
+// prefill, then one forward per remaining token, all appending to one cache.
+// A row's arithmetic never depends on the other rows in its chunk, so with
+// increasing positions decode() reproduces block() bitwise.
+#include <algorithm>
+#include <vector>
+
+#include "scalar.h"
+
+namespace conform::scalar {
+namespace {
+
+// ----------------------------------------------------------------------------
+// state
+
+// Every activation of one forward over up to `cap` tokens, allocated once per
+// block()/decode() call so that forward() itself allocates nothing but the
+// ops' own scratch (llama2.c's RunState).
+struct RunState {
+    Tensor attn_in;   // (cap, D)
+    Tensor qkv;       // (cap, (H + 2*KV) * hd)   [q | k | v]
+    Tensor q;         // (cap, H * hd)    raw projection (tap q)
+    Tensor k;         // (cap, KV * hd)   raw projection (tap k)
+    Tensor v;         // (cap, KV * hd)   (tap v), cached as is
+    Tensor q_normed;  // (cap, H * hd)    qk_norm only, else (0, H * hd)
+    Tensor k_normed;  // (cap, KV * hd)   qk_norm only, else (0, KV * hd)
+    Tensor q_rot;     // (cap, H * hd)
+    Tensor k_rot;     // (cap, KV * hd)
+    Tensor attn;      // (cap, H * hd)
+    Tensor attn_wo;   // (cap, D)         attn @ wo, before the residual
+    Tensor h;         // (cap, D)
+    Tensor ffn_in;    // (cap, D)
+    Tensor ffn_out;   // (cap, D)
+    Tensor out;       // (cap, D)
+
+    RunState(const BlockConfig& c, int64_t cap)
+        : attn_in(cap, c.d_model),
+          qkv(cap, c.q_width() + 2 * c.kv_width()),
+          q(cap, c.q_width()),
+          k(cap, c.kv_width()),
+          v(cap, c.kv_width()),
+          q_normed(c.qk_norm ? cap : 0, c.q_width()),
+          k_normed(c.qk_norm ? cap : 0, c.kv_width()),
+          q_rot(cap, c.q_width()),
+          k_rot(cap, c.kv_width()),
+          attn(cap, c.q_width()),
+          attn_wo(cap, c.d_model),
+          h(cap, c.d_model),
+          ffn_in(cap, c.d_model),
+          ffn_out(cap, c.d_model),
+          out(cap, c.d_model) {}
+};
+
+// Everything that persists between decode steps: rotated keys (RoPE is never
+// re-applied to a cached key) and values (never rotated), with the position
+// of every cached row for the causal test.
+struct KvCache {
+    Tensor k;                  // (T_total, KV * hd)   k_rot of every token seen
+    Tensor v;                  // (T_total, KV * hd)   v of every token seen
+    std::vector<int64_t> pos;  // (T_total,)
+    int64_t len = 0;           // rows filled so far
+
+    KvCache(const BlockConfig& c, int64_t capacity)
+        : k(capacity, c.kv_width()), v(capacity, c.kv_width()), pos(static_cast<size_t>(capacity), 0) {}
+};
+
+// The first n rows of a buffer, as the ops take them.
+MutView first(Tensor& t, int64_t n) { return MutView{t.data.data(), n, t.cols()}; }
+
+// ----------------------------------------------------------------------------
+// checks
+
+void check_config(const char* op, const BlockConfig& c) {
+    detail::expect(c.d_model > 0 && c.n_heads > 0 && c.n_kv_heads > 0 && c.head_dim > 0 && c.ffn_dim > 0, op,
+                   "d_model, n_heads, n_kv_heads, head_dim and ffn_dim must be positive");
+    detail::expect(c.n_heads % c.n_kv_heads == 0, op,
+                   "n_heads = " + std::to_string(c.n_heads) + " must be a multiple of n_kv_heads = " +
+                       std::to_string(c.n_kv_heads));
+    detail::expect(c.head_dim % 2 == 0, op, "head_dim must be even for RoPE, found " + std::to_string(c.head_dim));
+}
+
+void check_weights(const char* op, const BlockWeights& w, const BlockConfig& c) {
+    const int64_t D = c.d_model, F = c.ffn_dim, Q = c.q_width(), KVW = c.kv_width();
+    detail::expect_shape(op, "attn_norm", w.attn_norm, 1, D);
+    detail::expect_shape(op, "wq", w.wq, D, Q);
+    detail::expect_shape(op, "wk", w.wk, D, KVW);
+    detail::expect_shape(op, "wv", w.wv, D, KVW);
+    detail::expect_shape(op, "wo", w.wo, Q, D);
+    detail::expect_shape(op, "ffn_norm", w.ffn_norm, 1, D);
+    detail::expect_shape(op, "w1", w.w1, D, F);
+    detail::expect_shape(op, "w3", w.w3, D, F);
+    detail::expect_shape(op, "w2", w.w2, F, D);
+    if (c.qk_norm) {
+        detail::expect(w.q_norm.data != nullptr && w.k_norm.data != nullptr, op,
+                       "qk_norm is on but q_norm / k_norm were not given");
+        detail::expect_shape(op, "q_norm", w.q_norm, 1, c.head_dim);
+        detail::expect_shape(op, "k_norm", w.k_norm, 1, c.head_dim);
+    }
+}
+
+void check_inputs(const char* op, View x, Positions pos, const BlockWeights& w, const BlockConfig& c) {
+    check_config(op, c);
+    detail::expect_shape(op, "x", x, x.rows, c.d_model);
+    detail::expect_positions(op, "pos", pos, x.rows);
+    check_weights(op, w, c);
+}
+
+// Width of each tap's buffer, [T, tap_cols].
+int64_t tap_cols(Tap t, const BlockConfig& c) {
+    switch (t) {
+        case Tap::q:
+        case Tap::q_rot:
+        case Tap::attn: return c.q_width();
+        case Tap::k:
+        case Tap::v:
+        case Tap::k_rot: return c.kv_width();
+        case Tap::attn_in:
+        case Tap::h:
+        case Tap::ffn_in:
+        case Tap::ffn_out:
+        case Tap::out: return c.d_model;
+    }
+    return 0;
+}
+
+const Tensor& tap_source(const RunState& s, Tap t) {
+    switch (t) {
+        case Tap::attn_in: return s.attn_in;
+        case Tap::q: return s.q;
+        case Tap::k: return s.k;
+        case Tap::v: return s.v;
+        case Tap::q_rot: return s.q_rot;
+        case Tap::k_rot: return s.k_rot;
+        case Tap::attn: return s.attn;
+        case Tap::h: return s.h;
+        case Tap::ffn_in: return s.ffn_in;
+        case Tap::ffn_out: return s.ffn_out;
+        case Tap::out: return s.out;
+    }
+    return s.out;
+}
+
+// Rows [0, n) of src into rows [row0, row0 + n) of dst; same width.
+void copy_rows(const Tensor& src, int64_t n, MutView dst, int64_t row0) {
+    const int64_t cols = src.cols();
+    std::copy(src.data.begin(), src.data.begin() + n * cols, dst.data + row0 * cols);
+}
+
+// ----------------------------------------------------------------------------
+// the forward
+
+// One forward of the layer over n tokens x at positions pos. Appends their
+// k_rot and v to the cache, attends over everything cached, and leaves every
+// activation in the first n rows of s.
+void forward(View x /* (n, D) */, Positions pos /* (n,) */, const BlockWeights& w,
+             View wqkv /* (D, (H + 2*KV) * hd) */, const BlockConfig& c, KvCache& cache, RunState& s) {
+    const int64_t n = x.rows;
+    const int64_t D = c.d_model;
+    const int64_t Q = c.q_width();     // H * hd
+    const int64_t KVW = c.kv_width();  // KV * hd
+    detail::expect(cache.len + n <= cache.k.rows(), "block", "KV cache overflow");
+
+    MutView attn_in = first(s.attn_in, n);  // (n, D)
+    MutView qkv = first(s.qkv, n);          // (n, Q + 2*KVW)
+    MutView q = first(s.q, n);              // (n, Q)
+    MutView k = first(s.k, n);              // (n, KVW)
+    MutView v = first(s.v, n);              // (n, KVW)
+    MutView q_rot = first(s.q_rot, n);      // (n, Q)
+    MutView k_rot = first(s.k_rot, n);      // (n, KVW)
+    MutView attn = first(s.attn, n);        // (n, Q)
+    MutView attn_wo = first(s.attn_wo, n);  // (n, D)
+    MutView h = first(s.h, n);              // (n, D)
+    MutView ffn_in = first(s.ffn_in, n);    // (n, D)
+    MutView ffn_out = first(s.ffn_out, n);  // (n, D)
+    MutView out = first(s.out, n);          // (n, D)
+
+    // ---- attention ----
+
+    // attn_in = self.input_layernorm(x)
+    rmsnorm(x, w.attn_norm, rmsnorm_params(c), attn_in);
+
+    // qkv = attn_in @ torch.cat([wq, wk, wv], dim=1)
+    // One product for all three: each column's dot product is unchanged by
+    // packing, so q, k, v equal the three separate products bitwise.
+    matmul(attn_in, wqkv, qkv);
+
+    // q, k, v = qkv.split([H*hd, KV*hd, KV*hd], dim=-1)
+    for (int64_t t = 0; t < n; t++) {
+        const float* row = qkv.row(t);  // (Q + 2*KVW,)
+        std::copy(row, row + Q, q.row(t));
+        std::copy(row + Q, row + Q + KVW, k.row(t));
+        std::copy(row + Q + KVW, row + Q + 2 * KVW, v.row(t));
+    }
+
+    // q = self.q_norm(q); k = self.k_norm(k)   Qwen3: per head, before RoPE; v never
+    View q_in = q;  // (n, Q)   what RoPE rotates
+    View k_in = k;  // (n, KVW)
+    if (c.qk_norm) {
+        MutView q_normed = first(s.q_normed, n);  // (n, Q)
+        MutView k_normed = first(s.k_normed, n);  // (n, KVW)
+        qk_norm(q, w.q_norm, qk_norm_params(c), q_normed);
+        qk_norm(k, w.k_norm, qk_norm_params(c), k_normed);
+        q_in = q_normed;
+        k_in = k_normed;
+    }
+
+    // q_rot, k_rot = apply_rotary_pos_emb(q, k, cos, sin)
+    rope(q_in, pos, rope_params(c), q_rot);
+    rope(k_in, pos, rope_params(c), k_rot);
+
+    // self.cache_k[start:start + n] = k_rot; self.cache_v[start:start + n] = v
+    copy_rows(s.k_rot, n, MutView{cache.k.data.data(), cache.k.rows(), KVW}, cache.len);
+    copy_rows(s.v, n, MutView{cache.v.data.data(), cache.v.rows(), KVW}, cache.len);
+    std::copy(pos.data, pos.data + n, cache.pos.begin() + cache.len);
+    cache.len += n;
+
+    // attn = softmax(q_rot @ keys.T / sqrt(hd) + causal_mask) @ values   over the whole cache
+    const View keys{cache.k.data.data(), cache.len, KVW};    // (len, KVW)
+    const View values{cache.v.data.data(), cache.len, KVW};  // (len, KVW)
+    const Positions key_pos{cache.pos.data(), cache.len};    // (len,)
+    attention(q_rot, keys, values, pos, key_pos, attention_params(c), attn);
+
+    // h = x + self.o_proj(attn)
+    matmul(attn, w.wo, attn_wo);
+    for (int64_t t = 0; t < n; t++) {
+        const float* xt = x.row(t);
+        const float* at = attn_wo.row(t);
+        float* ht = h.row(t);
+        for (int64_t d = 0; d < D; d++) ht[d] = xt[d] + at[d];
+    }
+
+    // ---- feed-forward ----
+
+    // ffn_in = self.post_attention_layernorm(h)
+    rmsnorm(h, w.ffn_norm, rmsnorm_params(c), ffn_in);
+
+    // ffn_out = self.w2(F.silu(self.w1(ffn_in)) * self.w3(ffn_in))
+    swiglu(ffn_in, w.w1, w.w3, w.w2, ffn_out);
+
+    // out = h + ffn_out
+    for (int64_t t = 0; t < n; t++) {
+        const float* ht = h.row(t);
+        const float* ft = ffn_out.row(t);
+        float* ot = out.row(t);
+        for (int64_t d = 0; d < D; d++) ot[d] = ht[d] + ft[d];
+    }
+}
+
+// wqkv (D, (H + 2*KV) * hd), built once per call from the caller's weights.
+Tensor packed_qkv(const BlockWeights& w, const BlockConfig& c) {
+    Tensor wqkv(c.d_model, c.q_width() + 2 * c.kv_width());
+    pack_qkv(w.wq, w.wk, w.wv, wqkv.mut());
+    return wqkv;
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------
+// public
+
+void pack_qkv(View wq, View wk, View wv, MutView wqkv) {
+    const int64_t D = wq.rows;  // in
+    const int64_t Q = wq.cols;  // H * hd
+    const int64_t KVW = wk.cols;  // KV * hd
+    detail::expect_shape("pack_qkv", "wq", wq, D, Q);
+    detail::expect_shape("pack_qkv", "wk", wk, D, KVW);
+    detail::expect_shape("pack_qkv", "wv", wv, D, KVW);
+    detail::expect_shape("pack_qkv", "wqkv", wqkv, D, Q + 2 * KVW);
+
+    // wqkv = torch.cat([wq, wk, wv], dim=1)   row r = [wq[r] | wk[r] | wv[r]]
+    for (int64_t r = 0; r < D; r++) {
+        float* dst = wqkv.row(r);  // (Q + 2*KVW,)
+        dst = std::copy(wq.row(r), wq.row(r) + Q, dst);
+        dst = std::copy(wk.row(r), wk.row(r) + KVW, dst);
+        std::copy(wv.row(r), wv.row(r) + KVW, dst);
+    }
+}
+
+TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) {
+    check_inputs("block", x, pos, w, c);
+    const int64_t T = x.rows;
+    // out is always written; any other tap only when the caller gave a buffer
+    detail::expect_shape("block", "out", out[Tap::out], T, c.d_model);
+    for (Tap tap : kAllTaps) {
+        if (out[tap].data != nullptr) detail::expect_shape("block", to_string(tap), out[tap], T, tap_cols(tap, c));
+    }
+
+    const Tensor wqkv = packed_qkv(w, c);  // (D, (H + 2*KV) * hd)
+    RunState s(c, T);
+    KvCache cache(c, T);  // starts empty: the block attends over its own T tokens
+    forward(x, pos, w, wqkv.view(), c, cache, s);
+
+    TapSet wrote;
+    for (Tap tap : kAllTaps) {
+        if (tap != Tap::out && out[tap].data == nullptr) continue;
+        copy_rows(tap_source(s, tap), T, out[tap], 0);
+        wrote.add(tap);
+    }
+    return wrote;
+}
+
+void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c, MutView out) {
+    check_inputs("decode", x, pos, w, c);
+    const int64_t T = x.rows;
+    detail::expect(prefill >= 0 && prefill <= T, "decode",
+                   "prefill must be in [0, " + std::to_string(T) + "], found " + std::to_string(prefill));
+    detail::expect_shape("decode", "out", out, T, c.d_model);
+
+    const Tensor wqkv = packed_qkv(w, c);          // (D, (H + 2*KV) * hd)
+    RunState s(c, std::max<int64_t>(prefill, 1));  // the largest chunk: the prefill, or one token
+    KvCache cache(c, T);                           // (T, KV * hd) each, filled as we go
+
+    // prefill: the first `prefill` tokens in one forward
+    if (prefill > 0) {
+        forward(View{x.row(0), prefill, x.cols}, Positions{pos.data, prefill}, w, wqkv.view(), c, cache, s);
+        copy_rows(s.out, prefill, out, 0);
+    }
+    // decode: every later token alone, attending over the cache [0, t]
+    for (int64_t t = prefill; t < T; t++) {
+        forward(View{x.row(t), 1, x.cols}, Positions{pos.data + t, 1}, w, wqkv.view(), c, cache, s);
+        copy_rows(s.out, 1, out, t);
+    }
+}
+
+}  // namespace conform::scalar

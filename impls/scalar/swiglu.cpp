@@ -1,0 +1,38 @@
+// swiglu — the Llama feed-forward: w2(silu(w1(x)) * w3(x)), no norm, no residual.
+#include <cmath>
+#include <vector>
+
+#include "scalar.h"
+
+namespace conform::scalar {
+
+void swiglu(View x, View w1, View w3, View w2, MutView out) {
+    const int64_t T = x.rows;   // tokens
+    const int64_t D = x.cols;   // model width
+    const int64_t F = w1.cols;  // hidden width
+    detail::expect_shape("swiglu", "x", x, T, D);
+    detail::expect_shape("swiglu", "w1", w1, D, F);
+    detail::expect_shape("swiglu", "w3", w3, D, F);
+    detail::expect_shape("swiglu", "w2", w2, F, D);
+    detail::expect_shape("swiglu", "out", out, T, D);
+
+    std::vector<float> a(static_cast<size_t>(T * F));  // (T, F) gate, then the gated product
+    std::vector<float> b(static_cast<size_t>(T * F));  // (T, F) up
+    MutView av{a.data(), T, F};
+    MutView bv{b.data(), T, F};
+
+    // a = self.w1(x); b = self.w3(x)
+    matmul(x, w1, av);
+    matmul(x, w3, bv);
+
+    // g = F.silu(a) * b   silu(a) = a * sigmoid(a), written a / (1 + exp(-a))
+    for (int64_t i = 0; i < T * F; i++) {
+        const float silu = a[i] / (1.0f + std::exp(-a[i]));
+        a[i] = silu * b[i];
+    }
+
+    // out = self.w2(g)
+    matmul(av, w2, out);
+}
+
+}  // namespace conform::scalar

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every dependency from Debian by package name, then configures and
+# builds conform into build/ (Release, ccache when present).
+# Non-interactive and idempotent: safe to run again; apt skips what is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libtorch-dev libopenblas0-pthread      # LibTorch 1.13 (CPU); without OpenBLAS its GEMMs fall back to the reference BLAS (~25x slower)
+  catch2 librapidcheck-dev               # tests and property generation
+  libhdf5-dev                            # fixtures
+  libhwy-dev                             # SIMD implementation (Highway)
+  libcli11-dev nlohmann-json3-dev libfmt-dev
+  python3 python3-h5py python3-numpy     # scripts/h5py_example.py
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+generator=()
+# A fresh build dir uses Ninja when present; an existing one keeps its generator.
+if [ ! -f build/CMakeCache.txt ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
+cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release ${CONFORM_CMAKE_ARGS:-}
+cmake --build build -j "$(nproc)"
+echo "setup: built build/conform"

@@ -1,0 +1,41 @@
+// Shared by the tests: run a case on an implementation and judge it.
+#pragma once
+
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "registry.h"
+#include "report/report.h"
+#include "run/run.h"
+
+namespace conform::test {
+
+inline std::unique_ptr<Implementation> make(const std::string& name, DType dtype = DType::f32) {
+    const ImplEntry* e = find_implementation(name);
+    if (!e) throw std::runtime_error("no implementation " + name);
+    ImplOptions o;
+    o.dtype = dtype;
+    return e->create(o);
+}
+
+inline CaseResult check(Implementation& impl, const Case& c, DType dtype = DType::f32) {
+    ImplOutputs out = run_impl(impl, c);
+    if (!out.error.empty()) {
+        CaseResult r;
+        r.case_id = c.id;
+        r.error = out.error;
+        return r;
+    }
+    CaseResult r = judge_case(c, dtype, out.outputs, reference_truth(c, dtype));
+    r.impl = impl.name();
+    return r;
+}
+
+inline std::string explain(const CaseResult& r) {
+    std::ostringstream o;
+    print_failure(o, r);
+    return o.str();
+}
+
+}  // namespace conform::test

@@ -1,0 +1,88 @@
+// Generators: ids reproduce cases, generated cases reach the traps, shrinking
+// gives small readable counterexamples.
+#include <catch2/catch.hpp>
+#include <rapidcheck/catch.h>
+#include <set>
+
+#include "gen/gen.h"
+
+using namespace conform;
+
+TEST_CASE("a canonical id rebuilds exactly the same case", "[gen]") {
+    for (Op op : kAllOps) {
+        rc::prop(std::string("id round trip ") + to_string(op), [op] {
+            const gen::CaseSpec s = *gen::spec_gen(op);
+            const std::string id = gen::canonical_id(s);
+            std::string err;
+            const auto back = gen::parse_case_id(id, &err);
+            RC_ASSERT(back.has_value());
+            RC_ASSERT(gen::canonical_id(*back) == id);
+            const Case a = gen::materialize(s), b = gen::materialize(*back);
+            RC_ASSERT(a.inputs.size() == b.inputs.size());
+            for (const auto& [name, t] : a.inputs) RC_ASSERT(t.data == b.inputs.at(name).data);
+            RC_ASSERT(a.positions == b.positions);
+            validate_case(a);  // every generated case is valid
+        });
+    }
+}
+
+TEST_CASE("malformed case ids are refused with the reason", "[gen]") {
+    std::string err;
+    REQUIRE_FALSE(gen::parse_case_id("nope(T=1)", &err));
+    REQUIRE(err.find("unknown op") != std::string::npos);
+    REQUIRE_FALSE(gen::parse_case_id("rope(T=1,n=1)", &err));
+    REQUIRE(err.find("missing field") != std::string::npos);
+    REQUIRE_FALSE(gen::parse_case_id("rmsnorm(T=x,D=4,eps=1e-5,mag=1,outliers=0,seed=1)", &err));
+    REQUIRE_FALSE(gen::parse_case_id("rmsnorm(T=1,D=4,eps=1e-5,mag=1,outliers=0,seed=1,bogus=2)", &err));
+    REQUIRE(err.find("unknown field") != std::string::npos);
+}
+
+TEST_CASE("generated cases reach the traps", "[gen]") {
+    std::set<int64_t> hd;
+    std::set<double> theta;
+    bool gqa = false, mqa = false, mha = false, far = false, interleaved = false, neox = false, t1 = false, odd = false;
+    for (int i = 0; i < 300; ++i) {
+        const gen::CaseSpec a = gen::draw(Op::attention, 1, i);
+        gqa |= a.n_kv_heads > 1 && a.n_kv_heads < a.n_heads;
+        mqa |= a.n_kv_heads == 1 && a.n_heads > 1;
+        mha |= a.n_kv_heads == a.n_heads;
+        t1 |= a.T == 1;
+        odd |= a.S % 8 != 0 && a.S > 8;
+        const gen::CaseSpec r = gen::draw(Op::rope, 1, i);
+        hd.insert(r.head_dim);
+        theta.insert(r.theta);
+        far |= r.pos > 100000;
+        interleaved |= r.layout == RopeLayout::interleaved;
+        neox |= r.layout == RopeLayout::neox;
+    }
+    REQUIRE(gqa);
+    REQUIRE(mqa);
+    REQUIRE(mha);
+    REQUIRE(t1);
+    REQUIRE(odd);
+    REQUIRE(far);
+    REQUIRE(interleaved);
+    REQUIRE(neox);
+    REQUIRE(theta.count(10000.0));
+    REQUIRE(theta.count(500000.0));
+    REQUIRE(theta.count(1000000.0));
+    REQUIRE(hd.count(4));
+    REQUIRE(hd.count(64));
+}
+
+TEST_CASE("shrinking yields a small counterexample", "[gen]") {
+    // A planted "bug" that shows only past position 4000 with at least 3 tokens.
+    int index = -1;
+    for (int i = 0; i < 500 && index < 0; ++i) {
+        const gen::CaseSpec s = gen::draw(Op::rope, 5, i);
+        if (s.pos >= 4000 && s.T >= 3) index = i;
+    }
+    REQUIRE(index >= 0);
+    const gen::Shrunk sh = gen::shrink(Op::rope, 5, index, [](const gen::CaseSpec& s) { return s.pos >= 4000 && s.T >= 3; });
+    INFO(gen::canonical_id(sh.spec));
+    REQUIRE(sh.spec.T == 3);
+    REQUIRE(sh.spec.pos == 4000);
+    REQUIRE(sh.spec.head_dim == 4);
+    REQUIRE(sh.spec.n_heads == 1);
+    REQUIRE(sh.spec.seed == 0);
+}
