@@ -1,5 +1,6 @@
 #include "gen/gen.h"
 
+#include <array>
 #include <cmath>
 #include <map>
 #include <rapidcheck.h>
@@ -64,9 +65,29 @@ std::vector<int64_t> contiguous(int64_t start, int64_t n) {
 // ---- generator pieces ------------------------------------------------------------
 // Every pick shrinks toward the first alternative, so counterexamples shrink to
 // small, round cases (T=1, head_dim=4, position 0, theta 10000 ...).
+// (RapidCheck's own element/weightedElement never shrink; an index drawn by
+// inRange does, toward 0.)
+
+template <typename T>
+T weighted(std::initializer_list<std::pair<int, T>> items) {
+    int total = 0;
+    for (const auto& it : items) total += it.first;
+    int u = *rc::gen::inRange<int>(0, total);
+    for (const auto& it : items) {
+        if (u < it.first) return it.second;
+        u -= it.first;
+    }
+    return items.begin()->second;
+}
+
+template <typename T, typename... Ts>
+T one_of(T first, Ts... rest) {
+    const std::array<T, 1 + sizeof...(rest)> all{first, static_cast<T>(rest)...};
+    return all[*rc::gen::inRange<size_t>(0, all.size())];
+}
 
 int64_t pick_position() {
-    const int cls = *rc::gen::weightedElement<int>({{3, 0}, {3, 1}, {2, 2}, {2, 3}, {1, 4}, {2, 5}, {1, 6}});
+    const int cls = weighted<int>({{3, 0}, {3, 1}, {2, 2}, {2, 3}, {1, 4}, {2, 5}, {1, 6}});
     switch (cls) {
         case 0: return 0;
         case 1: return *rc::gen::inRange<int64_t>(0, 64);
@@ -79,7 +100,7 @@ int64_t pick_position() {
 }
 
 double pick_theta() {
-    const int cls = *rc::gen::weightedElement<int>({{3, 0}, {3, 1}, {3, 2}, {2, 3}});
+    const int cls = weighted<int>({{3, 0}, {3, 1}, {3, 2}, {2, 3}});
     switch (cls) {
         case 0: return 10000.0;
         case 1: return 500000.0;
@@ -90,7 +111,7 @@ double pick_theta() {
 
 int64_t pick_head_dim(int64_t max_hd) {
     for (;;) {
-        const int64_t hd = *rc::gen::weightedElement<int64_t>(
+        const int64_t hd = weighted<int64_t>(
             {{4, 4}, {3, 8}, {3, 16}, {1, 2}, {2, 6}, {2, 32}, {2, 64}, {1, 10}, {1, 128}});
         if (hd <= max_hd) return hd;
     }
@@ -98,7 +119,7 @@ int64_t pick_head_dim(int64_t max_hd) {
 
 // MHA (KV = H), GQA (1 < KV < H), MQA (KV = 1), all common.
 void pick_heads(CaseSpec& s, int64_t max_heads) {
-    const int cls = *rc::gen::weightedElement<int>({{2, 0}, {3, 1}, {2, 2}});
+    const int cls = weighted<int>({{2, 0}, {3, 1}, {2, 2}});
     if (cls == 0) {
         s.n_heads = s.n_kv_heads = *rc::gen::inRange<int64_t>(1, std::min<int64_t>(5, max_heads) + 1);
     } else if (cls == 1) {
@@ -113,22 +134,22 @@ void pick_heads(CaseSpec& s, int64_t max_heads) {
 
 int64_t pick_rows(int64_t max) {
     // 1 and sizes that are not multiples of 4/8/16 are the interesting ones.
-    const int cls = *rc::gen::weightedElement<int>({{2, 0}, {5, 1}, {1, 2}});
+    const int cls = weighted<int>({{2, 0}, {5, 1}, {1, 2}});
     if (cls == 0) return 1;
     if (cls == 1) return *rc::gen::inRange<int64_t>(1, max + 1);
-    return std::min<int64_t>(max, *rc::gen::element<int64_t>(17, 33, 31, 15));
+    return std::min<int64_t>(max, one_of<int64_t>(17, 33, 31, 15));
 }
 
 int64_t pick_width(int64_t small_max, std::initializer_list<int64_t> large) {
-    const bool big = *rc::gen::weightedElement<int>({{5, 0}, {1, 1}}) == 1;
+    const bool big = weighted<int>({{5, 0}, {1, 1}}) == 1;
     if (!big) return *rc::gen::inRange<int64_t>(1, small_max + 1);
     std::vector<int64_t> l(large);
     return l[*rc::gen::inRange<size_t>(0, l.size())];
 }
 
 void pick_inputs(CaseSpec& s) {
-    s.mag = *rc::gen::weightedElement<double>({{6, 1.0}, {2, 1e-3}, {2, 30.0}});
-    s.outliers = *rc::gen::weightedElement<int64_t>({{4, 0}, {1, 1}, {1, 3}});
+    s.mag = weighted<double>({{6, 1.0}, {2, 1e-3}, {2, 30.0}});
+    s.outliers = weighted<int64_t>({{4, 0}, {1, 1}, {1, 3}});
     s.seed = *rc::gen::inRange<uint64_t>(0, 1u << 30);
 }
 
@@ -139,13 +160,13 @@ CaseSpec make(Op op) {
         case Op::rmsnorm:
             s.T = pick_rows(33);
             s.d_model = pick_width(130, {1024, 2048, 4096, 5120});
-            s.eps = *rc::gen::element(1e-5, 1e-6);
+            s.eps = one_of(1e-5, 1e-6);
             break;
         case Op::rope:
             s.T = pick_rows(33);
             s.head_dim = pick_head_dim(128);
             s.n_heads = *rc::gen::inRange<int64_t>(1, 6);
-            s.layout = *rc::gen::element(RopeLayout::neox, RopeLayout::interleaved);
+            s.layout = one_of(RopeLayout::neox, RopeLayout::interleaved);
             s.theta = pick_theta();
             s.pos = pick_position();
             break;
@@ -153,7 +174,7 @@ CaseSpec make(Op op) {
             s.T = pick_rows(33);
             s.head_dim = pick_head_dim(128);
             s.n_heads = *rc::gen::inRange<int64_t>(1, 6);
-            s.eps = *rc::gen::element(1e-6, 1e-5);
+            s.eps = one_of(1e-6, 1e-5);
             break;
         case Op::attention: {
             pick_heads(s, 8);
@@ -163,7 +184,7 @@ CaseSpec make(Op op) {
             s.kpos = pick_position();
             // Mostly the queries are the tail of the keys (prefill, chunked
             // prefill, decode); sometimes elsewhere, so some rows see few or no keys.
-            const bool tail = *rc::gen::weightedElement<int>({{5, 0}, {1, 1}}) == 0;
+            const bool tail = weighted<int>({{5, 0}, {1, 1}}) == 0;
             s.pos = tail ? s.kpos + s.S - s.T : s.kpos + *rc::gen::inRange<int64_t>(-4, s.S + 4);
             if (s.pos < 0) s.pos = 0;
             break;
@@ -180,10 +201,10 @@ CaseSpec make(Op op) {
             s.head_dim = pick_head_dim(32);
             s.d_model = *rc::gen::inRange<int64_t>(4, 97);
             s.ffn_dim = *rc::gen::inRange<int64_t>(4, 193);
-            s.layout = *rc::gen::element(RopeLayout::neox, RopeLayout::interleaved);
+            s.layout = one_of(RopeLayout::neox, RopeLayout::interleaved);
             s.theta = pick_theta();
             s.qk_norm = *rc::gen::arbitrary<bool>();
-            s.eps = *rc::gen::element(1e-5, 1e-6);
+            s.eps = one_of(1e-5, 1e-6);
             s.pos = pick_position();
             if (op == Op::decode) s.prefill = *rc::gen::inRange<int64_t>(0, s.T + 1);
             break;
