@@ -4,6 +4,7 @@
 #include <random>
 #include <sstream>
 
+#include "cli/commands.h"
 #include "cli/gate.h"
 #include "registry.h"
 
@@ -21,29 +22,6 @@ std::vector<std::string> split(const std::string& s) {
     while (std::getline(ss, item, ','))
         if (!item.empty()) out.push_back(item);
     return out;
-}
-
-int list(bool ops_only, bool impls_only) {
-    if (!impls_only) {
-        if (!ops_only) std::cout << "ops:\n";
-        for (Op op : kAllOps) std::cout << (ops_only ? "" : "  ") << to_string(op) << "\n";
-    }
-    if (!ops_only) {
-        if (!impls_only) std::cout << "implementations:\n";
-        for (const auto& e : implementations()) {
-            const Availability a = e.available();
-            if (impls_only)
-                std::cout << e.name << "\n";
-            else
-                std::cout << "  " << e.name << "  " << (a.available ? "available" : "unavailable: " + a.reason) << "  — "
-                          << e.description << "\n";
-        }
-        if (!impls_only && !mutant_implementations().empty()) {
-            std::cout << "mutants (never in the default gate; `conform mutants`):\n";
-            for (const auto& e : mutant_implementations()) std::cout << "  " << e.name << "  — " << e.description << "\n";
-        }
-    }
-    return kConform;
 }
 
 }  // namespace
@@ -64,10 +42,10 @@ int main(int argc, char** argv) {
     app.add_flag("--quiet", g.quiet, "no progress or summary lines beyond the table");
     app.add_option("--case", g.case_id, "replay one property case by its canonical id, e.g. 'rope(T=7,...)'");
 
-    bool list_ops = false, list_impls = false;
-    auto* list_cmd = app.add_subcommand("list", "implementations (available or why not) and ops");
-    list_cmd->add_flag("--ops", list_ops, "only op names, one per line");
-    list_cmd->add_flag("--impls", list_impls, "only implementation names, one per line");
+    // Subcommands, in the order `conform --help` lists them.
+    std::vector<Command> commands = {
+        add_list(app),
+    };
 
     try {
         app.parse(argc, argv);
@@ -76,7 +54,8 @@ int main(int argc, char** argv) {
         return rc == 0 ? kConform : kUsage;
     }
 
-    if (list_cmd->parsed()) return list(list_ops, list_impls);
+    for (const auto& c : commands)
+        if (c.app->parsed()) return c.run();
 
     if (!impl_list.empty() && impl_list != "all") {
         g.impls = split(impl_list);

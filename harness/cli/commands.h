@@ -1,0 +1,20 @@
+// harness/cli/commands.h — the subcommands, listed explicitly in main.cpp.
+//
+// Each subcommand lives in its own file and exposes one function that adds
+// itself to the app and returns how to run it once parsed. main.cpp calls
+// them in a fixed list (no static registration).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace conform::cli {
+
+struct Command {
+    CLI::App* app = nullptr;   // the subcommand, to ask whether it was parsed
+    std::function<int()> run;  // returns the exit code
+};
+
+Command add_list(CLI::App& app);
+
+}  // namespace conform::cli
