@@ -1,29 +1,109 @@
 // impls/registry.cpp — every implementation, listed by hand.
 #include "registry.h"
 
+#include "mutants/mutants.h"
 #include "scalar/scalar.h"
+#include "simd/simd.h"
+#ifdef CONFORM_HAVE_CUDA
+#include "cuda/cuda.h"
+#endif
 
 namespace conform {
 namespace {
 
 Availability always() { return {}; }
 
+#ifndef CONFORM_HAVE_CUDA
+// Listed all the same, so that `--impl cuda` says why it cannot run (exit 3).
+Availability built_without_cuda() {
+    return {false, "built without CUDA (nvcc not found at configure time, or CONFORM_CUDA=OFF)"};
+}
+std::unique_ptr<Implementation> no_cuda(const ImplOptions&) { throw ImplError(built_without_cuda().reason); }
+#endif
+
 }  // namespace
 
 const std::vector<ImplEntry>& implementations() {
     static const std::vector<ImplEntry> table = {
         {"scalar", "plain float32 loops, llama2.c style", false, always, scalar::make_scalar},
+        {"simd", "Highway SIMD, f32 or bf16 storage, fused, multithreaded", false, always, simd::make_simd, {},
+         simd::simd_details},
+#ifdef CONFORM_HAVE_CUDA
+        {"cuda", "CUDA (sm_90): flash attention, fused QK-norm + RoPE + KV cache, cuBLAS; f32, bf16, f16", false,
+         cuda::availability, cuda::make_cuda, {}, cuda::cuda_details},
+#else
+        {"cuda", "CUDA (sm_90): not in this build", false, built_without_cuda, no_cuda},
+#endif
     };
     return table;
 }
 
 const std::vector<ImplEntry>& mutant_implementations() {
-    // The mutants table lives in impls/mutants/ and will be listed here.
-    static const std::vector<ImplEntry> table = {};
+    using namespace mutants;
+    const std::vector<Op> rope_ops = {Op::rope, Op::block, Op::decode};
+    const std::vector<Op> block_ops = {Op::block, Op::decode};
+    const std::vector<Op> attention_ops = {Op::attention, Op::block, Op::decode};
+    const std::vector<Op> norm_ops = {Op::rmsnorm, Op::qk_norm, Op::block, Op::decode};
+    static const std::vector<ImplEntry> table = {
+        {"rope_layout_swapped", "RoPE pairs NeoX and interleaved swapped", true, always, rope_layout_swapped, rope_ops},
+        {"rope_theta_default", "rope_theta ignored: always 10000", true, always, rope_theta_default, rope_ops},
+        {"rope_angle_low_precision", "RoPE angles pos * inv_freq rounded to bf16", true, always,
+         rope_angle_low_precision, rope_ops},
+        {"rope_position_off_by_one", "decode steps rotated at pos + 1", true, always, rope_position_off_by_one,
+         {Op::decode}},
+        {"v_rotated", "v rotated like k", true, always, v_rotated, block_ops},
+        {"rope_applied_twice", "q and k rotated twice", true, always, rope_applied_twice, block_ops},
+        {"qk_norm_missing", "QK-norm skipped in the block", true, always, qk_norm_missing, block_ops},
+        {"qk_norm_after_rope", "QK-norm after RoPE instead of before", true, always, qk_norm_after_rope, block_ops},
+        {"qk_norm_always_on", "QK-norm applied whatever the config says", true, always, qk_norm_always_on,
+         block_ops},
+        {"gqa_head_mapping_tiled", "query head h reads kv head h % n_kv", true, always, gqa_head_mapping_tiled,
+         attention_ops},
+        {"causal_mask_missing", "no causal mask", true, always, causal_mask_missing, attention_ops},
+        {"causal_mask_off_by_one", "causal mask k_pos < q_pos: the diagonal masked", true, always,
+         causal_mask_off_by_one, attention_ops},
+        {"attention_scale_wrong", "scores scaled by 1/sqrt(n_heads * head_dim)", true, always,
+         attention_scale_wrong, attention_ops},
+        {"softmax_no_max_subtraction", "softmax without the row max: overflows", true, always,
+         softmax_no_max_subtraction, attention_ops},
+        {"masked_row_nan", "a query that sees no key gets NaN, not zeros", true, always, masked_row_nan,
+         {Op::attention}},
+        {"rmsnorm_eps_outside_sqrt", "RMSNorm x / (sqrt(mean(x^2)) + eps)", true, always, rmsnorm_eps_outside_sqrt,
+         norm_ops},
+        {"rmsnorm_mean_not_squared", "RMSNorm with mean(|x|) for mean(x^2)", true, always,
+         rmsnorm_mean_not_squared, norm_ops},
+        {"swiglu_gate_on_up", "SiLU on the up branch instead of the gate", true, always, swiglu_gate_on_up,
+         {Op::swiglu, Op::block, Op::decode}},
+        {"residual_missing", "attention residual dropped: h = attn @ wo", true, always, residual_missing, block_ops},
+        {"decode_cache_unrotated_k", "decode steps cache their key before RoPE", true, always,
+         decode_cache_unrotated_k, {Op::decode}},
+    };
     return table;
 }
 
+#ifdef CONFORM_HAVE_CUDA
+// The CUDA mutants: the CUDA kernels with one bug each, for checking on a GPU
+// that the harness catches a bug in them too (scripts/device-check.sh runs
+// them by name and requires exit 1). Kept out of mutant_implementations():
+// `conform mutants` creates every mutant there, which needs a device, and
+// requires the diagnosis to name the mutant's own id, while it names the bug
+// ("rope_layout_swapped") whatever implementation carries it.
+static const std::vector<ImplEntry>& cuda_mutant_implementations() {
+    static const std::vector<ImplEntry> table = {
+        {"cuda_rope_layout_swapped", "cuda: RoPE pairs NeoX and interleaved swapped", true, cuda::availability,
+         cuda::make_cuda_rope_layout_swapped, {Op::rope, Op::block, Op::decode}},
+        {"cuda_gqa_head_mapping_tiled", "cuda: query head h reads kv head h % n_kv (attention kernel)", true,
+         cuda::availability, cuda::make_cuda_gqa_tiled, {Op::attention, Op::block, Op::decode}},
+    };
+    return table;
+}
+#endif
+
 const ImplEntry* find_implementation(const std::string& name) {
+#ifdef CONFORM_HAVE_CUDA
+    for (const ImplEntry& e : cuda_mutant_implementations())
+        if (e.name == name) return &e;
+#endif
     for (const auto* table : {&implementations(), &mutant_implementations()})
         for (const ImplEntry& e : *table)
             if (e.name == name) return &e;

@@ -5,6 +5,7 @@
 // one place (ggml's supports_op switch, not a plugin lottery).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,8 +29,12 @@ struct ImplEntry {
     std::string name;
     std::string description;
     bool mutant = false;  // deliberately wrong; never part of the default gate
-    Availability (*available)() = nullptr;
-    std::unique_ptr<Implementation> (*create)(const ImplOptions&) = nullptr;
+    // std::function rather than plain pointers so an entry can carry state: a
+    // plugin's entry (harness/plugin/) holds its loaded library.
+    std::function<Availability()> available;
+    std::function<std::unique_ptr<Implementation>(const ImplOptions&)> create;
+    std::vector<Op> ops = {};  // mutants: the ops their bug reaches (what `conform mutants` runs them on)
+    std::function<std::string()> details = {};  // more for `conform list` (simd: its compiled targets)
 };
 
 // Every in-repo implementation that is part of the gate (scalar, simd, cuda…).

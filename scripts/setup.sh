@@ -27,6 +27,17 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# LibTorch's GEMMs go through libblas.so.3; `conform bench` measures against
+# OpenBLAS's pthread build (the one Debian ranks first). Select it explicitly
+# if another BLAS alternative was chosen by hand.
+blas=/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3
+if [ -e "$blas" ] && command -v update-alternatives >/dev/null &&
+   [ "$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)" != "$(readlink -f "$blas")" ]; then
+  echo "setup: selecting OpenBLAS (pthread) for libblas.so.3"
+  if [ "$(id -u)" -eq 0 ]; then update-alternatives --set libblas.so.3-x86_64-linux-gnu "$blas"
+  else sudo update-alternatives --set libblas.so.3-x86_64-linux-gnu "$blas"; fi
+fi
+
 generator=()
 # A fresh build dir uses Ninja when present; an existing one keeps its generator.
 if [ ! -f build/CMakeCache.txt ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi

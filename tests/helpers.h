@@ -19,7 +19,11 @@ inline std::unique_ptr<Implementation> make(const std::string& name, DType dtype
     return e->create(o);
 }
 
-inline CaseResult check(Implementation& impl, const Case& c, DType dtype = DType::f32) {
+// Judges impl on c in dtype; below f32 the inputs are first rounded to dtype
+// (round_inputs), as the gate does, so impl and reference see the same values.
+inline CaseResult check(Implementation& impl, const Case& c_in, DType dtype = DType::f32) {
+    Case c = c_in;
+    round_inputs(c, dtype);
     ImplOutputs out = run_impl(impl, c);
     if (!out.error.empty()) {
         CaseResult r;

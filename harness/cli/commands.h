@@ -16,5 +16,8 @@ struct Command {
 };
 
 Command add_list(CLI::App& app);
+Command add_generate(CLI::App& app);
+Command add_mutants(CLI::App& app);
+Command add_bench(CLI::App& app);
 
 }  // namespace conform::cli

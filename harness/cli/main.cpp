@@ -41,10 +41,38 @@ int main(int argc, char** argv) {
     app.add_flag("--json", g.json, "print the JSON report on stdout instead of the table");
     app.add_flag("--quiet", g.quiet, "no progress or summary lines beyond the table");
     app.add_option("--case", g.case_id, "replay one property case by its canonical id, e.g. 'rope(T=7,...)'");
+    app.add_option("--simd-target", g.simd_target,
+                   "simd: run this compiled Highway target instead of the best one (see `conform list`)");
+    app.add_option("--threads", g.threads, "threads per implementation (default: theirs; simd uses every core)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--fixtures", g.fixtures,
+                   "fixture files or directories (HDF5, fixtures/SCHEMA.md; directories recursively), comma-separated "
+                   "or repeated; replaces the default fixtures/")
+        ->delimiter(',');
+    bool no_default_fixtures = false;
+    app.add_flag("--no-default-fixtures", no_default_fixtures, "do not run the repo's fixtures/ regression set");
+    app.add_option("--fixture-case", g.fixture_case, "run only the fixture case(s) whose group has this name");
+    app.add_option("--save-failures", g.save_failures,
+                   "write each failing property case, shrunk, as a one-case fixture into DIR");
+    app.add_flag("--force", g.force, "let --save-failures overwrite existing files");
+    app.add_option("--impl-lib", g.impl_libs,
+                   "an out-of-tree implementation to test (a shared library built against conform/plugin.h; "
+                   "repeatable). Its name is usable in --impl; without --impl only the plugins run")
+        ->allow_extra_args(false);
+    CLI::Option* isolate = app.add_flag_callback(
+        "--isolate", [&g] { g.isolation = GateOptions::Isolation::all; },
+        "run every implementation call in a child process, so a crash fails the case (the default for --impl-lib)");
+    app.add_flag_callback(
+           "--no-isolate", [&g] { g.isolation = GateOptions::Isolation::none; },
+           "run plugin calls in this process: faster, but a crash in the plugin ends conform")
+        ->excludes(isolate);
 
     // Subcommands, in the order `conform --help` lists them.
     std::vector<Command> commands = {
         add_list(app),
+        add_generate(app),
+        add_mutants(app),
+        add_bench(app),
     };
 
     try {
@@ -56,6 +84,7 @@ int main(int argc, char** argv) {
 
     for (const auto& c : commands)
         if (c.app->parsed()) return c.run();
+    g.default_fixtures = !no_default_fixtures;
 
     if (!impl_list.empty() && impl_list != "all") {
         g.impls = split(impl_list);

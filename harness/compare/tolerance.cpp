@@ -66,7 +66,8 @@ double rounding_floor(const DTensor& ref, DType dtype) {
     return 2.0 * m;
 }
 
-Verdict judge(Op op, DType dtype, const Metrics& m, const Baseline& base, const DTensor& ref, int64_t mismatches) {
+Verdict judge(Op op, DType dtype, const Metrics& m, const Baseline& base, const DTensor& ref, int64_t mismatches,
+              double noise) {
     const ToleranceRow& row = tolerance_row(op);
     Verdict v;
     v.m = m;
@@ -74,13 +75,15 @@ Verdict judge(Op op, DType dtype, const Metrics& m, const Baseline& base, const 
     v.k = row.k;
     v.floor = rounding_floor(ref, dtype);
     const double worst_base = std::max(base.err_library, base.err_sequential);
-    v.allowed = row.k * worst_base + v.floor;
+    v.noise = noise;
+    v.allowed = row.k * worst_base + std::max(v.floor, v.noise);
     const double table_nmse = dtype == DType::f32 ? row.nmse_f32 : dtype == DType::bf16 ? row.nmse_bf16 : row.nmse_f16;
     v.nmse_allowed = std::max(table_nmse, row.k * row.k * base.nmse);
     v.mismatches = mismatches;
     v.mismatch_pct = m.numel ? 100.0 * static_cast<double>(mismatches) / static_cast<double>(m.numel) : 0;
     v.margin = m.max_abs > 0 ? v.allowed / m.max_abs : std::numeric_limits<double>::infinity();
-    v.decided_by = row.k * worst_base >= v.floor ? "baseline" : "floor";
+    const double small = std::max(v.floor, v.noise);
+    v.decided_by = row.k * worst_base >= small ? "baseline" : (v.noise > v.floor ? "a-priori" : "floor");
 
     std::ostringstream why;
     if (m.nonfinite) {

@@ -11,7 +11,12 @@
 //              tiles, split-K over threads — has errors of the same size.
 //   floor    = 2 * max |fl(fl(ref64 + 0.3) - 0.3) - ref64|   (dtype rounding
 //              noise at the output's magnitude, FlashAttention-3)
-//   allowed  = k * baseline + floor                          (k per op, default 2)
+//   noise    = the a-priori rounding noise of the output's last reduction,
+//              sqrt(K) * u * max(|a| @ |b|) (Higham's typical bound, any
+//              order; computed by the reference in float64). Two sampled
+//              orders can underestimate what a third legitimate order does
+//              on a small tensor; this term cannot.
+//   allowed  = k * baseline + max(floor, noise)               (k per op, default 2)
 //   and a backstop on the whole tensor:
 //   nmse    <= max(nmse_max[op][dtype], k^2 * nmse(baseline))   (ggml-style)
 //
@@ -48,13 +53,14 @@ struct Verdict {
     Baseline base;
     double k = 2;
     double floor = 0;
+    double noise = 0;
     double allowed = 0;
     double nmse_allowed = 0;
     int64_t mismatches = 0;  // elements over `allowed`
     double mismatch_pct = 0;
     double margin = 0;       // allowed / err (> 1 passes; inf when err == 0)
     bool pass = false;
-    std::string decided_by;  // "baseline", "floor", "nmse", "nonfinite"
+    std::string decided_by;  // "baseline", "floor", "a-priori", "nmse", "nonfinite"
     std::string why;         // one line when failing
 };
 
@@ -62,7 +68,9 @@ struct Verdict {
 double rounding_floor(const DTensor& ref, DType dtype);
 
 // Judge one tensor. `a` is the output under test.
-Verdict judge(Op op, DType dtype, const Metrics& m, const Baseline& base, const DTensor& ref, int64_t mismatches);
+// `noise` is the a-priori term (0 when none applies).
+Verdict judge(Op op, DType dtype, const Metrics& m, const Baseline& base, const DTensor& ref, int64_t mismatches,
+              double noise = 0.0);
 
 // Rounds a double to the nearest value of dtype (round to nearest even).
 double round_to(double x, DType dtype);

@@ -1,5 +1,7 @@
 #include "core/case.h"
 
+#include "compare/tolerance.h"
+
 #include <cmath>
 #include <sstream>
 
@@ -82,6 +84,31 @@ std::vector<std::string> output_names(Op op) {
     return v;
 }
 
+std::vector<int64_t> output_shape(const Case& c, const std::string& output) {
+    const BlockConfig& cfg = c.config;
+    switch (c.op) {
+        case Op::rmsnorm:
+        case Op::rope:
+        case Op::qk_norm:
+        case Op::swiglu: return {c.in("x").rows(), c.in("x").cols()};
+        case Op::attention: return {c.in("q").rows(), cfg.q_width()};
+        case Op::decode: return {c.in("x").rows(), cfg.d_model};
+        case Op::block: {
+            const int64_t T = c.in("x").rows();
+            if (output == "q" || output == "q_rot" || output == "attn") return {T, cfg.q_width()};
+            if (output == "k" || output == "v" || output == "k_rot") return {T, cfg.kv_width()};
+            return {T, cfg.d_model};
+        }
+    }
+    return {};
+}
+
+void round_inputs(Case& c, DType dtype) {
+    if (dtype == DType::f32) return;
+    for (auto& [name, t] : c.inputs)
+        for (float& v : t.data) v = static_cast<float>(round_to(v, dtype));
+}
+
 int64_t head_dim_of(const Case& c, const std::string& output) {
     switch (c.op) {
         case Op::rope:
@@ -160,6 +187,27 @@ struct Checker {
         if (t.cols() % c.config.head_dim)
             fail("inputs/" + name, "columns " + std::to_string(t.cols()) + " are not a multiple of head_dim " +
                                        std::to_string(c.config.head_dim));
+    }
+
+    // A fixture's golden outputs: "out" present, every output the op's shape
+    // for these inputs, every value finite (a NaN in a golden file would make
+    // every implementation fail for the file's sake).
+    void expected() const {
+        if (!c.expected.count("out")) fail("expected/out", "missing (every fixture case needs it)");
+        for (const auto& name : output_names(c.op)) {
+            auto it = c.expected.find(name);
+            if (it == c.expected.end()) continue;
+            const DTensor& t = it->second;
+            const std::vector<int64_t> want = output_shape(c, name);
+            if (t.shape != want)
+                fail("expected/" + name, "expected shape " + shape_str(want) + " (the op's output for these inputs), found " +
+                                             shape_str(t.shape));
+            if (t.numel() != want[0] * want[1]) fail("expected/" + name, "data size does not match its shape");
+            for (int64_t i = 0; i < t.numel(); ++i)
+                if (!std::isfinite(t.data[i]))
+                    fail("expected/" + name, "non-finite value " + std::to_string(t.data[i]) + " at flat index " +
+                                                 std::to_string(i));
+        }
     }
 
     void eps() const {
@@ -261,6 +309,7 @@ void validate_case(const Case& c) {
             break;
         }
     }
+    if (!c.expected.empty()) k.expected();
 }
 
 }  // namespace conform

@@ -66,12 +66,21 @@ std::vector<std::string> required_config(Op op);
 // Output names an op produces: "out" for every op; block also the taps.
 std::vector<std::string> output_names(Op op);
 
+// Shape of an output ("out" or a block tap) for a case's inputs and config.
+std::vector<int64_t> output_shape(const Case& c, const std::string& output);
+
 // head_dim of an output when it has heads (for (token, head, dim) locations), else 0.
 int64_t head_dim_of(const Case& c, const std::string& output);
 
-// Checks that the inputs' shapes agree with each other and the config; throws
+// Checks that the inputs' shapes agree with each other and the config (and a
+// fixture's expected values with the op's output shapes, all finite); throws
 // InputError naming the field and the expected-vs-found shape.
 void validate_case(const Case& c);
+
+// Rounds every float input to dtype (no-op for f32), so an implementation
+// running in that dtype and the reference see identical inputs and the
+// comparison measures the computation, not the input conversion.
+void round_inputs(Case& c, DType dtype);
 
 struct InputError : std::runtime_error {
     using std::runtime_error::runtime_error;

@@ -66,13 +66,21 @@ std::vector<int64_t> contiguous(int64_t start, int64_t n) {
 // Every pick shrinks toward the first alternative, so counterexamples shrink to
 // small, round cases (T=1, head_dim=4, position 0, theta 10000 ...).
 // (RapidCheck's own element/weightedElement never shrink; an index drawn by
-// inRange does, toward 0.)
+// inRange does, toward 0.) The index is drawn at full size: inRange scales its
+// range with RapidCheck's size, which grows from 10 to 100 over a run, and
+// would leave every later alternative unreachable until the last cases (a
+// {5, 1} pick took its second branch only from case 90 on). A weight means
+// the same in case 0 as in case 99.
+template <typename T>
+T pick_index(T n) {
+    return *rc::gen::resize(100, rc::gen::inRange<T>(0, n));
+}
 
 template <typename T>
 T weighted(std::initializer_list<std::pair<int, T>> items) {
     int total = 0;
     for (const auto& it : items) total += it.first;
-    int u = *rc::gen::inRange<int>(0, total);
+    int u = pick_index<int>(total);
     for (const auto& it : items) {
         if (u < it.first) return it.second;
         u -= it.first;
@@ -83,7 +91,7 @@ T weighted(std::initializer_list<std::pair<int, T>> items) {
 template <typename T, typename... Ts>
 T one_of(T first, Ts... rest) {
     const std::array<T, 1 + sizeof...(rest)> all{first, static_cast<T>(rest)...};
-    return all[*rc::gen::inRange<size_t>(0, all.size())];
+    return all[pick_index<size_t>(all.size())];
 }
 
 int64_t pick_position() {
@@ -144,7 +152,7 @@ int64_t pick_width(int64_t small_max, std::initializer_list<int64_t> large) {
     const bool big = weighted<int>({{5, 0}, {1, 1}}) == 1;
     if (!big) return *rc::gen::inRange<int64_t>(1, small_max + 1);
     std::vector<int64_t> l(large);
-    return l[*rc::gen::inRange<size_t>(0, l.size())];
+    return l[pick_index<size_t>(l.size())];
 }
 
 void pick_inputs(CaseSpec& s) {
@@ -186,7 +194,9 @@ CaseSpec make(Op op) {
             // prefill, decode); sometimes elsewhere, so some rows see few or no keys.
             const bool tail = weighted<int>({{5, 0}, {1, 1}}) == 0;
             s.pos = tail ? s.kpos + s.S - s.T : s.kpos + *rc::gen::inRange<int64_t>(-4, s.S + 4);
-            if (s.pos < 0) s.pos = 0;
+            // Queries before the first key stay there (keys moved up), so that
+            // rows seeing no key at all occur from position 0 on as well.
+            if (s.pos < 0) s.kpos -= s.pos, s.pos = 0;
             break;
         }
         case Op::swiglu:

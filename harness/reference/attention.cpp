@@ -24,9 +24,18 @@ torch::Tensor softmax(const torch::Tensor& scores, const Ctx& ctx) {
     const auto sdt = ctx.dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
     auto s = scores.to(sdt);
     if (ctx.v.softmax_no_max) {
-        // A naive kernel: exp of the raw score, in float32, overflows for large scores.
-        auto e = torch::exp(s.to(torch::kFloat32));
-        return (e / e.sum(-1, true)).to(sdt).to(ctx.dtype);
+        // A naive kernel: exp of the raw score in float32 overflows above ~88.7
+        // (inf / inf = NaN), and a row whose every exp underflows divides 0 by 0.
+        auto e32 = torch::exp(s.to(torch::kFloat32));
+        auto sum32 = e32.sum(-1, true);
+        if (sdt == torch::kFloat32) return (e32 / sum32).to(ctx.dtype);
+        // In float64 the finite rows keep float64 accuracy (softmax is shift
+        // invariant); only where float32 breaks down does the pattern follow it.
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        auto p = torch::softmax(s, -1);
+        p = torch::where(sum32.isinf(), torch::where(e32.isinf(), torch::full_like(p, nan), torch::zeros_like(p)), p);
+        p = torch::where(sum32 == 0, torch::full_like(p, nan), p);
+        return p.to(ctx.dtype);
     }
     if (ctx.order == Order::library) return torch::softmax(s, -1).to(ctx.dtype);
     auto m = std::get<0>(s.max(-1, true));
@@ -41,7 +50,7 @@ torch::Tensor softmax(const torch::Tensor& scores, const Ctx& ctx) {
 // groups of query heads (repeat_kv: query head h reads kv head h // n_rep).
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t n_heads, int64_t n_kv_heads,
-                        int64_t head_dim, const Ctx& ctx) {
+                        int64_t head_dim, const Ctx& ctx, const torch::Tensor& cached) {
     const int64_t T = q.size(0), S = k.size(0), n_rep = n_heads / n_kv_heads;
     auto qh = q.reshape({T, n_heads, head_dim}).transpose(0, 1);     // [H, T, hd]
     auto kh = k.reshape({S, n_kv_heads, head_dim}).transpose(0, 1);  // [KV, S, hd]
@@ -58,13 +67,15 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
     // attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
     auto scores = matmul(qh, kh.transpose(1, 2), ctx) * scale;  // [H, T, S]
     auto vis = visible(q_pos, k_pos, ctx.v.mask);                 // [T, S]
+    if (cached.defined()) vis = vis.logical_and(cached);
     scores = scores.masked_fill(vis.logical_not().unsqueeze(0), -std::numeric_limits<double>::infinity());
     auto p = softmax(scores, ctx);                                // [H, T, S]
     auto out = matmul(p, vh, ctx);                                // [H, T, hd]
     // A query that sees no key at all (possible only for arbitrary positions):
     // the convention is a zero output, never NaN.
     auto any = vis.any(-1).view({1, T, 1});
-    out = torch::where(any, out, torch::zeros_like(out));
+    const double empty = ctx.v.empty_row_nan ? std::numeric_limits<double>::quiet_NaN() : 0.0;
+    out = torch::where(any, out, torch::full_like(out, empty));
     return out.transpose(0, 1).reshape({T, n_heads * head_dim});
 }
 

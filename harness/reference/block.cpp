@@ -38,13 +38,30 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
     auto q = before ? norm_q(tap["q"]) : tap["q"];
     auto k = before ? norm_k(tap["k"]) : tap["k"];
     tap["q_rot"] = rot(q);
-    tap["k_rot"] = v.k_unrotated ? k : rot(k);
+    tap["k_rot"] = rot(k);
     if (after) {
         tap["q_rot"] = norm_q(tap["q_rot"]);
         tap["k_rot"] = norm_k(tap["k_rot"]);
     }
+    // What attention reads from the cache. A decode step that caches its key
+    // before RoPE leaves the prefill's keys rotated and its own not.
+    auto keys = tap["k_rot"];
+    if (v.k_unrotated && decode_from < T) {
+        keys = keys.clone();
+        keys.narrow(0, decode_from, T - decode_from).copy_(k.narrow(0, decode_from, T - decode_from));
+    }
     auto vv = v.v_rotated ? rot(tap["v"]) : tap["v"];
-    tap["attn"] = attention(tap["q_rot"], tap["k_rot"], vv, positions, positions, c.n_heads, c.n_kv_heads, hd, ctx);
+    // Decode: the prefill's queries reach the prefill's keys, a decode step
+    // only those cached before it and its own. With the causal mask (and
+    // increasing positions) that is no restriction; a wrong mask cannot see
+    // keys a decode step has not cached yet.
+    torch::Tensor cached;
+    if (decode_from < T && v.mask != Variant::Mask::causal) {
+        auto i = torch::arange(T, torch::kInt64).unsqueeze(1), j = torch::arange(T, torch::kInt64).unsqueeze(0);
+        cached = j < torch::clamp_min(i + 1, decode_from);
+    }
+    tap["attn"] =
+        attention(tap["q_rot"], keys, vv, positions, positions, c.n_heads, c.n_kv_heads, hd, ctx, cached);
     auto proj = matmul(tap["attn"], in.at("wo"), ctx);  // [T, D]
     tap["h"] = v.residual_missing ? proj : x + proj;
 

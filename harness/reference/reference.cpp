@@ -41,7 +41,7 @@ std::string Variant::describe() const {
     if (decode_pos_shift) sep() << "decode positions shifted by " << decode_pos_shift;
     if (rope_twice) sep() << "rope applied twice";
     if (v_rotated) sep() << "v rotated";
-    if (k_unrotated) sep() << "k not rotated";
+    if (k_unrotated) sep() << "decode keys cached unrotated";
     switch (qk_norm) {
         case QkNorm::as_config: break;
         case QkNorm::off: sep() << "qk_norm off"; break;
@@ -57,6 +57,7 @@ std::string Variant::describe() const {
     }
     if (scale) sep() << "scale=" << *scale;
     if (softmax_no_max) sep() << "softmax without max subtraction";
+    if (empty_row_nan) sep() << "NaN for a query that sees no key";
     if (rms_eps_outside) sep() << "rmsnorm eps outside sqrt";
     if (rms_mean_abs) sep() << "rmsnorm mean|x|";
     if (swiglu_gate_on_up) sep() << "silu on the up branch";

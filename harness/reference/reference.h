@@ -40,7 +40,7 @@ struct Variant {
     int64_t decode_pos_shift = 0;      // decode: tokens after the prefill rotated at pos + shift
     bool rope_twice = false;           // q and k rotated twice
     bool v_rotated = false;            // v rotated like k
-    bool k_unrotated = false;          // keys used (cached) without rotation
+    bool k_unrotated = false;          // decode: keys of tokens after the prefill cached (and read) unrotated
 
     enum class QkNorm { as_config, off, on_unit_weights, after_rope };
     QkNorm qk_norm = QkNorm::as_config;
@@ -51,7 +51,8 @@ struct Variant {
     Mask mask = Mask::causal;
 
     std::optional<double> scale;   // instead of 1/sqrt(head_dim)
-    bool softmax_no_max = false;   // exp(score) without subtracting the row max (float32)
+    bool softmax_no_max = false;   // exp(score) without subtracting the row max: float32's inf / NaN pattern
+    bool empty_row_nan = false;    // a query that sees no key gets NaN (a masked torch softmax), not zeros
     bool rms_eps_outside = false;  // x / (sqrt(mean(x^2)) + eps)
     bool rms_mean_abs = false;     // mean(|x|) in place of mean(x^2)
     bool swiglu_gate_on_up = false;  // (x@w1) * silu(x@w3)
@@ -71,6 +72,14 @@ struct Options {
 // float64, whatever precision it was computed in). Decode's reference is the
 // block over all T tokens (by definition decode must equal it).
 NamedD run(const Case& c, const Options& o = {});
+
+// The a-priori rounding noise of each output's last reduction in `dtype`
+// (Higham's typical bound for a length-K sum in any order:
+// sqrt(K) · u · max Σ|a_k b_k|, computed in float64 from |a| @ |b|), by
+// output name. It is what any legitimate summation order may differ by, which
+// two sampled orders (the baselines) can underestimate on small tensors —
+// e.g. one ulp of a score moves a softmax output by |score| · u · |v|.
+std::map<std::string, double> reduction_noise(const Case& c, DType dtype);
 
 // The reference's version string (LibTorch version), for reports.
 std::string version();

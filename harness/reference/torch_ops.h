@@ -31,10 +31,12 @@ torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, int64
 // x[T, n*hd] → per-head rmsnorm with weight[hd]                         (HF Qwen3 q_norm / k_norm)
 torch::Tensor qk_norm(const torch::Tensor& x, const torch::Tensor& weight, int64_t head_dim, double eps, const Ctx& ctx);
 
-// q[T, H*hd], k/v[S, KV*hd] → [T, H*hd]
+// q[T, H*hd], k/v[S, KV*hd] → [T, H*hd]. `cached`, when defined, is a
+// [T, S] bool: the keys each query can reach at all (decode: what is in the
+// cache at its step), which a mask variant cannot widen.
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t n_heads, int64_t n_kv_heads,
-                        int64_t head_dim, const Ctx& ctx);
+                        int64_t head_dim, const Ctx& ctx, const torch::Tensor& cached = {});
 
 // (silu(x @ w1) * (x @ w3)) @ w2
 torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3, const torch::Tensor& w2,

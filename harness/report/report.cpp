@@ -80,10 +80,10 @@ void print_failure(std::ostream& os, const CaseResult& c) {
     if (!c.first_failing.empty()) os << fmt::format("  first failing tensor: {}\n", c.first_failing);
     for (const auto& t : c.tensors) {
         const Verdict& v = t.v;
-        os << fmt::format("  {:<8} {} max_abs {} (allowed {} = {}x baseline {} + floor {}), nmse {} (allowed {}), "
+        os << fmt::format("  {:<8} {} max_abs {} (allowed {} = {}x baseline {} + max(floor {}, a-priori {})), nmse {} (allowed {}), "
                           "cos {:.6f}, max_rel {}, mismatches {} ({:.1f}%), worst at {}{}\n",
                           t.name, v.pass ? "ok  " : "FAIL", sci(v.m.max_abs), sci(v.allowed), v.k,
-                          sci(std::max(v.base.err_library, v.base.err_sequential)), sci(v.floor), sci(v.m.nmse),
+                          sci(std::max(v.base.err_library, v.base.err_sequential)), sci(v.floor), sci(v.noise), sci(v.m.nmse),
                           sci(v.nmse_allowed), v.m.cosine, sci(v.m.max_rel), v.mismatches, v.mismatch_pct,
                           v.m.worst.str(), v.pass ? "" : "  <- " + v.why);
     }
@@ -108,7 +108,29 @@ nlohmann::json to_json(const CaseResult& c) {
     if (!c.error.empty()) j["error"] = c.error;
     if (!c.first_failing.empty()) j["first_failing"] = c.first_failing;
     if (c.shrink_steps) j["shrink_steps"] = c.shrink_steps;
-    if (!c.diagnosis.empty()) j["diagnosis"] = c.diagnosis;
+    if (!c.diagnosis.empty() || c.hypotheses_tried > 0) {
+        // Structured: every hypothesis under which the output conforms, by bug id.
+        auto& d = j["diagnosis"];
+        d["lines"] = c.diagnosis;
+        d["tried"] = c.hypotheses_tried;
+        d["explained"] = !c.hypotheses.empty();
+        auto& ms = d["matches"] = nlohmann::json::array();
+        for (const auto& m : c.hypotheses)
+            ms.push_back({{"id", m.id},
+                          {"change", m.change},
+                          {"why", m.why},
+                          {"tensor", m.tensor},
+                          {"err_config", num(m.err_config)},
+                          {"err_hypothesis", num(m.err_hypothesis)},
+                          {"allowed", num(m.allowed)},
+                          {"note", m.note}});
+    }
+    if (!c.localisation.empty()) {
+        const Localisation& l = c.localisation;
+        j["localisation"] = {{"walked", l.walked},     {"first_divergence", l.first_divergence},
+                             {"conforming", l.conforming}, {"tensor", l.tensor},
+                             {"worst", l.worst},       {"patterns", l.patterns}};
+    }
     if (!c.replay.empty()) j["replay"] = c.replay;
     auto& ts = j["tensors"] = nlohmann::json::array();
     for (const auto& t : c.tensors) {
@@ -132,6 +154,7 @@ nlohmann::json to_json(const CaseResult& c) {
                        {"baseline_library", num(v.base.err_library)},
                        {"baseline_sequential", num(v.base.err_sequential)},
                        {"floor", num(v.floor)},
+                       {"noise", num(v.noise)},
                        {"allowed", num(v.allowed)},
                        {"nmse_allowed", num(v.nmse_allowed)},
                        {"decided_by", v.decided_by}};

@@ -186,6 +186,7 @@ Truth reference_truth(const Case& c, DType dtype) {
     t.ref = ref::run(c, {ref::Precision::f64, ref::Order::library, {}});
     t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, {}});
     t.base_sequential = ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, {}});
+    t.noise = ref::reduction_noise(c, dtype);
     return t;
 }
 
@@ -193,8 +194,10 @@ Truth fixture_truth(const Case& c, DType dtype) {
     Truth t;
     t.source = "fixture expected";
     t.ref = c.expected;
+    t.base_truth = ref::run(c, {ref::Precision::f64, ref::Order::library, {}});
     t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, {}});
     t.base_sequential = ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, {}});
+    t.noise = ref::reduction_noise(c, dtype);
     return t;
 }
 
@@ -234,11 +237,14 @@ CaseResult judge_case(const Case& c, DType dtype, const NamedD& outputs, const T
         Baseline b;
         const DTensor& bl = truth.base_library.at(name);
         const DTensor& bs = truth.base_sequential.at(name);
-        Metrics ml = measure(bl.data.data(), ref, hd), ms = measure(bs.data.data(), ref, hd);
+        auto bt = truth.base_truth.find(name);
+        const DTensor& base_ref = bt == truth.base_truth.end() ? ref : bt->second;
+        Metrics ml = measure(bl.data.data(), base_ref, hd), ms = measure(bs.data.data(), base_ref, hd);
         b.err_library = ml.max_abs;
         b.err_sequential = ms.max_abs;
         b.nmse = std::max(ml.nmse, ms.nmse);
-        Verdict v = judge(c.op, dtype, m, b, ref, 0);
+        const auto nz = truth.noise.find(name);
+        Verdict v = judge(c.op, dtype, m, b, ref, 0, nz == truth.noise.end() ? 0.0 : nz->second);
         v.mismatches = count_over(o->second.data.data(), ref, v.allowed);
         v.mismatch_pct = m.numel ? 100.0 * static_cast<double>(v.mismatches) / static_cast<double>(m.numel) : 0;
         if (!v.pass) {

@@ -28,6 +28,12 @@ struct Truth {
     NamedD ref;             // float64 reference, or a fixture's expected values
     NamedD base_library;    // the reference in the dtype, library order
     NamedD base_sequential; // the reference in the dtype, one accumulator
+    // Fixtures: what the baselines are measured against — our float64
+    // reference, not the file's values, so a wrong golden file cannot widen
+    // its own bound (measured against it, the baselines would be as wrong as
+    // it is, and everything would pass). Empty: `ref`.
+    NamedD base_truth;
+    std::map<std::string, double> noise;  // a-priori reduction noise per output
     std::string source;     // "reference f64" or "fixture expected"
 };
 
@@ -39,6 +45,30 @@ Truth fixture_truth(const Case& c, DType dtype);
 struct TensorResult {
     std::string name;
     Verdict v;
+};
+
+// A convention under which a failing output conforms (harness/diagnose/).
+struct HypothesisMatch {
+    std::string id;              // the bug: a mutant's id (impls/mutants/), e.g. "rope_layout_swapped"
+    std::string change;          // the convention changed, e.g. "rope_layout=interleaved"
+    std::string why;             // what would be wrong, in a sentence
+    std::string tensor;          // where the errors below are measured
+    double err_config = 0;       // max error under the config (what failed)
+    double err_hypothesis = 0;   // max error under the hypothesis
+    double allowed = 0;          // the bound under the hypothesis
+    std::string note;            // e.g. the non-finite pattern that also matched
+};
+
+// Where a failing output departs from the reference, and the error's shape
+// (harness/diagnose/localise.cpp).
+struct Localisation {
+    std::string walked;                   // what was compared, e.g. "block taps in data-flow order"
+    std::string first_divergence;         // the first of them that fails
+    std::vector<std::string> conforming;  // those before it, all conforming
+    std::string tensor;                   // the tensor the patterns describe
+    std::string worst;                    // (token, head, dim) of the largest error
+    std::vector<std::string> patterns;    // "error grows with position (r = 0.97)", ...
+    bool empty() const { return walked.empty() && tensor.empty(); }
 };
 
 struct CaseResult {
@@ -54,7 +84,10 @@ struct CaseResult {
     std::string first_failing;   // first tensor in data-flow order that fails
     double seconds = 0;
     // Filled by diagnosis when a case fails (later stages may add more).
-    std::vector<std::string> diagnosis;
+    std::vector<std::string> diagnosis;      // the lines reports print
+    std::vector<HypothesisMatch> hypotheses;  // every hypothesis under which the output conforms
+    int hypotheses_tried = 0;                 // 0: diagnosis did not run
+    Localisation localisation;
     std::string replay;          // a command line that reruns exactly this case
     std::string shapes;          // the inputs' shapes, "x[7,64] weight[1,64]"
     int shrink_steps = 0;

@@ -13,7 +13,12 @@
 
 namespace conform::scalar {
 
-void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p, MutView out) {
+int64_t kv_head_grouped(int64_t h, int64_t n_heads, int64_t n_kv_heads) { return h / (n_heads / n_kv_heads); }
+bool causal(int64_t k_pos, int64_t q_pos) { return k_pos <= q_pos; }
+double inv_sqrt_head_dim(const AttentionParams& p) { return 1.0 / std::sqrt(static_cast<double>(p.head_dim)); }
+
+void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p, MutView out,
+               const AttentionRules& rules) {
     const int64_t H = p.n_heads;
     const int64_t KV = p.n_kv_heads;
     const int64_t hd = p.head_dim;
@@ -31,22 +36,20 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
     detail::expect_positions("attention", "k_pos", k_pos, S);
     detail::expect_shape("attention", "out", out, T, H * hd);
 
-    // GQA: query head h reads kv head h / kv_mul (repeat_interleave, not tile)
-    const int64_t kv_mul = H / KV;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+    const float scale = static_cast<float>(rules.scale(p));  // 1 / sqrt(hd)
     std::vector<float> att(static_cast<size_t>(S));  // (S,) one row of scores, then of probabilities
 
     for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < H; h++) {
             const float* qh = q.row(t) + h * hd;  // (hd,)
-            const int64_t kvh = h / kv_mul;
+            const int64_t kvh = rules.kv_head(h, H, KV);  // GQA: h / (H / KV), repeat_interleave, not tile
             float* oh = out.row(t) + h * hd;  // (hd,)
 
-            // scores = (q @ k.transpose(-2, -1)) * scale, only where k_pos <= q_pos
+            // scores = (q @ k.transpose(-2, -1)) * scale, only where visible: k_pos <= q_pos
             bool any = false;
             float max_score = 0.0f;
             for (int64_t j = 0; j < S; j++) {
-                if (k_pos[j] > q_pos[t]) continue;
+                if (!rules.visible(k_pos[j], q_pos[t])) continue;
                 const float* kj = k.row(j) + kvh * hd;  // (hd,)
                 float dot = 0.0f;
                 for (int64_t d = 0; d < hd; d++) dot += qh[d] * kj[d];
@@ -55,26 +58,27 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
                 any = true;
             }
             if (!any) {
-                for (int64_t d = 0; d < hd; d++) oh[d] = 0.0f;
+                for (int64_t d = 0; d < hd; d++) oh[d] = rules.empty_row;
                 continue;
             }
 
             // probs = torch.softmax(scores, dim=-1)   max subtracted so exp never overflows
+            const float shift = rules.subtract_max ? max_score : 0.0f;
             float sum = 0.0f;
             for (int64_t j = 0; j < S; j++) {
-                if (k_pos[j] > q_pos[t]) continue;
-                att[j] = std::exp(att[j] - max_score);
+                if (!rules.visible(k_pos[j], q_pos[t])) continue;
+                att[j] = std::exp(att[j] - shift);
                 sum += att[j];
             }
             for (int64_t j = 0; j < S; j++) {
-                if (k_pos[j] > q_pos[t]) continue;
+                if (!rules.visible(k_pos[j], q_pos[t])) continue;
                 att[j] /= sum;
             }
 
             // out = probs @ v   one accumulator per output dim, keys ascending
             for (int64_t d = 0; d < hd; d++) oh[d] = 0.0f;
             for (int64_t j = 0; j < S; j++) {
-                if (k_pos[j] > q_pos[t]) continue;
+                if (!rules.visible(k_pos[j], q_pos[t])) continue;
                 const float* vj = v.row(j) + kvh * hd;  // (hd,)
                 for (int64_t d = 0; d < hd; d++) oh[d] += att[j] * vj[d];
             }

@@ -19,7 +19,6 @@
 #include "scalar.h"
 
 namespace conform::scalar {
-namespace {
 
 // ----------------------------------------------------------------------------
 // state
@@ -33,8 +32,8 @@ struct RunState {
     Tensor q;         // (cap, H * hd)    raw projection (tap q)
     Tensor k;         // (cap, KV * hd)   raw projection (tap k)
     Tensor v;         // (cap, KV * hd)   (tap v), cached as is
-    Tensor q_normed;  // (cap, H * hd)    qk_norm only, else (0, H * hd)
-    Tensor k_normed;  // (cap, KV * hd)   qk_norm only, else (0, KV * hd)
+    Tensor q_normed;  // (cap, H * hd)    after QK-norm (used only when it is on)
+    Tensor k_normed;  // (cap, KV * hd)
     Tensor q_rot;     // (cap, H * hd)
     Tensor k_rot;     // (cap, KV * hd)
     Tensor attn;      // (cap, H * hd)
@@ -50,8 +49,8 @@ struct RunState {
           q(cap, c.q_width()),
           k(cap, c.kv_width()),
           v(cap, c.kv_width()),
-          q_normed(c.qk_norm ? cap : 0, c.q_width()),
-          k_normed(c.qk_norm ? cap : 0, c.kv_width()),
+          q_normed(cap, c.q_width()),
+          k_normed(cap, c.kv_width()),
           q_rot(cap, c.q_width()),
           k_rot(cap, c.kv_width()),
           attn(cap, c.q_width()),
@@ -74,6 +73,8 @@ struct KvCache {
     KvCache(const BlockConfig& c, int64_t capacity)
         : k(capacity, c.kv_width()), v(capacity, c.kv_width()), pos(static_cast<size_t>(capacity), 0) {}
 };
+
+namespace {
 
 // The first n rows of a buffer, as the ops take them.
 MutView first(Tensor& t, int64_t n) { return MutView{t.data.data(), n, t.cols()}; }
@@ -157,16 +158,36 @@ void copy_rows(const Tensor& src, int64_t n, MutView dst, int64_t row0) {
     std::copy(src.data.begin(), src.data.begin() + n * cols, dst.data + row0 * cols);
 }
 
+// out = x + y, row by row (the residual adds).
+void add(View x, View y, MutView out) {
+    for (int64_t t = 0; t < x.rows; t++) {
+        const float* xt = x.row(t);
+        const float* yt = y.row(t);
+        float* ot = out.row(t);
+        for (int64_t d = 0; d < x.cols; d++) ot[d] = xt[d] + yt[d];
+    }
+}
+
+// wqkv (D, (H + 2*KV) * hd), built once per call from the caller's weights.
+Tensor packed_qkv(const BlockWeights& w, const BlockConfig& c) {
+    Tensor wqkv(c.d_model, c.q_width() + 2 * c.kv_width());
+    pack_qkv(w.wq, w.wk, w.wv, wqkv.mut());
+    return wqkv;
+}
+
+}  // namespace
+
 // ----------------------------------------------------------------------------
 // the forward
 
 // One forward of the layer over n tokens x at positions pos. Appends their
 // k_rot and v to the cache, attends over everything cached, and leaves every
-// activation in the first n rows of s.
-void forward(View x /* (n, D) */, Positions pos /* (n,) */, const BlockWeights& w,
-             View wqkv /* (D, (H + 2*KV) * hd) */, const BlockConfig& c, KvCache& cache, RunState& s) {
+// activation in the first n rows of s. decode_step: this is one token after
+// the prefill (decode()), not the prefill or a block.
+void ScalarImpl::forward(View x /* (n, D) */, Positions pos /* (n,) */, const BlockWeights& w,
+                         View wqkv /* (D, (H + 2*KV) * hd) */, const BlockConfig& c, bool decode_step, KvCache& cache,
+                         RunState& s) {
     const int64_t n = x.rows;
-    const int64_t D = c.d_model;
     const int64_t Q = c.q_width();     // H * hd
     const int64_t KVW = c.kv_width();  // KV * hd
     detail::expect(cache.len + n <= cache.k.rows(), "block", "KV cache overflow");
@@ -204,24 +225,14 @@ void forward(View x /* (n, D) */, Positions pos /* (n,) */, const BlockWeights& 
     }
 
     // q = self.q_norm(q); k = self.k_norm(k)   Qwen3: per head, before RoPE; v never
-    View q_in = q;  // (n, Q)   what RoPE rotates
-    View k_in = k;  // (n, KVW)
-    if (c.qk_norm) {
-        MutView q_normed = first(s.q_normed, n);  // (n, Q)
-        MutView k_normed = first(s.k_normed, n);  // (n, KVW)
-        qk_norm(q, w.q_norm, qk_norm_params(c), q_normed);
-        qk_norm(k, w.k_norm, qk_norm_params(c), k_normed);
-        q_in = q_normed;
-        k_in = k_normed;
-    }
+    const auto [q_in, k_in] = norm_qk(q, k, w, c, first(s.q_normed, n), first(s.k_normed, n));  // (n, Q), (n, KVW)
 
     // q_rot, k_rot = apply_rotary_pos_emb(q, k, cos, sin)
-    rope(q_in, pos, rope_params(c), q_rot);
-    rope(k_in, pos, rope_params(c), k_rot);
+    rotate_qk(q_in, k_in, pos, w, c, q_rot, k_rot);
 
     // self.cache_k[start:start + n] = k_rot; self.cache_v[start:start + n] = v
-    copy_rows(s.k_rot, n, MutView{cache.k.data.data(), cache.k.rows(), KVW}, cache.len);
-    copy_rows(s.v, n, MutView{cache.v.data.data(), cache.v.rows(), KVW}, cache.len);
+    cache_write({k_in, k_rot, v, pos, decode_step}, c, MutView{cache.k.data.data() + cache.len * KVW, n, KVW},
+                MutView{cache.v.data.data() + cache.len * KVW, n, KVW});
     std::copy(pos.data, pos.data + n, cache.pos.begin() + cache.len);
     cache.len += n;
 
@@ -233,12 +244,7 @@ void forward(View x /* (n, D) */, Positions pos /* (n,) */, const BlockWeights& 
 
     // h = x + self.o_proj(attn)
     matmul(attn, w.wo, attn_wo);
-    for (int64_t t = 0; t < n; t++) {
-        const float* xt = x.row(t);
-        const float* at = attn_wo.row(t);
-        float* ht = h.row(t);
-        for (int64_t d = 0; d < D; d++) ht[d] = xt[d] + at[d];
-    }
+    attention_residual(x, attn_wo, h);
 
     // ---- feed-forward ----
 
@@ -249,22 +255,34 @@ void forward(View x /* (n, D) */, Positions pos /* (n,) */, const BlockWeights& 
     swiglu(ffn_in, w.w1, w.w3, w.w2, ffn_out);
 
     // out = h + ffn_out
-    for (int64_t t = 0; t < n; t++) {
-        const float* ht = h.row(t);
-        const float* ft = ffn_out.row(t);
-        float* ot = out.row(t);
-        for (int64_t d = 0; d < D; d++) ot[d] = ht[d] + ft[d];
-    }
+    add(h, ffn_out, out);
 }
 
-// wqkv (D, (H + 2*KV) * hd), built once per call from the caller's weights.
-Tensor packed_qkv(const BlockWeights& w, const BlockConfig& c) {
-    Tensor wqkv(c.d_model, c.q_width() + 2 * c.kv_width());
-    pack_qkv(w.wq, w.wk, w.wv, wqkv.mut());
-    return wqkv;
+// ----------------------------------------------------------------------------
+// the stages forward() composes (overridden one at a time by the mutants)
+
+std::pair<View, View> ScalarImpl::norm_qk(View q, View k, const BlockWeights& w, const BlockConfig& c,
+                                          MutView q_normed, MutView k_normed) {
+    if (!c.qk_norm) return {q, k};
+    qk_norm(q, w.q_norm, qk_norm_params(c), q_normed);
+    qk_norm(k, w.k_norm, qk_norm_params(c), k_normed);
+    return {q_normed, k_normed};
 }
 
-}  // namespace
+void ScalarImpl::rotate_qk(View q, View k, Positions pos, const BlockWeights&, const BlockConfig& c, MutView q_rot,
+                           MutView k_rot) {
+    rope(q, pos, rope_params(c), q_rot);
+    rope(k, pos, rope_params(c), k_rot);
+}
+
+void ScalarImpl::cache_write(const NewKv& in, const BlockConfig&, MutView k_rows, MutView v_rows) {
+    std::copy(in.k_rot.data, in.k_rot.data + in.k_rot.size(), k_rows.data);  // RoPE is never re-applied to a cached key
+    std::copy(in.v.data, in.v.data + in.v.size(), v_rows.data);              // v is never rotated
+}
+
+void ScalarImpl::attention_residual(View x, View attn_wo, MutView h) { add(x, attn_wo, h); }
+
+int64_t ScalarImpl::decode_position(int64_t pos) { return pos; }
 
 // ----------------------------------------------------------------------------
 // public
@@ -287,7 +305,7 @@ void pack_qkv(View wq, View wk, View wv, MutView wqkv) {
     }
 }
 
-TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) {
+TapSet ScalarImpl::block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) {
     check_inputs("block", x, pos, w, c);
     const int64_t T = x.rows;
     // out is always written; any other tap only when the caller gave a buffer
@@ -299,7 +317,7 @@ TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c,
     const Tensor wqkv = packed_qkv(w, c);  // (D, (H + 2*KV) * hd)
     RunState s(c, T);
     KvCache cache(c, T);  // starts empty: the block attends over its own T tokens
-    forward(x, pos, w, wqkv.view(), c, cache, s);
+    forward(x, pos, w, wqkv.view(), c, /*decode_step=*/false, cache, s);
 
     TapSet wrote;
     for (Tap tap : kAllTaps) {
@@ -310,7 +328,8 @@ TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c,
     return wrote;
 }
 
-void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c, MutView out) {
+void ScalarImpl::decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c,
+                        MutView out) {
     check_inputs("decode", x, pos, w, c);
     const int64_t T = x.rows;
     detail::expect(prefill >= 0 && prefill <= T, "decode",
@@ -323,14 +342,23 @@ void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const
 
     // prefill: the first `prefill` tokens in one forward
     if (prefill > 0) {
-        forward(View{x.row(0), prefill, x.cols}, Positions{pos.data, prefill}, w, wqkv.view(), c, cache, s);
+        forward(View{x.row(0), prefill, x.cols}, Positions{pos.data, prefill}, w, wqkv.view(), c, false, cache, s);
         copy_rows(s.out, prefill, out, 0);
     }
     // decode: every later token alone, attending over the cache [0, t]
     for (int64_t t = prefill; t < T; t++) {
-        forward(View{x.row(t), 1, x.cols}, Positions{pos.data + t, 1}, w, wqkv.view(), c, cache, s);
+        const int64_t step_pos = decode_position(pos[t]);
+        forward(View{x.row(t), 1, x.cols}, Positions{&step_pos, 1}, w, wqkv.view(), c, true, cache, s);
         copy_rows(s.out, 1, out, t);
     }
+}
+
+TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) {
+    return ScalarImpl().block(x, w, pos, c, out);
+}
+
+void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c, MutView out) {
+    ScalarImpl().decode(x, w, pos, prefill, c, out);
 }
 
 }  // namespace conform::scalar

@@ -3,7 +3,7 @@
 
 namespace conform::scalar {
 
-void qk_norm(View x, View w, const QkNormParams& p, MutView out) {
+void qk_norm(View x, View w, const QkNormParams& p, MutView out, InvRms scale) {
     const int64_t hd = p.head_dim;
     detail::expect(hd > 0, "qk_norm", "head_dim must be positive, found " + std::to_string(hd));
     detail::expect(x.cols % hd == 0, "qk_norm",
@@ -19,7 +19,7 @@ void qk_norm(View x, View w, const QkNormParams& p, MutView out) {
     // q = self.q_norm(q.view(T, n_heads, hd))   one RMSNorm per head, shared weight w (hd,)
     for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < n_heads; h++) {
-            rmsnorm_row(out.row(t) + h * hd, x.row(t) + h * hd, w.data, hd, eps);
+            rmsnorm_row(out.row(t) + h * hd, x.row(t) + h * hd, w.data, hd, eps, scale);
         }
     }
 }

@@ -9,7 +9,9 @@
 
 namespace conform::scalar {
 
-void rope(View x, Positions pos, const RopeParams& p, MutView out) {
+double rope_angle(int64_t pos, double inv_freq) { return static_cast<double>(pos) * inv_freq; }
+
+void rope(View x, Positions pos, const RopeParams& p, MutView out, RopeAngle angle_of) {
     const int64_t hd = p.head_dim;
     detail::expect(hd > 0 && hd % 2 == 0, "rope", "head_dim must be positive and even, found " + std::to_string(hd));
     detail::expect(x.cols % hd == 0, "rope",
@@ -28,7 +30,7 @@ void rope(View x, Positions pos, const RopeParams& p, MutView out) {
         for (int64_t i = 0; i < half; i++) {
             // inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2) / hd)); freqs = torch.outer(pos, inv_freq)
             const double inv_freq = std::pow(p.theta, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
-            const double angle = static_cast<double>(pos[t]) * inv_freq;
+            const double angle = angle_of(pos[t], inv_freq);
             const float c = static_cast<float>(std::cos(angle));
             const float s = static_cast<float>(std::sin(angle));
             // neox:        pair (i, i + hd/2)   (HF rotate_half)

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "conform/config.h"
 #include "conform/impl.h"
@@ -29,23 +30,47 @@ namespace conform::scalar {
 // out[T, N] = x[T, K] @ w[K, N]; one accumulator per output, k ascending.
 void matmul(View x, View w, MutView out);
 
-// out[T, D] = x * (1 / sqrt(mean(x^2) + eps)) * w          x[T, D], w[1, D]
-void rmsnorm(View x, View w, const RmsNormParams& p, MutView out);
+// The scale both norms multiply by: 1 / sqrt(mean(x^2) + eps) over x[n].
+float inv_rms(const float* x, int64_t n, float eps);
+using InvRms = float (*)(const float* x, int64_t n, float eps);
 
-// The row kernel behind rmsnorm and qk_norm: out[n] = x[n] * (1/sqrt(ss/n + eps)) * w[n].
+// out[T, D] = x * inv_rms(x) * w          x[T, D], w[1, D]
+void rmsnorm(View x, View w, const RmsNormParams& p, MutView out, InvRms scale = inv_rms);
+
+// The row kernel behind rmsnorm and qk_norm: out[n] = x[n] * scale(x) * w[n].
 // out may alias x.
-void rmsnorm_row(float* out, const float* x, const float* w, int64_t n, float eps);
+void rmsnorm_row(float* out, const float* x, const float* w, int64_t n, float eps, InvRms scale = inv_rms);
+
+// The angle RoPE rotates a pair by: pos * inv_freq, in double.
+double rope_angle(int64_t pos, double inv_freq);
+using RopeAngle = double (*)(int64_t pos, double inv_freq);
 
 // out[T, n*hd] = x with every head rotated by its token's position   x[T, n*hd], pos[T]
-void rope(View x, Positions pos, const RopeParams& p, MutView out);
+// out may alias x.
+void rope(View x, Positions pos, const RopeParams& p, MutView out, RopeAngle angle = rope_angle);
 
-// out[T, n*hd] = rmsnorm of every head's hd slice with w[1, hd]
-void qk_norm(View x, View w, const QkNormParams& p, MutView out);
+// out[T, n*hd] = rmsnorm of every head's hd slice with w[1, hd]; out may alias x.
+void qk_norm(View x, View w, const QkNormParams& p, MutView out, InvRms scale = inv_rms);
+
+// The conventions attention is made of, one field each; the defaults are the
+// contract's. They are separate so that a mutant (impls/mutants/) can get
+// exactly one of them wrong.
+int64_t kv_head_grouped(int64_t h, int64_t n_heads, int64_t n_kv_heads);  // h / (H / KV)
+bool causal(int64_t k_pos, int64_t q_pos);                                 // k_pos <= q_pos
+double inv_sqrt_head_dim(const AttentionParams& p);                        // 1 / sqrt(hd)
+struct AttentionRules {
+    int64_t (*kv_head)(int64_t h, int64_t n_heads, int64_t n_kv_heads) = kv_head_grouped;
+    bool (*visible)(int64_t k_pos, int64_t q_pos) = causal;
+    double (*scale)(const AttentionParams& p) = inv_sqrt_head_dim;
+    bool subtract_max = true;  // softmax shifted by the row max, so exp never overflows
+    float empty_row = 0.0f;    // the output of a row that sees no key
+};
 
 // out[T, H*hd] = softmax(q k^T / sqrt(hd), keys with k_pos <= q_pos) v
 //   q[T, H*hd], k[S, KV*hd], v[S, KV*hd], q_pos[T], k_pos[S]
 // A query row that sees no key at all gets zeros (see attention.cpp).
-void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p, MutView out);
+void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p, MutView out,
+               const AttentionRules& rules = {});
 
 // out[T, D] = (silu(x @ w1) * (x @ w3)) @ w2       x[T, D], w1/w3[D, F], w2[F, D]
 void swiglu(View x, View w1, View w3, View w2, MutView out);
@@ -64,7 +89,68 @@ TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c,
 // through a KV cache of rotated k and unrotated v. out[T, D].
 void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c, MutView out);
 
-// ---- the implementation (scalar_impl.cpp) ----------------------------------
+// ---- the implementation (scalar_impl.cpp, forward in block.cpp) -----------
+
+struct RunState;  // block.cpp: one forward's activations
+struct KvCache;   // block.cpp: rotated keys and values of every token so far
+
+// The scalar implementation. Its op entry points call the free functions above;
+// block() and decode() run forward(), which composes those same entry points
+// and the protected stages below, so a class that overrides one of them
+// changes the op and the block alike. That is the seam the mutants use
+// (impls/mutants/): each derives from ScalarImpl and overrides one thing.
+class ScalarImpl : public Implementation {
+   public:
+    explicit ScalarImpl(std::string name = "scalar") : name_(std::move(name)) {}
+
+    std::string name() const override { return name_; }
+    DType dtype() const override { return DType::f32; }
+    Support supports(Op op, const BlockConfig& c) const override;
+
+    void rmsnorm(View x, View w, const RmsNormParams& p, MutView out) override;
+    void rope(View x, Positions pos, const RopeParams& p, MutView out) override;
+    void qk_norm(View x, View w, const QkNormParams& p, MutView out) override;
+    void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
+                   MutView out) override;
+    void swiglu(View x, View w1, View w3, View w2, MutView out) override;
+    TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) override;
+    void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c,
+                MutView out) override;
+
+   protected:
+    // The block's own steps, in the order forward() takes them.
+
+    // q, k = self.q_norm(q), self.k_norm(k) when config.qk_norm, into q_normed,
+    // k_normed. Returns what RoPE is to rotate: those, or q and k as they are.
+    virtual std::pair<View, View> norm_qk(View q, View k, const BlockWeights& w, const BlockConfig& c,
+                                          MutView q_normed, MutView k_normed);
+
+    // q_rot, k_rot = apply_rotary_pos_emb(q, k, cos, sin)
+    virtual void rotate_qk(View q, View k, Positions pos, const BlockWeights& w, const BlockConfig& c, MutView q_rot,
+                           MutView k_rot);
+
+    // One forward's new cache rows: self.cache_k[...] = k_rot; self.cache_v[...] = v.
+    // k is the key before RoPE; decode_step says whether this forward is a
+    // decode step (one token after the prefill) rather than the prefill.
+    struct NewKv {
+        View k, k_rot, v;
+        Positions pos;
+        bool decode_step = false;
+    };
+    virtual void cache_write(const NewKv& in, const BlockConfig& c, MutView k_rows, MutView v_rows);
+
+    // h = x + attn_wo
+    virtual void attention_residual(View x, View attn_wo, MutView h);
+
+    // The position decode() computes the token at pos at (itself).
+    virtual int64_t decode_position(int64_t pos);
+
+   private:
+    void forward(View x, Positions pos, const BlockWeights& w, View wqkv, const BlockConfig& c, bool decode_step,
+                 KvCache& cache, RunState& s);
+
+    std::string name_;
+};
 
 // Throws ImplError unless options.dtype is f32; simd_target and threads are ignored.
 std::unique_ptr<Implementation> make_scalar(const ImplOptions& options);

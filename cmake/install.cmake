@@ -1,0 +1,26 @@
+# `cmake --install build --prefix P`: what an engine's build and CI need from
+# conform — the command, the plugin ABI header, and find_package(conform).
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS conform RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# LibTorch and friends may live outside the loader's default paths.
+set_target_properties(conform PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+install(FILES ${PROJECT_SOURCE_DIR}/impls/include/conform/plugin.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/conform)
+install(FILES ${PROJECT_SOURCE_DIR}/impls/PLUGINS.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+# The ABI version, read from the header so there is one place to change it.
+file(STRINGS ${PROJECT_SOURCE_DIR}/impls/include/conform/plugin.h _abi_line
+     REGEX "^#define CONFORM_PLUGIN_ABI_VERSION ")
+string(REGEX REPLACE "^#define CONFORM_PLUGIN_ABI_VERSION ([0-9]+)u?.*$" "\\1" CONFORM_PLUGIN_ABI_VERSION "${_abi_line}")
+
+set(CONFORM_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/conform)
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/conformConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/conformConfig.cmake
+  INSTALL_DESTINATION ${CONFORM_CMAKE_DIR}
+  PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_BINDIR)
+# 0.x: a minor release may change the plugin ABI, so only the same minor matches.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/conformConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/conformConfig.cmake ${PROJECT_BINARY_DIR}/conformConfigVersion.cmake
+        DESTINATION ${CONFORM_CMAKE_DIR})

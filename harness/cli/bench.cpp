@@ -1,0 +1,635 @@
+// conform bench: each op's wall time per implementation, against LibTorch
+// float32 measured in the same process, interleaved, with the machine's
+// ceilings measured the same run.
+//
+// Every implementation gets the op with its inputs already where it keeps
+// them (simd: weights packed, bf16 converted; torch: tensors, cos/sin and the
+// mask built), so a run is what a model pays per call. Runs are interleaved
+// round by round (and the order rotated) so that drift in the machine's state
+// (another process, frequency) lands on every implementation alike.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/gate.h"
+#include "config/presets.h"
+#include "core/case.h"
+#include "reference/bench_torch.h"
+#include "registry.h"
+#include "simd/simd.h"
+#ifdef CONFORM_HAVE_CUDA
+#include "cuda/cuda.h"
+#endif
+
+namespace conform::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ','))
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
+// ---- ceilings --------------------------------------------------------------------
+
+// Copy bandwidth: a 256 MiB buffer copied by every thread at once (each its
+// own slice), best of several; bytes counted as read + written.
+double copy_bandwidth(int threads) {
+    const size_t bytes = size_t{256} << 20;
+    std::vector<char> src(bytes, 1), dst(bytes, 0);
+    double best = 0;
+    for (int rep = 0; rep < 6; ++rep) {
+        const auto t0 = Clock::now();
+        std::vector<std::thread> ts;
+        for (int t = 0; t < threads; ++t)
+            ts.emplace_back([&, t] {
+                const size_t b = bytes * t / threads, e = bytes * (t + 1) / threads;
+                std::memcpy(dst.data() + b, src.data() + b, e - b);
+            });
+        for (auto& t : ts) t.join();
+        const double s = seconds_since(t0);
+        if (rep > 0) best = std::max(best, 2.0 * static_cast<double>(bytes) / s);  // first run faults the pages in
+    }
+    return best;
+}
+
+// ---- what an op costs --------------------------------------------------------------
+
+struct Cost {
+    double flops = 0;         // counted: 2 per multiply-add of a product, a few per element elsewhere
+    double bytes = 0;         // the minimum an op must move: inputs, weights, outputs, once
+    double weight_bytes = 0;  // the matrices alone (decode's bandwidth target)
+};
+
+Cost cost(Op op, const BlockConfig& c, int64_t T, int64_t context, double es) {
+    const double D = static_cast<double>(c.d_model), F = static_cast<double>(c.ffn_dim);
+    const double H = static_cast<double>(c.n_heads), hd = static_cast<double>(c.head_dim);
+    const double Q = static_cast<double>(c.q_width()), KVW = static_cast<double>(c.kv_width());
+    const double t = static_cast<double>(T);
+    // Query/key pairs attention computes: causal over T, or one query over the cache.
+    const double S = op == Op::decode || (op == Op::attention && T == 1) ? static_cast<double>(context + 1) : t;
+    const double pairs = T == 1 ? S : t * (t + 1) / 2;
+    const double attn_flops = 4.0 * hd * H * pairs;
+    const double weights = D * (Q + 2 * KVW) + Q * D + 3 * D * F;
+    Cost k;
+    switch (op) {
+        case Op::rmsnorm: k = {4 * t * D, es * 2 * t * D + 4 * D, 0}; break;
+        case Op::qk_norm: k = {4 * t * Q, es * 2 * t * Q + 4 * hd, 0}; break;
+        case Op::rope: k = {3 * t * Q, es * 2 * t * Q, 0}; break;
+        case Op::attention: k = {attn_flops, es * (2 * t * Q + 2 * S * KVW), 0}; break;
+        case Op::swiglu: k = {6 * t * D * F, es * (3 * D * F + 2 * t * D), es * 3 * D * F}; break;
+        case Op::block:
+        case Op::decode:
+            k.flops = 2 * t * weights + attn_flops;
+            k.weight_bytes = es * weights;
+            // weights, x in, out, the new k/v rows; decode also reads the cache
+            k.bytes = k.weight_bytes + es * (2 * t * D + 2 * t * KVW + (op == Op::decode ? 2 * S * KVW : 0));
+            break;
+    }
+    return k;
+}
+
+// ---- inputs ------------------------------------------------------------------------
+
+struct Inputs {
+    Case c;                            // the op's inputs by schema name
+    Tensor context_x;                  // decode: the tokens already in the cache
+    std::vector<int64_t> context_pos;
+    int64_t keys = 0;                  // attention / decode: keys attended over
+};
+
+Tensor random(std::mt19937& rng, int64_t rows, int64_t cols, double scale, double mean = 0) {
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    Tensor t(rows, cols);
+    for (float& v : t.data) v = static_cast<float>(mean + scale * n(rng));
+    return t;
+}
+
+std::vector<int64_t> range(int64_t start, int64_t n) {
+    std::vector<int64_t> p(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = start + i;
+    return p;
+}
+
+// Weights N(0, 1/in) keep activations O(1) through the block; norm weights
+// 1 + N(0, 0.1) are not uniform, so a wrong norm weight would show.
+Inputs make_inputs(Op op, const BlockConfig& cfg, int64_t T, int64_t context) {
+    std::mt19937 rng(1234);
+    Inputs in;
+    Case& c = in.c;
+    c.op = op;
+    c.config = cfg;
+    const int64_t D = cfg.d_model, F = cfg.ffn_dim, Q = cfg.q_width(), KVW = cfg.kv_width();
+    auto w = [&](int64_t r, int64_t k) { return random(rng, r, k, 1.0 / std::sqrt(static_cast<double>(r))); };
+    switch (op) {
+        case Op::rmsnorm:
+            c.inputs["x"] = random(rng, T, D, 1.0);
+            c.inputs["weight"] = random(rng, 1, D, 0.1, 1.0);
+            break;
+        case Op::qk_norm:
+            c.inputs["x"] = random(rng, T, Q, 1.0);
+            c.inputs["weight"] = random(rng, 1, cfg.head_dim, 0.1, 1.0);
+            break;
+        case Op::rope:
+            c.inputs["x"] = random(rng, T, Q, 1.0);
+            c.positions["positions"] = range(0, T);
+            break;
+        case Op::attention: {
+            const int64_t S = T == 1 ? context + 1 : T;
+            c.inputs["q"] = random(rng, T, Q, 1.0);
+            c.inputs["k"] = random(rng, S, KVW, 1.0);
+            c.inputs["v"] = random(rng, S, KVW, 1.0);
+            c.positions["q_positions"] = range(S - T, T);
+            c.positions["k_positions"] = range(0, S);
+            in.keys = S;
+            break;
+        }
+        case Op::swiglu:
+            c.inputs["x"] = random(rng, T, D, 1.0);
+            c.inputs["w1"] = w(D, F);
+            c.inputs["w3"] = w(D, F);
+            c.inputs["w2"] = w(F, D);
+            break;
+        case Op::block:
+        case Op::decode:
+            c.inputs["attn_norm"] = random(rng, 1, D, 0.1, 1.0);
+            c.inputs["wq"] = w(D, Q);
+            c.inputs["wk"] = w(D, KVW);
+            c.inputs["wv"] = w(D, KVW);
+            c.inputs["wo"] = w(Q, D);
+            c.inputs["ffn_norm"] = random(rng, 1, D, 0.1, 1.0);
+            c.inputs["w1"] = w(D, F);
+            c.inputs["w3"] = w(D, F);
+            c.inputs["w2"] = w(F, D);
+            if (cfg.qk_norm) {
+                c.inputs["q_norm"] = random(rng, 1, cfg.head_dim, 0.1, 1.0);
+                c.inputs["k_norm"] = random(rng, 1, cfg.head_dim, 0.1, 1.0);
+            }
+            if (op == Op::block) {
+                c.inputs["x"] = random(rng, T, D, 1.0);
+                c.positions["positions"] = range(0, T);
+                in.keys = T;
+            } else {
+                in.context_x = random(rng, context, D, 1.0);
+                in.context_pos = range(0, context);
+                c.inputs["x"] = random(rng, 1, D, 1.0);
+                c.positions["positions"] = {context};
+                c.prefill = 0;
+                in.keys = context + 1;
+            }
+            break;
+    }
+    return in;
+}
+
+View view_of(const Case& c, const char* name) {
+    auto it = c.inputs.find(name);
+    return it == c.inputs.end() ? View{} : it->second.view();
+}
+Positions positions_of(const Case& c, const char* name) {
+    auto it = c.positions.find(name);
+    return it == c.positions.end() ? Positions{} : Positions{it->second.data(), static_cast<int64_t>(it->second.size())};
+}
+
+simd::BenchInputs simd_inputs(const Inputs& in) {
+    const Case& c = in.c;
+    simd::BenchInputs b;
+    b.op = c.op;
+    b.config = c.config;
+    b.x = view_of(c, "x");
+    b.weight = view_of(c, "weight");
+    b.q = view_of(c, "q");
+    b.k = view_of(c, "k");
+    b.v = view_of(c, "v");
+    b.w1 = view_of(c, "w1");
+    b.w3 = view_of(c, "w3");
+    b.w2 = view_of(c, "w2");
+    b.pos = positions_of(c, "positions");
+    b.q_pos = positions_of(c, "q_positions");
+    b.k_pos = positions_of(c, "k_positions");
+    if (c.op == Op::block || c.op == Op::decode) {
+        BlockWeights& w = b.weights;
+        w.attn_norm = view_of(c, "attn_norm");
+        w.wq = view_of(c, "wq");
+        w.wk = view_of(c, "wk");
+        w.wv = view_of(c, "wv");
+        w.wo = view_of(c, "wo");
+        w.ffn_norm = view_of(c, "ffn_norm");
+        w.w1 = view_of(c, "w1");
+        w.w3 = view_of(c, "w3");
+        w.w2 = view_of(c, "w2");
+        w.q_norm = view_of(c, "q_norm");
+        w.k_norm = view_of(c, "k_norm");
+    }
+    if (c.op == Op::decode) {
+        b.context_x = in.context_x.view();
+        b.context_pos = Positions{in.context_pos.data(), static_cast<int64_t>(in.context_pos.size())};
+    }
+    return b;
+}
+
+#ifdef CONFORM_HAVE_CUDA
+cuda::BenchInputs cuda_inputs(const Inputs& in) {
+    const simd::BenchInputs s = simd_inputs(in);
+    cuda::BenchInputs b;
+    b.op = s.op;
+    b.config = s.config;
+    b.x = s.x;
+    b.weight = s.weight;
+    b.q = s.q;
+    b.k = s.k;
+    b.v = s.v;
+    b.w1 = s.w1;
+    b.w3 = s.w3;
+    b.w2 = s.w2;
+    b.pos = s.pos;
+    b.q_pos = s.q_pos;
+    b.k_pos = s.k_pos;
+    b.weights = s.weights;
+    b.context_x = s.context_x;
+    b.context_pos = s.context_pos;
+    return b;
+}
+#endif
+
+// ---- runners -----------------------------------------------------------------------
+
+struct Runner {
+    std::string impl;    // "simd", "torch", "scalar"
+    std::string dtype;   // what it stores
+    std::string detail;  // simd: the target
+    std::function<void()> run;
+    std::function<std::vector<float>()> output;
+    std::vector<double> times;
+    std::function<double()> device_seconds = {};  // cuda: the run between device events, not host wall time
+};
+
+// scalar through the Implementation interface (no persistent cache: no decode).
+Runner scalar_runner(const Inputs& in) {
+    const ImplEntry* e = find_implementation("scalar");
+    auto impl = std::shared_ptr<Implementation>(e->create(ImplOptions{}));
+    const Case& c = in.c;
+    const int64_t rows = c.in(c.op == Op::attention ? "q" : "x").rows();
+    const int64_t cols = c.op == Op::attention ? c.config.q_width() : c.in("x").cols();
+    auto out = std::make_shared<Tensor>(rows, cols);
+    auto taps = std::make_shared<std::vector<Tensor>>();
+    Runner r{"scalar", "f32", "", {}, {}, {}};
+    const simd::BenchInputs b = simd_inputs(in);
+    r.run = [impl, out, b, taps] {
+        switch (b.op) {
+            case Op::rmsnorm: impl->rmsnorm(b.x, b.weight, rmsnorm_params(b.config), out->mut()); break;
+            case Op::qk_norm: impl->qk_norm(b.x, b.weight, qk_norm_params(b.config), out->mut()); break;
+            case Op::rope: impl->rope(b.x, b.pos, rope_params(b.config), out->mut()); break;
+            case Op::attention:
+                impl->attention(b.q, b.k, b.v, b.q_pos, b.k_pos, attention_params(b.config), out->mut());
+                break;
+            case Op::swiglu: impl->swiglu(b.x, b.w1, b.w3, b.w2, out->mut()); break;
+            case Op::block: {
+                BlockOutputs bo;
+                bo[Tap::out] = out->mut();
+                impl->block(b.x, b.weights, b.pos, b.config, bo);
+                break;
+            }
+            case Op::decode: throw std::logic_error("scalar: no decode bench");
+        }
+    };
+    r.output = [out] { return out->data; };
+    return r;
+}
+
+// max |a - b| / max |b|: a benchmark that computes something else is not a benchmark.
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size() || b.empty()) return INFINITY;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        num = std::max(num, std::abs(static_cast<double>(a[i]) - b[i]));
+        den = std::max(den, std::abs(static_cast<double>(b[i])));
+    }
+    return den > 0 ? num / den : num;
+}
+
+// Between timed runs: the previous implementation's idle threads (simd's pool,
+// LibTorch's OpenMP team) spin for a while after a job before they sleep; a
+// pause keeps that spin out of the next implementation's time.
+void settle(double ms) {
+    if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+}
+
+double quantile(std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    const double pos = q * static_cast<double>(v.size() - 1);
+    const size_t lo = static_cast<size_t>(pos);
+    const size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+struct Options {
+    std::string impls = "simd,torch";
+    std::string ops = "rmsnorm,rope,qk_norm,attention,swiglu,block,decode";
+    std::string preset = "tinyllama-1.1b";
+    std::string tokens = "1,64,512";
+    std::string dtypes = "f32,bf16";
+    int64_t context = 512;
+    double min_time = 1.0;
+    int min_reps = 5;
+    int max_reps = 200;
+    int threads = 0;
+    double settle_ms = 2;
+    std::string simd_target;
+    bool json = false;
+};
+
+std::string fmt_time(double s) {
+    if (s >= 1) return fmt::format("{:.3f} s", s);
+    if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
+    return fmt::format("{:.1f} us", s * 1e6);
+}
+
+int run_bench(const Options& o) {
+    using nlohmann::json;
+    std::ostream& log = o.json ? std::cerr : std::cout;
+    const config::Preset* preset = config::find_preset(o.preset);
+    if (!preset) {
+        std::string names;
+        for (const auto& p : config::presets()) names += (names.empty() ? "" : ", ") + p.name;
+        std::cerr << "conform bench: --preset: unknown '" << o.preset << "' (presets: " << names << ")\n";
+        return kUsage;
+    }
+    std::vector<Op> ops;
+    for (const auto& name : split(o.ops == "all" ? "rmsnorm,rope,qk_norm,attention,swiglu,block,decode" : o.ops)) {
+        auto op = parse_op(name);
+        if (!op) {
+            std::cerr << "conform bench: --op: unknown op '" << name << "'\n";
+            return kUsage;
+        }
+        ops.push_back(*op);
+    }
+    std::vector<int64_t> tokens;
+    for (const auto& t : split(o.tokens)) {
+        try {
+            tokens.push_back(std::stoll(t));
+        } catch (const std::exception&) {
+            tokens.push_back(0);
+        }
+        if (tokens.back() <= 0) {
+            std::cerr << "conform bench: --tokens: expected positive counts, found '" << t << "'\n";
+            return kUsage;
+        }
+    }
+    std::vector<DType> dtypes;
+    for (const auto& d : split(o.dtypes)) {
+        auto dt = parse_dtype(d);
+        if (!dt || *dt == DType::f16) {
+            std::cerr << "conform bench: --dtype: expected f32 or bf16, found '" << d << "'\n";
+            return kUsage;
+        }
+        dtypes.push_back(*dt);
+    }
+    const std::vector<std::string> impls = split(o.impls == "all" ? "simd,torch,scalar" : o.impls);
+    for (const auto& i : impls)
+        if (i != "simd" && i != "torch" && i != "scalar" && i != "cuda") {
+            std::cerr << "conform bench: --impl: '" << i << "' is not benchmarked (simd, torch, scalar, cuda)\n";
+            return kUsage;
+        }
+    const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    ref::set_torch_threads(threads);
+    const BlockConfig& cfg = preset->config;
+
+    // ---- ceilings, measured now ----------------------------------------------
+    log << "conform bench: " << preset->name << " (" << config::describe(cfg) << "), " << threads << " threads\n";
+    log << "  torch: " << ref::torch_describe() << "\n";
+    const double bw = copy_bandwidth(threads);
+    const int64_t mm_n = 2048;
+    const double peak = 2.0 * std::pow(static_cast<double>(mm_n), 3) / ref::torch_matmul_seconds(mm_n, 5);
+    log << fmt::format("  ceilings: copy {:.1f} GB/s (256 MiB, read + write), LibTorch f32 matmul {:.1f} GFLOP/s "
+                       "({}^3); ridge {:.1f} FLOP/byte\n",
+                       bw / 1e9, peak / 1e9, mm_n, peak / bw);
+
+    json results = json::array();
+    struct Row {
+        std::string op, impl, dtype, detail;
+        int64_t T;
+        double median, p25, p75, min;
+        int reps;
+        Cost k;
+        double ratio, check;
+    };
+    std::vector<Row> rows;
+
+    for (Op op : ops) {
+        for (int64_t T : tokens) {
+            if (op == Op::decode && T != 1) continue;  // a decode step is one token
+            const Inputs in = make_inputs(op, cfg, T, o.context);
+            std::vector<Runner> runners;
+            std::unique_ptr<ref::TorchBenchOp> torch_op;
+            for (const auto& impl : impls) {
+                if (impl == "torch") {
+                    torch_op = ref::make_torch_bench_op(in.c, &in.context_x, &in.context_pos);
+                    ref::TorchBenchOp* t = torch_op.get();
+                    runners.push_back({"torch", "f32", "", [t] { t->run(); }, [t] { return t->output(); }, {}});
+                } else if (impl == "cuda") {
+#ifdef CONFORM_HAVE_CUDA
+                    for (DType d : dtypes) {
+                        ImplOptions io;
+                        io.dtype = d;
+                        std::shared_ptr<cuda::BenchOp> b;
+                        try {
+                            b = cuda::make_bench_op(io, cuda_inputs(in));
+                        } catch (const std::exception& e) {
+                            std::cerr << "conform bench: cuda: " << e.what() << "\n";
+                            return kUnavailable;
+                        }
+                        runners.push_back({"cuda", to_string(d), b->device(), [b] { b->run(); },
+                                           [b] { return b->output(); }, {}, [b] { return b->device_seconds(); }});
+                    }
+#else
+                    std::cerr << "conform bench: cuda: built without CUDA (nvcc not found at configure time)\n";
+                    return kUnavailable;
+#endif
+                } else if (impl == "scalar") {
+                    if (op == Op::decode || T > 64) continue;  // no cache in the interface; too slow past 64
+                    runners.push_back(scalar_runner(in));
+                } else {
+                    for (DType d : dtypes) {
+                        ImplOptions io;
+                        io.dtype = d;
+                        io.threads = threads;
+                        io.simd_target = o.simd_target;
+                        std::shared_ptr<simd::BenchOp> b;
+                        try {
+                            b = simd::make_bench_op(io, simd_inputs(in));
+                        } catch (const std::exception& e) {
+                            std::cerr << "conform bench: simd: " << e.what() << "\n";
+                            return kUnavailable;
+                        }
+                        runners.push_back({"simd", to_string(d), b->target(), [b] { b->run(); },
+                                           [b] { return b->output(); }, {}});
+                    }
+                }
+            }
+            if (runners.empty()) continue;
+
+            // Warm up (caches, page faults, the pool's threads), then interleave.
+            for (auto& r : runners)
+                for (int i = 0; i < 2; ++i) r.run();
+            const auto t0 = Clock::now();
+            for (int round = 0; round < o.max_reps; ++round) {
+                if (round >= o.min_reps && seconds_since(t0) >= o.min_time) break;
+                for (size_t j = 0; j < runners.size(); ++j) {
+                    Runner& r = runners[(j + static_cast<size_t>(round)) % runners.size()];
+                    settle(o.settle_ms);
+                    const auto s = Clock::now();
+                    r.run();
+                    r.times.push_back(r.device_seconds ? r.device_seconds() : seconds_since(s));
+                }
+            }
+
+            const Runner* torch_r = nullptr;
+            for (const auto& r : runners)
+                if (r.impl == "torch") torch_r = &r;
+            const double torch_median = torch_r ? quantile(torch_r->times, 0.5) : 0;
+            const std::vector<float> torch_out = torch_r ? torch_r->output() : std::vector<float>{};
+            for (const auto& r : runners) {
+                Row row;
+                row.op = to_string(op);
+                row.impl = r.impl;
+                row.dtype = r.dtype;
+                row.detail = r.detail;
+                row.T = T;
+                row.median = quantile(r.times, 0.5);
+                row.p25 = quantile(r.times, 0.25);
+                row.p75 = quantile(r.times, 0.75);
+                row.min = *std::min_element(r.times.begin(), r.times.end());
+                row.reps = static_cast<int>(r.times.size());
+                row.k = cost(op, cfg, T, o.context, r.dtype == "bf16" ? 2.0 : 4.0);
+                row.ratio = torch_r ? row.median / torch_median : NAN;
+                row.check = torch_r && r.impl != "torch" ? rel_diff(r.output(), torch_out) : NAN;
+                rows.push_back(row);
+            }
+        }
+    }
+
+    // ---- report ----------------------------------------------------------------
+    const double ridge = peak / bw;
+    if (!o.json) {
+        std::cout << fmt::format("\n{:<10}{:>5}  {:<6}{:<6}{:>11}{:>7}{:>9}{:>8}{:>7}{:>9}{:>8}{:>9}\n", "op", "T", "impl",
+                                 "dtype", "median", "+-", "GFLOP/s", "GB/s", "AI", "roof", "/torch", "check");
+    }
+    for (const Row& r : rows) {
+        const double gflops = r.k.flops / r.median / 1e9, gbs = r.k.bytes / r.median / 1e9;
+        const double ai = r.k.flops / r.k.bytes;
+        const bool compute_bound = ai >= ridge;
+        const double roof = compute_bound ? r.k.flops / r.median / peak : r.k.bytes / r.median / bw;
+        const double spread = (r.p75 - r.p25) / 2 / r.median;
+        json j = {{"op", r.op},
+                  {"T", r.T},
+                  {"impl", r.impl},
+                  {"dtype", r.dtype},
+                  {"target", r.detail},
+                  {"reps", r.reps},
+                  {"median_s", r.median},
+                  {"p25_s", r.p25},
+                  {"p75_s", r.p75},
+                  {"min_s", r.min},
+                  {"flops", r.k.flops},
+                  {"bytes", r.k.bytes},
+                  {"weight_bytes", r.k.weight_bytes},
+                  {"gflops", gflops},
+                  {"gbytes_per_s", gbs},
+                  {"intensity", ai},
+                  {"bound", compute_bound ? "compute" : "memory"},
+                  {"fraction_of_ceiling", roof}};
+        if (!std::isnan(r.ratio)) j["time_vs_torch"] = r.ratio;
+        if (!std::isnan(r.check)) j["max_rel_diff_vs_torch"] = r.check;
+        if (r.k.weight_bytes > 0) {
+            j["weight_gbytes_per_s"] = r.k.weight_bytes / r.median / 1e9;
+            j["weight_fraction_of_copy"] = r.k.weight_bytes / r.median / bw;
+        }
+        results.push_back(j);
+        if (o.json) continue;
+        std::cout << fmt::format("{:<10}{:>5}  {:<6}{:<6}{:>11}{:>6.1f}%{:>9.1f}{:>8.1f}{:>7.1f}{:>6.0f}% {}{:>8}{:>9}\n",
+                                 r.op, r.T, r.impl, r.dtype, fmt_time(r.median), 100 * spread, gflops, gbs, ai,
+                                 100 * roof, compute_bound ? "F" : "B",
+                                 std::isnan(r.ratio) ? "-" : fmt::format("{:.2f}", r.ratio),
+                                 std::isnan(r.check) ? "" : fmt::format("{:.0e}", r.check));
+    }
+    if (o.json) {
+        json out = {{"schema", "conform-bench/1"},
+                    {"preset", preset->name},
+                    {"config", config::describe(cfg)},
+                    {"threads", threads},
+                    {"context", o.context},
+                    {"torch", ref::torch_describe()},
+                    {"simd", simd::simd_details()},
+                    {"ceilings",
+                     {{"copy_bytes_per_s", bw}, {"matmul_flops_per_s", peak}, {"matmul_n", mm_n}, {"ridge", ridge}}},
+                    {"results", results}};
+        std::cout << out.dump(2) << "\n";
+    } else {
+        std::cout << "\nmedian of interleaved runs after warm-up; +- half the interquartile range; roof: fraction of\n"
+                     "the copy bandwidth (B) or the LibTorch matmul rate (F), whichever bounds the op's intensity;\n"
+                     "/torch: time over LibTorch f32's; check: max |out - torch| / max |torch|.\n";
+        for (const Row& r : rows)
+            if (r.k.weight_bytes > 0 && r.op == "decode")
+                std::cout << fmt::format("decode {} {}: weights streamed at {:.1f} GB/s = {:.0f}% of copy bandwidth\n",
+                                         r.impl, r.dtype, r.k.weight_bytes / r.median / 1e9,
+                                         100 * r.k.weight_bytes / r.median / bw);
+    }
+    for (const Row& r : rows) {
+        // bf16 against an f32 reference: bf16 rounding of every activation (~1e-2) is expected.
+        const double limit = r.dtype == "bf16" ? 1e-1 : 1e-3;
+        if (!std::isnan(r.check) && !(r.check <= limit)) {
+            std::cerr << fmt::format("conform bench: {} {} T={} disagrees with torch: max rel diff {:.2e}\n", r.impl,
+                                     r.op, r.T, r.check);
+            return kNonconformance;
+        }
+    }
+    return kConform;
+}
+
+}  // namespace
+
+Command add_bench(CLI::App& app) {
+    auto o = std::make_shared<Options>();
+    CLI::App* sub = app.add_subcommand(
+        "bench", "time each op per implementation against LibTorch f32, with the machine's ceilings measured alongside");
+    sub->add_option("--impl", o->impls, "simd, torch, scalar, cuda, comma-separated, or all (default simd,torch)");
+    sub->add_option("--op", o->ops, "ops, comma-separated, or all (default all; decode is one token after --context)");
+    sub->add_option("--preset", o->preset, "block shapes (default tinyllama-1.1b; see `conform generate --presets`)");
+    sub->add_option("--tokens", o->tokens, "token counts T, comma-separated (default 1,64,512)");
+    sub->add_option("--dtype", o->dtypes, "simd storage dtypes, comma-separated (default f32,bf16; torch is f32)");
+    sub->add_option("--context", o->context, "decode, and attention at T=1: tokens already cached (default 512)")
+        ->check(CLI::NonNegativeNumber);
+    sub->add_option("--min-time", o->min_time, "seconds of timed rounds per op and T, at least (default 1)");
+    sub->add_option("--min-reps", o->min_reps, "timed rounds per op and T, at least (default 5)")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--max-reps", o->max_reps, "timed rounds per op and T, at most (default 200)")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--threads", o->threads, "threads for every implementation (default: every core)")
+        ->check(CLI::NonNegativeNumber);
+    sub->add_option("--simd-target", o->simd_target, "simd: this compiled Highway target instead of the best");
+    sub->add_option("--settle-ms", o->settle_ms, "pause before each timed run, in ms (default 2)")
+        ->check(CLI::NonNegativeNumber);
+    sub->add_flag("--json", o->json, "print the results as JSON (schema conform-bench/1) instead of the table");
+    return {sub, [o] { return run_bench(*o); }};
+}
+
+}  // namespace conform::cli

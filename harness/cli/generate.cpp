@@ -1,0 +1,223 @@
+// conform generate: golden fixture files from our reference, in float64.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/gate.h"
+#include "config/presets.h"
+#include "gen/gen.h"
+#include "h5/fixture.h"
+#include "h5/golden.h"
+#include "reference/reference.h"
+
+namespace conform::cli {
+
+namespace {
+
+struct GenerateOptions {
+    std::string op, preset, out, layout, description;
+    int64_t scale_down = 1;
+    int64_t d_model = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn_dim = 0;
+    double theta = 0, eps = 0;
+    int qk_norm = 0;
+    int64_t tokens = 4, keys = 0, start = 0, prefill = -1, outliers = 0;
+    double mag = 1.0;
+    int cases = 1;
+    uint64_t seed = 1;
+    bool force = false, list_presets = false;
+
+    // Which flags were given (a flag overrides the preset's value).
+    CLI::Option *o_d_model = nullptr, *o_n_heads = nullptr, *o_n_kv_heads = nullptr, *o_head_dim = nullptr,
+                *o_ffn_dim = nullptr, *o_layout = nullptr, *o_theta = nullptr, *o_qk_norm = nullptr, *o_eps = nullptr,
+                *o_prefill = nullptr;
+};
+
+// The config sizes an op's inputs are built from (a superset of what the
+// schema requires in the file: rope's x needs a head count to have a width).
+std::vector<std::pair<const char*, int64_t BlockConfig::*>> sizes_needed(Op op) {
+    using P = std::pair<const char*, int64_t BlockConfig::*>;
+    switch (op) {
+        case Op::rmsnorm: return {P{"d-model", &BlockConfig::d_model}};
+        case Op::rope:
+        case Op::qk_norm: return {P{"n-heads", &BlockConfig::n_heads}, P{"head-dim", &BlockConfig::head_dim}};
+        case Op::attention:
+            return {P{"n-heads", &BlockConfig::n_heads}, P{"n-kv-heads", &BlockConfig::n_kv_heads},
+                    P{"head-dim", &BlockConfig::head_dim}};
+        case Op::swiglu: return {P{"d-model", &BlockConfig::d_model}, P{"ffn-dim", &BlockConfig::ffn_dim}};
+        case Op::block:
+        case Op::decode:
+            return {P{"d-model", &BlockConfig::d_model}, P{"n-heads", &BlockConfig::n_heads},
+                    P{"n-kv-heads", &BlockConfig::n_kv_heads}, P{"head-dim", &BlockConfig::head_dim},
+                    P{"ffn-dim", &BlockConfig::ffn_dim}};
+    }
+    return {};
+}
+
+// The config as far as the op uses it: "H=2 hd=128 layout=neox theta=500000".
+std::string describe_for(Op op, const BlockConfig& c) {
+    if (op == Op::block || op == Op::decode) return config::describe(c);
+    std::ostringstream s;
+    auto add = [&](const std::string& kv) { s << (s.tellp() > 0 ? " " : "") << kv; };
+    for (const auto& [flag, field] : sizes_needed(op)) {
+        const std::string f = flag;
+        const char* key = f == "d-model" ? "D" : f == "n-heads" ? "H" : f == "n-kv-heads" ? "KV" : f == "head-dim" ? "hd" : "F";
+        add(std::string(key) + "=" + std::to_string(c.*field));
+    }
+    for (const auto& f : required_config(op)) {
+        std::ostringstream v;
+        if (f == "rope_layout") v << "layout=" << to_string(c.rope_layout);
+        else if (f == "rope_theta") v << "theta=" << c.rope_theta;
+        else if (f == "norm_eps") v << "eps=" << c.norm_eps;
+        else continue;  // the sizes are above
+        add(v.str());
+    }
+    return s.str();
+}
+
+int run_generate(const GenerateOptions& o) {
+    if (o.list_presets) {
+        for (const auto& p : config::presets())
+            std::cout << fmt::format("{:<16} {}\n{:<16}   {}\n", p.name, config::describe(p.config), "", p.source);
+        return kConform;
+    }
+    auto usage = [](const std::string& msg) {
+        std::cerr << "conform generate: " << msg << "\n";
+        return int(kUsage);
+    };
+    if (o.op.empty()) return usage("--op is required (rmsnorm, rope, qk_norm, attention, swiglu, block, decode)");
+    if (o.out.empty()) return usage("--out FILE is required");
+    const auto op = parse_op(o.op);
+    if (!op) return usage("--op: unknown op '" + o.op + "' (ops: rmsnorm, rope, qk_norm, attention, swiglu, block, decode)");
+
+    // ---- the config: preset, scaled, then the flags given ---------------------------
+    BlockConfig cfg;
+    std::string origin = "custom";
+    if (!o.preset.empty()) {
+        const config::Preset* p = config::find_preset(o.preset);
+        if (!p) return usage("--preset: unknown preset '" + o.preset + "' (see `conform generate --presets`)");
+        cfg = p->config;
+        origin = p->name;
+    }
+    if (o.scale_down < 1) return usage("--scale-down must be >= 1");
+    cfg = config::scale_down(cfg, o.scale_down);
+    if (o.scale_down > 1) origin += fmt::format(" (d_model, ffn_dim / {})", o.scale_down);
+    if (o.o_d_model->count()) cfg.d_model = o.d_model;
+    if (o.o_n_heads->count()) cfg.n_heads = o.n_heads;
+    if (o.o_n_kv_heads->count()) cfg.n_kv_heads = o.n_kv_heads;
+    if (o.o_head_dim->count()) cfg.head_dim = o.head_dim;
+    if (o.o_ffn_dim->count()) cfg.ffn_dim = o.ffn_dim;
+    if (o.o_layout->count()) {
+        auto l = parse_rope_layout(o.layout);
+        if (!l) return usage("--rope-layout: expected neox or interleaved, found '" + o.layout + "'");
+        cfg.rope_layout = *l;
+    }
+    if (o.o_theta->count()) cfg.rope_theta = o.theta;
+    if (o.o_qk_norm->count()) cfg.qk_norm = o.qk_norm != 0;
+    if (o.o_eps->count()) cfg.norm_eps = o.eps;
+    if (*op == Op::rope || *op == Op::qk_norm) cfg.n_kv_heads = cfg.n_heads;
+    for (const auto& [flag, field] : sizes_needed(*op))
+        if (cfg.*field <= 0)
+            return usage(fmt::format("--op {} needs --{} (or a --preset)", o.op, flag));
+
+    // ---- the cases: inputs drawn as property cases are, golden outputs from the reference
+    const int64_t T = o.tokens;
+    const int64_t S = o.keys > 0 ? o.keys : T;
+    if (T < 1) return usage("--tokens must be >= 1");
+    if (o.start < 0) return usage("--positions must be >= 0");
+    if (*op == Op::attention && S < T) return usage("--keys must be >= --tokens (the queries are the last keys)");
+    const int64_t prefill = o.o_prefill->count() ? o.prefill : T / 2;
+    if (*op == Op::decode && (prefill < 0 || prefill > T)) return usage("--prefill must be in [0, --tokens]");
+    if (o.cases < 1) return usage("--cases must be >= 1");
+
+    std::error_code ec;
+    if (!o.force && std::filesystem::exists(o.out, ec))
+        return usage(o.out + ": exists (use --force to overwrite)");
+
+    std::vector<h5::FixtureCase> out;
+    try {
+        for (int i = 0; i < o.cases; ++i) {
+            gen::CaseSpec s;
+            s.op = *op;
+            s.T = T;
+            s.S = S;
+            s.n_heads = cfg.n_heads;
+            s.n_kv_heads = cfg.n_kv_heads;
+            s.head_dim = cfg.head_dim;
+            s.d_model = cfg.d_model;
+            s.ffn_dim = cfg.ffn_dim;
+            s.layout = cfg.rope_layout;
+            s.theta = cfg.rope_theta;
+            s.qk_norm = cfg.qk_norm;
+            s.eps = cfg.norm_eps;
+            s.kpos = o.start;
+            s.pos = *op == Op::attention ? o.start + S - T : o.start;
+            s.prefill = *op == Op::decode ? prefill : 0;
+            s.mag = o.mag;
+            s.outliers = o.outliers;
+            s.seed = o.seed + static_cast<uint64_t>(i);
+            h5::FixtureCase fc;
+            fc.c = gen::materialize(s);
+            fc.c.group = "case_" + std::to_string(i);
+            fc.c.description = !o.description.empty()
+                                   ? o.description
+                                   : fmt::format("{} {}: {}, T={}{}, first position {}", origin, o.op,
+                                                 describe_for(*op, cfg), T,
+                                                 *op == Op::attention ? fmt::format(" S={}", S) : std::string(),
+                                                 *op == Op::attention ? s.kpos : s.pos);
+            validate_case(fc.c);
+            fc.c.expected = h5::golden_expected(fc.c);
+            fc.attrs["producer"] = "conform generate (expected: LibTorch " + ref::version() + " reference, float64)";
+            if (!o.preset.empty()) fc.attrs["preset"] = o.preset;
+            fc.attrs["seed"] = static_cast<int64_t>(s.seed);
+            // The inputs are exactly the property case with this id: `conform
+            // --case ID` runs the same tensors without the file.
+            fc.attrs["case_id"] = fc.c.id;
+            out.push_back(std::move(fc));
+        }
+        h5::write_fixture(o.out, out, o.force);
+    } catch (const std::exception& e) {
+        return usage(e.what());
+    }
+    const auto bytes = std::filesystem::file_size(o.out, ec);
+    std::cout << fmt::format("generate: wrote {} ({} {} case{}, {}, {:.1f} KiB)\n", o.out, o.cases, o.op,
+                             o.cases == 1 ? "" : "s", describe_for(*op, cfg), ec ? 0.0 : double(bytes) / 1024.0);
+    return kConform;
+}
+
+}  // namespace
+
+Command add_generate(CLI::App& app) {
+    auto o = std::make_shared<GenerateOptions>();
+    CLI::App* sub = app.add_subcommand("generate", "write golden fixture cases from the reference (float64, every block tap)");
+    sub->add_option("--op", o->op, "the op: rmsnorm, rope, qk_norm, attention, swiglu, block, decode");
+    sub->add_option("--preset", o->preset, "a real model's config (see --presets); flags below override it");
+    sub->add_flag("--presets", o->list_presets, "list the presets and exit");
+    sub->add_option("--scale-down", o->scale_down, "divide the preset's d_model and ffn_dim by K (files stay small; heads, head_dim, theta, eps kept)");
+    o->o_d_model = sub->add_option("--d-model", o->d_model, "D");
+    o->o_n_heads = sub->add_option("--n-heads", o->n_heads, "H (rope, qk_norm: heads in x)");
+    o->o_n_kv_heads = sub->add_option("--n-kv-heads", o->n_kv_heads, "KV");
+    o->o_head_dim = sub->add_option("--head-dim", o->head_dim, "hd");
+    o->o_ffn_dim = sub->add_option("--ffn-dim", o->ffn_dim, "F");
+    o->o_layout = sub->add_option("--rope-layout", o->layout, "neox | interleaved");
+    o->o_theta = sub->add_option("--rope-theta", o->theta, "RoPE base");
+    o->o_qk_norm = sub->add_option("--qk-norm", o->qk_norm, "0 | 1");
+    o->o_eps = sub->add_option("--norm-eps", o->eps, "RMSNorm eps");
+    sub->add_option("--tokens", o->tokens, "T: tokens (attention: queries) per case (default 4)");
+    sub->add_option("--keys", o->keys, "attention: S keys, the queries being the last T (default T)");
+    sub->add_option("--positions", o->start, "position of the first token (attention: first key) (default 0)");
+    o->o_prefill = sub->add_option("--prefill", o->prefill, "decode: tokens processed together first (default T/2)");
+    sub->add_option("--mag", o->mag, "input magnitude (default 1)");
+    sub->add_option("--outliers", o->outliers, "input channels scaled x50 (default 0)");
+    sub->add_option("--cases", o->cases, "cases in the file, seeds S, S+1, ... (default 1)");
+    sub->add_option("--seed", o->seed, "seed of the first case's inputs (default 1)");
+    sub->add_option("--description", o->description, "the cases' description attribute");
+    sub->add_option("--out", o->out, "the file to write");
+    sub->add_flag("--force", o->force, "overwrite --out if it exists");
+    return {sub, [o] { return run_generate(*o); }};
+}
+
+}  // namespace conform::cli

@@ -1,0 +1,110 @@
+// harness/diagnose/diagnose.h — naming the bug behind a failure.
+//
+// Diagnosis: a failing output is re-judged against the reference re-run with
+// one convention changed (a ref::Variant: the other RoPE layout, another
+// theta, QK-norm moved, kv heads tiled, the mask shifted, ...), with the same
+// tolerance model as the gate (baselines = that variant in the dtype, both
+// summation orders). Every hypothesis under which the output conforms is
+// reported with its bug id — the id of the mutant (impls/mutants/) that has
+// exactly that bug — and the error before and after. When none does, that is
+// what is reported; nothing is guessed.
+//
+// Localisation: for a block, the first tap in data-flow order that diverges;
+// for decode, the first token, and the implementation's own block() on the
+// same tokens; then where in that tensor the error sits (token, head, rotary
+// pair) — the patterns that tell layout, theta and head-mapping bugs apart.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/case.h"
+#include "gen/gen.h"
+#include "reference/reference.h"
+#include "run/run.h"
+
+namespace conform::diagnose {
+
+// One convention changed, standing for one bug.
+struct Hypothesis {
+    std::string id;       // the bug id (a mutant's name)
+    ref::Variant variant;  // the reference with that convention changed
+    std::string why;      // what would be wrong, in a sentence
+};
+
+// The hypotheses that can explain a failure of this case: those that apply to
+// its op and that its config can tell from the faithful computation (no
+// "tiled kv heads" when n_kv_heads is 1 or n_heads, no "QK-norm missing" when
+// the config has none).
+std::vector<Hypothesis> hypotheses(const Case& c);
+
+// Whether `observed` conforms to the reference with h's convention changed,
+// under the gate's tolerance model.
+bool conforms_under(const Case& c, DType dtype, const NamedD& observed, const Hypothesis& h);
+
+// Whether h explains `observed`: it conforms under h, and the faithful
+// reference does not (on a case that cannot tell h from the config, h
+// explains nothing). What diagnose() reports.
+bool explains(const Case& c, DType dtype, const NamedD& observed, const Hypothesis& h);
+
+// What diagnosis found.
+struct Diagnosis {
+    std::vector<HypothesisMatch> matches;
+    int tried = 0;
+    std::vector<std::string> ids() const;  // the matched bug ids, each once, in order
+};
+
+// Tests every hypothesis against `observed` (an implementation's outputs, or a
+// fixture's expected values). `failed` is the verdict under the config, whose
+// first failing tensor the errors are reported on. When no listed hypothesis
+// explains the failure and RoPE is involved, a theta fitted to the output is
+// tried last (it has a free parameter, so it would also absorb other angle
+// errors: a bf16-rounded angle is exactly some other theta on one token).
+Diagnosis diagnose(const Case& c, DType dtype, const NamedD& observed, const CaseResult& failed);
+
+// Localises a failure (see the header comment). `truth` is what `failed` was
+// judged against. impl, when given, is run on the decode case as a block.
+Localisation localise(const Case& c, DType dtype, const NamedD& observed, const Truth& truth,
+                      const CaseResult& failed, Implementation* impl);
+
+// A failing run: the case, what was observed, the truth it was judged against.
+struct Evidence {
+    const Case* c = nullptr;
+    const NamedD* observed = nullptr;
+    const Truth* truth = nullptr;
+};
+
+// Diagnoses and localises a failed result in place: r.hypotheses,
+// r.hypotheses_tried, r.localisation, and the report's r.diagnosis lines.
+// `subject` names what was observed ("the output", "the expected values").
+void explain(CaseResult& r, const Evidence& failing, Implementation* impl, const std::string& subject = "the output");
+
+// The second half of explain(), for a diagnosis already made: localises and
+// writes r; `notes` open the report's diagnosis lines.
+void annotate(CaseResult& r, const Diagnosis& d, const Evidence& failing, Implementation* impl,
+              const std::string& subject, const std::vector<std::string>& notes = {});
+
+// A fixture whose expected values disagree with the reference: diagnoses the
+// expected values themselves (which convention produced this golden file?)
+// into r, the result of the reference-vs-expected check.
+void explain_expected(CaseResult& r, const Case& c);
+
+// The property case `index` of `op` under `seed` failed on impl (`failed`, on
+// the evidence given): shrinks it to the smallest case that still fails, and
+// returns that case's result, explained (investigate.cpp). When nothing
+// smaller fails, the case itself, explained.
+//
+// Shrinking keeps a case failing, not discriminating: on a small enough case
+// two bugs can coincide (RoPE applied twice at T=1, pos=1 is a position shift
+// by one; with T=S=2 a missing mask is a mask off by one). So when the
+// smallest case names no bug or several, and the case it was shrunk from
+// names fewer (but some), the case is shrunk again, keeping only candidates
+// that still fail AND still tell those ids from the coinciding ones (only
+// the hypotheses in question are tested per candidate, not the whole
+// catalogue); that case is reported, with a line saying what the smaller
+// ones could not tell apart.
+// `reported`, when given, receives the spec of the case reported.
+CaseResult shrink_and_explain(Implementation& impl, Op op, uint64_t seed, int index, DType dtype,
+                              const Evidence& unshrunk, const CaseResult& failed, gen::CaseSpec* reported = nullptr);
+
+}  // namespace conform::diagnose

@@ -1,0 +1,169 @@
+// The catalogue of hypotheses: one convention changed each, named by the bug
+// (semantics.md, bug classes) and by the id of the mutant that has it.
+#include <cmath>
+#include <fmt/format.h>
+
+#include "diagnose/diagnose.h"
+
+namespace conform::diagnose {
+
+namespace {
+
+bool uses_rope(Op op) { return op == Op::rope || op == Op::block || op == Op::decode; }
+bool uses_attention(Op op) { return op == Op::attention || op == Op::block || op == Op::decode; }
+bool uses_norm(Op op) { return op == Op::rmsnorm || op == Op::qk_norm || op == Op::block || op == Op::decode; }
+bool uses_swiglu(Op op) { return op == Op::swiglu || op == Op::block || op == Op::decode; }
+bool is_block(Op op) { return op == Op::block || op == Op::decode; }
+
+const char* pairs(RopeLayout l) { return l == RopeLayout::neox ? "(i, i + d/2)" : "(2i, 2i + 1)"; }
+
+std::string g(double v) { return fmt::format("{:g}", v); }
+
+// The bases checkpoints use, and the config's by a factor of ten either way
+// (a dropped or extra zero).
+std::vector<double> theta_candidates(double config) {
+    std::vector<double> out;
+    for (double t : {1e4, 1e5, 5e5, 1e6, config * 10, config / 10}) {
+        bool seen = std::abs(t / config - 1) < 1e-9;
+        for (double o : out) seen = seen || std::abs(t / o - 1) < 1e-9;
+        if (!seen) out.push_back(t);
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<Hypothesis> hypotheses(const Case& c) {
+    const BlockConfig& cfg = c.config;
+    const Op op = c.op;
+    std::vector<Hypothesis> h;
+    auto add = [&](std::string id, ref::Variant v, std::string why) { h.push_back({std::move(id), v, std::move(why)}); };
+
+    if (uses_rope(op)) {
+        ref::Variant v;
+        const RopeLayout other = cfg.rope_layout == RopeLayout::neox ? RopeLayout::interleaved : RopeLayout::neox;
+        v.layout = other;
+        add("rope_layout_swapped", v,
+            fmt::format("NeoX/interleaved pairing swapped: RoPE rotates {} pairs {}, the config says {} {}",
+                        to_string(other), pairs(other), to_string(cfg.rope_layout), pairs(cfg.rope_layout)));
+        for (double t : theta_candidates(cfg.rope_theta)) {
+            ref::Variant vt;
+            vt.theta = t;
+            if (t == 1e4)
+                add("rope_theta_default", vt,
+                    fmt::format("rope_theta not propagated: RoPE uses the default 10000, the config says {}",
+                                g(cfg.rope_theta)));
+            else
+                add("rope_theta_wrong", vt,
+                    fmt::format("wrong RoPE base: theta {} where the config says {}", g(t), g(cfg.rope_theta)));
+        }
+        ref::Variant va;
+        va.rope_angle_bf16 = true;
+        add("rope_angle_low_precision", va,
+            "RoPE angles (position x inv_freq) rounded to bf16 before cos/sin; compute them in float32 or wider");
+        for (int64_t shift : {+1, -1}) {
+            ref::Variant vs;
+            if (op == Op::decode) {
+                vs.decode_pos_shift = shift;
+                add("rope_position_off_by_one", vs,
+                    fmt::format("decode steps rotated at pos {:+d} (the prefill is right): the decode position is "
+                                "off by one",
+                                shift));
+            } else {
+                vs.rope_pos_shift = shift;
+                add("rope_position_off_by_one", vs, fmt::format("positions off by one: rotated at pos {:+d}", shift));
+            }
+        }
+    }
+    if (is_block(op)) {
+        ref::Variant v;
+        v.rope_twice = true;
+        add("rope_applied_twice", v, "q and k rotated twice: RoPE applied in two places (model and attention kernel)");
+        ref::Variant vr;
+        vr.v_rotated = true;
+        add("v_rotated", vr, "v rotated like k: RoPE applies to q and k only, v is cached as projected");
+        if (op == Op::decode) {
+            ref::Variant vk;
+            vk.k_unrotated = true;
+            add("decode_cache_unrotated_k", vk,
+                "decode steps cache their key before RoPE: the KV cache must hold rotated keys");
+        }
+        ref::Variant vq;
+        if (cfg.qk_norm) {
+            vq.qk_norm = ref::Variant::QkNorm::off;
+            add("qk_norm_missing", vq, "QK-norm skipped although the config has qk_norm (Qwen3: q_norm, k_norm)");
+            vq.qk_norm = ref::Variant::QkNorm::after_rope;
+            add("qk_norm_after_rope", vq, "QK-norm applied after RoPE; Qwen3 normalises q and k before rotating them");
+        } else {
+            vq.qk_norm = ref::Variant::QkNorm::on_unit_weights;
+            add("qk_norm_always_on", vq, "QK-norm applied although the config has qk_norm off");
+        }
+        ref::Variant vres;
+        vres.residual_missing = true;
+        add("residual_missing", vres, "attention residual dropped: h = attn @ wo, where it must be x + attn @ wo");
+    }
+    if (uses_attention(op)) {
+        const int64_t H = cfg.n_heads, KV = cfg.n_kv_heads, hd = cfg.head_dim;
+        if (KV > 1 && KV < H) {
+            ref::Variant v;
+            v.gqa_tiled = true;
+            add("gqa_head_mapping_tiled", v,
+                fmt::format("query head h reads kv head h % {} (tiled); it must read h / {} (repeat_interleave)", KV,
+                            H / KV));
+        }
+        ref::Variant vm;
+        vm.mask = ref::Variant::Mask::none;
+        add("causal_mask_missing", vm, "no causal mask: queries see later keys");
+        vm.mask = ref::Variant::Mask::strict;
+        add("causal_mask_off_by_one", vm,
+            "causal mask off by one: the diagonal is masked (k_pos < q_pos); a query must see its own key");
+        vm.mask = ref::Variant::Mask::plus_one;
+        add("causal_mask_off_by_one", vm, "causal mask off by one: a query also sees the next key (k_pos <= q_pos + 1)");
+        // Scales a kernel may use instead of 1/sqrt(head_dim), each once.
+        std::vector<std::pair<double, std::string>> scales = {
+            {1.0 / std::sqrt(double(H * hd)), fmt::format("1/sqrt(n_heads * head_dim) = 1/sqrt({})", H * hd)},
+            {1.0, "1 (no scale)"},
+            {1.0 / double(hd), fmt::format("1/head_dim = 1/{}", hd)},
+        };
+        if (is_block(op))
+            scales.insert(scales.begin() + 1, {1.0 / std::sqrt(double(cfg.d_model)),
+                                               fmt::format("1/sqrt(d_model) = 1/sqrt({})", cfg.d_model)});
+        const double right = 1.0 / std::sqrt(double(hd));
+        std::vector<double> used;
+        for (const auto& [s, what] : scales) {
+            bool same = std::abs(s / right - 1) < 1e-12;
+            for (double u : used) same = same || std::abs(s / u - 1) < 1e-12;
+            if (same) continue;
+            used.push_back(s);
+            ref::Variant v;
+            v.scale = s;
+            add("attention_scale_wrong", v,
+                fmt::format("scores scaled by {} instead of 1/sqrt(head_dim) = 1/sqrt({})", what, hd));
+        }
+        ref::Variant vs;
+        vs.softmax_no_max = true;
+        add("softmax_no_max_subtraction", vs,
+            "softmax without subtracting the row max: exp overflows for scores above ~88.7 and gives NaN");
+        if (op == Op::attention) {
+            ref::Variant ve;
+            ve.empty_row_nan = true;
+            add("masked_row_nan", ve, "a query that sees no key gets NaN (softmax over an all -inf row); it must get zeros");
+        }
+    }
+    if (uses_norm(op)) {
+        ref::Variant v;
+        v.rms_eps_outside = true;
+        add("rmsnorm_eps_outside_sqrt", v, "RMSNorm adds eps outside the square root: x / (sqrt(mean(x^2)) + eps)");
+        ref::Variant va;
+        va.rms_mean_abs = true;
+        add("rmsnorm_mean_not_squared", va, "RMSNorm divides by sqrt(mean|x|) where it must use mean(x^2)");
+    }
+    if (uses_swiglu(op)) {
+        ref::Variant v;
+        v.swiglu_gate_on_up = true;
+        add("swiglu_gate_on_up", v, "SiLU applied to the up branch (x @ w3) instead of the gate (x @ w1)");
+    }
+    return h;
+}
+
+}  // namespace conform::diagnose

@@ -1,0 +1,197 @@
+// Shrinking a failing property case, then explaining the smallest one that
+// still says which bug it is.
+#include <algorithm>
+#include <fmt/format.h>
+#include <functional>
+
+#include "diagnose/diagnose.h"
+#include "gen/gen.h"
+
+namespace conform::diagnose {
+
+void explain_expected(CaseResult& r, const Case& c) {
+    if (c.expected.empty()) return;
+    const Truth ours = reference_truth(c, r.dtype);
+    CaseResult jr = judge_case(c, r.dtype, c.expected, ours);
+    if (jr.pass) return;
+    jr.dtype = r.dtype;
+    explain(jr, {&c, &c.expected, &ours}, nullptr, "the expected values");
+    r.diagnosis.push_back("the fixture's expected values, diagnosed against the reference (how was this golden file "
+                          "produced?):");
+    r.diagnosis.insert(r.diagnosis.end(), jr.diagnosis.begin(), jr.diagnosis.end());
+    r.hypotheses = jr.hypotheses;
+    r.hypotheses_tried = jr.hypotheses_tried;
+    r.localisation = jr.localisation;
+}
+
+namespace {
+
+// How many later property cases an ambiguous failure may look through for
+// one that tells the coinciding bugs apart.
+constexpr int kScan = 20;
+
+bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : " and ") + x;
+    return s;
+}
+
+// Whether a case still tells the bugs `want` from the `rivals`: some
+// hypothesis of each wanted id conforms, none of any rival's does.
+bool discriminates(const Case& c, DType dtype, const NamedD& observed, const std::vector<std::string>& want,
+                   const std::vector<std::string>& rivals) {
+    const std::vector<Hypothesis> hs = hypotheses(c);
+    for (const auto& id : want) {
+        bool found = false;
+        for (const Hypothesis& h : hs) found = found || (h.id == id && explains(c, dtype, observed, h));
+        if (!found) return false;
+    }
+    for (const Hypothesis& h : hs)
+        if (has(rivals, h.id) && explains(c, dtype, observed, h)) return false;
+    return true;
+}
+
+// The smallest case from (op, seed, index) that fails and satisfies `also`.
+gen::CaseSpec shrink_while(Implementation& impl, Op op, uint64_t seed, int index, DType dtype,
+                           const std::function<bool(const Case&, const NamedD&)>& also, int* steps) {
+    auto fails = [&](const gen::CaseSpec& spec) {
+        Case c = gen::materialize(spec);
+        round_inputs(c, dtype);
+        try {
+            validate_case(c);
+        } catch (const std::exception&) {
+            return false;  // a shrink that leaves the valid space is not a counterexample
+        }
+        if (!impl.supports(c.op, c.config).ok) return false;
+        const ImplOutputs out = run_impl(impl, c);
+        if (!out.error.empty()) return !also;
+        if (judge_case(c, dtype, out.outputs, reference_truth(c, dtype)).pass) return false;
+        return !also || also(c, out.outputs);
+    };
+    const gen::Shrunk sh = gen::shrink(op, seed, index, fails);
+    *steps = sh.steps;
+    return sh.spec;
+}
+
+// A case run and diagnosed.
+struct Look {
+    Case c;
+    ImplOutputs out;
+    Truth truth;
+    CaseResult r;
+    Diagnosis d;
+};
+
+std::unique_ptr<Look> look(Implementation& impl, const gen::CaseSpec& spec, DType dtype) {
+    auto l = std::make_unique<Look>();
+    l->c = gen::materialize(spec);
+    round_inputs(l->c, dtype);
+    l->out = run_impl(impl, l->c);
+    if (!l->out.error.empty()) return l;
+    l->truth = reference_truth(l->c, dtype);
+    l->r = judge_case(l->c, dtype, l->out.outputs, l->truth);
+    l->r.dtype = dtype;
+    if (!l->r.pass) l->d = diagnose(l->c, dtype, l->out.outputs, l->r);
+    return l;
+}
+
+}  // namespace
+
+CaseResult shrink_and_explain(Implementation& impl, Op op, uint64_t seed, int index, DType dtype,
+                              const Evidence& unshrunk, const CaseResult& failed, gen::CaseSpec* reported) {
+    auto finish = [&](CaseResult res, int steps, double seconds) {
+        res.impl = failed.impl;
+        res.origin = failed.origin;
+        res.dtype = dtype;
+        res.pass = false;
+        res.seconds = seconds;
+        res.shrink_steps = steps;
+        return res;
+    };
+    int steps = 0;
+    const gen::CaseSpec smallest = shrink_while(impl, op, seed, index, dtype, nullptr, &steps);
+    if (steps == 0) {
+        CaseResult r = failed;
+        r.dtype = dtype;
+        if (r.error.empty()) explain(r, unshrunk, &impl);
+        return r;
+    }
+    std::unique_ptr<Look> best = look(impl, smallest, dtype);
+    if (reported) *reported = smallest;
+    if (!best->out.error.empty()) {
+        CaseResult r = failed;
+        r.case_id = best->c.id;
+        r.shapes = input_shapes(best->c);
+        r.error = best->out.error;
+        r.tensors.clear();
+        r.first_failing.clear();
+        return finish(r, steps, best->out.seconds);
+    }
+
+    std::vector<std::string> notes;
+    const auto small_ids = best->d.ids();
+    if (small_ids.size() != 1 && failed.error.empty() && unshrunk.c) {
+        const Diagnosis du = diagnose(*unshrunk.c, dtype, *unshrunk.observed, failed);
+        std::vector<std::string> want = du.ids();
+        int from = index;  // the property case the sharper diagnosis comes from
+        bool sharper = !want.empty() && (small_ids.empty() || want.size() < small_ids.size());
+        if (!sharper && small_ids.size() > 1) {
+            // The case and all it shrinks to fail alike under several bugs (an
+            // early, small case). A later case of the run may tell them apart:
+            // only the coinciding hypotheses are tested on each.
+            for (int j = index + 1; j <= index + kScan && !sharper; ++j) {
+                Case c = gen::materialize(gen::draw(op, seed, j));
+                round_inputs(c, dtype);
+                try {
+                    validate_case(c);
+                } catch (const std::exception&) {
+                    continue;
+                }
+                if (!impl.supports(c.op, c.config).ok) continue;
+                const ImplOutputs out = run_impl(impl, c);
+                if (!out.error.empty() || judge_case(c, dtype, out.outputs, reference_truth(c, dtype)).pass) continue;
+                std::vector<std::string> named;
+                for (const auto& id : small_ids)
+                    if (discriminates(c, dtype, out.outputs, {id}, {})) named.push_back(id);
+                if (named.size() == 1) want = named, from = j, sharper = true;
+            }
+        }
+        if (sharper) {
+            const std::string coincide =
+                small_ids.empty() ? "no single-convention change explains them" : "there " + join(small_ids) + " coincide";
+            notes.push_back(from == index
+                                ? fmt::format("smaller cases fail too, but {} (e.g. {})", coincide, best->c.id)
+                                : fmt::format("the first failing case, {}, and all it shrinks to fail alike: {}; "
+                                              "property case {} of this run tells them apart, and is reported here",
+                                              unshrunk.c->id, "there " + join(small_ids) + " coincide", from));
+            std::vector<std::string> rivals;
+            for (const auto& id : small_ids)
+                if (!has(want, id)) rivals.push_back(id);
+            int sharp_steps = 0;
+            const gen::CaseSpec sharp = shrink_while(
+                impl, op, seed, from, dtype,
+                [&](const Case& c, const NamedD& obs) { return discriminates(c, dtype, obs, want, rivals); },
+                &sharp_steps);
+            std::unique_ptr<Look> l = look(impl, sharp, dtype);
+            if (l->out.error.empty() && !l->r.pass && l->d.ids() == want) {
+                best = std::move(l);
+                steps = sharp_steps;
+                if (reported) *reported = sharp;
+            } else if (from == index) {
+                CaseResult r = failed;
+                annotate(r, du, unshrunk, &impl, "the output", notes);
+                if (reported) *reported = gen::draw(op, seed, index);
+                return finish(r, 0, r.seconds);
+            } else {
+                notes.clear();  // the later case did not hold up: report the ambiguity as it is
+            }
+        }
+    }
+    CaseResult res = best->r;
+    annotate(res, best->d, {&best->c, &best->out.outputs, &best->truth}, &impl, "the output", notes);
+    return finish(res, steps, best->out.seconds);
+}
+
+}  // namespace conform::diagnose

@@ -1,0 +1,823 @@
+// Fixture files: reading with an error for every way a file can be wrong,
+// writing atomically. Schema: fixtures/SCHEMA.md.
+#include "h5/fixture.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "h5/handle.h"
+
+namespace conform::h5 {
+
+namespace fs = std::filesystem;
+
+std::string last_error() {
+    struct Walk {
+        std::string msg;
+    } w;
+    // Upward: from where the library detected the problem to the API call;
+    // the innermost description is the one that says what is wrong.
+    H5Ewalk2(
+        H5E_DEFAULT, H5E_WALK_UPWARD,
+        [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
+            auto* w = static_cast<Walk*>(data);
+            if (w->msg.empty() && e->desc && *e->desc) w->msg = e->desc;
+            return 0;
+        },
+        &w);
+    H5Eclear2(H5E_DEFAULT);
+    return w.msg;
+}
+
+std::string type_name(hid_t type) {
+    const size_t bits = H5Tget_size(type) * 8;
+    switch (H5Tget_class(type)) {
+        case H5T_INTEGER: return (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
+        case H5T_FLOAT: return "float" + std::to_string(bits);
+        case H5T_STRING: return "string";
+        case H5T_ENUM: return "enum";
+        case H5T_COMPOUND: return "compound";
+        case H5T_ARRAY: return "array";
+        case H5T_VLEN: return "variable-length sequence";
+        case H5T_OPAQUE: return "opaque";
+        case H5T_REFERENCE: return "reference";
+        case H5T_BITFIELD: return "bitfield";
+        case H5T_TIME: return "time";
+        default: return "unknown type";
+    }
+}
+
+bool is_vector_input(const std::string& name) {
+    return name == "weight" || name == "attn_norm" || name == "ffn_norm" || name == "q_norm" || name == "k_norm";
+}
+
+namespace {
+
+// ============================================================================
+// Reading
+// ============================================================================
+
+// Where we are in a file, for messages: "file: field: msg" or
+// "file:/case: field: msg".
+struct Ctx {
+    std::string file;
+    std::string group;
+
+    [[noreturn]] void fail(const std::string& field, const std::string& msg) const {
+        std::string where = group.empty() ? file : file + ":/" + group;
+        throw InputError(where + ": " + (field.empty() ? "" : field + ": ") + msg);
+    }
+    // HDF5's own words, when it has any, after ours.
+    static std::string because() {
+        const std::string e = last_error();
+        return e.empty() ? "" : " (HDF5: " + e + ")";
+    }
+    hid_t check(hid_t id, const std::string& field, const std::string& what) const {
+        if (id < 0) fail(field, what + because());
+        return id;
+    }
+    void check_status(herr_t s, const std::string& field, const std::string& what) const {
+        if (s < 0) fail(field, what + because());
+    }
+};
+
+std::string op_list() {
+    std::string s;
+    for (Op op : kAllOps) s += (s.empty() ? "" : ", ") + std::string(to_string(op));
+    return s;
+}
+
+bool link_exists(const Ctx& ctx, hid_t loc, const std::string& name, const std::string& field) {
+    const htri_t e = H5Lexists(loc, name.c_str(), H5P_DEFAULT);
+    if (e < 0) ctx.fail(field, "cannot look it up" + Ctx::because());
+    return e > 0;
+}
+
+// The object's kind behind a link (group, dataset, named datatype). Links
+// into other files are refused, not followed: a fixture is one file.
+H5I_type_t kind_of(const Ctx& ctx, hid_t loc, const std::string& name, const std::string& field) {
+    H5L_info_t info;
+    if (H5Lget_info(loc, name.c_str(), &info, H5P_DEFAULT) < 0) ctx.fail(field, "cannot look it up" + Ctx::because());
+    if (info.type != H5L_TYPE_HARD && info.type != H5L_TYPE_SOFT)
+        ctx.fail(field, "is a link to another file (not followed)");
+    Object o(ctx.check(H5Oopen(loc, name.c_str(), H5P_DEFAULT), field, "cannot open"));
+    return H5Iget_type(o.get());
+}
+
+Group open_group(const Ctx& ctx, hid_t loc, const std::string& name, const std::string& field) {
+    if (kind_of(ctx, loc, name, field) != H5I_GROUP) ctx.fail(field, "expected a group, found another kind of object");
+    return Group(ctx.check(H5Gopen2(loc, name.c_str(), H5P_DEFAULT), field, "cannot open group"));
+}
+
+// ---- attributes -------------------------------------------------------------
+
+bool has_attr(const Ctx& ctx, hid_t obj, const std::string& name, const std::string& field) {
+    const htri_t e = H5Aexists(obj, name.c_str());
+    if (e < 0) ctx.fail(field, "cannot look it up" + Ctx::because());
+    return e > 0;
+}
+
+// An attribute holding one value: scalar, or a one-element array (numpy writes
+// both, depending on whether it was given a scalar or a length-1 array).
+Attribute open_single(const Ctx& ctx, hid_t obj, const std::string& name, const std::string& field) {
+    Attribute a(ctx.check(H5Aopen(obj, name.c_str(), H5P_DEFAULT), field, "cannot open attribute"));
+    Dataspace s(ctx.check(H5Aget_space(a.get()), field, "cannot read its dataspace"));
+    const H5S_class_t cls = H5Sget_simple_extent_type(s.get());
+    if (cls == H5S_SCALAR) return a;
+    if (cls == H5S_SIMPLE) {
+        const hssize_t n = H5Sget_simple_extent_npoints(s.get());
+        if (n == 1) return a;
+        ctx.fail(field, "expected a single value, found " + std::to_string(n) + " values");
+    }
+    if (cls == H5S_NULL) ctx.fail(field, "has no value (null dataspace)");
+    ctx.fail(field, "unreadable dataspace" + Ctx::because());
+}
+
+std::string read_string(const Ctx& ctx, hid_t obj, const std::string& name, const std::string& field) {
+    Attribute a = open_single(ctx, obj, name, field);
+    Datatype ft(ctx.check(H5Aget_type(a.get()), field, "cannot read its type"));
+    if (H5Tget_class(ft.get()) != H5T_STRING) ctx.fail(field, "expected a string, found " + type_name(ft.get()));
+    const htri_t variable = H5Tis_variable_str(ft.get());
+    if (variable < 0) ctx.fail(field, "unreadable string type" + Ctx::because());
+    Datatype mt(ctx.check(H5Tcopy(H5T_C_S1), field, "H5Tcopy"));
+    H5Tset_cset(mt.get(), H5Tget_cset(ft.get()));
+    if (variable > 0) {
+        // h5py's default: a variable-length string, allocated by HDF5.
+        ctx.check_status(H5Tset_size(mt.get(), H5T_VARIABLE), field, "H5Tset_size");
+        char* p = nullptr;
+        ctx.check_status(H5Aread(a.get(), mt.get(), &p), field, "cannot read");
+        std::string s = p ? std::string(p) : std::string();
+        if (p) H5free_memory(p);
+        return s;
+    }
+    const size_t n = H5Tget_size(ft.get());
+    if (n == 0 || n > (size_t(1) << 20)) ctx.fail(field, "implausible string length " + std::to_string(n));
+    ctx.check_status(H5Tset_size(mt.get(), n), field, "H5Tset_size");
+    ctx.check_status(H5Tset_strpad(mt.get(), H5T_STR_NULLPAD), field, "H5Tset_strpad");
+    std::vector<char> buf(n + 1, '\0');
+    ctx.check_status(H5Aread(a.get(), mt.get(), buf.data()), field, "cannot read");
+    std::string s(buf.data(), strnlen(buf.data(), n));
+    if (H5Tget_strpad(ft.get()) == H5T_STR_SPACEPAD)
+        while (!s.empty() && s.back() == ' ') s.pop_back();
+    return s;
+}
+
+// A native integer of `size` bytes at `p`, as int64.
+int64_t widen(const unsigned char* p, size_t size, bool is_signed) {
+    auto get = [p](auto v) {
+        std::memcpy(&v, p, sizeof v);
+        return v;
+    };
+    switch (size) {
+        case 1: return is_signed ? int64_t(get(int8_t{})) : int64_t(get(uint8_t{}));
+        case 2: return is_signed ? int64_t(get(int16_t{})) : int64_t(get(uint16_t{}));
+        case 4: return is_signed ? int64_t(get(int32_t{})) : int64_t(get(uint32_t{}));
+        default: return get(int64_t{});
+    }
+}
+
+int64_t read_int(const Ctx& ctx, hid_t obj, const std::string& name, const std::string& field) {
+    Attribute a = open_single(ctx, obj, name, field);
+    Datatype ft(ctx.check(H5Aget_type(a.get()), field, "cannot read its type"));
+    const H5T_class_t cls = H5Tget_class(ft.get());
+    if (cls == H5T_INTEGER) {
+        int64_t v = 0;
+        ctx.check_status(H5Aread(a.get(), H5T_NATIVE_INT64, &v), field, "cannot read");
+        return v;
+    }
+    if (cls == H5T_ENUM) {
+        // numpy bools arrive as an enum over int8 {FALSE, TRUE}; HDF5 does not
+        // convert enums to integers, so read the native bytes and widen.
+        Datatype super(ctx.check(H5Tget_super(ft.get()), field, "cannot read its base type"));
+        const size_t size = H5Tget_size(ft.get());
+        if (H5Tget_class(super.get()) == H5T_INTEGER && (size == 1 || size == 2 || size == 4 || size == 8)) {
+            Datatype nt(ctx.check(H5Tget_native_type(ft.get(), H5T_DIR_ASCEND), field, "no native type"));
+            unsigned char buf[8] = {};
+            ctx.check_status(H5Aread(a.get(), nt.get(), buf), field, "cannot read");
+            return widen(buf, size, H5Tget_sign(super.get()) != H5T_SGN_NONE);
+        }
+    }
+    ctx.fail(field, "expected an integer (int64), found " + type_name(ft.get()));
+}
+
+double read_float(const Ctx& ctx, hid_t obj, const std::string& name, const std::string& field) {
+    Attribute a = open_single(ctx, obj, name, field);
+    Datatype ft(ctx.check(H5Aget_type(a.get()), field, "cannot read its type"));
+    const H5T_class_t cls = H5Tget_class(ft.get());
+    if (cls != H5T_FLOAT && cls != H5T_INTEGER) ctx.fail(field, "expected a number (float64), found " + type_name(ft.get()));
+    double v = 0;
+    ctx.check_status(H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v), field, "cannot read");
+    return v;
+}
+
+// ---- datasets ---------------------------------------------------------------
+
+enum class Want { float32, float_any, integer };
+
+const char* want_str(Want w) {
+    switch (w) {
+        case Want::float32: return "float32";
+        case Want::float_any: return "float64 (or float32)";
+        case Want::integer: return "int64";
+    }
+    return "?";
+}
+
+struct Shape {
+    std::vector<int64_t> dims;
+    int64_t numel = 1;
+};
+
+// Opens a dataset and checks its rank, emptiness, size and element type; the
+// data is read only once all of that holds.
+Dataset open_dataset(const Ctx& ctx, hid_t g, const std::string& name, const std::string& field, int rank,
+                     const std::string& layout, Want want, Shape& shape) {
+    if (kind_of(ctx, g, name, field) != H5I_DATASET) ctx.fail(field, "expected a dataset, found another kind of object");
+    Dataset ds(ctx.check(H5Dopen2(g, name.c_str(), H5P_DEFAULT), field, "cannot open dataset"));
+    Dataspace sp(ctx.check(H5Dget_space(ds.get()), field, "cannot read its dataspace"));
+    const H5S_class_t cls = H5Sget_simple_extent_type(sp.get());
+    if (cls == H5S_NULL) ctx.fail(field, "empty (null dataspace); expected " + layout);
+    if (cls == H5S_SCALAR) ctx.fail(field, "expected a " + std::to_string(rank) + "-D dataset " + layout + ", found a scalar");
+    const int nd = H5Sget_simple_extent_ndims(sp.get());
+    if (nd < 0 || nd > H5S_MAX_RANK) ctx.fail(field, "unreadable dataspace" + Ctx::because());
+    hsize_t dims[H5S_MAX_RANK] = {};
+    if (H5Sget_simple_extent_dims(sp.get(), dims, nullptr) < 0) ctx.fail(field, "unreadable dataspace" + Ctx::because());
+    std::vector<int64_t> found;
+    for (int i = 0; i < nd; ++i)
+        found.push_back(dims[i] > hsize_t(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(dims[i]));
+    if (nd != rank)
+        ctx.fail(field, "expected a " + std::to_string(rank) + "-D dataset " + layout + ", found " + std::to_string(nd) +
+                            "-D " + shape_str(found));
+    shape.dims = found;
+    shape.numel = 1;
+    for (int64_t d : found) {
+        if (d == 0) ctx.fail(field, "empty tensor (shape " + shape_str(found) + ")");
+        if (d > kMaxElements / shape.numel)
+            ctx.fail(field, "too large: shape " + shape_str(found) + " exceeds " + std::to_string(kMaxElements) +
+                                " elements");
+        shape.numel *= d;
+    }
+    Datatype ft(ctx.check(H5Dget_type(ds.get()), field, "cannot read its type"));
+    const H5T_class_t tc = H5Tget_class(ft.get());
+    const size_t size = H5Tget_size(ft.get());
+    const bool ok = (want == Want::integer && tc == H5T_INTEGER) ||
+                    (want == Want::float32 && tc == H5T_FLOAT && size == 4) ||
+                    (want == Want::float_any && tc == H5T_FLOAT && (size == 4 || size == 8));
+    if (!ok) ctx.fail(field, std::string("wrong dtype: expected ") + want_str(want) + ", found " + type_name(ft.get()));
+    return ds;
+}
+
+std::string layout_of(const std::string& name) { return is_vector_input(name) ? "[n]" : "[rows, cols]"; }
+
+Tensor read_input(const Ctx& ctx, hid_t inputs, const std::string& name) {
+    const std::string field = "inputs/" + name;
+    const bool vec = is_vector_input(name);
+    Shape s;
+    Dataset ds = open_dataset(ctx, inputs, name, field, vec ? 1 : 2, layout_of(name), Want::float32, s);
+    Tensor t(vec ? 1 : s.dims[0], vec ? s.dims[0] : s.dims[1]);
+    ctx.check_status(H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data.data()), field,
+                     "cannot read data");
+    return t;
+}
+
+std::vector<int64_t> read_positions(const Ctx& ctx, hid_t inputs, const std::string& name) {
+    const std::string field = "inputs/" + name;
+    Shape s;
+    Dataset ds = open_dataset(ctx, inputs, name, field, 1, "[T]", Want::integer, s);
+    std::vector<int64_t> p(static_cast<size_t>(s.numel));
+    ctx.check_status(H5Dread(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), field,
+                     "cannot read data");
+    return p;
+}
+
+DTensor read_expected(const Ctx& ctx, hid_t expected, const std::string& name) {
+    const std::string field = "expected/" + name;
+    Shape s;
+    Dataset ds = open_dataset(ctx, expected, name, field, 2, "[rows, cols]", Want::float_any, s);
+    DTensor t;
+    t.shape = s.dims;
+    t.data.resize(static_cast<size_t>(s.numel));
+    ctx.check_status(H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data.data()), field,
+                     "cannot read data");
+    return t;
+}
+
+// ---- one case ---------------------------------------------------------------
+
+constexpr int64_t kMaxSize = int64_t(1) << 24;  // any config size above this is corrupt, not a model
+
+void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
+    const std::vector<std::string> required = required_config(op);
+    std::vector<std::string> present;
+    if (link_exists(ctx, case_group, "config", "config")) {
+        Group g = open_group(ctx, case_group, "config", "config");
+        auto has = [&](const char* f) {
+            const bool h = has_attr(ctx, g.get(), f, std::string("config/") + f);
+            if (h) present.push_back(f);
+            return h;
+        };
+        auto size = [&](const char* f, int64_t& out) {
+            if (!has(f)) return;
+            const std::string field = std::string("config/") + f;
+            const int64_t v = read_int(ctx, g.get(), f, field);
+            if (v < 1) ctx.fail(field, "must be > 0, found " + std::to_string(v));
+            if (v > kMaxSize) ctx.fail(field, "implausibly large: " + std::to_string(v) + " (limit " + std::to_string(kMaxSize) + ")");
+            out = v;
+        };
+        size("d_model", cfg.d_model);
+        size("n_heads", cfg.n_heads);
+        size("n_kv_heads", cfg.n_kv_heads);
+        size("head_dim", cfg.head_dim);
+        size("ffn_dim", cfg.ffn_dim);
+        if (has("rope_layout")) {
+            const std::string v = read_string(ctx, g.get(), "rope_layout", "config/rope_layout");
+            auto l = parse_rope_layout(v);
+            if (!l) ctx.fail("config/rope_layout", "expected \"neox\" or \"interleaved\", found \"" + v + "\"");
+            cfg.rope_layout = *l;
+        }
+        if (has("rope_theta")) cfg.rope_theta = read_float(ctx, g.get(), "rope_theta", "config/rope_theta");
+        if (has("qk_norm")) {
+            const int64_t v = read_int(ctx, g.get(), "qk_norm", "config/qk_norm");
+            if (v != 0 && v != 1) ctx.fail("config/qk_norm", "expected 0 or 1, found " + std::to_string(v));
+            cfg.qk_norm = v == 1;
+        }
+        if (has("norm_eps")) cfg.norm_eps = read_float(ctx, g.get(), "norm_eps", "config/norm_eps");
+    } else if (!required.empty()) {
+        std::string list;
+        for (const auto& f : required) list += (list.empty() ? "" : ", ") + f;
+        ctx.fail("config", std::string("missing group (op ") + to_string(op) + " needs " + list + ")");
+    }
+    for (const auto& f : required)
+        if (std::find(present.begin(), present.end(), f) == present.end())
+            ctx.fail("config/" + f, std::string("missing (op ") + to_string(op) + " needs it)");
+}
+
+Case read_case(const std::string& path, hid_t root, const std::string& name) {
+    const Ctx ctx{path, name};
+    Group g = open_group(ctx, root, name, "");
+    Case c;
+    c.file = path;
+    c.group = name;
+    c.id = fs::path(path).filename().string() + ":/" + name;
+
+    if (!has_attr(ctx, g.get(), "op", "op")) ctx.fail("op", "missing attribute (one of: " + op_list() + ")");
+    const std::string op_name = read_string(ctx, g.get(), "op", "op");
+    const auto op = parse_op(op_name);
+    if (!op) ctx.fail("op", "unknown op '" + op_name + "' (ops: " + op_list() + ")");
+    c.op = *op;
+    if (has_attr(ctx, g.get(), "description", "description"))
+        c.description = read_string(ctx, g.get(), "description", "description");
+    if (c.op == Op::decode) {
+        if (!has_attr(ctx, g.get(), "prefill", "prefill"))
+            ctx.fail("prefill", "missing attribute (op decode needs the number of tokens processed before one-at-a-time decoding)");
+        c.prefill = read_int(ctx, g.get(), "prefill", "prefill");
+    }
+
+    read_config(ctx, g.get(), c.op, c.config);
+
+    // qk_norm decides which inputs a block has, so the config comes first.
+    if (!link_exists(ctx, g.get(), "inputs", "inputs")) ctx.fail("inputs", "missing group");
+    Group in = open_group(ctx, g.get(), "inputs", "inputs");
+    const std::string needs = std::string(" (op ") + to_string(c.op) + " needs it)";
+    for (const auto& n : float_inputs(c.op, c.config)) {
+        if (!link_exists(ctx, in.get(), n, "inputs/" + n)) ctx.fail("inputs/" + n, "missing dataset" + needs);
+        c.inputs[n] = read_input(ctx, in.get(), n);
+    }
+    for (const auto& n : position_inputs(c.op)) {
+        if (!link_exists(ctx, in.get(), n, "inputs/" + n)) ctx.fail("inputs/" + n, "missing dataset" + needs);
+        c.positions[n] = read_positions(ctx, in.get(), n);
+    }
+
+    if (!link_exists(ctx, g.get(), "expected", "expected")) ctx.fail("expected", "missing group (needs at least 'out')");
+    Group ex = open_group(ctx, g.get(), "expected", "expected");
+    for (const auto& n : output_names(c.op)) {
+        if (!link_exists(ctx, ex.get(), n, "expected/" + n)) {
+            if (n == "out") ctx.fail("expected/out", "missing dataset (every case needs it)");
+            continue;  // block taps are optional
+        }
+        c.expected[n] = read_expected(ctx, ex.get(), n);
+    }
+
+    validate_case(c);
+
+    // Sizes an op does not require are implied by its inputs; fill them in so
+    // an implementation's supports() sees a complete config.
+    BlockConfig& cfg = c.config;
+    switch (c.op) {
+        case Op::rmsnorm: cfg.d_model = c.in("x").cols(); break;
+        case Op::rope:
+        case Op::qk_norm:
+            cfg.n_heads = cfg.n_kv_heads = c.in("x").cols() / cfg.head_dim;
+            break;
+        case Op::swiglu:
+            cfg.d_model = c.in("x").cols();
+            cfg.ffn_dim = c.in("w1").cols();
+            break;
+        default: break;
+    }
+    return c;
+}
+
+// Parses "conform-fixture/MAJOR[.MINOR]"; -1 when it is not that shape.
+int schema_major(const std::string& s) {
+    const std::string prefix = "conform-fixture/";
+    if (s.compare(0, prefix.size(), prefix) != 0 || s.size() == prefix.size()) return -1;
+    int major = 0;
+    size_t i = prefix.size();
+    for (; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i) {
+        major = major * 10 + (s[i] - '0');
+        if (major > 1000000) return -1;
+    }
+    if (i == prefix.size()) return -1;
+    if (i < s.size() && s[i] != '.') return -1;
+    return major;
+}
+
+}  // namespace
+
+std::vector<Case> read_fixture_in_process(const std::string& path) {
+    const Ctx ctx{path, ""};
+    std::error_code ec;
+    const auto st = fs::status(path, ec);
+    if (ec || !fs::exists(st)) ctx.fail("", "no such file");
+    if (!fs::is_regular_file(st)) ctx.fail("", "not a regular file");
+    if (::access(path.c_str(), R_OK) != 0) ctx.fail("", std::string("cannot read: ") + std::strerror(errno));
+
+    Silence quiet;
+    const htri_t is = H5Fis_hdf5(path.c_str());
+    if (is <= 0) ctx.fail("", "not an HDF5 file (no HDF5 signature)" + Ctx::because());
+
+    PropList fapl(ctx.check(H5Pcreate(H5P_FILE_ACCESS), "", "H5Pcreate"));
+#if H5_VERSION_GE(1, 10, 7)
+    // Reading needs no lock, and locking fails on some network and read-only
+    // file systems.
+    H5Pset_file_locking(fapl.get(), false, true);
+#endif
+    File f(ctx.check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), "", "cannot open as HDF5 (corrupt or truncated?)"));
+    Group root(ctx.check(H5Gopen2(f.get(), "/", H5P_DEFAULT), "", "cannot open the root group"));
+
+    if (!has_attr(ctx, root.get(), "conform_schema", "conform_schema"))
+        ctx.fail("conform_schema", std::string("missing root attribute (expected \"") + kSchema +
+                                       "\"; is this a conform fixture?)");
+    const std::string schema = read_string(ctx, root.get(), "conform_schema", "conform_schema");
+    const int major = schema_major(schema);
+    if (major < 0) ctx.fail("conform_schema", std::string("expected \"") + kSchema + "\", found \"" + schema + "\"");
+    if (major != kSchemaMajor)
+        ctx.fail("conform_schema", "schema \"" + schema + "\" is major version " + std::to_string(major) +
+                                       "; this conform reads major version " + std::to_string(kSchemaMajor) + " (\"" +
+                                       kSchema + "\")");
+
+    // Every hard-linked top-level group is a case; other top-level objects are
+    // ignored (forward compatibility), and links to elsewhere are never followed.
+    std::vector<std::string> names;
+    const herr_t it = H5Literate(
+        root.get(), H5_INDEX_NAME, H5_ITER_INC, nullptr,
+        [](hid_t, const char* name, const H5L_info_t* info, void* data) -> herr_t {
+            if (info->type == H5L_TYPE_HARD) static_cast<std::vector<std::string>*>(data)->push_back(name);
+            return 0;
+        },
+        &names);
+    if (it < 0) ctx.fail("", "cannot list the file's cases" + Ctx::because());
+
+    std::vector<Case> cases;
+    for (const auto& n : names) {
+        const Ctx cctx{path, n};
+        if (kind_of(cctx, root.get(), n, "") != H5I_GROUP) continue;
+        cases.push_back(read_case(path, root.get(), n));
+    }
+    if (cases.empty()) ctx.fail("", "no cases (a case is a top-level group)");
+    return cases;
+}
+
+namespace {
+
+void write_all(int fd, const std::string& s) {
+    size_t done = 0;
+    while (done < s.size()) {
+        const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        done += static_cast<size_t>(n);
+    }
+}
+
+std::string read_all(int fd) {
+    std::string s;
+    char buf[4096];
+    for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return s;
+        s.append(buf, static_cast<size_t>(n));
+    }
+}
+
+}  // namespace
+
+std::vector<Case> read_fixture(const std::string& path, double timeout_s) {
+    if (timeout_s <= 0) {
+        std::error_code ec;
+        const auto bytes = fs::file_size(path, ec);
+        timeout_s = 10.0 + (ec ? 0.0 : static_cast<double>(bytes) / 20e6);
+    }
+    const unsigned seconds = static_cast<unsigned>(std::ceil(std::min(timeout_s, 1e6)));
+    // HDF5 1.10 is not memory-safe on damaged files whose metadata carries no
+    // checksums (h5py's default format): fuzz_fixtures found H5HG_read copying
+    // past its buffer for a corrupt variable-length string. So the file is
+    // read first in a forked child; only when that child finishes is it read
+    // here. A crash, or a loop, costs the child, and the file is refused.
+    int fds[2];
+    if (::pipe(fds) != 0) return read_fixture_in_process(path);
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        ::close(fds[0]);
+        ::close(fds[1]);
+        return read_fixture_in_process(path);
+    }
+    if (pid == 0) {
+        ::close(fds[0]);
+        // A crash report (a sanitizer's, say) is the parent's to summarise.
+        const int devnull = ::open("/dev/null", O_WRONLY);
+        if (devnull >= 0) ::dup2(devnull, 2);
+        ::alarm(seconds);
+        int code = 0;
+        std::string msg;
+        try {
+            read_fixture_in_process(path);
+        } catch (const InputError& e) {
+            code = 3;
+            msg = e.what();
+        } catch (const std::exception& e) {
+            code = 4;
+            msg = e.what();
+        } catch (...) {
+            code = 4;
+            msg = "unknown error";
+        }
+        write_all(fds[1], msg);
+        ::_exit(code);  // no atexit handlers, no flushing the parent's buffers twice
+    }
+    ::close(fds[1]);
+    const std::string msg = read_all(fds[0]);
+    ::close(fds[0]);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return read_fixture_in_process(path);
+    if (WIFEXITED(status)) {
+        switch (WEXITSTATUS(status)) {
+            case 0: return read_fixture_in_process(path);
+            case 3: throw InputError(msg);
+            case 4: throw InputError(path + ": cannot be read: " + msg);
+            default: break;
+        }
+    }
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+        throw InputError(path + ": reading it took more than " + std::to_string(seconds) +
+                         " s; refused as corrupt");
+    const std::string how = WIFSIGNALED(status) ? std::string(strsignal(WTERMSIG(status)))
+                                                : "exit status " + std::to_string(WEXITSTATUS(status));
+    throw InputError(path + ": corrupt: the HDF5 library crashed reading it (" + how + ")");
+}
+
+std::vector<std::string> fixture_files(const std::string& path) {
+    std::error_code ec;
+    const auto st = fs::status(path, ec);
+    if (ec || !fs::exists(st)) throw InputError(path + ": no such file or directory");
+    if (!fs::is_directory(st)) return {path};
+    std::vector<std::string> files;
+    fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec), end;
+    if (ec) throw InputError(path + ": cannot list: " + ec.message());
+    for (; it != end; it.increment(ec)) {
+        if (ec) throw InputError(path + ": cannot list: " + ec.message());
+        const fs::path& p = it->path();
+        const std::string name = p.filename().string();
+        if (!name.empty() && name[0] == '.') {  // hidden, and our own temporary files
+            if (it->is_directory(ec)) it.disable_recursion_pending();
+            continue;
+        }
+        const std::string ext = p.extension().string();
+        if ((ext == ".h5" || ext == ".hdf5") && it->is_regular_file(ec)) files.push_back(p.string());
+    }
+    std::sort(files.begin(), files.end());
+    return files;
+}
+
+// ============================================================================
+// Writing
+// ============================================================================
+
+namespace {
+
+struct Writer {
+    std::string path;  // the temporary file, for messages
+    // No modification times in object headers: the same cases make the same
+    // bytes, so a regenerated fixture shows no spurious diff.
+    PropList gcpl, dcpl;
+
+    hid_t check(hid_t id, const std::string& what) const {
+        if (id < 0) throw std::runtime_error(path + ": " + what + Ctx::because());
+        return id;
+    }
+    void check_status(herr_t s, const std::string& what) const {
+        if (s < 0) throw std::runtime_error(path + ": " + what + Ctx::because());
+    }
+
+    void attr(hid_t obj, const std::string& name, const std::string& v) const {
+        // Fixed-length, NUL-terminated UTF-8: no global heap to go stale, and
+        // h5py reads it back as bytes.
+        Datatype t(check(H5Tcopy(H5T_C_S1), "H5Tcopy"));
+        check_status(H5Tset_size(t.get(), v.size() + 1), "H5Tset_size");
+        check_status(H5Tset_strpad(t.get(), H5T_STR_NULLTERM), "H5Tset_strpad");
+        check_status(H5Tset_cset(t.get(), H5T_CSET_UTF8), "H5Tset_cset");
+        Dataspace s(check(H5Screate(H5S_SCALAR), "H5Screate"));
+        Attribute a(check(H5Acreate2(obj, name.c_str(), t.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT),
+                          "cannot create attribute " + name));
+        check_status(H5Awrite(a.get(), t.get(), v.c_str()), "cannot write attribute " + name);
+    }
+    void attr(hid_t obj, const std::string& name, int64_t v) const {
+        Dataspace s(check(H5Screate(H5S_SCALAR), "H5Screate"));
+        Attribute a(check(H5Acreate2(obj, name.c_str(), H5T_STD_I64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT),
+                          "cannot create attribute " + name));
+        check_status(H5Awrite(a.get(), H5T_NATIVE_INT64, &v), "cannot write attribute " + name);
+    }
+    void attr(hid_t obj, const std::string& name, double v) const {
+        Dataspace s(check(H5Screate(H5S_SCALAR), "H5Screate"));
+        Attribute a(check(H5Acreate2(obj, name.c_str(), H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT),
+                          "cannot create attribute " + name));
+        check_status(H5Awrite(a.get(), H5T_NATIVE_DOUBLE, &v), "cannot write attribute " + name);
+    }
+
+    void dataset(hid_t g, const std::string& name, const std::vector<hsize_t>& dims, hid_t file_type, hid_t mem_type,
+                 const void* data) const {
+        Dataspace s(check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), "H5Screate_simple"));
+        Dataset d(check(H5Dcreate2(g, name.c_str(), file_type, s.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                        "cannot create dataset " + name));
+        check_status(H5Dwrite(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "cannot write dataset " + name);
+    }
+
+    Group group(hid_t loc, const std::string& name) const {
+        return Group(check(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), "cannot create group " + name));
+    }
+
+    void config(hid_t case_group, Op op, const BlockConfig& cfg) const {
+        const std::vector<std::string> fields = required_config(op);
+        if (fields.empty()) return;
+        Group g = group(case_group, "config");
+        for (const auto& f : fields) {
+            if (f == "d_model") attr(g.get(), f, cfg.d_model);
+            else if (f == "n_heads") attr(g.get(), f, cfg.n_heads);
+            else if (f == "n_kv_heads") attr(g.get(), f, cfg.n_kv_heads);
+            else if (f == "head_dim") attr(g.get(), f, cfg.head_dim);
+            else if (f == "ffn_dim") attr(g.get(), f, cfg.ffn_dim);
+            else if (f == "rope_layout") attr(g.get(), f, std::string(to_string(cfg.rope_layout)));
+            else if (f == "rope_theta") attr(g.get(), f, cfg.rope_theta);
+            else if (f == "qk_norm") attr(g.get(), f, int64_t(cfg.qk_norm ? 1 : 0));
+            else if (f == "norm_eps") attr(g.get(), f, cfg.norm_eps);
+            else throw std::logic_error("write_fixture: config field " + f + " has no writer");
+        }
+    }
+
+    void write_case(hid_t root, const std::string& name, const FixtureCase& fc) const {
+        const Case& c = fc.c;
+        Group g = group(root, name);
+        attr(g.get(), "op", std::string(to_string(c.op)));
+        if (!c.description.empty()) attr(g.get(), "description", c.description);
+        if (c.op == Op::decode) attr(g.get(), "prefill", c.prefill);
+        for (const auto& [k, v] : fc.attrs) {
+            if (k == "op" || k == "description" || k == "prefill")
+                throw InputError("write_fixture: attribute '" + k + "' is written from the case itself");
+            std::visit([&](const auto& x) { attr(g.get(), k, x); }, v);
+        }
+        config(g.get(), c.op, c.config);
+
+        Group in = group(g.get(), "inputs");
+        for (const auto& n : float_inputs(c.op, c.config)) {
+            const Tensor& t = c.in(n);
+            const std::vector<hsize_t> dims = is_vector_input(n)
+                                                  ? std::vector<hsize_t>{hsize_t(t.numel())}
+                                                  : std::vector<hsize_t>{hsize_t(t.rows()), hsize_t(t.cols())};
+            dataset(in.get(), n, dims, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, t.data.data());
+        }
+        for (const auto& n : position_inputs(c.op)) {
+            const auto& p = c.pos(n);
+            dataset(in.get(), n, {hsize_t(p.size())}, H5T_STD_I64LE, H5T_NATIVE_INT64, p.data());
+        }
+
+        Group ex = group(g.get(), "expected");
+        for (const auto& n : output_names(c.op)) {
+            auto it = c.expected.find(n);
+            if (it == c.expected.end()) continue;
+            const DTensor& t = it->second;
+            dataset(ex.get(), n, {hsize_t(t.rows()), hsize_t(t.cols())}, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
+                    t.data.data());
+        }
+    }
+};
+
+void fsync_path(const std::string& p, bool directory) {
+    const int fd = ::open(p.c_str(), O_RDONLY | (directory ? O_DIRECTORY : 0));
+    if (fd < 0) return;
+    ::fsync(fd);
+    ::close(fd);
+}
+
+}  // namespace
+
+void write_fixture(const std::string& path, const std::vector<FixtureCase>& cases, bool force) {
+    if (cases.empty()) throw InputError(path + ": no cases to write");
+    std::vector<std::string> names;
+    for (size_t i = 0; i < cases.size(); ++i) {
+        const Case& c = cases[i].c;
+        const std::string name = c.group.empty() ? "case_" + std::to_string(i) : c.group;
+        if (name.find('/') != std::string::npos || name == "." || name == "..")
+            throw InputError(path + ": case name '" + name + "' is not a valid group name");
+        if (std::find(names.begin(), names.end(), name) != names.end())
+            throw InputError(path + ": two cases named '" + name + "'");
+        if (c.expected.empty()) throw InputError(path + ":/" + name + ": expected: no golden outputs to write");
+        validate_case(c);
+        names.push_back(name);
+    }
+    std::error_code ec;
+    if (!force && fs::exists(path, ec)) throw InputError(path + ": exists (use --force to overwrite)");
+
+    const fs::path target(path);
+    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    fs::create_directories(dir, ec);
+    if (ec) throw std::runtime_error(dir.string() + ": cannot create directory: " + ec.message());
+    static std::atomic<unsigned> counter{0};
+    // Hidden, so a directory walk never picks up a half-written file.
+    const std::string tmp = (dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
+                                    std::to_string(counter++)))
+                                .string();
+    Silence quiet;
+    try {
+        Writer w{tmp, PropList(H5Pcreate(H5P_GROUP_CREATE)), PropList(H5Pcreate(H5P_DATASET_CREATE))};
+        w.check(w.gcpl.get(), "H5Pcreate");
+        w.check(w.dcpl.get(), "H5Pcreate");
+        w.check_status(H5Pset_obj_track_times(w.gcpl.get(), false), "H5Pset_obj_track_times");
+        w.check_status(H5Pset_obj_track_times(w.dcpl.get(), false), "H5Pset_obj_track_times");
+        PropList fapl(w.check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"));
+        // The 1.8 object formats checksum every metadata block, so a damaged
+        // file fails cleanly on read instead of being misparsed.
+        w.check_status(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST), "H5Pset_libver_bounds");
+        PropList fcpl(w.check(H5Pcreate(H5P_FILE_CREATE), "H5Pcreate"));
+        w.check_status(H5Pset_obj_track_times(fcpl.get(), false), "H5Pset_obj_track_times");  // the root group
+        File f(w.check(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, fcpl.get(), fapl.get()), "cannot create"));
+        {
+            Group root(w.check(H5Gopen2(f.get(), "/", H5P_DEFAULT), "cannot open the root group"));
+            w.attr(root.get(), "conform_schema", std::string(kSchema));
+            for (size_t i = 0; i < cases.size(); ++i) w.write_case(root.get(), names[i], cases[i]);
+        }
+        if (!f.close()) throw std::runtime_error(tmp + ": cannot close (disk full?)" + Ctx::because());
+        fsync_path(tmp, false);
+    } catch (...) {
+        fs::remove(tmp, ec);
+        throw;
+    }
+    if (force) {
+        if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+            const int e = errno;
+            fs::remove(tmp, ec);
+            throw std::runtime_error(path + ": cannot rename into place: " + std::strerror(e));
+        }
+    } else {
+        // link(2) fails with EEXIST if the name appeared meanwhile: never a
+        // silent overwrite, even racing another writer.
+        if (::link(tmp.c_str(), path.c_str()) != 0) {
+            const int e = errno;
+            if (e == EEXIST) {
+                fs::remove(tmp, ec);
+                throw InputError(path + ": exists (use --force to overwrite)");
+            }
+            if (e == EPERM || e == ENOTSUP || e == EOPNOTSUPP) {
+                // A file system without hard links: check, then rename (a
+                // narrow race instead of none).
+                if (fs::exists(path, ec)) {
+                    fs::remove(tmp, ec);
+                    throw InputError(path + ": exists (use --force to overwrite)");
+                }
+                if (std::rename(tmp.c_str(), path.c_str()) == 0) {
+                    fsync_path(dir.string(), true);
+                    return;
+                }
+            }
+            fs::remove(tmp, ec);
+            throw std::runtime_error(path + ": cannot link into place: " + std::strerror(e));
+        }
+        fs::remove(tmp, ec);
+    }
+    fsync_path(dir.string(), true);
+}
+
+}  // namespace conform::h5

@@ -1,0 +1,401 @@
+#include "plugin/adapter.h"
+
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <vector>
+
+namespace conform::plugin {
+
+namespace {
+
+// ---- 16-bit floats ---------------------------------------------------------------
+// The harness rounds inputs to the run's dtype before an implementation sees
+// them, so these conversions are exact on inputs; on anything else they round
+// to nearest even, as a cast in the plugin would.
+
+uint32_t bits_of(float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+}
+float float_of(uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+}
+
+uint16_t to_bf16(float f) {
+    uint32_t b = bits_of(f);
+    if ((b & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((b >> 16) | 0x40u);  // NaN stays NaN
+    b += 0x7FFFu + ((b >> 16) & 1u);
+    return static_cast<uint16_t>(b >> 16);
+}
+float from_bf16(uint16_t h) { return float_of(static_cast<uint32_t>(h) << 16); }
+
+uint16_t to_f16(float f) {
+    uint32_t x = bits_of(f);
+    const uint32_t sign = (x >> 16) & 0x8000u;
+    x &= 0x7FFFFFFFu;
+    if (x > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);  // NaN
+    if (x >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520 rounds to inf
+    if (x < 0x38800000u) {
+        // Below half's smallest normal (2^-14): a multiple of 2^-24, scaled exactly, rounded to even.
+        const float m = std::nearbyint(float_of(x) * 16777216.0f);
+        return static_cast<uint16_t>(sign | static_cast<uint32_t>(m));
+    }
+    uint32_t r = x - 0x38000000u;  // rebias the exponent from 127 to 15
+    r += 0x0FFFu + ((r >> 13) & 1u);
+    return static_cast<uint16_t>(sign | (r >> 13));
+}
+float from_f16(uint16_t h) {
+    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+    const uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    if (e == 0) {
+        const float v = std::ldexp(static_cast<float>(m), -24);
+        return sign ? -v : v;
+    }
+    if (e == 31) return float_of(sign | 0x7F800000u | (m << 13));
+    return float_of(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+// Signalling NaNs: no arithmetic produces them, so an element still holding
+// one was not written.
+uint16_t poison16(DType d) { return d == DType::bf16 ? 0x7F8Du : 0x7C8Du; }
+uint16_t sentinel16(DType d) { return d == DType::bf16 ? 0x7FA5u : 0x7CA5u; }
+constexpr size_t kFront16 = 32, kBack16 = 64;  // sentinel elements around a staged 16-bit output
+
+// A digest of an input's bytes, to notice a plugin writing into its inputs.
+uint64_t digest(const void* data, size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+        uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    for (; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+conform_tensor descriptor(void* data, uint32_t dtype, int64_t rows, int64_t cols) {
+    conform_tensor t{};
+    t.data = data;
+    t.dtype = dtype;
+    t.ndim = 2;
+    t.shape[0] = rows;
+    t.shape[1] = cols;
+    t.strides[0] = cols;
+    t.strides[1] = 1;
+    return t;
+}
+conform_tensor descriptor_1d(void* data, uint32_t dtype, int64_t n) {
+    conform_tensor t{};
+    t.data = data;
+    t.dtype = dtype;
+    t.ndim = 1;
+    t.shape[0] = n;
+    t.strides[0] = 1;
+    return t;
+}
+
+// The tensors and buffers of one plugin call, and the checks after it.
+class Call {
+   public:
+    Call(const char* op, DType dtype) : op_(op), dtype_(dtype) { msg_[0] = '\0'; }
+
+    // A float input, as a [rows, cols] matrix or (vector = true) a [n] vector.
+    conform_tensor in(const char* name, View v, bool vector = false) {
+        void* data = const_cast<float*>(v.data);  // the ABI's void*: inputs are read-only by contract, checked in finish()
+        size_t bytes = static_cast<size_t>(v.size()) * sizeof(float);
+        if (dtype_ != DType::f32 && v.data != nullptr) {
+            auto& buf = converted_.emplace_back(static_cast<size_t>(v.size()));
+            for (int64_t i = 0; i < v.size(); ++i)
+                buf[static_cast<size_t>(i)] = dtype_ == DType::bf16 ? to_bf16(v.data[i]) : to_f16(v.data[i]);
+            data = buf.data();
+            bytes = buf.size() * sizeof(uint16_t);
+        }
+        if (data != nullptr) inputs_.push_back({name, data, bytes, digest(data, bytes)});
+        return vector ? descriptor_1d(data, dtype_code(dtype_), v.size()) : descriptor(data, dtype_code(dtype_), v.rows, v.cols);
+    }
+
+    conform_tensor positions(const char* name, Positions p) {
+        void* data = const_cast<int64_t*>(p.data);
+        const size_t bytes = static_cast<size_t>(p.n) * sizeof(int64_t);
+        if (data != nullptr) inputs_.push_back({name, data, bytes, digest(data, bytes)});
+        return descriptor_1d(data, CONFORM_DTYPE_I64, p.n);
+    }
+
+    // An output. float32: the harness's own guarded buffer. 16-bit: a staging
+    // buffer, poisoned and guarded like the harness's, converted back in finish().
+    conform_tensor out(const char* name, MutView v) {
+        if (v.data == nullptr) return descriptor(nullptr, dtype_code(dtype_), v.rows, v.cols);
+        if (dtype_ == DType::f32) return descriptor(v.data, CONFORM_DTYPE_F32, v.rows, v.cols);
+        Staged& s = staged_.emplace_back();
+        s.name = name;
+        s.dst = v;
+        const size_t n = static_cast<size_t>(v.size());
+        s.buf.assign(kFront16 + n + kBack16, sentinel16(dtype_));
+        std::fill(s.buf.begin() + kFront16, s.buf.begin() + kFront16 + static_cast<std::ptrdiff_t>(n), poison16(dtype_));
+        return descriptor(s.buf.data() + kFront16, dtype_code(dtype_), v.rows, v.cols);
+    }
+
+    char* msg() { return msg_; }
+    size_t msg_cap() const { return sizeof msg_; }
+
+    // Throws ImplError for an error status, a broken staging guard or a dirtied input;
+    // otherwise delivers 16-bit outputs into the harness's buffers.
+    void finish(int32_t status) {
+        msg_[sizeof msg_ - 1] = '\0';
+        if (status != CONFORM_OK)
+            throw ImplError(std::string(op_) + " returned " + status_name(status) + ": " +
+                            (msg_[0] ? std::string(msg_) : std::string("(no message)")));
+        for (const Staged& s : staged_) {
+            const size_t n = static_cast<size_t>(s.dst.size());
+            for (size_t i = kFront16; i-- > 0;)
+                if (s.buf[i] != sentinel16(dtype_))
+                    throw ImplError("wrote before the start of output '" + s.name + "' (element " +
+                                    std::to_string(static_cast<long long>(i) - static_cast<long long>(kFront16)) +
+                                    " was overwritten)");
+            for (size_t i = 0; i < kBack16; ++i)
+                if (s.buf[kFront16 + n + i] != sentinel16(dtype_))
+                    throw ImplError("wrote past the end of output '" + s.name + "' (sentinel " + std::to_string(i) +
+                                    " after its " + std::to_string(n) + " elements was overwritten)");
+        }
+        for (const Input& in : inputs_)
+            if (digest(in.data, in.bytes) != in.digest)
+                throw ImplError(std::string(op_) + " wrote into its input '" + in.name + "' (inputs are read-only)");
+        // An element left poisoned is not delivered: the harness's buffer keeps
+        // its own poison there, and run_impl reports it as unwritten.
+        for (const Staged& s : staged_)
+            for (size_t i = 0; i < static_cast<size_t>(s.dst.size()); ++i) {
+                const uint16_t h = s.buf[kFront16 + i];
+                if (h != poison16(dtype_)) s.dst.data[i] = dtype_ == DType::bf16 ? from_bf16(h) : from_f16(h);
+            }
+    }
+
+   private:
+    struct Input {
+        std::string name;
+        const void* data;
+        size_t bytes;
+        uint64_t digest;
+    };
+    struct Staged {
+        std::string name;
+        MutView dst;
+        std::vector<uint16_t> buf;
+    };
+
+    const char* op_;
+    DType dtype_;
+    std::deque<std::vector<uint16_t>> converted_;
+    std::vector<Input> inputs_;
+    std::deque<Staged> staged_;
+    char msg_[2048];
+};
+
+conform_config config_of(DType dtype, const BlockConfig& c) {
+    conform_config k{};
+    k.struct_size = sizeof k;
+    k.dtype = dtype_code(dtype);
+    k.d_model = c.d_model;
+    k.n_heads = c.n_heads;
+    k.n_kv_heads = c.n_kv_heads;
+    k.head_dim = c.head_dim;
+    k.ffn_dim = c.ffn_dim;
+    k.rope_layout = c.rope_layout == RopeLayout::neox ? CONFORM_ROPE_NEOX : CONFORM_ROPE_INTERLEAVED;
+    k.qk_norm = c.qk_norm ? 1u : 0u;
+    k.rope_theta = c.rope_theta;
+    k.norm_eps = c.norm_eps;
+    return k;
+}
+conform_config config_only(DType dtype) {
+    conform_config k{};
+    k.struct_size = sizeof k;
+    k.dtype = dtype_code(dtype);
+    return k;
+}
+
+bool implements(const conform_plugin& t, Op op) {
+    switch (op) {
+        case Op::rmsnorm: return t.rmsnorm != nullptr;
+        case Op::rope: return t.rope != nullptr;
+        case Op::qk_norm: return t.qk_norm != nullptr;
+        case Op::attention: return t.attention != nullptr;
+        case Op::swiglu: return t.swiglu != nullptr;
+        case Op::block: return t.block != nullptr;
+        case Op::decode: return t.decode != nullptr;
+    }
+    return false;
+}
+
+class Adapter final : public Implementation {
+   public:
+    Adapter(std::shared_ptr<const Library> lib, DType dtype) : lib_(std::move(lib)), t_(*lib_->table), dtype_(dtype) {}
+
+    std::string name() const override { return lib_->name; }
+    DType dtype() const override { return dtype_; }
+
+    Support supports(Op op, const BlockConfig& config) const override {
+        if (!implements(t_, op)) return Support::no(lib_->name + " does not implement " + to_string(op));
+        if (t_.supports == nullptr) return Support::yes();
+        const conform_config k = config_of(dtype_, config);
+        char msg[1024] = "";
+        const int32_t status = t_.supports(static_cast<uint32_t>(op), &k, msg, sizeof msg);
+        msg[sizeof msg - 1] = '\0';
+        if (status == CONFORM_OK) return Support::yes();
+        return Support::no(msg[0] ? std::string(msg) : status_name(status));
+    }
+
+    void rmsnorm(View x, View w, const RmsNormParams& p, MutView out) override {
+        Call call("rmsnorm", dtype_);
+        conform_config k = config_only(dtype_);
+        k.d_model = x.cols;
+        k.norm_eps = p.eps;
+        const conform_tensor tx = call.in("x", x), tw = call.in("weight", w, true), to = call.out("out", out);
+        call.finish(t_.rmsnorm(&k, &tx, &tw, &to, call.msg(), call.msg_cap()));
+    }
+
+    void rope(View x, Positions pos, const RopeParams& p, MutView out) override {
+        Call call("rope", dtype_);
+        conform_config k = config_only(dtype_);
+        k.head_dim = p.head_dim;
+        k.n_heads = p.head_dim > 0 ? x.cols / p.head_dim : 0;
+        k.rope_layout = p.layout == RopeLayout::neox ? CONFORM_ROPE_NEOX : CONFORM_ROPE_INTERLEAVED;
+        k.rope_theta = p.theta;
+        const conform_tensor tx = call.in("x", x), tp = call.positions("positions", pos), to = call.out("out", out);
+        call.finish(t_.rope(&k, &tx, &tp, &to, call.msg(), call.msg_cap()));
+    }
+
+    void qk_norm(View x, View w, const QkNormParams& p, MutView out) override {
+        Call call("qk_norm", dtype_);
+        conform_config k = config_only(dtype_);
+        k.head_dim = p.head_dim;
+        k.n_heads = p.head_dim > 0 ? x.cols / p.head_dim : 0;
+        k.norm_eps = p.eps;
+        const conform_tensor tx = call.in("x", x), tw = call.in("weight", w, true), to = call.out("out", out);
+        call.finish(t_.qk_norm(&k, &tx, &tw, &to, call.msg(), call.msg_cap()));
+    }
+
+    void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
+                   MutView out) override {
+        Call call("attention", dtype_);
+        conform_config c = config_only(dtype_);
+        c.n_heads = p.n_heads;
+        c.n_kv_heads = p.n_kv_heads;
+        c.head_dim = p.head_dim;
+        const conform_tensor tq = call.in("q", q), tk = call.in("k", k), tv = call.in("v", v),
+                             tqp = call.positions("q_positions", q_pos), tkp = call.positions("k_positions", k_pos),
+                             to = call.out("out", out);
+        call.finish(t_.attention(&c, &tq, &tk, &tv, &tqp, &tkp, &to, call.msg(), call.msg_cap()));
+    }
+
+    void swiglu(View x, View w1, View w3, View w2, MutView out) override {
+        Call call("swiglu", dtype_);
+        conform_config k = config_only(dtype_);
+        k.d_model = x.cols;
+        k.ffn_dim = w1.cols;
+        const conform_tensor tx = call.in("x", x), t1 = call.in("w1", w1), t3 = call.in("w3", w3),
+                             t2 = call.in("w2", w2), to = call.out("out", out);
+        call.finish(t_.swiglu(&k, &tx, &t1, &t3, &t2, &to, call.msg(), call.msg_cap()));
+    }
+
+    TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) override {
+        Call call("block", dtype_);
+        const conform_config k = config_of(dtype_, c);
+        const conform_block_weights tw = weights(call, w);
+        const conform_tensor tx = call.in("x", x), tp = call.positions("positions", pos);
+        conform_tensor taps[CONFORM_TAP_COUNT];
+        static_assert(CONFORM_TAP_COUNT == kAllTaps.size(), "plugin.h's taps are conform/ops.h's");
+        for (Tap t : kAllTaps) taps[static_cast<size_t>(t)] = call.out(to_string(t), out[t]);
+        uint32_t written = 0;
+        call.finish(t_.block(&k, &tx, &tw, &tp, taps, &written, call.msg(), call.msg_cap()));
+        TapSet ts;
+        for (Tap t : kAllTaps) {
+            if (!((written >> static_cast<unsigned>(t)) & 1u)) continue;
+            if (out[t].data == nullptr)
+                throw ImplError(std::string("block reported tap '") + to_string(t) +
+                                "' as written, but it was not requested (its data was NULL)");
+            ts.add(t);
+        }
+        return ts;
+    }
+
+    void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c,
+                MutView out) override {
+        Call call("decode", dtype_);
+        const conform_config k = config_of(dtype_, c);
+        const conform_block_weights tw = weights(call, w);
+        const conform_tensor tx = call.in("x", x), tp = call.positions("positions", pos), to = call.out("out", out);
+        call.finish(t_.decode(&k, &tx, &tw, &tp, prefill, &to, call.msg(), call.msg_cap()));
+    }
+
+   private:
+    static conform_block_weights weights(Call& call, const BlockWeights& w) {
+        conform_block_weights b{};
+        b.struct_size = sizeof b;
+        b.attn_norm = call.in("attn_norm", w.attn_norm, true);
+        b.wq = call.in("wq", w.wq);
+        b.wk = call.in("wk", w.wk);
+        b.wv = call.in("wv", w.wv);
+        b.wo = call.in("wo", w.wo);
+        b.ffn_norm = call.in("ffn_norm", w.ffn_norm, true);
+        b.w1 = call.in("w1", w.w1);
+        b.w3 = call.in("w3", w.w3);
+        b.w2 = call.in("w2", w.w2);
+        b.q_norm = call.in("q_norm", w.q_norm, true);
+        b.k_norm = call.in("k_norm", w.k_norm, true);
+        return b;
+    }
+
+    std::shared_ptr<const Library> lib_;
+    const conform_plugin& t_;
+    DType dtype_;
+};
+
+}  // namespace
+
+uint32_t dtype_code(DType d) {
+    switch (d) {
+        case DType::f32: return CONFORM_DTYPE_F32;
+        case DType::bf16: return CONFORM_DTYPE_BF16;
+        case DType::f16: return CONFORM_DTYPE_F16;
+    }
+    return CONFORM_DTYPE_F32;
+}
+
+std::string status_name(int32_t code) {
+    switch (code) {
+        case CONFORM_OK: return "CONFORM_OK";
+        case CONFORM_ERR_UNSUPPORTED: return "CONFORM_ERR_UNSUPPORTED";
+        case CONFORM_ERR_INVALID_ARGUMENT: return "CONFORM_ERR_INVALID_ARGUMENT";
+        case CONFORM_ERR_INTERNAL: return "CONFORM_ERR_INTERNAL";
+    }
+    return "status " + std::to_string(code);
+}
+
+std::string ops_of(const conform_plugin& t) {
+    std::string s;
+    for (Op op : kAllOps)
+        if (implements(t, op)) s += (s.empty() ? "" : ", ") + std::string(to_string(op));
+    return s;
+}
+
+std::string dtypes_of(const conform_plugin& t) {
+    std::string s;
+    for (DType d : {DType::f32, DType::bf16, DType::f16})
+        if (t.dtypes & CONFORM_DTYPE_BIT(dtype_code(d))) s += (s.empty() ? "" : ", ") + std::string(to_string(d));
+    return s;
+}
+
+std::unique_ptr<Implementation> make_adapter(std::shared_ptr<const Library> lib, DType dtype) {
+    if (!(lib->table->dtypes & CONFORM_DTYPE_BIT(dtype_code(dtype))))
+        throw ImplError(lib->name + " runs in " + dtypes_of(*lib->table) + " only, not " + to_string(dtype) +
+                        " (the dtypes in its conform_plugin table)");
+    return std::make_unique<Adapter>(std::move(lib), dtype);
+}
+
+}  // namespace conform::plugin

@@ -1,0 +1,318 @@
+// The ops as eager LibTorch float32 runs them, for `conform bench`.
+#include "reference/bench_torch.h"
+
+#include <dlfcn.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+namespace conform::ref {
+
+namespace {
+
+using torch::Tensor;
+
+Tensor to_torch(const conform::Tensor& t) {
+    return torch::from_blob(const_cast<float*>(t.data.data()), {t.rows(), t.cols()}, torch::kFloat32).clone();
+}
+Tensor to_torch(const std::vector<int64_t>& p) {
+    return torch::from_blob(const_cast<int64_t*>(p.data()), {static_cast<int64_t>(p.size())}, torch::kInt64).clone();
+}
+std::vector<float> to_vector(const Tensor& t) {
+    const Tensor c = t.contiguous().to(torch::kFloat32);
+    return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+}
+
+// HF LlamaRMSNorm: weight * (x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+Tensor rms(const Tensor& x, const Tensor& w, double eps) {
+    return w * (x * torch::rsqrt(x.pow(2).mean(-1, true) + eps));
+}
+
+// cos/sin for a set of positions, built once (HF computes them once per
+// forward and shares them across layers).
+struct Rope {
+    RopeLayout layout = RopeLayout::neox;
+    int64_t hd = 0;
+    Tensor cos, sin;  // neox [T, 1, hd]; interleaved freqs_cis [T, 1, hd/2] complex in `cos`
+
+    Rope(const Tensor& pos, int64_t head_dim, double theta, RopeLayout l) : layout(l), hd(head_dim) {
+        auto exponent = torch::arange(0, hd, 2, torch::kFloat64) / static_cast<double>(hd);
+        auto inv_freq = 1.0 / torch::pow(torch::scalar_tensor(theta, torch::kFloat64), exponent);
+        auto freqs = torch::outer(pos.to(torch::kFloat64), inv_freq);  // [T, hd/2], angles in double
+        if (layout == RopeLayout::neox) {
+            auto emb = torch::cat({freqs, freqs}, -1);
+            cos = emb.cos().to(torch::kFloat32).unsqueeze(1);
+            sin = emb.sin().to(torch::kFloat32).unsqueeze(1);
+        } else {
+            auto f = freqs.to(torch::kFloat32);
+            cos = torch::polar(torch::ones_like(f), f).unsqueeze(1);  // Meta's freqs_cis
+        }
+    }
+
+    // x [T, n * hd]
+    Tensor apply(const Tensor& x) const {
+        const int64_t T = x.size(0), n = x.size(1) / hd;
+        auto xh = x.view({T, n, hd});
+        if (layout == RopeLayout::neox) {
+            // q * cos + rotate_half(q) * sin
+            auto x1 = xh.narrow(-1, 0, hd / 2), x2 = xh.narrow(-1, hd / 2, hd / 2);
+            return (xh * cos + torch::cat({-x2, x1}, -1) * sin).view({T, n * hd});
+        }
+        // torch.view_as_real(view_as_complex(x.reshape(..., -1, 2)) * freqs_cis).flatten
+        auto xc = torch::view_as_complex(xh.reshape({T, n, hd / 2, 2}));
+        return torch::view_as_real(xc * cos).reshape({T, n * hd});
+    }
+};
+
+// Additive causal mask by position, [T, S]: 0 where visible, -inf elsewhere.
+Tensor causal_mask(const Tensor& q_pos, const Tensor& k_pos) {
+    auto visible = k_pos.unsqueeze(0) <= q_pos.unsqueeze(1);
+    return torch::zeros(visible.sizes(), torch::kFloat32)
+        .masked_fill(visible.logical_not(), -std::numeric_limits<float>::infinity());
+}
+
+// HF eager_attention_forward with repeat_kv; mask undefined: every key visible.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, int64_t H, int64_t KV,
+                 int64_t hd) {
+    const int64_t T = q.size(0), S = k.size(0);
+    auto qh = q.view({T, H, hd}).transpose(0, 1);                                 // [H, T, hd]
+    auto kh = k.view({S, KV, hd}).transpose(0, 1).repeat_interleave(H / KV, 0);  // [H, S, hd]
+    auto vh = v.view({S, KV, hd}).transpose(0, 1).repeat_interleave(H / KV, 0);
+    auto scores = torch::matmul(qh, kh.transpose(1, 2)) * (1.0 / std::sqrt(static_cast<double>(hd)));
+    if (mask.defined()) scores = scores + mask;
+    auto p = torch::softmax(scores, -1);
+    return torch::matmul(p, vh).transpose(0, 1).reshape({T, H * hd});
+}
+
+Tensor swiglu(const Tensor& x, const Tensor& w1, const Tensor& w3, const Tensor& w2) {
+    return torch::matmul(torch::silu(torch::matmul(x, w1)) * torch::matmul(x, w3), w2);
+}
+
+struct Weights {
+    Tensor attn_norm, wq, wk, wv, wo, ffn_norm, w1, w3, w2, q_norm, k_norm;
+    explicit Weights(const Case& c) {
+        auto in = [&](const char* n) { return to_torch(c.in(n)); };
+        attn_norm = in("attn_norm").view({-1});
+        wq = in("wq");
+        wk = in("wk");
+        wv = in("wv");
+        wo = in("wo");
+        ffn_norm = in("ffn_norm").view({-1});
+        w1 = in("w1");
+        w3 = in("w3");
+        w2 = in("w2");
+        if (c.config.qk_norm) {
+            q_norm = in("q_norm").view({-1});
+            k_norm = in("k_norm").view({-1});
+        }
+    }
+};
+
+// The block up to attention's inputs: q and k rotated, v.
+struct Qkv {
+    Tensor q, k, v;
+};
+Qkv project(const Tensor& attn_in, const Weights& w, const BlockConfig& c, const Rope& rope) {
+    const int64_t T = attn_in.size(0), hd = c.head_dim;
+    auto q = torch::matmul(attn_in, w.wq);
+    auto k = torch::matmul(attn_in, w.wk);
+    auto v = torch::matmul(attn_in, w.wv);
+    if (c.qk_norm) {
+        q = rms(q.view({T, c.n_heads, hd}), w.q_norm, c.norm_eps).view({T, c.q_width()});
+        k = rms(k.view({T, c.n_kv_heads, hd}), w.k_norm, c.norm_eps).view({T, c.kv_width()});
+    }
+    return {rope.apply(q), rope.apply(k), v};
+}
+
+Tensor finish(const Tensor& x, const Tensor& attn, const Weights& w, const BlockConfig& c) {
+    auto h = x + torch::matmul(attn, w.wo);
+    return h + swiglu(rms(h, w.ffn_norm, c.norm_eps), w.w1, w.w3, w.w2);
+}
+
+class Op1 : public TorchBenchOp {
+   public:
+    std::vector<float> output() const override { return to_vector(out_); }
+
+   protected:
+    Tensor out_;
+};
+
+class RmsNormOp : public Op1 {
+   public:
+    RmsNormOp(const Case& c, bool per_head)
+        : x_(to_torch(c.in("x"))), w_(to_torch(c.in("weight")).view({-1})), eps_(c.config.norm_eps) {
+        if (per_head) x_ = x_.view({x_.size(0), -1, c.config.head_dim});
+    }
+    void run() override {
+        torch::NoGradGuard g;
+        out_ = rms(x_, w_, eps_);
+    }
+
+   private:
+    Tensor x_, w_;
+    double eps_;
+};
+
+class RopeOp : public Op1 {
+   public:
+    explicit RopeOp(const Case& c)
+        : x_(to_torch(c.in("x"))),
+          rope_(to_torch(c.pos("positions")), c.config.head_dim, c.config.rope_theta, c.config.rope_layout) {}
+    void run() override {
+        torch::NoGradGuard g;
+        out_ = rope_.apply(x_);
+    }
+
+   private:
+    Tensor x_;
+    Rope rope_;
+};
+
+class AttentionOp : public Op1 {
+   public:
+    explicit AttentionOp(const Case& c)
+        : q_(to_torch(c.in("q"))), k_(to_torch(c.in("k"))), v_(to_torch(c.in("v"))), cfg_(c.config) {
+        if (q_.size(0) > 1) mask_ = causal_mask(to_torch(c.pos("q_positions")), to_torch(c.pos("k_positions")));
+    }
+    void run() override {
+        torch::NoGradGuard g;
+        out_ = attention(q_, k_, v_, mask_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim);
+    }
+
+   private:
+    Tensor q_, k_, v_, mask_;
+    BlockConfig cfg_;
+};
+
+class SwigluOp : public Op1 {
+   public:
+    explicit SwigluOp(const Case& c)
+        : x_(to_torch(c.in("x"))), w1_(to_torch(c.in("w1"))), w3_(to_torch(c.in("w3"))), w2_(to_torch(c.in("w2"))) {}
+    void run() override {
+        torch::NoGradGuard g;
+        out_ = swiglu(x_, w1_, w3_, w2_);
+    }
+
+   private:
+    Tensor x_, w1_, w3_, w2_;
+};
+
+class BlockOp : public Op1 {
+   public:
+    explicit BlockOp(const Case& c)
+        : x_(to_torch(c.in("x"))), w_(c), cfg_(c.config),
+          rope_(to_torch(c.pos("positions")), c.config.head_dim, c.config.rope_theta, c.config.rope_layout) {
+        const Tensor pos = to_torch(c.pos("positions"));
+        mask_ = causal_mask(pos, pos);
+    }
+    void run() override {
+        torch::NoGradGuard g;
+        const Qkv p = project(rms(x_, w_.attn_norm, cfg_.norm_eps), w_, cfg_, rope_);
+        out_ = finish(x_, attention(p.q, p.k, p.v, mask_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim), w_, cfg_);
+    }
+
+   private:
+    Tensor x_;
+    Weights w_;
+    BlockConfig cfg_;
+    Rope rope_;
+    Tensor mask_;
+};
+
+// A static cache (HF StaticCache): rows [0, C) from the context, row C written
+// by every step.
+class DecodeOp : public Op1 {
+   public:
+    DecodeOp(const Case& c, const conform::Tensor& context_x, const std::vector<int64_t>& context_pos)
+        : x_(to_torch(c.in("x"))), w_(c), cfg_(c.config),
+          rope_(to_torch(c.pos("positions")), c.config.head_dim, c.config.rope_theta, c.config.rope_layout) {
+        torch::NoGradGuard g;
+        C_ = context_x.rows();
+        k_cache_ = torch::zeros({C_ + 1, cfg_.kv_width()});
+        v_cache_ = torch::zeros({C_ + 1, cfg_.kv_width()});
+        if (C_ > 0) {
+            const Tensor pos = to_torch(context_pos);
+            const Rope rope(pos, cfg_.head_dim, cfg_.rope_theta, cfg_.rope_layout);
+            const Qkv p = project(rms(to_torch(context_x), w_.attn_norm, cfg_.norm_eps), w_, cfg_, rope);
+            k_cache_.narrow(0, 0, C_).copy_(p.k);
+            v_cache_.narrow(0, 0, C_).copy_(p.v);
+        }
+    }
+    void run() override {
+        torch::NoGradGuard g;
+        const Qkv p = project(rms(x_, w_.attn_norm, cfg_.norm_eps), w_, cfg_, rope_);
+        k_cache_.narrow(0, C_, 1).copy_(p.k);
+        v_cache_.narrow(0, C_, 1).copy_(p.v);
+        // One query after every cached key: nothing to mask.
+        out_ = finish(x_, attention(p.q, k_cache_, v_cache_, Tensor(), cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim),
+                      w_, cfg_);
+    }
+
+   private:
+    Tensor x_;
+    Weights w_;
+    BlockConfig cfg_;
+    Rope rope_;
+    int64_t C_ = 0;
+    Tensor k_cache_, v_cache_;
+};
+
+}  // namespace
+
+std::unique_ptr<TorchBenchOp> make_torch_bench_op(const Case& c, const conform::Tensor* context_x,
+                                                  const std::vector<int64_t>* context_pos) {
+    switch (c.op) {
+        case Op::rmsnorm: return std::make_unique<RmsNormOp>(c, false);
+        case Op::qk_norm: return std::make_unique<RmsNormOp>(c, true);
+        case Op::rope: return std::make_unique<RopeOp>(c);
+        case Op::attention: return std::make_unique<AttentionOp>(c);
+        case Op::swiglu: return std::make_unique<SwigluOp>(c);
+        case Op::block: return std::make_unique<BlockOp>(c);
+        case Op::decode: {
+            static const conform::Tensor none;
+            static const std::vector<int64_t> no_pos;
+            return std::make_unique<DecodeOp>(c, context_x ? *context_x : none, context_pos ? *context_pos : no_pos);
+        }
+    }
+    throw std::logic_error("torch bench: unknown op");
+}
+
+void set_torch_threads(int n) { torch::set_num_threads(n); }
+int torch_threads() { return torch::get_num_threads(); }
+
+double torch_matmul_seconds(int64_t n, int reps) {
+    torch::NoGradGuard g;
+    auto a = torch::randn({n, n}), b = torch::randn({n, n});
+    auto c = torch::matmul(a, b);
+    double best = std::numeric_limits<double>::infinity();
+    for (int i = 0; i < reps; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        c = torch::matmul(a, b);
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+}
+
+std::string torch_describe() {
+    std::string s = std::string("LibTorch ") + TORCH_VERSION + ", " + std::to_string(torch::get_num_threads()) +
+                    " intra-op threads";
+    // Which BLAS torch::matmul reaches: OpenBLAS answers through its own C API.
+    using Config = char* (*)();
+    using Threads = int (*)();
+    if (auto cfg = reinterpret_cast<Config>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) {
+        s += "; BLAS: ";
+        s += cfg();
+        if (auto core = reinterpret_cast<Config>(dlsym(RTLD_DEFAULT, "openblas_get_corename"))) s += std::string(" core=") + core();
+        if (auto nt = reinterpret_cast<Threads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads")))
+            s += ", " + std::to_string(nt()) + " threads";
+        Dl_info info;
+        if (dladdr(reinterpret_cast<void*>(cfg), &info) && info.dli_fname) s += std::string(" (") + info.dli_fname + ")";
+    } else {
+        s += "; BLAS: not OpenBLAS (openblas_get_config not found)";
+    }
+    return s;
+}
+
+}  // namespace conform::ref

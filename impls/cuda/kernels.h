@@ -1,0 +1,114 @@
+// impls/cuda/kernels.h — the launchers: the middle of ggml's three layers
+// (kernel → launcher → op entry). A launcher takes device pointers in the
+// storage type T (float, __nv_bfloat16 or __half), picks the grid and
+// launches on a stream; it neither allocates nor synchronises. Each is
+// defined, with its kernel, in the .cu file of its op, and instantiated there
+// for the three storage types.
+#pragma once
+
+#include <cstdint>
+
+#include "conform/config.h"
+#include "cuda/runtime.h"
+
+namespace conform::cuda {
+
+class Context;
+
+// ---- rmsnorm.cu -----------------------------------------------------------------
+
+// out[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w          x, out [rows, cols], w [cols]
+// With residual != nullptr, x is first replaced by h = x + residual, which is
+// stored (rounded to T) in h_out and normalised as stored: the fused
+// `h = x + attn @ wo; ffn_in = rmsnorm(h)` of the block.
+template <typename T>
+void launch_rmsnorm(const T* x, const T* residual, T* h_out, const T* w, T* out, int64_t rows, int64_t cols,
+                    float eps, cudaStream_t s);
+
+// out = a + b, elementwise over n values (the block's last residual).
+template <typename T>
+void launch_add(const T* a, const T* b, T* out, int64_t n, cudaStream_t s);
+
+// ---- rope.cu ---------------------------------------------------------------------
+
+// Where RoPE reads and writes: head u of token t is src[t * src_stride + u * hd]
+// → dst[t * dst_stride + u * hd].
+template <typename T>
+struct HeadRows {
+    const T* src = nullptr;
+    int64_t src_stride = 0;
+    T* dst = nullptr;
+    int64_t dst_stride = 0;
+};
+
+// x rotated per head at pos[t]; inv_freq[hd/2] in double on the device.
+template <typename T>
+void launch_rope(HeadRows<T> rows, int64_t T_rows, int64_t n_heads, int64_t hd, const int64_t* pos,
+                 const double* inv_freq, RopeLayout layout, cudaStream_t s);
+
+// The block's step after the packed QKV product, in one kernel: for every
+// token t of qkv[T, (H + 2 KV) hd] = [q | k | v],
+//   q_rot[t]        = rope(qk_norm?(q[t], q_norm))
+//   cache_k[row0+t] = rope(qk_norm?(k[t], k_norm))      rotated once, cached
+//   cache_v[row0+t] = v[t]                               never rotated
+// q_norm == nullptr: no QK-norm.
+template <typename T>
+struct QkvRopeArgs {
+    const T* qkv = nullptr;
+    T* q_rot = nullptr;
+    T* cache_k = nullptr;
+    T* cache_v = nullptr;
+    int64_t tokens = 0;
+    int64_t n_heads = 0, n_kv_heads = 0, hd = 0;
+    const int64_t* pos = nullptr;
+    const double* inv_freq = nullptr;
+    RopeLayout layout = RopeLayout::neox;
+    const T* q_norm = nullptr;
+    const T* k_norm = nullptr;
+    float eps = 0;
+};
+template <typename T>
+void launch_qkv_rope_cache(const QkvRopeArgs<T>& a, cudaStream_t s);
+
+// ---- attention.cu ------------------------------------------------------------------
+
+template <typename T>
+struct AttentionArgs {
+    const T* q = nullptr;  // [T, H*hd], row stride q_stride
+    const T* k = nullptr;  // [S, KV*hd]
+    const T* v = nullptr;  // [S, KV*hd]
+    T* out = nullptr;      // [T, H*hd]
+    const int64_t* q_pos = nullptr;
+    const int64_t* k_pos = nullptr;
+    int64_t tokens = 0, keys = 0;  // T queries, S keys
+    int64_t q_stride = 0, kv_stride = 0, out_stride = 0;
+    int64_t n_heads = 0, n_kv_heads = 0, hd = 0;
+    bool gqa_tiled = false;  // Faults::gqa_tiled
+};
+
+// How a launch of attention is split over the keys, and the float32 scratch
+// it needs when it is split (partial outputs and their softmax statistics).
+struct AttentionPlan {
+    int64_t n_splits = 1;
+    int64_t keys_per_split = 0;
+    size_t scratch_floats = 0;  // 0 when not split
+};
+AttentionPlan plan_attention(int64_t T, int64_t S, int64_t n_heads, int64_t n_kv_heads, int64_t hd, int sm_count);
+constexpr int64_t kMaxAttentionHeadDim = 256;
+
+template <typename T>
+void launch_attention(const AttentionArgs<T>& a, const AttentionPlan& plan, float* scratch, const Context& ctx);
+
+// ---- swiglu.cu ------------------------------------------------------------------------
+
+// g[t, f] = silu(gu[t, f]) * gu[t, F + f]       gu = x @ [w1 | w3]  [T, 2F],  g [T, F]
+template <typename T>
+void launch_swiglu_act(const T* gu, T* g, int64_t tokens, int64_t F, cudaStream_t s);
+
+// ---- matmul.cu ---------------------------------------------------------------------
+
+// y[M, N] = x[M, K] @ w[K, N] (+ y when accumulate), row-major, float32 accumulation (cuBLAS).
+template <typename T>
+void gemm(const Context& ctx, const T* x, const T* w, T* y, int64_t M, int64_t K, int64_t N, bool accumulate = false);
+
+}  // namespace conform::cuda

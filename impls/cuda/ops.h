@@ -1,0 +1,33 @@
+// impls/cuda/ops.h — the op entries, the outer of ggml's three layers: each
+// checks its host tensors' shapes, uploads them in the storage type, calls
+// its launcher(s), and downloads the outputs through the poison/sentinel
+// check. Defined in the .cu file of the op.
+#pragma once
+
+#include <vector>
+
+#include "conform/impl.h"
+#include "cuda/device.h"
+
+namespace conform::cuda {
+
+void op_rmsnorm(const Context& ctx, View x, View w, const RmsNormParams& p, MutView out);
+void op_rope(const Context& ctx, View x, Positions pos, const RopeParams& p, MutView out);
+void op_qk_norm(const Context& ctx, View x, View w, const QkNormParams& p, MutView out);
+void op_attention(const Context& ctx, View q, View k, View v, Positions q_pos, Positions k_pos,
+                  const AttentionParams& p, MutView out);
+void op_swiglu(const Context& ctx, View x, View w1, View w3, View w2, MutView out);
+TapSet op_block(const Context& ctx, View x, const BlockWeights& w, Positions pos, const BlockConfig& c,
+                BlockOutputs& out);
+void op_decode(const Context& ctx, View x, const BlockWeights& w, Positions pos, int64_t prefill,
+               const BlockConfig& c, MutView out);
+
+// RoPE's inverse frequencies, theta^(-2i / hd) for i < hd/2, computed in
+// double on the host exactly as the scalar implementation computes them.
+DeviceBuffer<double> rope_inv_freq(const Context& ctx, int64_t hd, double theta);
+// w13[D, 2F], row r = [w1[r] | w3[r]]: x @ w13 = [x @ w1 | x @ w3]. swiglu.cu
+std::vector<float> pack_gate_up(View w1, View w3);
+// The layout RoPE runs with: the config's, unless Faults::rope_layout_swapped.
+RopeLayout effective_layout(const Context& ctx, RopeLayout configured);
+
+}  // namespace conform::cuda

@@ -1,0 +1,225 @@
+/* conform/plugin.h — the C ABI for implementations that live outside this
+ * repository (an engine's own kernels, in its own build).
+ *
+ * Plain C99, also valid C++: no C++ types cross the boundary, every field has
+ * an explicit size, every enum travels as a uint32_t. A plugin is a shared
+ * library exporting one symbol,
+ *
+ *     CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void);
+ *
+ * which returns a table (static storage; conform never frees it) naming the
+ * implementation, the ABI version it was built against, the dtypes it runs in
+ * and one function per op; a NULL function is an op it does not implement.
+ * `conform --impl-lib libfoo.so` loads it and runs it like an in-repo
+ * implementation. impls/PLUGINS.md has the walkthrough and a complete example.
+ *
+ * Versioning. CONFORM_PLUGIN_ABI_VERSION changes when a layout or a meaning
+ * changes; conform refuses a plugin built against another version (exit 2).
+ * Fields are only ever appended within a version, and every struct that
+ * crosses the boundary starts with its struct_size, so either side can tell
+ * which fields the other one knows about.
+ *
+ * Conventions, the same as for in-repo implementations:
+ *   - every float tensor of a call has the dtype the run uses (--dtype), given
+ *     in conform_config.dtype and again in each descriptor; positions are int64;
+ *   - activations are 2-D [rows, cols], weights 2-D [in, out] so y = x @ W,
+ *     norm weights 1-D [n]; strides are in elements (row-major today, but read
+ *     them rather than assume it);
+ *   - outputs are written into the caller's buffers of exactly the described
+ *     shape: never past them, and every element written. conform poisons them
+ *     beforehand and guards them afterwards, so both mistakes are reported;
+ *   - inputs are read-only (conform checks);
+ *   - a function returns CONFORM_OK, or an error code with a message written
+ *     into msg (at most msg_cap bytes including the terminating NUL);
+ *   - calls may come from a child process forked for the call (isolation,
+ *     the default), so keep no state between calls that a call depends on.
+ */
+#ifndef CONFORM_PLUGIN_H
+#define CONFORM_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFORM_PLUGIN_ABI_VERSION 1u
+#define CONFORM_PLUGIN_MAX_DIMS 4
+
+#if defined(_WIN32)
+#define CONFORM_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define CONFORM_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- enumerations (values are part of the ABI) --------------------------- */
+
+/* Element types. A float tensor's data is float32, or the raw 16 bits of a
+ * bfloat16 / IEEE half per element. */
+enum {
+    CONFORM_DTYPE_F32 = 0,
+    CONFORM_DTYPE_BF16 = 1,
+    CONFORM_DTYPE_F16 = 2,
+    CONFORM_DTYPE_I64 = 3 /* positions only */
+};
+#define CONFORM_DTYPE_BIT(d) (1u << (d))
+
+/* Which dimensions RoPE rotates together (the config says; never assume):
+ *   NEOX:        pairs (x[i], x[i + hd/2])  HF rotate_half, ggml NEOX
+ *   INTERLEAVED: pairs (x[2i], x[2i + 1])   Meta view_as_complex, ggml NORMAL */
+enum { CONFORM_ROPE_NEOX = 0, CONFORM_ROPE_INTERLEAVED = 1 };
+
+/* The ops, in the order of the function pointers below. */
+enum {
+    CONFORM_OP_RMSNORM = 0,
+    CONFORM_OP_ROPE = 1,
+    CONFORM_OP_QK_NORM = 2,
+    CONFORM_OP_ATTENTION = 3,
+    CONFORM_OP_SWIGLU = 4,
+    CONFORM_OP_BLOCK = 5,
+    CONFORM_OP_DECODE = 6,
+    CONFORM_OP_COUNT = 7
+};
+
+/* The block's intermediate tensors, in data-flow order (see conform/ops.h). */
+enum {
+    CONFORM_TAP_ATTN_IN = 0, /* rmsnorm(x, attn_norm)            [T, D]     */
+    CONFORM_TAP_Q = 1,       /* attn_in @ wq                      [T, H*hd]  */
+    CONFORM_TAP_K = 2,       /* attn_in @ wk                      [T, KV*hd] */
+    CONFORM_TAP_V = 3,       /* attn_in @ wv                      [T, KV*hd] */
+    CONFORM_TAP_Q_ROT = 4,   /* rope(qk_norm?(q))                 [T, H*hd]  */
+    CONFORM_TAP_K_ROT = 5,   /* rope(qk_norm?(k))                 [T, KV*hd] */
+    CONFORM_TAP_ATTN = 6,    /* attention(q_rot, k_rot, v)        [T, H*hd]  */
+    CONFORM_TAP_H = 7,       /* x + attn @ wo                     [T, D]     */
+    CONFORM_TAP_FFN_IN = 8,  /* rmsnorm(h, ffn_norm)              [T, D]     */
+    CONFORM_TAP_FFN_OUT = 9, /* swiglu(ffn_in, w1, w3, w2)        [T, D]     */
+    CONFORM_TAP_OUT = 10,    /* h + ffn_out                       [T, D]     */
+    CONFORM_TAP_COUNT = 11
+};
+
+/* Status codes. Anything other than CONFORM_OK fails the case, with the code's
+ * name and the message in the report. */
+enum {
+    CONFORM_OK = 0,
+    CONFORM_ERR_UNSUPPORTED = 1,      /* this config or dtype is not implemented */
+    CONFORM_ERR_INVALID_ARGUMENT = 2, /* a shape, stride or dtype it did not expect */
+    CONFORM_ERR_INTERNAL = 3          /* anything else: allocation, device, ... */
+};
+
+/* ---- what a call receives -------------------------------------------------- */
+
+typedef struct conform_tensor {
+    void* data;      /* inputs: read-only; outputs: write every element */
+    uint32_t dtype;  /* CONFORM_DTYPE_* */
+    int32_t ndim;    /* 1 or 2 in ABI 1 */
+    int64_t shape[CONFORM_PLUGIN_MAX_DIMS];
+    int64_t strides[CONFORM_PLUGIN_MAX_DIMS]; /* in elements, not bytes */
+} conform_tensor;
+
+/* The block's configuration and every op's parameters in one struct. Each op
+ * reads only the fields listed for it; the others are 0.
+ *   rmsnorm:   norm_eps                         (y = x * rsqrt(mean(x^2) + eps) * w)
+ *   rope:      head_dim, n_heads, rope_layout, rope_theta
+ *              (inv_freq[i] = theta^(-2i/head_dim), angle = pos * inv_freq[i])
+ *   qk_norm:   head_dim, n_heads, norm_eps      (rmsnorm over each head's slice)
+ *   attention: n_heads, n_kv_heads, head_dim    (causal by position, scale 1/sqrt(hd);
+ *              query head h reads kv head h / (n_heads / n_kv_heads))
+ *   swiglu:    d_model, ffn_dim                 ((silu(x@w1) * (x@w3)) @ w2)
+ *   block, decode: all of them. */
+typedef struct conform_config {
+    uint32_t struct_size; /* sizeof(conform_config) as conform built it */
+    uint32_t dtype;       /* CONFORM_DTYPE_* every float tensor of the call has */
+    int64_t d_model;
+    int64_t n_heads;
+    int64_t n_kv_heads;
+    int64_t head_dim;
+    int64_t ffn_dim;
+    uint32_t rope_layout; /* CONFORM_ROPE_* */
+    uint32_t qk_norm;     /* 1: Qwen3 per-head RMSNorm on q and k before RoPE */
+    double rope_theta;
+    double norm_eps;
+} conform_config;
+
+/* The block's weights, stored [in, out]; q_norm / k_norm have data != NULL
+ * iff config->qk_norm. */
+typedef struct conform_block_weights {
+    uint32_t struct_size;
+    uint32_t reserved;
+    conform_tensor attn_norm; /* [D] */
+    conform_tensor wq;        /* [D, H*hd] */
+    conform_tensor wk;        /* [D, KV*hd] */
+    conform_tensor wv;        /* [D, KV*hd] */
+    conform_tensor wo;        /* [H*hd, D] */
+    conform_tensor ffn_norm;  /* [D] */
+    conform_tensor w1;        /* [D, F] gate */
+    conform_tensor w3;        /* [D, F] up */
+    conform_tensor w2;        /* [F, D] down */
+    conform_tensor q_norm;    /* [hd] */
+    conform_tensor k_norm;    /* [hd] */
+} conform_block_weights;
+
+/* ---- the table a plugin exports -------------------------------------------- */
+
+typedef struct conform_plugin {
+    uint32_t abi_version; /* CONFORM_PLUGIN_ABI_VERSION */
+    uint32_t struct_size; /* sizeof(conform_plugin) */
+    const char* name;     /* implementation name for --impl: [A-Za-z0-9_.-]+ */
+    const char* description;
+    uint32_t dtypes;      /* CONFORM_DTYPE_BIT(...) of each dtype it runs in */
+    uint32_t reserved;
+
+    /* Optional (NULL: every config of an implemented op is supported).
+     * CONFORM_OK to accept a config; CONFORM_ERR_UNSUPPORTED with a reason in
+     * msg to have conform skip it rather than fail it. */
+    int32_t (*supports)(uint32_t op, const conform_config* cfg, char* msg, size_t msg_cap);
+
+    /* out[T, D] = x * rsqrt(mean(x^2, -1) + eps) * weight       x[T, D], weight[D] */
+    int32_t (*rmsnorm)(const conform_config* cfg, const conform_tensor* x, const conform_tensor* weight,
+                       const conform_tensor* out, char* msg, size_t msg_cap);
+
+    /* out[T, n*hd] = x with each head rotated by its row's position   x[T, n*hd], positions[T] */
+    int32_t (*rope)(const conform_config* cfg, const conform_tensor* x, const conform_tensor* positions,
+                    const conform_tensor* out, char* msg, size_t msg_cap);
+
+    /* out[T, n*hd] = rmsnorm of each head's hd slice with weight[hd] */
+    int32_t (*qk_norm)(const conform_config* cfg, const conform_tensor* x, const conform_tensor* weight,
+                       const conform_tensor* out, char* msg, size_t msg_cap);
+
+    /* out[T, H*hd] = softmax(q k^T / sqrt(hd), keys with k_pos <= q_pos) v
+     * q[T, H*hd], k/v[S, KV*hd], q_positions[T], k_positions[S]; a query that
+     * sees no key gets zeros. */
+    int32_t (*attention)(const conform_config* cfg, const conform_tensor* q, const conform_tensor* k,
+                         const conform_tensor* v, const conform_tensor* q_positions,
+                         const conform_tensor* k_positions, const conform_tensor* out, char* msg, size_t msg_cap);
+
+    /* out[T, D] = (silu(x @ w1) * (x @ w3)) @ w2    x[T, D], w1/w3[D, F], w2[F, D] */
+    int32_t (*swiglu)(const conform_config* cfg, const conform_tensor* x, const conform_tensor* w1,
+                      const conform_tensor* w3, const conform_tensor* w2, const conform_tensor* out, char* msg,
+                      size_t msg_cap);
+
+    /* One forward over T tokens. taps[CONFORM_TAP_COUNT]: taps[CONFORM_TAP_OUT]
+     * is always there; another tap is requested iff its data != NULL, and an
+     * unrequested one must not be written. Set *taps_written to the bits
+     * (1u << CONFORM_TAP_*) of the taps written; those are compared too. */
+    int32_t (*block)(const conform_config* cfg, const conform_tensor* x, const conform_block_weights* w,
+                     const conform_tensor* positions, const conform_tensor* taps, uint32_t* taps_written, char* msg,
+                     size_t msg_cap);
+
+    /* The first `prefill` tokens in one forward, then the rest one at a time
+     * through a KV cache; out[T, D] must equal block's out over all T. */
+    int32_t (*decode)(const conform_config* cfg, const conform_tensor* x, const conform_block_weights* w,
+                      const conform_tensor* positions, int64_t prefill, const conform_tensor* out, char* msg,
+                      size_t msg_cap);
+} conform_plugin;
+
+/* The one symbol a plugin exports. */
+#define CONFORM_PLUGIN_ENTRY_SYMBOL "conform_plugin_get"
+typedef const conform_plugin* (*conform_plugin_get_fn)(void);
+CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CONFORM_PLUGIN_H */

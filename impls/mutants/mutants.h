@@ -1,0 +1,59 @@
+// impls/mutants — the scalar implementation with exactly one bug each.
+//
+// Each mutant derives from scalar::ScalarImpl and overrides the one stage its
+// bug lives in (impls/scalar/scalar.h: the op entry points, and the block's
+// norm_qk / rotate_qk / cache_write / attention_residual / decode_position).
+// They exist to measure the harness: `conform mutants` must kill every one of
+// them and name its id in the diagnosis. They are never in the default gate;
+// registry.cpp lists them, with the ops each bug reaches.
+//
+// One file per family: rope.cpp, attention.cpp, norm.cpp, block.cpp.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "scalar/scalar.h"
+
+namespace conform::mutants {
+
+// rope.cpp
+std::unique_ptr<Implementation> rope_layout_swapped(const ImplOptions& o);
+std::unique_ptr<Implementation> rope_theta_default(const ImplOptions& o);
+std::unique_ptr<Implementation> rope_angle_low_precision(const ImplOptions& o);
+std::unique_ptr<Implementation> rope_applied_twice(const ImplOptions& o);
+std::unique_ptr<Implementation> v_rotated(const ImplOptions& o);
+
+// attention.cpp
+std::unique_ptr<Implementation> gqa_head_mapping_tiled(const ImplOptions& o);
+std::unique_ptr<Implementation> causal_mask_missing(const ImplOptions& o);
+std::unique_ptr<Implementation> causal_mask_off_by_one(const ImplOptions& o);
+std::unique_ptr<Implementation> attention_scale_wrong(const ImplOptions& o);
+std::unique_ptr<Implementation> softmax_no_max_subtraction(const ImplOptions& o);
+std::unique_ptr<Implementation> masked_row_nan(const ImplOptions& o);
+
+// norm.cpp
+std::unique_ptr<Implementation> qk_norm_missing(const ImplOptions& o);
+std::unique_ptr<Implementation> qk_norm_after_rope(const ImplOptions& o);
+std::unique_ptr<Implementation> qk_norm_always_on(const ImplOptions& o);
+std::unique_ptr<Implementation> rmsnorm_eps_outside_sqrt(const ImplOptions& o);
+std::unique_ptr<Implementation> rmsnorm_mean_not_squared(const ImplOptions& o);
+
+// block.cpp
+std::unique_ptr<Implementation> rope_position_off_by_one(const ImplOptions& o);
+std::unique_ptr<Implementation> decode_cache_unrotated_k(const ImplOptions& o);
+std::unique_ptr<Implementation> swiglu_gate_on_up(const ImplOptions& o);
+std::unique_ptr<Implementation> residual_missing(const ImplOptions& o);
+
+namespace detail {
+
+// Like make_scalar: float32 only, named by its id.
+template <typename Mutant>
+std::unique_ptr<Implementation> make(const char* id, const ImplOptions& o) {
+    if (o.dtype != DType::f32)
+        throw ImplError(std::string(id) + " runs float32 only, asked for " + to_string(o.dtype));
+    return std::make_unique<Mutant>(id);
+}
+
+}  // namespace detail
+}  // namespace conform::mutants

@@ -1,0 +1,86 @@
+// RoPE mutants (semantics.md, bug classes 1, 4, 8, 9).
+#include <cstring>
+
+#include "mutants/mutants.h"
+
+namespace conform::mutants {
+namespace {
+
+using scalar::ScalarImpl;
+
+// Class 1 (TinyLlama #24, llama.cpp #13260): NeoX checkpoint rotated as
+// interleaved pairs, or the other way round.
+struct RopeLayoutSwapped : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void rope(View x, Positions pos, const RopeParams& p, MutView out) override {
+        RopeParams swapped = p;
+        swapped.layout = p.layout == RopeLayout::neox ? RopeLayout::interleaved : RopeLayout::neox;
+        ScalarImpl::rope(x, pos, swapped, out);
+    }
+};
+
+// Class 4 (airllm #369, vLLM #9490): rope_theta not propagated, the default base used.
+struct RopeThetaDefault : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void rope(View x, Positions pos, const RopeParams& p, MutView out) override {
+        RopeParams fallback = p;
+        fallback.theta = 10000.0;
+        ScalarImpl::rope(x, pos, fallback, out);
+    }
+};
+
+// Class 9 (candle #3520, sglang-jax #1472): pos * inv_freq held in bf16.
+// Rounded via float, as a float -> bf16 cast does (round to nearest even).
+double angle_in_bf16(int64_t pos, double inv_freq) {
+    const float f = static_cast<float>(scalar::rope_angle(pos, inv_freq));
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    float r;
+    std::memcpy(&r, &u, 4);
+    return r;
+}
+struct RopeAngleLowPrecision : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void rope(View x, Positions pos, const RopeParams& p, MutView out) override {
+        scalar::rope(x, pos, p, out, angle_in_bf16);
+    }
+};
+
+// Class 8 (TensorRT-LLM #4040): q and k rotated by the model and again by the
+// attention kernel.
+struct RopeAppliedTwice : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void rotate_qk(View q, View k, Positions pos, const BlockWeights& w, const BlockConfig& c, MutView q_rot,
+                   MutView k_rot) override {
+        ScalarImpl::rotate_qk(q, k, pos, w, c, q_rot, k_rot);
+        ScalarImpl::rotate_qk(q_rot, k_rot, pos, w, c, q_rot, k_rot);
+    }
+};
+
+// V rotated like K (semantics.md, "others worth a mutant"): the cache holds rope(v).
+struct VRotated : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void cache_write(const NewKv& in, const BlockConfig& c, MutView k_rows, MutView v_rows) override {
+        ScalarImpl::cache_write(in, c, k_rows, v_rows);
+        rope(in.v, in.pos, rope_params(c), v_rows);
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Implementation> rope_layout_swapped(const ImplOptions& o) {
+    return detail::make<RopeLayoutSwapped>("rope_layout_swapped", o);
+}
+std::unique_ptr<Implementation> rope_theta_default(const ImplOptions& o) {
+    return detail::make<RopeThetaDefault>("rope_theta_default", o);
+}
+std::unique_ptr<Implementation> rope_angle_low_precision(const ImplOptions& o) {
+    return detail::make<RopeAngleLowPrecision>("rope_angle_low_precision", o);
+}
+std::unique_ptr<Implementation> rope_applied_twice(const ImplOptions& o) {
+    return detail::make<RopeAppliedTwice>("rope_applied_twice", o);
+}
+std::unique_ptr<Implementation> v_rotated(const ImplOptions& o) { return detail::make<VRotated>("v_rotated", o); }
+
+}  // namespace conform::mutants

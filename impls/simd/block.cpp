@@ -1,0 +1,132 @@
+// block — the engine's forward (engine.h): the recipe, with every step a
+// kernel over the thread pool.
+#include <algorithm>
+#include <stdexcept>
+
+#include "simd/engine.h"
+#include "simd/ops.h"
+
+namespace conform::simd {
+
+namespace {
+
+// Splits row kernels over the pool.
+template <class F>
+void rows(ThreadPool& pool, size_t n, const F& f) {
+    pool.RunRanges(n, [&](size_t r0, size_t r1, int) { f(r0, r1); });
+}
+
+}  // namespace
+
+std::vector<float> stored_vector(View w, Elem e) {
+    std::vector<float> out(static_cast<size_t>(w.size()));
+    for (size_t i = 0; i < out.size(); ++i) out[i] = e == Elem::bf16 ? to_f32(to_bf16(w.data[i])) : w.data[i];
+    return out;
+}
+
+EngineWeights prepare_weights(ThreadPool& pool, const BlockWeights& w, const BlockConfig& c, Elem e) {
+    EngineWeights ew;
+    ew.config = c;
+    ew.elem = e;
+    ew.attn_norm = stored_vector(w.attn_norm, e);
+    ew.ffn_norm = stored_vector(w.ffn_norm, e);
+    if (c.qk_norm) {
+        ew.q_norm = stored_vector(w.q_norm, e);
+        ew.k_norm = stored_vector(w.k_norm, e);
+    }
+    ew.wqkv = pack_columns(pool, e, {w.wq, w.wk, w.wv});
+    ew.wo = pack_columns(pool, e, {w.wo});
+    ew.w13 = pack_gate_up(pool, e, w.w1, w.w3);
+    ew.w2 = pack_columns(pool, e, {w.w2});
+    return ew;
+}
+
+void KvCache::reset(Elem e, size_t capacity, size_t kv_width) {
+    k.resize(e, capacity, kv_width);
+    v.resize(e, capacity, kv_width);
+    pos.assign(capacity, 0);
+    len = 0;
+}
+
+void forward(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t* pos, size_t n, KvCache& cache,
+             RunState& s) {
+    const BlockConfig& c = w.config;
+    const size_t D = static_cast<size_t>(c.d_model), F = static_cast<size_t>(c.ffn_dim);
+    const size_t H = static_cast<size_t>(c.n_heads), KV = static_cast<size_t>(c.n_kv_heads);
+    const size_t hd = static_cast<size_t>(c.head_dim), Q = H * hd, KVW = KV * hd;
+    const Elem e = w.elem;
+    const float eps = static_cast<float>(c.norm_eps);
+    ThreadPool& pool = ctx.pool;
+    const Target t = ctx.target;
+    if (cache.len + n > cache.k.rows()) throw std::logic_error("simd: KV cache overflow");
+
+    s.attn_in.resize(e, n, D);
+    s.qkv.resize(e, n, Q + 2 * KVW);
+    s.q_rot.resize(e, n, Q);
+    s.attn.resize(e, n, Q);
+    s.attn_wo.resize(e, n, D);
+    s.h.resize(Elem::f32, n, D);
+    s.ffn_in.resize(e, n, D);
+    s.gated.resize(e, n, F);
+    s.ffn_out.resize(e, n, D);
+    s.out.resize(Elem::f32, n, D);
+
+    // ---- attention ----
+
+    // attn_in = self.input_layernorm(x)
+    rows(pool, n, [&](size_t r0, size_t r1) {
+        kern::rmsnorm_rows(t, x, w.attn_norm.data(), D, eps, s.attn_in.m(), r0, r1);
+    });
+
+    // qkv = attn_in @ [wq | wk | wv]
+    matmul(pool, t, s.attn_in.c(), n, w.wqkv, {Epilogue::store, s.qkv.m(), {}, {}}, s.gemm);
+
+    // q_rot = rope(q_norm(q)); cache_k[len:] = rope(k_norm(k)); cache_v[len:] = v
+    kern::QkvRope qr;
+    qr.qkv = s.qkv.c();
+    qr.H = H;
+    qr.KV = KV;
+    qr.table = ctx.rope.rows(pos, n, hd, c.rope_layout, c.rope_theta);
+    qr.q_norm = c.qk_norm ? w.q_norm.data() : nullptr;
+    qr.k_norm = c.qk_norm ? w.k_norm.data() : nullptr;
+    qr.eps = eps;
+    qr.q_rot = s.q_rot.m();
+    qr.k_rot = cache.k.m_at(cache.len);
+    qr.v = cache.v.m_at(cache.len);
+    rows(pool, n, [&](size_t r0, size_t r1) { kern::qkv_rope_rows(t, qr, r0, r1); });
+    std::copy(pos, pos + n, cache.pos.begin() + static_cast<std::ptrdiff_t>(cache.len));
+    cache.len += n;
+
+    // attn = softmax(q_rot @ cache_k.T / sqrt(hd) + causal(pos)) @ cache_v
+    Attn a;
+    a.q = s.q_rot.c();
+    a.k = cache.k.c();
+    a.v = cache.v.c();
+    a.q_pos = pos;
+    a.k_pos = cache.pos.data();
+    a.T = n;
+    a.S = cache.len;
+    a.H = H;
+    a.KV = KV;
+    a.hd = hd;
+    a.out = s.attn.m();
+    attention(pool, t, a);
+
+    // attn_wo = self.o_proj(attn)
+    matmul(pool, t, s.attn.c(), n, w.wo, {Epilogue::store, s.attn_wo.m(), {}, {}}, s.gemm);
+
+    // h = x + attn_wo; ffn_in = self.post_attention_layernorm(h)
+    rows(pool, n, [&](size_t r0, size_t r1) {
+        kern::add_rmsnorm_rows(t, x, s.attn_wo.c(), s.h.m(), w.ffn_norm.data(), D, eps, s.ffn_in.m(), r0, r1);
+    });
+
+    // ---- feed-forward ----
+
+    // gated = F.silu(self.w1(ffn_in)) * self.w3(ffn_in)
+    matmul(pool, t, s.ffn_in.c(), n, w.w13, {Epilogue::swiglu, s.gated.m(), {}, {}}, s.gemm);
+
+    // out = h + self.w2(gated)   (ffn_out, the product alone, kept for the tap)
+    matmul(pool, t, s.gated.c(), n, w.w2, {Epilogue::residual, s.out.m(), s.h.c(), s.ffn_out.m()}, s.gemm);
+}
+
+}  // namespace conform::simd

@@ -1,0 +1,73 @@
+// impls/simd/engine.h — one decoder block as an inference engine runs it:
+// weights packed (and converted to bf16) once, activations in preallocated
+// buffers, a KV cache that persists between decode steps.
+//
+//   attn_in      = rmsnorm(x)                         rows over the pool
+//   qkv          = attn_in @ [wq | wk | wv]           one packed product
+//   q_rot, cache = rope(qk_norm?(q)), rope(qk_norm?(k)), v   one fused pass per row
+//   attn         = attention(q_rot, cache)            GQA by index, online softmax
+//   attn_wo      = attn @ wo
+//   h, ffn_in    = x + attn_wo, rmsnorm(h)            one fused pass per row
+//   gated        = silu(ffn_in @ w1) * (ffn_in @ w3)  one product over packed gate/up panels
+//   out          = h + gated @ w2                     residual in the product's epilogue
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "conform/config.h"
+#include "conform/impl.h"
+#include "simd/buffer.h"
+#include "simd/pack.h"
+#include "simd/rope_table.h"
+#include "simd/thread_pool.h"
+
+namespace conform::simd {
+
+struct EngineWeights {
+    BlockConfig config;
+    Elem elem = Elem::f32;
+    // Norm weights as f32 (in bf16 mode holding bf16 values): vectors, read once per row.
+    std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
+    PackedWeight wqkv, wo, w13, w2;
+
+    size_t matrix_bytes() const { return wqkv.bytes() + wo.bytes() + w13.bytes() + w2.bytes(); }
+};
+
+// A norm weight as stored: f32, holding bf16 values in bf16 mode.
+std::vector<float> stored_vector(View w, Elem e);
+
+EngineWeights prepare_weights(ThreadPool& pool, const BlockWeights& w, const BlockConfig& c, Elem e);
+
+struct KvCache {
+    Buffer k, v;               // [capacity][KV hd]: k after RoPE, v as projected
+    std::vector<int64_t> pos;  // [capacity]
+    size_t len = 0;            // rows filled
+
+    void reset(Elem e, size_t capacity, size_t kv_width);
+};
+
+// Every activation of one forward, sized for the largest forward so far. In
+// bf16 mode all are bf16 but the residual stream (h, out), which stays f32 as
+// in mixed-precision engines: it is what every layer adds to, and rounding it
+// to 8 bits at each layer would compound; bf16 rounding of out would also be
+// a second rounding on top of attn_wo's and ffn_out's.
+struct RunState {
+    Buffer attn_in, qkv, q_rot, attn, attn_wo, h, ffn_in, gated, ffn_out, out;
+    GemmScratch gemm;
+};
+
+struct EngineContext {
+    ThreadPool& pool;
+    Target target;
+    RopeTable& rope;
+};
+
+// One forward over the n rows of x (stored as w.elem) at positions pos:
+// appends their k and v to the cache, attends over everything cached, and
+// leaves every activation in the first n rows of s.
+void forward(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t* pos, size_t n, KvCache& cache,
+             RunState& s);
+
+}  // namespace conform::simd

@@ -1,0 +1,35 @@
+// impls/simd/ops.h — the ops on storage-typed rows, split over the pool.
+// The Implementation (simd_impl.cpp) stages the contract's float32 views into
+// these; the block (block.cpp) and `conform bench` call them directly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "conform/config.h"
+#include "simd/kernels.h"
+#include "simd/pack.h"
+#include "simd/rope_table.h"
+#include "simd/thread_pool.h"
+
+namespace conform::simd {
+
+// rmsnorm.cpp
+void rmsnorm(ThreadPool& pool, Target t, CRows x, size_t T, size_t D, const float* w, float eps, MRows out);
+
+// rope.cpp: x[T, n * hd]
+void rope(ThreadPool& pool, Target t, RopeTable& table, CRows x, size_t T, size_t n_heads, const int64_t* pos,
+          const RopeParams& p, MRows out);
+
+// qk_norm.cpp: x[T, n * hd]
+void qk_norm(ThreadPool& pool, Target t, CRows x, size_t T, size_t n_heads, size_t hd, const float* w, float eps,
+             MRows out);
+
+// attention.cpp
+void attention(ThreadPool& pool, Target t, const Attn& job);
+
+// swiglu.cpp: out[T, D] = (silu(x @ w1) * (x @ w3)) @ w2, w13 from pack_gate_up
+void swiglu(ThreadPool& pool, Target t, CRows x, size_t T, const PackedWeight& w13, const PackedWeight& w2,
+            MRows out, Buffer& gated, GemmScratch& scratch);
+
+}  // namespace conform::simd

@@ -1,0 +1,472 @@
+// simd_impl — the ops and the engine behind the Implementation interface, and
+// the prepared ops `conform bench` times.
+//
+// The contract speaks float32. In bf16 mode every input is stored as bf16 on
+// entry (exact: the harness rounded it already) and every output widened on
+// exit, so the kernels that run are the ones an engine would run.
+#include <algorithm>
+#include <stdexcept>
+
+#include "scalar/scalar.h"  // the contract's shape checks (scalar::detail), shared by both implementations
+#include "simd/engine.h"
+#include "simd/ops.h"
+#include "simd/simd.h"
+
+namespace conform::simd {
+
+namespace {
+
+namespace chk = scalar::detail;
+
+Elem elem_of(DType d) {
+    switch (d) {
+        case DType::f32: return Elem::f32;
+        case DType::bf16: return Elem::bf16;
+        case DType::f16: break;
+    }
+    throw ImplError(std::string("simd stores f32 or bf16, asked for ") + to_string(d));
+}
+
+size_t rows_of(View v) { return static_cast<size_t>(v.rows); }
+size_t cols_of(View v) { return static_cast<size_t>(v.cols); }
+
+// A float32 input in the implementation's storage: the caller's memory when
+// f32, a converted copy when bf16.
+class In {
+   public:
+    In(View v, Elem e) {
+        if (e == Elem::f32) {
+            rows_ = {v.data, cols_of(v), Elem::f32};
+        } else {
+            buf_.resize(e, rows_of(v), cols_of(v));
+            store(v, buf_.m());
+            rows_ = buf_.c();
+        }
+    }
+    CRows rows() const { return rows_; }
+
+   private:
+    Buffer buf_;
+    CRows rows_;
+};
+
+// A float32 output: written in place when f32, through a bf16 buffer otherwise.
+class Out {
+   public:
+    Out(MutView v, Elem e) : dst_(v) {
+        if (e == Elem::f32) {
+            rows_ = {v.data, cols_of(v), Elem::f32};
+        } else {
+            buf_.resize(e, rows_of(v), cols_of(v));
+            rows_ = buf_.m();
+        }
+    }
+    MRows rows() const { return rows_; }
+    void finish() {
+        if (rows_.elem != Elem::f32) load(buf_.c(), 0, dst_);
+    }
+
+   private:
+    MutView dst_;
+    Buffer buf_;
+    MRows rows_;
+};
+
+void check_block(const char* op, View x, Positions pos, const BlockWeights& w, const BlockConfig& c) {
+    chk::expect(c.d_model > 0 && c.n_heads > 0 && c.n_kv_heads > 0 && c.head_dim > 0 && c.ffn_dim > 0, op,
+                "d_model, n_heads, n_kv_heads, head_dim and ffn_dim must be positive");
+    chk::expect(c.n_heads % c.n_kv_heads == 0, op,
+                "n_heads = " + std::to_string(c.n_heads) + " must be a multiple of n_kv_heads = " +
+                    std::to_string(c.n_kv_heads));
+    chk::expect(c.head_dim % 2 == 0, op, "head_dim must be even for RoPE, found " + std::to_string(c.head_dim));
+    chk::expect(c.head_dim <= static_cast<int64_t>(kMaxHeadDim), op,
+                "head_dim " + std::to_string(c.head_dim) + " is over " + std::to_string(kMaxHeadDim));
+    const int64_t D = c.d_model, F = c.ffn_dim, Q = c.q_width(), KVW = c.kv_width();
+    chk::expect_shape(op, "x", x, x.rows, D);
+    chk::expect(x.rows > 0, op, "x has no rows");
+    chk::expect_positions(op, "pos", pos, x.rows);
+    chk::expect_shape(op, "attn_norm", w.attn_norm, 1, D);
+    chk::expect_shape(op, "wq", w.wq, D, Q);
+    chk::expect_shape(op, "wk", w.wk, D, KVW);
+    chk::expect_shape(op, "wv", w.wv, D, KVW);
+    chk::expect_shape(op, "wo", w.wo, Q, D);
+    chk::expect_shape(op, "ffn_norm", w.ffn_norm, 1, D);
+    chk::expect_shape(op, "w1", w.w1, D, F);
+    chk::expect_shape(op, "w3", w.w3, D, F);
+    chk::expect_shape(op, "w2", w.w2, F, D);
+    if (c.qk_norm) {
+        chk::expect(w.q_norm.data != nullptr && w.k_norm.data != nullptr, op,
+                    "qk_norm is on but q_norm / k_norm were not given");
+        chk::expect_shape(op, "q_norm", w.q_norm, 1, c.head_dim);
+        chk::expect_shape(op, "k_norm", w.k_norm, 1, c.head_dim);
+    }
+}
+
+int64_t tap_cols(Tap t, const BlockConfig& c) {
+    switch (t) {
+        case Tap::q:
+        case Tap::q_rot:
+        case Tap::attn: return c.q_width();
+        case Tap::k:
+        case Tap::v:
+        case Tap::k_rot: return c.kv_width();
+        default: return c.d_model;
+    }
+}
+
+Attn attn_job(CRows q, CRows k, CRows v, Positions q_pos, Positions k_pos, const AttentionParams& p, MRows out) {
+    Attn a;
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.q_pos = q_pos.data;
+    a.k_pos = k_pos.data;
+    a.T = static_cast<size_t>(q_pos.n);
+    a.S = static_cast<size_t>(k_pos.n);
+    a.H = static_cast<size_t>(p.n_heads);
+    a.KV = static_cast<size_t>(p.n_kv_heads);
+    a.hd = static_cast<size_t>(p.head_dim);
+    a.out = out;
+    return a;
+}
+
+class SimdImpl : public Implementation {
+   public:
+    explicit SimdImpl(const ImplOptions& o)
+        : dtype_(o.dtype), elem_(elem_of(o.dtype)), target_(resolve_target(o.simd_target)), pool_(o.threads) {}
+
+    std::string name() const override { return "simd"; }
+    DType dtype() const override { return dtype_; }
+
+    Support supports(Op op, const BlockConfig& c) const override {
+        const bool needs_rope = op == Op::rope || op == Op::block || op == Op::decode;
+        const bool needs_gqa = op == Op::attention || op == Op::block || op == Op::decode;
+        if (needs_rope && (c.head_dim <= 0 || c.head_dim % 2 != 0))
+            return Support::no("RoPE rotates pairs: head_dim must be positive and even, found " +
+                               std::to_string(c.head_dim));
+        if (needs_gqa && (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0))
+            return Support::no("n_heads = " + std::to_string(c.n_heads) + " must be a multiple of n_kv_heads = " +
+                               std::to_string(c.n_kv_heads));
+        if ((op == Op::block || op == Op::decode) && c.head_dim > static_cast<int64_t>(kMaxHeadDim))
+            return Support::no("the fused QK-norm + RoPE holds a head on the stack: head_dim <= " +
+                               std::to_string(kMaxHeadDim) + ", found " + std::to_string(c.head_dim));
+        return Support::yes();
+    }
+
+    void rmsnorm(View x, View w, const RmsNormParams& p, MutView out) override {
+        const int64_t T = x.rows, D = x.cols;
+        chk::expect(D > 0, "rmsnorm", "x must have at least one column, found " + chk::shape_str(T, D));
+        chk::expect_shape("rmsnorm", "w", w, 1, D);
+        chk::expect_shape("rmsnorm", "out", out, T, D);
+        In xi(x, elem_);
+        Out o(out, elem_);
+        const auto wv = stored_vector(w, elem_);
+        simd::rmsnorm(pool_, target_, xi.rows(), rows_of(x), cols_of(x), wv.data(), static_cast<float>(p.eps),
+                      o.rows());
+        o.finish();
+    }
+
+    void rope(View x, Positions pos, const RopeParams& p, MutView out) override {
+        const int64_t hd = p.head_dim;
+        chk::expect(hd > 0 && hd % 2 == 0, "rope", "head_dim must be positive and even, found " + std::to_string(hd));
+        chk::expect(x.cols % hd == 0, "rope",
+                    "x " + chk::shape_str(x.rows, x.cols) + " must have a multiple of head_dim = " +
+                        std::to_string(hd) + " columns");
+        chk::expect_positions("rope", "pos", pos, x.rows);
+        chk::expect_shape("rope", "out", out, x.rows, x.cols);
+        In xi(x, elem_);
+        Out o(out, elem_);
+        simd::rope(pool_, target_, rope_table_, xi.rows(), rows_of(x), static_cast<size_t>(x.cols / hd), pos.data,
+                   p, o.rows());
+        o.finish();
+    }
+
+    void qk_norm(View x, View w, const QkNormParams& p, MutView out) override {
+        const int64_t hd = p.head_dim;
+        chk::expect(hd > 0, "qk_norm", "head_dim must be positive, found " + std::to_string(hd));
+        chk::expect(x.cols % hd == 0, "qk_norm",
+                    "x " + chk::shape_str(x.rows, x.cols) + " must have a multiple of head_dim = " +
+                        std::to_string(hd) + " columns");
+        chk::expect_shape("qk_norm", "w", w, 1, hd);
+        chk::expect_shape("qk_norm", "out", out, x.rows, x.cols);
+        In xi(x, elem_);
+        Out o(out, elem_);
+        const auto wv = stored_vector(w, elem_);
+        simd::qk_norm(pool_, target_, xi.rows(), rows_of(x), static_cast<size_t>(x.cols / hd),
+                      static_cast<size_t>(hd), wv.data(), static_cast<float>(p.eps), o.rows());
+        o.finish();
+    }
+
+    void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
+                   MutView out) override {
+        const int64_t H = p.n_heads, KV = p.n_kv_heads, hd = p.head_dim;
+        chk::expect(H > 0 && KV > 0 && hd > 0, "attention", "n_heads, n_kv_heads and head_dim must be positive");
+        chk::expect(H % KV == 0, "attention",
+                    "n_heads = " + std::to_string(H) + " must be a multiple of n_kv_heads = " + std::to_string(KV));
+        chk::expect_shape("attention", "q", q, q.rows, H * hd);
+        chk::expect_shape("attention", "k", k, k.rows, KV * hd);
+        chk::expect_shape("attention", "v", v, k.rows, KV * hd);
+        chk::expect_positions("attention", "q_pos", q_pos, q.rows);
+        chk::expect_positions("attention", "k_pos", k_pos, k.rows);
+        chk::expect_shape("attention", "out", out, q.rows, H * hd);
+        In qi(q, elem_), ki(k, elem_), vi(v, elem_);
+        Out o(out, elem_);
+        simd::attention(pool_, target_, attn_job(qi.rows(), ki.rows(), vi.rows(), q_pos, k_pos, p, o.rows()));
+        o.finish();
+    }
+
+    void swiglu(View x, View w1, View w3, View w2, MutView out) override {
+        const int64_t T = x.rows, D = x.cols, F = w1.cols;
+        chk::expect_shape("swiglu", "w1", w1, D, F);
+        chk::expect_shape("swiglu", "w3", w3, D, F);
+        chk::expect_shape("swiglu", "w2", w2, F, D);
+        chk::expect_shape("swiglu", "out", out, T, D);
+        const PackedWeight w13 = pack_gate_up(pool_, elem_, w1, w3);
+        const PackedWeight w2p = pack_columns(pool_, elem_, {w2});
+        In xi(x, elem_);
+        Out o(out, elem_);
+        Buffer gated;
+        GemmScratch scratch;
+        simd::swiglu(pool_, target_, xi.rows(), rows_of(x), w13, w2p, o.rows(), gated, scratch);
+        o.finish();
+    }
+
+    TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) override {
+        check_block("block", x, pos, w, c);
+        chk::expect_shape("block", "out", out[Tap::out], x.rows, c.d_model);
+        const size_t T = rows_of(x), Q = static_cast<size_t>(c.q_width()), KVW = static_cast<size_t>(c.kv_width());
+        for (Tap t : kAllTaps)
+            if (out[t].data) chk::expect_shape("block", to_string(t), out[t], x.rows, tap_cols(t, c));
+        const EngineWeights ew = prepare_weights(pool_, w, c, elem_);
+        KvCache cache;
+        cache.reset(elem_, T, KVW);
+        RunState s;
+        In xi(x, elem_);
+        EngineContext ctx{pool_, target_, rope_table_};
+        forward(ctx, ew, xi.rows(), pos.data, T, cache, s);
+
+        TapSet written;
+        auto put = [&](Tap t, CRows src, size_t col0) {
+            if (!out[t].data) return;
+            load(src, col0, out[t]);
+            written.add(t);
+        };
+        put(Tap::attn_in, s.attn_in.c(), 0);
+        put(Tap::q, s.qkv.c(), 0);
+        put(Tap::k, s.qkv.c(), Q);
+        put(Tap::v, s.qkv.c(), Q + KVW);
+        put(Tap::q_rot, s.q_rot.c(), 0);
+        put(Tap::k_rot, cache.k.c(), 0);  // the cache started empty: its rows are these tokens'
+        put(Tap::attn, s.attn.c(), 0);
+        put(Tap::h, s.h.c(), 0);
+        put(Tap::ffn_in, s.ffn_in.c(), 0);
+        put(Tap::ffn_out, s.ffn_out.c(), 0);
+        put(Tap::out, s.out.c(), 0);
+        return written;
+    }
+
+    void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c,
+                MutView out) override {
+        check_block("decode", x, pos, w, c);
+        chk::expect_shape("decode", "out", out, x.rows, c.d_model);
+        chk::expect(prefill >= 0 && prefill <= x.rows, "decode",
+                    "prefill must be in [0, " + std::to_string(x.rows) + "], found " + std::to_string(prefill));
+        const size_t T = rows_of(x), D = static_cast<size_t>(c.d_model), P = static_cast<size_t>(prefill);
+        const EngineWeights ew = prepare_weights(pool_, w, c, elem_);
+        KvCache cache;
+        cache.reset(elem_, T, static_cast<size_t>(c.kv_width()));
+        RunState s;
+        In xi(x, elem_);
+        EngineContext ctx{pool_, target_, rope_table_};
+        if (P > 0) {
+            forward(ctx, ew, xi.rows(), pos.data, P, cache, s);
+            load(s.out.c(), 0, MutView{out.data, prefill, c.d_model});
+        }
+        for (size_t t = P; t < T; ++t) {
+            forward(ctx, ew, rows_from(xi.rows(), t), pos.data + t, 1, cache, s);
+            load(s.out.c(), 0, MutView{out.data + t * D, 1, c.d_model});
+        }
+    }
+
+   private:
+    DType dtype_;
+    Elem elem_;
+    Target target_;
+    ThreadPool pool_;
+    RopeTable rope_table_;  // kept across calls, as an engine keeps its table
+};
+
+// ---- bench ops -------------------------------------------------------------------
+
+Buffer staged(View v, Elem e) {
+    Buffer b(e, rows_of(v), cols_of(v));
+    store(v, b.m());
+    return b;
+}
+
+std::vector<float> widened(const Buffer& b, size_t rows, size_t cols) {
+    std::vector<float> out(rows * cols);
+    load(b.c(), 0, MutView{out.data(), static_cast<int64_t>(rows), static_cast<int64_t>(cols)});
+    return out;
+}
+
+class BenchBase : public BenchOp {
+   public:
+    explicit BenchBase(const ImplOptions& o)
+        : elem_(elem_of(o.dtype)), target_(resolve_target(o.simd_target)), pool_(o.threads) {}
+    std::string target() const override { return target_name(target_.bit); }
+
+   protected:
+    Elem elem_;
+    Target target_;
+    ThreadPool pool_;
+};
+
+class RmsNormBench : public BenchBase {
+   public:
+    RmsNormBench(const ImplOptions& o, const BenchInputs& in, bool per_head)
+        : BenchBase(o), per_head_(per_head), T_(rows_of(in.x)), D_(cols_of(in.x)) {
+        x_ = staged(in.x, elem_);
+        out_.resize(elem_, T_, D_);
+        w_ = stored_vector(in.weight, elem_);
+        eps_ = static_cast<float>(in.config.norm_eps);
+        hd_ = static_cast<size_t>(in.config.head_dim);
+    }
+    void run() override {
+        if (per_head_)
+            simd::qk_norm(pool_, target_, x_.c(), T_, D_ / hd_, hd_, w_.data(), eps_, out_.m());
+        else
+            simd::rmsnorm(pool_, target_, x_.c(), T_, D_, w_.data(), eps_, out_.m());
+    }
+    std::vector<float> output() const override { return widened(out_, T_, D_); }
+
+   private:
+    bool per_head_;
+    size_t T_, D_, hd_ = 0;
+    float eps_ = 0;
+    Buffer x_, out_;
+    std::vector<float> w_;
+};
+
+class RopeBench : public BenchBase {
+   public:
+    RopeBench(const ImplOptions& o, const BenchInputs& in)
+        : BenchBase(o), T_(rows_of(in.x)), W_(cols_of(in.x)), p_(rope_params(in.config)) {
+        x_ = staged(in.x, elem_);
+        out_.resize(elem_, T_, W_);
+        pos_.assign(in.pos.data, in.pos.data + in.pos.n);
+    }
+    void run() override {
+        simd::rope(pool_, target_, table_, x_.c(), T_, W_ / static_cast<size_t>(p_.head_dim), pos_.data(), p_,
+                   out_.m());
+    }
+    std::vector<float> output() const override { return widened(out_, T_, W_); }
+
+   private:
+    size_t T_, W_;
+    RopeParams p_;
+    Buffer x_, out_;
+    std::vector<int64_t> pos_;
+    RopeTable table_;
+};
+
+class AttentionBench : public BenchBase {
+   public:
+    AttentionBench(const ImplOptions& o, const BenchInputs& in) : BenchBase(o) {
+        q_ = staged(in.q, elem_);
+        k_ = staged(in.k, elem_);
+        v_ = staged(in.v, elem_);
+        out_.resize(elem_, rows_of(in.q), cols_of(in.q));
+        q_pos_.assign(in.q_pos.data, in.q_pos.data + in.q_pos.n);
+        k_pos_.assign(in.k_pos.data, in.k_pos.data + in.k_pos.n);
+        job_ = attn_job(q_.c(), k_.c(), v_.c(), Positions{q_pos_.data(), in.q_pos.n},
+                        Positions{k_pos_.data(), in.k_pos.n}, attention_params(in.config), out_.m());
+    }
+    void run() override { simd::attention(pool_, target_, job_); }
+    std::vector<float> output() const override { return widened(out_, out_.rows(), out_.cols()); }
+
+   private:
+    Buffer q_, k_, v_, out_;
+    std::vector<int64_t> q_pos_, k_pos_;
+    Attn job_;
+};
+
+class SwigluBench : public BenchBase {
+   public:
+    SwigluBench(const ImplOptions& o, const BenchInputs& in) : BenchBase(o), T_(rows_of(in.x)), D_(cols_of(in.x)) {
+        x_ = staged(in.x, elem_);
+        out_.resize(elem_, T_, D_);
+        w13_ = pack_gate_up(pool_, elem_, in.w1, in.w3);
+        w2_ = pack_columns(pool_, elem_, {in.w2});
+    }
+    void run() override { simd::swiglu(pool_, target_, x_.c(), T_, w13_, w2_, out_.m(), gated_, scratch_); }
+    std::vector<float> output() const override { return widened(out_, T_, D_); }
+
+   private:
+    size_t T_, D_;
+    Buffer x_, out_, gated_;
+    PackedWeight w13_, w2_;
+    GemmScratch scratch_;
+};
+
+// block: one forward over T tokens from an empty cache. decode: one token
+// after `context` tokens already in the cache (the cache is rolled back after
+// each run, so every run is the same step).
+class BlockBench : public BenchBase {
+   public:
+    BlockBench(const ImplOptions& o, const BenchInputs& in) : BenchBase(o), c_(in.config) {
+        w_ = prepare_weights(pool_, in.weights, c_, elem_);
+        x_ = staged(in.x, elem_);
+        pos_.assign(in.pos.data, in.pos.data + in.pos.n);
+        const size_t ctx_n = in.context_x.data ? rows_of(in.context_x) : 0;
+        cache_.reset(elem_, ctx_n + rows_of(in.x), static_cast<size_t>(c_.kv_width()));
+        if (ctx_n > 0) {
+            const Buffer cx = staged(in.context_x, elem_);
+            EngineContext ctx{pool_, target_, rope_};
+            forward(ctx, w_, cx.c(), in.context_pos.data, ctx_n, cache_, s_);
+        }
+        context_ = cache_.len;
+    }
+    void run() override {
+        cache_.len = context_;
+        EngineContext ctx{pool_, target_, rope_};
+        forward(ctx, w_, x_.c(), pos_.data(), pos_.size(), cache_, s_);
+    }
+    std::vector<float> output() const override {
+        return widened(s_.out, pos_.size(), static_cast<size_t>(c_.d_model));
+    }
+
+   private:
+    BlockConfig c_;
+    EngineWeights w_;
+    Buffer x_;
+    std::vector<int64_t> pos_;
+    KvCache cache_;
+    size_t context_ = 0;
+    RunState s_;
+    RopeTable rope_;
+};
+
+}  // namespace
+
+std::unique_ptr<Implementation> make_simd(const ImplOptions& options) { return std::make_unique<SimdImpl>(options); }
+
+std::string simd_details() {
+    return describe_targets() + "; storage f32 or bf16 (--dtype), " +
+           std::to_string(std::max(1u, std::thread::hardware_concurrency())) + " threads by default";
+}
+
+std::unique_ptr<BenchOp> make_bench_op(const ImplOptions& o, const BenchInputs& in) {
+    switch (in.op) {
+        case Op::rmsnorm: return std::make_unique<RmsNormBench>(o, in, false);
+        case Op::qk_norm: return std::make_unique<RmsNormBench>(o, in, true);
+        case Op::rope: return std::make_unique<RopeBench>(o, in);
+        case Op::attention: return std::make_unique<AttentionBench>(o, in);
+        case Op::swiglu: return std::make_unique<SwigluBench>(o, in);
+        case Op::block:
+        case Op::decode: return std::make_unique<BlockBench>(o, in);
+    }
+    throw ImplError("simd bench: unknown op");
+}
+
+}  // namespace conform::simd

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Regenerates fixtures/*.h5 — the regression set `conform` runs by default —
+# from the LibTorch reference in float64 (`conform generate`).
+#
+# Real head_dim, theta, eps, layout and qk_norm of each preset; d_model and
+# ffn_dim scaled down and head counts reduced (keeping MHA / GQA / MQA) so the
+# whole set stays well under 5 MB. Covers every op, both RoPE layouts, theta
+# 1e4 / 5e5 / 1e6 at positions past 8192, QK-norm on and off, MHA, GQA, MQA,
+# and decode with and without a prefill.
+#
+#   scripts/make-fixtures.sh            (uses build/conform; CONFORM=path overrides)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CONFORM=${CONFORM:-build/conform}
+out=fixtures
+mkdir -p "$out"
+gen() {  # gen NAME ARGS...: one file
+  local name=$1; shift
+  "$CONFORM" generate --force --seed 1 --out "$out/$name.h5" "$@"
+}
+
+# rmsnorm at the real d_model: Llama's eps and Qwen3's, with outlier channels.
+gen rmsnorm-llama3-8b          --op rmsnorm --preset llama3-8b --tokens 3 --outliers 2
+gen rmsnorm-qwen3-8b           --op rmsnorm --preset qwen3-8b --tokens 3
+
+# rope: head_dim 128 / 64 / 96, both layouts, theta 1e4, 5e5, 1e6, past 8192.
+gen rope-llama2-7b-interleaved --op rope --preset llama2-7b --rope-layout interleaved --n-heads 2 --tokens 4 --positions 8190
+gen rope-llama3-8b             --op rope --preset llama3-8b --n-heads 2 --tokens 4 --positions 8190
+gen rope-qwen3-8b              --op rope --preset qwen3-8b --n-heads 2 --tokens 4 --positions 131070
+gen rope-mistral-7b-v0.3       --op rope --preset mistral-7b-v0.3 --rope-layout interleaved --n-heads 2 --tokens 3 --positions 32766
+gen rope-tinyllama-1.1b        --op rope --preset tinyllama-1.1b --n-heads 3 --tokens 3 --positions 9000
+gen rope-phi3-mini             --op rope --preset phi3-mini --n-heads 2 --tokens 3 --positions 4095
+
+# qk_norm: Qwen3's head_dim and eps.
+gen qk_norm-qwen3-8b           --op qk_norm --preset qwen3-8b --n-heads 4 --tokens 3
+
+# attention: MHA, GQA, MQA; the queries are the last keys, past position 8192.
+gen attention-llama2-7b-mha    --op attention --preset llama2-7b --n-heads 2 --n-kv-heads 2 --tokens 3 --keys 7 --positions 8188
+gen attention-llama3-8b-gqa    --op attention --preset llama3-8b --n-heads 8 --n-kv-heads 2 --tokens 3 --keys 9 --positions 8190
+gen attention-tinyllama-mqa    --op attention --preset tinyllama-1.1b --n-heads 4 --n-kv-heads 1 --tokens 2 --keys 11 --positions 9000
+
+# swiglu: TinyLlama's FFN ratio.
+gen swiglu-tinyllama-1.1b      --op swiglu --preset tinyllama-1.1b --scale-down 32 --tokens 3
+
+# block (every tap): layouts x theta x qk_norm x head grouping.
+gen block-llama2-7b-interleaved-mha --op block --preset llama2-7b --scale-down 128 --n-heads 2 --n-kv-heads 2 --rope-layout interleaved --tokens 4 --positions 8190
+gen block-llama3-8b-gqa        --op block --preset llama3-8b --scale-down 128 --n-heads 4 --n-kv-heads 2 --tokens 4 --positions 8190
+gen block-qwen3-8b-qknorm      --op block --preset qwen3-8b --scale-down 128 --n-heads 4 --n-kv-heads 2 --tokens 4 --positions 40000
+gen block-mistral-7b-mqa       --op block --preset mistral-7b --scale-down 128 --n-heads 4 --n-kv-heads 1 --tokens 4 --positions 8190
+
+# decode: KV cache after a prefill, and from the first token on.
+gen decode-llama3-8b-gqa       --op decode --preset llama3-8b --scale-down 128 --n-heads 4 --n-kv-heads 2 --tokens 6 --prefill 3 --positions 8190
+gen decode-llama2-7b-interleaved --op decode --preset llama2-7b --scale-down 128 --n-heads 2 --n-kv-heads 2 --rope-layout interleaved --tokens 5 --prefill 0 --positions 9000
+gen decode-qwen3-0.6b-qknorm   --op decode --preset qwen3-0.6b --scale-down 32 --n-heads 4 --n-kv-heads 2 --tokens 5 --prefill 2 --positions 32760
+
+du -ch "$out"/*.h5 | tail -1

@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# Fixtures through the command, end to end:
+#   * a file written by scripts/h5py_example.py (h5py + numpy only) passes;
+#   * expected values computed with the other RoPE layout fail for `reference`
+#     and for `scalar`, with a replay line that reproduces just that case;
+#   * `conform generate`: presets, every op, --force, its files pass;
+#   * every bad input gets exit code 2 and a message naming file, case, field;
+#   * --save-failures writes shrunk failures that replay;
+#   * the repo's fixtures/ runs by default.
+set -uo pipefail
+: "${CONFORM:?path to the conform binary}"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# Debian's python3-h5py lives in /usr/bin/python3, which a pyenv or venv
+# python3 earlier on PATH may shadow.
+PY=""
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c "import h5py, numpy" 2>/dev/null; then PY=$p; break; fi
+done
+[ -n "$PY" ] || fail "no python3 with h5py and numpy (scripts/setup.sh installs python3-h5py python3-numpy)"
+
+# expect CODE -- ARGS...: runs conform, checks the exit code; output in $tmp/out.
+expect() {
+  local code=$1; shift 2
+  "$CONFORM" "$@" --out "$tmp/report" >"$tmp/out" 2>&1
+  local rc=$?
+  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected $code"; }
+}
+# expect_gen CODE -- ARGS...: the same for `conform generate` (whose --out is the file).
+expect_gen() {
+  local code=$1; shift 2
+  "$CONFORM" generate "$@" >"$tmp/out" 2>&1
+  local rc=$?
+  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform generate $* exited $rc, expected $code"; }
+}
+has() { grep -qF -- "$1" "$tmp/out" || { cat "$tmp/out"; fail "no '$1' in the output"; }; }
+lacks() { ! grep -qF -- "$1" "$tmp/out" || { cat "$tmp/out"; fail "unexpected '$1' in the output"; }; }
+h5edit() {  # h5edit FILE PYTHON: runs PYTHON with f = the open file
+  "$PY" - "$1" "$2" <<'PY' || fail "h5edit $1"
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r+") as f:
+    exec(sys.argv[2])
+PY
+}
+
+# ---- h5py's file passes, for every op -------------------------------------------------
+"$PY" "$root/scripts/h5py_example.py" "$tmp/ex.h5" >/dev/null || fail "h5py_example.py"
+expect 0 -- --impl scalar --fixtures "$tmp/ex.h5" --cases 0
+has "fixtures: 8 cases of the selected ops from 1 file in $tmp/ex.h5"
+for op in rmsnorm rope qk_norm attention swiglu block decode; do
+  grep -qE "^$op +reference +[0-9]+ +[0-9]+" "$tmp/out" || { cat "$tmp/out"; fail "no reference row for $op"; }
+  grep -qE "^$op +scalar +[0-9]+ +[0-9]+" "$tmp/out" || { cat "$tmp/out"; fail "no scalar row for $op"; }
+done
+"$PY" - "$tmp/report/conform.json" "$tmp/ex.h5" <<'PY' || fail "report of the h5py fixture"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["pass"] is True
+assert r["fixtures"] == [sys.argv[2]], r["fixtures"]
+assert {c["impl"] for c in r["cases"]} == {"scalar", "reference"}
+assert all(c["origin"] == "fixture" and c["file"] == sys.argv[2] for c in r["cases"])
+assert len(r["cases"]) == 16
+PY
+# The writer refuses to overwrite, as conform's does.
+"$PY" "$root/scripts/h5py_example.py" "$tmp/ex.h5" >/dev/null 2>&1 && fail "h5py_example.py overwrote without --force"
+
+# ---- expected values under the other RoPE layout: reference and scalar both fail -------
+cp "$tmp/ex.h5" "$tmp/swapped.h5"
+h5edit "$tmp/swapped.h5" 'f["rope_neox/config"].attrs["rope_layout"] = "interleaved"; f["block_qwen3_like/config"].attrs["rope_layout"] = "interleaved"'
+expect 1 -- --impl scalar --fixtures "$tmp/swapped.h5" --cases 0
+has "FAIL reference rope [f32]  swapped.h5:/rope_neox"
+has "FAIL scalar rope [f32]  swapped.h5:/rope_neox"
+has "FAIL reference block [f32]  swapped.h5:/block_qwen3_like"
+has "FAIL scalar block [f32]  swapped.h5:/block_qwen3_like"
+has "fixture:   $tmp/swapped.h5:/rope_neox"
+lacks "swapped.h5:/rope_interleaved"   # its expected values were not touched
+grep -qE "^block +(reference|scalar) .*q_rot +FAIL" "$tmp/out" || { cat "$tmp/out"; fail "block: the first failing tap is not q_rot"; }
+replay=$(grep -m1 "replay:.*--fixture-case 'rope_neox'" "$tmp/out" | sed 's/^ *replay: *//')
+[ -n "$replay" ] || fail "no replay line for rope_neox"
+replay=${replay/build\/conform/$CONFORM}
+eval "$replay --out '$tmp/report'" >"$tmp/out" 2>&1
+[ $? -eq 1 ] || { cat "$tmp/out"; fail "the replay did not fail: $replay"; }
+has "fixtures: 1 case of the selected ops"
+has "FAIL scalar rope [f32]  swapped.h5:/rope_neox"
+
+# The same through `conform generate`: a block generated interleaved, relabelled NeoX.
+expect_gen 0 -- --op block --preset llama3-8b --scale-down 128 --n-heads 4 --n-kv-heads 2 \
+  --rope-layout interleaved --tokens 3 --positions 8190 --out "$tmp/gen-block.h5"
+h5edit "$tmp/gen-block.h5" 'f["case_0/config"].attrs["rope_layout"] = "neox"'
+expect 1 -- --impl scalar --fixtures "$tmp/gen-block.h5" --cases 0
+has "FAIL reference block"
+has "FAIL scalar block"
+
+# ---- conform generate -------------------------------------------------------------------
+expect_gen 0 -- --presets
+for p in llama2-7b llama3-8b qwen3-8b mistral-7b tinyllama-1.1b; do has "$p"; done
+expect_gen 0 -- --op rope --preset qwen3-8b --n-heads 2 --tokens 3 --positions 8190 --cases 2 --out "$tmp/g/rope.h5"
+has "wrote $tmp/g/rope.h5 (2 rope cases, H=2 hd=128 layout=neox theta=1e+06"
+expect_gen 2 -- --op rope --preset qwen3-8b --out "$tmp/g/rope.h5"
+has "exists (use --force to overwrite)"
+expect_gen 0 -- --op rope --preset qwen3-8b --n-heads 2 --tokens 3 --positions 8190 --cases 2 --out "$tmp/g/rope.h5" --force
+expect_gen 0 -- --op rmsnorm --preset llama2-7b --scale-down 16 --out "$tmp/g/rmsnorm.h5"
+expect_gen 0 -- --op qk_norm --preset qwen3-0.6b --n-heads 3 --out "$tmp/g/qk_norm.h5"
+expect_gen 0 -- --op attention --preset tinyllama-1.1b --n-heads 8 --tokens 3 --keys 6 --positions 100 --out "$tmp/g/attention.h5"
+expect_gen 0 -- --op swiglu --d-model 16 --ffn-dim 40 --tokens 3 --out "$tmp/g/swiglu.h5"
+expect_gen 0 -- --op block --preset qwen3-8b --scale-down 128 --n-heads 4 --n-kv-heads 1 --tokens 3 --out "$tmp/g/block.h5"
+expect_gen 0 -- --op decode --preset mistral-7b --scale-down 128 --n-heads 2 --n-kv-heads 1 --tokens 4 --prefill 1 --out "$tmp/g/decode.h5"
+expect 0 -- --impl scalar --fixtures "$tmp/g" --cases 0
+has "fixtures: 8 cases of the selected ops from 7 files in $tmp/g"
+"$PY" - "$tmp/g" <<'PY' || fail "generated files"
+import sys, h5py
+d = sys.argv[1]
+with h5py.File(d + "/block.h5", "r") as f:
+    assert f.attrs["conform_schema"] == b"conform-fixture/1"
+    c = f["case_0"]
+    assert c.attrs["op"] == b"block" and c.attrs["preset"] == b"qwen3-8b"
+    assert set(c["expected"]) == {"attn_in", "q", "k", "v", "q_rot", "k_rot", "attn", "h", "ffn_in", "ffn_out", "out"}
+    assert c["expected/out"].dtype == "float64" and c["inputs/wq"].dtype == "float32"
+    assert c["inputs/q_norm"].shape == (128,) and c["inputs/wq"].shape == (32, 512)
+    assert c["config"].attrs["n_kv_heads"] == 1 and c["config"].attrs["head_dim"] == 128
+with h5py.File(d + "/decode.h5", "r") as f:
+    assert f["case_0"].attrs["prefill"] == 1 and list(f["case_0/expected"]) == ["out"]
+with h5py.File(d + "/rope.h5", "r") as f:
+    print(f["case_1"].attrs["case_id"].decode())
+PY
+# The case_id attribute is a property-case id: the same inputs, without the file.
+id=$("$PY" -c "import h5py,sys; print(h5py.File(sys.argv[1],'r')['case_0'].attrs['case_id'].decode())" "$tmp/g/rope.h5")
+expect 0 -- --impl scalar --case "$id"
+expect_gen 2 -- --op rope --out "$tmp/g/x.h5"
+has "--op rope needs --n-heads"
+expect_gen 2 -- --op rope --preset gpt-9 --out "$tmp/g/x.h5"
+has "unknown preset 'gpt-9'"
+expect_gen 2 -- --op attention --preset llama3-8b --n-kv-heads 3 --out "$tmp/g/x.h5"
+has "config/n_heads: n_heads 32 is not divisible by n_kv_heads 3"
+[ ! -e "$tmp/g/x.h5" ] || fail "a refused generate left a file"
+
+# ---- bad input: exit 2, the file, the case and the field named ---------------------------
+# bad NAME 'PYTHON EDIT' 'EXPECTED MESSAGE': a copy of ex.h5, edited, must be refused.
+bad() {
+  local name=$1 edit=$2 msg=$3 f="$tmp/bad/$1.h5"
+  mkdir -p "$tmp/bad"
+  cp "$tmp/ex.h5" "$f"
+  [ -z "$edit" ] || h5edit "$f" "$edit"
+  expect 2 -- --impl scalar --fixtures "$f" --cases 0
+  has "conform: $f$msg"
+}
+bad no_schema 'del f.attrs["conform_schema"]' ': conform_schema: missing root attribute (expected "conform-fixture/1"'
+bad schema_2 'f.attrs["conform_schema"] = "conform-fixture/2"' ': conform_schema: schema "conform-fixture/2" is major version 2; this conform reads major version 1'
+bad unknown_op 'f["rope_neox"].attrs["op"] = "flash_rope"' ":/rope_neox: op: unknown op 'flash_rope'"
+bad no_op 'del f["swiglu"].attrs["op"]' ':/swiglu: op: missing attribute'
+bad missing_dataset 'del f["rope_neox/inputs/positions"]' ':/rope_neox: inputs/positions: missing dataset (op rope needs it)'
+bad missing_expected 'del f["qk_norm/expected/out"]' ':/qk_norm: expected/out: missing dataset'
+bad missing_config 'del f["rope_neox/config"].attrs["rope_theta"]' ':/rope_neox: config/rope_theta: missing (op rope needs it)'
+bad missing_prefill 'del f["decode_qwen3_like"].attrs["prefill"]' ':/decode_qwen3_like: prefill: missing attribute'
+bad extra_dim 'x = f["rmsnorm/inputs/x"][...]; del f["rmsnorm/inputs/x"]; f["rmsnorm/inputs/x"] = x[None]' \
+  ':/rmsnorm: inputs/x: expected a 2-D dataset [rows, cols], found 3-D [1,5,64]'
+bad vector_2d 'w = f["rmsnorm/inputs/weight"][...]; del f["rmsnorm/inputs/weight"]; f["rmsnorm/inputs/weight"] = w[None]' \
+  ':/rmsnorm: inputs/weight: expected a 1-D dataset [n], found 2-D [1,64]'
+bad not_multiple_of_head_dim 'x = f["rope_neox/inputs/x"][...]; del f["rope_neox/inputs/x"]; f["rope_neox/inputs/x"] = x[:, :190]' \
+  ':/rope_neox: inputs/x: columns 190 are not a multiple of head_dim 64'
+bad heads_not_divisible 'f["attention_gqa/config"].attrs["n_kv_heads"] = 4' \
+  ':/attention_gqa: config/n_heads: n_heads 6 is not divisible by n_kv_heads 4'
+bad shape_vs_config 'f["block_qwen3_like/config"].attrs["ffn_dim"] = 40' \
+  ':/block_qwen3_like: inputs/w1: expected shape [32,40], found [32,48]'
+bad expected_shape 'o = f["swiglu/expected/out"][...]; del f["swiglu/expected/out"]; f["swiglu/expected/out"] = o[:, :23]' \
+  ':/swiglu: expected/out: expected shape [4,24] (the op'"'"'s output for these inputs), found [4,23]'
+bad input_float64 'x = f["rmsnorm/inputs/x"][...]; del f["rmsnorm/inputs/x"]; f["rmsnorm/inputs/x"] = x.astype(np.float64)' \
+  ':/rmsnorm: inputs/x: wrong dtype: expected float32, found float64'
+bad positions_float 'p = f["rope_neox/inputs/positions"][...]; del f["rope_neox/inputs/positions"]; f["rope_neox/inputs/positions"] = p.astype(np.float32)' \
+  ':/rope_neox: inputs/positions: wrong dtype: expected int64, found float32'
+bad expected_int 'o = f["qk_norm/expected/out"][...]; del f["qk_norm/expected/out"]; f["qk_norm/expected/out"] = o.astype(np.int32)' \
+  ':/qk_norm: expected/out: wrong dtype: expected float64 (or float32), found int32'
+bad config_float_for_int 'f["rope_neox/config"].attrs["head_dim"] = 64.0' \
+  ':/rope_neox: config/head_dim: expected an integer (int64), found float64'
+bad layout_unknown 'f["rope_neox/config"].attrs["rope_layout"] = "gptj"' \
+  ':/rope_neox: config/rope_layout: expected "neox" or "interleaved", found "gptj"'
+bad nan_input 'x = f["swiglu/inputs/w2"]; a = x[...]; a[3, 4] = np.nan; x[...] = a' \
+  ':/swiglu: inputs/w2: non-finite value nan at flat index 76'
+bad inf_expected 'x = f["attention_gqa/expected/out"]; a = x[...]; a[0, 1] = -np.inf; x[...] = a' \
+  ':/attention_gqa: expected/out: non-finite value -inf at flat index 1'
+bad negative_position 'p = f["rope_interleaved/inputs/positions"]; p[...] = np.arange(-5, -1)' \
+  ':/rope_interleaved: inputs/positions: negative position -5 at index 0'
+bad empty_tensor 'del f["rmsnorm/inputs/x"]; f["rmsnorm/inputs/x"] = np.zeros((0, 64), np.float32)' \
+  ':/rmsnorm: inputs/x: empty tensor (shape [0,64])'
+bad scalar_dataset 'del f["qk_norm/inputs/weight"]; f["qk_norm/inputs/weight"] = np.float32(1)' \
+  ':/qk_norm: inputs/weight: expected a 1-D dataset [n], found a scalar'
+bad decreasing_positions 'p = f["block_qwen3_like/inputs/positions"]; p[...] = np.array([9000, 9001, 9001, 9002, 9003])' \
+  ":/block_qwen3_like: inputs/positions: a block's positions must be strictly increasing"
+bad prefill_range 'f["decode_qwen3_like"].attrs["prefill"] = np.int64(9)' \
+  ':/decode_qwen3_like: prefill: must be in [0, T=5], found 9'
+bad no_cases 'for k in list(f): del f[k]' ': no cases (a case is a top-level group)'
+
+# Not HDF5, and truncated: the file named, and what is wrong with it.
+mkdir -p "$tmp/bad"
+echo "just text" >"$tmp/bad/text.h5"
+expect 2 -- --impl scalar --fixtures "$tmp/bad/text.h5" --cases 0
+has "conform: $tmp/bad/text.h5: not an HDF5 file"
+head -c 5000 "$tmp/ex.h5" >"$tmp/bad/truncated.h5"
+expect 2 -- --impl scalar --fixtures "$tmp/bad/truncated.h5" --cases 0
+has "conform: $tmp/bad/truncated.h5: "
+grep -qiE "truncat|eof|corrupt" "$tmp/out" || { cat "$tmp/out"; fail "truncated: no word on what is wrong"; }
+: >"$tmp/bad/empty.h5"
+expect 2 -- --impl scalar --fixtures "$tmp/bad/empty.h5" --cases 0
+has "conform: $tmp/bad/empty.h5: not an HDF5 file"
+
+# A directory is read recursively; one bad file in it stops the run before anything runs.
+mkdir -p "$tmp/dir/sub"
+cp "$tmp/ex.h5" "$tmp/dir/a.h5"
+cp "$tmp/bad/nan_input.h5" "$tmp/dir/sub/b.h5"
+expect 2 -- --impl scalar --fixtures "$tmp/dir" --cases 0
+has "conform: $tmp/dir/sub/b.h5:/swiglu: inputs/w2: non-finite"
+mkdir -p "$tmp/nothing"
+expect 2 -- --fixtures "$tmp/nothing" --cases 0
+has "no fixture files"
+expect 2 -- --fixtures "$tmp/absent.h5" --cases 0
+has "$tmp/absent.h5: no such file"
+expect 2 -- --impl scalar --fixtures "$tmp/ex.h5" --fixture-case no_such_case --cases 0
+has "--fixture-case: no case 'no_such_case'"
+# Unknown attributes, datasets and groups inside a case are ignored; a minor version is read.
+cp "$tmp/ex.h5" "$tmp/future.h5"
+h5edit "$tmp/future.h5" 'f.attrs["conform_schema"] = "conform-fixture/1.4"; f["rope_neox"].attrs["rope_scaling"] = "yarn"; f["rope_neox/inputs/extra"] = np.zeros((2, 2, 2)); f.create_group("rope_neox/notes"); f["top_level_dataset"] = np.arange(3)'
+expect 0 -- --impl scalar --fixtures "$tmp/future.h5" --cases 0
+
+# ---- --save-failures: shrunk failures that replay ------------------------------------------
+mutant=rope_layout_swapped
+"$CONFORM" list | grep -q "  $mutant " || fail "no mutant '$mutant' to produce failures (see \`conform list\`)"
+expect 1 -- --impl $mutant --op rope --cases 20 --no-default-fixtures --save-failures "$tmp/failures"
+has "--save-failures $tmp/failures:"
+has "saved:     $tmp/failures/rope_T="
+n=$(ls "$tmp/failures"/*.h5 | wc -l)
+[ "$n" -ge 1 ] || fail "no failure saved"
+grep -q "shrunk:" "$tmp/out" || { cat "$tmp/out"; fail "failures were not shrunk"; }
+for f in "$tmp/failures"/*.h5; do
+  case "$f" in *".$mutant.h5") ;; *) fail "saved file not named <case id>.<impl>.h5: $f" ;; esac
+  "$PY" - "$f" "$mutant" <<'PY' || fail "attributes of $f"
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    assert list(f) == ["failure"], list(f)
+    a = f["failure"].attrs
+    assert a["impl"].decode() == sys.argv[2] and a["seed"] == 20261129 and a["dtype"] == b"f32", dict(a)
+    assert a["case_id"].decode().startswith("rope(") and a["op"] == b"rope"
+    assert sys.argv[1].endswith(a["case_id"].decode().replace("(", "_").replace(",", "_").rstrip(")") + "." + sys.argv[2] + ".h5")
+PY
+  # Replayed: the mutant fails it again, our reference and scalar pass it.
+  expect 1 -- --impl $mutant --fixtures "$f" --fixture-case failure --cases 0
+  has "FAIL $mutant rope"
+  lacks "FAIL reference"
+  expect 0 -- --impl scalar --fixtures "$f" --cases 0
+done
+# The printed replay command is the one that works.
+expect 1 -- --impl $mutant --op rope --cases 20 --no-default-fixtures --save-failures "$tmp/failures"
+has "not saved: $tmp/failures/rope_T="
+has "exists (use --force to overwrite)"
+expect 1 -- --impl $mutant --op rope --cases 20 --no-default-fixtures --save-failures "$tmp/failures" --force
+has "saved:     $tmp/failures/"
+replay=$(grep -m1 "^  replay:  build/conform --impl $mutant --fixtures" "$tmp/out" | sed 's/^ *replay: *//')
+[ -n "$replay" ] || { cat "$tmp/out"; fail "no replay line for a saved failure"; }
+replay=${replay/build\/conform/$CONFORM}
+eval "$replay --out '$tmp/report'" >"$tmp/out" 2>&1
+[ $? -eq 1 ] || { cat "$tmp/out"; fail "saved-failure replay did not fail: $replay"; }
+has "FAIL $mutant rope"
+
+# ---- the repo's regression set runs by default ------------------------------------------------
+expect 0 -- --impl scalar --cases 0
+has "(the regression set; --no-default-fixtures skips it)"
+for op in rmsnorm rope qk_norm attention swiglu block decode; do
+  grep -qE "^$op +reference " "$tmp/out" || { cat "$tmp/out"; fail "the regression set has no $op case"; }
+done
+expect 0 -- --impl scalar --cases 0 --no-default-fixtures
+lacks "fixtures:"
+expect 0 -- --impl scalar --case 'rope(T=3,n=2,hd=8,layout=interleaved,theta=500000,pos=8190,mag=1,outliers=0,seed=4)'
+lacks "fixtures:"
+echo "cli fixtures: ok"

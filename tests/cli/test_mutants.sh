@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# `conform mutants` exits 0 only when every mutant is killed and named; its
+# report says so mutant by mutant. A mutant run through the ordinary gate
+# prints a failure report that names it and replays.
+set -uo pipefail
+: "${CONFORM:?path to the conform binary}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+start=$(date +%s)
+"$CONFORM" mutants --out "$tmp" >"$tmp/log" 2>&1
+rc=$?
+tail -n 30 "$tmp/log"
+echo "conform mutants: $(( $(date +%s) - start )) s"
+[ $rc -eq 0 ] || fail "conform mutants exited $rc"
+grep -q "^power: \([0-9]*\)/\1 killed and diagnosed (100%)" "$tmp/log" || fail "no 100% power line"
+python3 - "$tmp/mutants.json" <<'PY' || fail "mutants.json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["schema"] == "conform-mutants/1", r["schema"]
+required = {"rope_layout_swapped", "rope_theta_default", "rope_angle_low_precision", "rope_position_off_by_one",
+            "v_rotated", "rope_applied_twice", "qk_norm_missing", "qk_norm_after_rope", "qk_norm_always_on",
+            "gqa_head_mapping_tiled", "causal_mask_missing", "causal_mask_off_by_one", "attention_scale_wrong",
+            "softmax_no_max_subtraction", "rmsnorm_eps_outside_sqrt", "rmsnorm_mean_not_squared",
+            "swiglu_gate_on_up", "residual_missing", "decode_cache_unrotated_k"}
+ids = {m["id"] for m in r["mutants"]}
+assert required <= ids, required - ids
+assert r["power"]["fraction"] == 1.0, r["power"]
+for m in r["mutants"]:
+    assert m["killed"] and m["diagnosed"], m["id"]
+    for k in m["kills"]:
+        f = k["failure"]
+        assert m["id"] in k["named"], (m["id"], k["op"], k["named"])
+        assert any(h["id"] == m["id"] for h in f["diagnosis"]["matches"]), m["id"]
+        assert f["replay"].startswith("build/conform --impl " + m["id"] + " --case "), f["replay"]
+        assert f["first_failing"] and f["inputs"], m["id"]
+PY
+
+# Through the gate, replayable: the failure report names the bug.
+"$CONFORM" --impl rope_layout_swapped --op rope --cases 20 --out "$tmp" >"$tmp/gate" 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat "$tmp/gate"; fail "gate on a mutant exited $rc, expected 1"; }
+grep -q "diagnosis: rope_layout_swapped: matches rope_layout=" "$tmp/gate" || { cat "$tmp/gate"; fail "gate report does not name the mutant"; }
+replay=$(grep -m1 "replay:" "$tmp/gate" | sed 's/.*replay: *build\/conform //')
+eval "\"$CONFORM\" $replay --out \"$tmp\"" >"$tmp/replay" 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat "$tmp/replay"; fail "replay exited $rc, expected 1"; }
+grep -q "diagnosis: rope_layout_swapped" "$tmp/replay" || { cat "$tmp/replay"; fail "replay does not name the mutant"; }
+# Mutants are never part of the default gate.
+"$CONFORM" list --impls | grep -q rope_layout_swapped && fail "a mutant is listed as a gate implementation"
+echo "mutants: ok"

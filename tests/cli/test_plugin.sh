@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# End to end: out-of-tree implementations through the C ABI (conform/plugin.h).
+#
+#   test_plugin.sh example    the example plugin, built by its own CMake project,
+#                             passes; its wrong twin (RoPE always interleaved)
+#                             fails and diagnosis names the bug
+#   test_plugin.sh contract   plugins that crash, overrun, underrun, leave
+#                             outputs unwritten, return errors, exit, write their
+#                             inputs, speak another ABI or are no plugin at all:
+#                             each reported precisely, with exit 1 or 2, and
+#                             conform alive to write its report
+#   test_plugin.sh dtypes     a plugin in f32, bf16 and f16 conforms in each, and
+#                             configs its supports() refuses are skipped
+#   test_plugin.sh install    cmake --install, then the example built against
+#                             the prefix with find_package(conform), and its
+#                             own ctest running the installed conform
+#
+# Environment (tests/plugins/CMakeLists.txt sets it): CONFORM, CONFORM_SOURCE_DIR,
+# CONFORM_BINARY_DIR, BAD_PLUGIN_DIR, CMAKE, CTEST, CC, CXX.
+set -uo pipefail
+mode=${1:?usage: test_plugin.sh example|contract|dtypes|install}
+: "${CONFORM:?}" "${CONFORM_SOURCE_DIR:?}" "${CONFORM_BINARY_DIR:?}" "${BAD_PLUGIN_DIR:?}" "${CMAKE:?}" "${CTEST:?}" "${CC:?}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# expect CODE PATTERN -- ARGS...: conform ARGS exits CODE and prints PATTERN (a grep -E regex).
+expect() {
+  local code=$1 pattern=$2; shift 3
+  "$CONFORM" "$@" >"$tmp/out" 2>&1
+  local rc=$?
+  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected $code"; }
+  grep -qE -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "conform $*: no /$pattern/ in the output"; }
+}
+
+# The example project, configured with whatever finds conform/plugin.h ($@).
+build_example() {
+  local dir=$1; shift
+  "$CMAKE" -S "$CONFORM_SOURCE_DIR/impls/plugin_example" -B "$dir" -DCMAKE_C_COMPILER="$CC" \
+    -DCMAKE_BUILD_TYPE=Release "$@" >"$tmp/cmake.log" 2>&1 &&
+    "$CMAKE" --build "$dir" >>"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log"; fail "building the example in $dir"; }
+}
+
+case $mode in
+example)
+  build_example "$tmp/ex" -DCONFORM_INCLUDE_DIR="$CONFORM_SOURCE_DIR/impls/include" -DCONFORM_EXAMPLE_WRONG_TWIN=ON
+  good=$tmp/ex/libexample_kernels.so
+  wrong=$tmp/ex/libexample_kernels_wrong_rope.so
+  [ -f "$good" ] && [ -f "$wrong" ] || fail "the example did not produce $good and $wrong"
+
+  # The example conforms, isolated (the default) and in process.
+  expect 0 "rope +example +[0-9]+ +[0-9]+" -- --impl-lib "$good" --op rope,rmsnorm --cases 40 --out "$tmp/good"
+  cat "$tmp/out"
+  python3 - "$tmp/good/conform.json" <<'PY' || fail "report of the example"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["pass"] is True, "report says the example does not conform"
+assert r["impls"] == ["example"], r["impls"]
+ops = {c["op"] for c in r["cases"] if c["impl"] == "example"}
+assert ops == {"rope", "rmsnorm"}, ops
+assert sum(1 for c in r["cases"] if c["op"] == "rope") >= 40
+PY
+  expect 0 "rmsnorm +example" -- --impl-lib "$good" --op rope,rmsnorm --cases 10 --no-isolate --out "$tmp/good"
+  # A plugin's name is an implementation name like any other.
+  expect 0 "rope +scalar" -- --impl-lib "$good" --impl example,scalar --op rope --cases 5 --out "$tmp/good"
+  expect 0 "rope +example" -- --impl-lib "$good" --impl example,scalar --op rope --cases 5 --out "$tmp/good"
+  expect 0 "example +available +- plugin .*ops: rmsnorm, rope" -- list --impl-lib "$good"
+
+  # The wrong twin: rope fails, rmsnorm still passes, and the bug is named.
+  expect 1 "FAIL example-wrong-rope rope" -- --impl-lib "$wrong" --op rope,rmsnorm --cases 40 --out "$tmp/wrong"
+  cat "$tmp/out"
+  grep -qE "^rmsnorm +example-wrong-rope +40 +40 " "$tmp/out" || fail "rmsnorm of the wrong twin should pass"
+  grep -q "rope_layout_swapped" "$tmp/out" || fail "the wrong twin failed, but the diagnosis did not name rope_layout_swapped"
+  grep -q "rope_layout=interleaved" "$tmp/out" || fail "the diagnosis did not say the output matches rope_layout=interleaved"
+  # The printed replay line reproduces the failure.
+  replay=$(grep -m1 "replay: .*--impl-lib" "$tmp/out" | sed 's/^ *replay: *//')
+  [ -n "$replay" ] || fail "no replay line naming --impl-lib"
+  eval "\"\$CONFORM\" ${replay#build/conform} --out \"\$tmp/replay\"" >"$tmp/replay.log" 2>&1
+  rc=$?
+  [ $rc -eq 1 ] || { cat "$tmp/replay.log"; fail "replay exited $rc, expected 1: $replay"; }
+  ;;
+
+contract)
+  bad() { echo "$BAD_PLUGIN_DIR/libbad_plugin_$1.so"; }
+  # Each broken rope fails its cases (exit 1), rmsnorm from the same library
+  # still passes, and conform lives to write the report.
+  check_run() {  # check_run WAY PATTERN [extra args]
+    local way=$1 pattern=$2; shift 2
+    expect 1 "$pattern" -- --impl-lib "$(bad "$way")" --op rope,rmsnorm --cases 4 --out "$tmp/$way" "$@"
+    grep -q "^report: " "$tmp/out" || { cat "$tmp/out"; fail "$way: conform did not finish its report"; }
+    python3 - "$tmp/$way/conform.json" "$way" <<'PY' || fail "$way: report"
+import json, sys
+r = json.load(open(sys.argv[1]))
+rope = [c for c in r["cases"] if c["op"] == "rope"]
+rms = [c for c in r["cases"] if c["op"] == "rmsnorm"]
+assert rope and not any(c["pass"] for c in rope), sys.argv[2] + ": rope should fail every case"
+assert rms and all(c["pass"] for c in rms), sys.argv[2] + ": rmsnorm should pass"
+PY
+  }
+  check_run crash 'crashed with signal 11 \(SIGSEGV\) in rope'
+  check_run overrun "wrote past the end of output 'out'"
+  # The other ways, on one case each (no shrinking: quicker), isolated and in process.
+  check_case() {  # check_case WAY PATTERN [extra args]
+    local way=$1 pattern=$2; shift 2
+    expect 1 "$pattern" -- --impl-lib "$(bad "$way")" --case "$rope_case" --out "$tmp/$way" "$@"
+  }
+  rope_case='rope(T=3,n=2,hd=8,layout=neox,theta=500000,pos=4090,mag=1,outliers=0,seed=12)'
+  check_case underrun "wrote before the start of output 'out' \(element -1 was overwritten\)"
+  check_case unwritten "left element 32 of output 'out' \[3,16\] unwritten"
+  check_case error "rope returned CONFORM_ERR_INTERNAL: device lost while rotating 3 rows"
+  check_case exit 'called exit\(3\) in rope instead of returning'
+  check_case input_write "rope wrote into its input 'x' \(inputs are read-only\)"
+  # In process, the harness's own guards and the adapter's checks still hold.
+  check_case overrun "wrote past the end of output 'out' \(sentinel 0 after its 48 elements" --no-isolate
+  check_case unwritten "left element 32 of output 'out' \[3,16\] unwritten" --no-isolate
+  check_case error "rope returned CONFORM_ERR_INTERNAL: device lost" --no-isolate
+  check_case input_write "rope wrote into its input 'x'" --no-isolate
+
+  # Libraries conform cannot use: exit 2, naming the file and the problem.
+  expect 2 "libbad_plugin_abi.so: built against plugin ABI version 7, but this conform speaks version 1" -- \
+    --impl-lib "$(bad abi)"
+  expect 2 "libbad_plugin_no_symbol.so: not a conform plugin: it exports no conform_plugin_get" -- \
+    --impl-lib "$(bad no_symbol)"
+  expect 2 "libbad_plugin_load_crash.so: crashed with signal 11 \(SIGSEGV\) in conform_plugin_get" -- \
+    --impl-lib "$(bad load_crash)"
+  expect 2 "$tmp/nope.so: no such file" -- --impl-lib "$tmp/nope.so"
+  expect 2 "test_plugin.sh: cannot load it" -- --impl-lib "${BASH_SOURCE[0]}"
+  expect 2 "libbad_plugin_abi.so: built against plugin ABI version 7" -- list --impl-lib "$(bad abi)"
+  expect 2 "unknown implementation 'nope' .*provide: bad" -- --impl-lib "$(bad crash)" --impl nope
+
+  # --isolate runs in-repo implementations in a child too, block taps included.
+  expect 0 "block +scalar" -- --impl scalar --isolate --op all --cases 3 --out "$tmp/iso"
+  ;;
+
+dtypes)
+  half=$BAD_PLUGIN_DIR/libhalf_plugin.so
+  # Tensors cross the boundary in the run's dtype, both ways, exactly; rope
+  # configs the plugin refuses through supports() are skipped, not failed.
+  for dt in f32 bf16 f16; do
+    expect 0 "rope +half" -- --impl-lib "$half" --dtype $dt --op rope,rmsnorm --cases 40 --out "$tmp/$dt"
+    python3 - "$tmp/$dt/conform.json" $dt <<'PY' || fail "$dt: report"
+import json, re, sys
+r = json.load(open(sys.argv[1]))
+assert r["dtype"] == sys.argv[2], r["dtype"]
+rope = [c for c in r["cases"] if c["op"] == "rope"]
+hds = [int(re.search(r"hd=(\d+)", c["case_id"]).group(1)) for c in rope]
+assert rope and all(c["pass"] for c in rope)
+assert max(hds) <= 64, "a case the plugin refused was run: " + str(max(hds))
+assert len(rope) < 40, "no case was refused: the generator should reach head_dim 128"
+assert all(c["pass"] for c in r["cases"] if c["op"] == "rmsnorm")
+PY
+  done
+  expect 0 "rope +half" -- --impl-lib "$half" --dtype bf16 --op rope,rmsnorm --cases 10 --no-isolate --out "$tmp/ni"
+  ;;
+
+install)
+  prefix=$tmp/prefix
+  "$CMAKE" --install "$CONFORM_BINARY_DIR" --prefix "$prefix" >"$tmp/install.log" 2>&1 ||
+    { cat "$tmp/install.log"; fail "cmake --install"; }
+  for f in bin/conform include/conform/plugin.h; do
+    [ -f "$prefix/$f" ] || fail "cmake --install did not install $f"
+  done
+  config=$(find "$prefix" -name conformConfig.cmake | head -1)
+  [ -n "$config" ] && [ -f "$(dirname "$config")/conformConfigVersion.cmake" ] || fail "no package config under $prefix"
+  "$prefix/bin/conform" list --impls >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "the installed conform does not run"; }
+
+  # The installed header is plain C99 and C++, warning-free.
+  echo '#include <conform/plugin.h>' >"$tmp/h.c"
+  "$CC" -std=c99 -pedantic -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include" "$tmp/h.c" ||
+    fail "conform/plugin.h is not clean C99"
+  if [ -n "${CXX:-}" ]; then
+    "$CXX" -std=c++11 -pedantic -Wall -Wextra -Werror -fsyntax-only -x c++ -I"$prefix/include" "$tmp/h.c" ||
+      fail "conform/plugin.h is not clean C++11"
+  fi
+
+  # An engine's build: find_package(conform), conform_add_plugin_test, ctest.
+  build_example "$tmp/ex" -DCMAKE_PREFIX_PATH="$prefix"
+  (cd "$tmp/ex" && "$CTEST" --output-on-failure) >"$tmp/ctest.log" 2>&1 || { cat "$tmp/ctest.log"; fail "the example's own ctest"; }
+  grep -q "100% tests passed" "$tmp/ctest.log" || { cat "$tmp/ctest.log"; fail "the example's ctest ran no test"; }
+  grep -q "conform_DIR:PATH=$prefix" "$tmp/ex/CMakeCache.txt" || fail "the example did not find conform under $prefix"
+  ;;
+
+*) fail "unknown mode $mode" ;;
+esac
+echo "plugin $mode: ok"

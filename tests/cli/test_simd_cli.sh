@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# End to end: the simd implementation on every target this CPU runs, in f32
+# and bf16; --simd-target's refusals; `conform bench` as a smoke test (one
+# small op, its JSON schema, its check against LibTorch).
+set -uo pipefail
+: "${CONFORM:?path to the conform binary}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$CONFORM" list >"$tmp/list" 2>&1 || fail "list"
+grep -q "simd  available" "$tmp/list" || { cat "$tmp/list"; fail "simd not listed as available"; }
+targets=$(sed -n 's/^ *targets: \(.*\);.*/\1/p' "$tmp/list")
+[ -n "$targets" ] || { cat "$tmp/list"; fail "no targets line"; }
+echo "targets: $targets"
+grep -q "scalar" <<<"$targets" || fail "the scalar fallback target is not listed"
+
+# Every compiled target the CPU supports: "(not on this CPU)" marks the others.
+for t in $(sed 's/[a-z0-9]* (not on this CPU)//g; s/(best here)//g' <<<"$targets"); do
+  for d in f32 bf16; do
+    "$CONFORM" --impl simd --simd-target "$t" --dtype "$d" --op all --cases 10 --out "$tmp" >"$tmp/log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || { cat "$tmp/log"; fail "simd target $t dtype $d exited $rc"; }
+    echo "simd $t $d: ok"
+  done
+done
+
+expect() {  # expect CODE PATTERN -- args...
+  local code=$1 pattern=$2; shift 3
+  "$CONFORM" "$@" >"$tmp/out" 2>&1
+  local rc=$?
+  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected $code"; }
+  grep -q -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "conform $*: no '$pattern' in output"; }
+}
+expect 3 "unknown simd target 'neon' (compiled: " -- --impl simd --simd-target neon --op rmsnorm --cases 1 --out "$tmp"
+expect 3 "simd stores f32 or bf16" -- --impl simd --dtype f16 --op rmsnorm --cases 1 --out "$tmp"
+if grep -q "not on this CPU" <<<"$targets"; then
+  t=$(grep -o '[a-z0-9]* (not on this CPU)' <<<"$targets" | head -1 | cut -d' ' -f1)
+  expect 3 "this CPU cannot run it" -- --impl simd --simd-target "$t" --op rmsnorm --cases 1 --out "$tmp"
+fi
+
+# One case replayed on a forced target.
+expect 0 "rmsnorm" -- --impl simd --simd-target scalar --case 'rmsnorm(T=3,D=20,eps=1.0000000000000001e-05,mag=1,outliers=0,seed=4)' --out "$tmp"
+
+# bench: one small op, every implementation, JSON.
+"$CONFORM" bench --op rmsnorm,decode --tokens 1 --context 8 --preset qwen3-0.6b --min-time 0 --min-reps 2 --json \
+  >"$tmp/bench.json" 2>"$tmp/bench.err"
+rc=$?
+[ $rc -eq 0 ] || { cat "$tmp/bench.err"; fail "bench exited $rc"; }
+python3 - "$tmp/bench.json" <<'PY' || fail "bench json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["schema"] == "conform-bench/1", r["schema"]
+assert r["ceilings"]["copy_bytes_per_s"] > 0 and r["ceilings"]["matmul_flops_per_s"] > 0
+rows = {(x["op"], x["impl"], x["dtype"]) for x in r["results"]}
+for want in [("rmsnorm", "simd", "f32"), ("rmsnorm", "simd", "bf16"), ("rmsnorm", "torch", "f32"),
+             ("decode", "simd", "f32"), ("decode", "simd", "bf16"), ("decode", "torch", "f32")]:
+    assert want in rows, (want, rows)
+for x in r["results"]:
+    assert x["median_s"] > 0 and x["reps"] >= 2, x
+    if x["impl"] != "torch":
+        assert x["max_rel_diff_vs_torch"] < (1e-1 if x["dtype"] == "bf16" else 1e-3), x
+PY
+expect 2 "unknown op" -- bench --op nope
+expect 2 "unknown 'nope'" -- bench --preset nope
+echo "simd cli: ok"

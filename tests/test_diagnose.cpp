@@ -1,0 +1,231 @@
+// Diagnosis and localisation: every mutant's failure is named by its id; a
+// faithful output names no bug its case can tell apart; noise is named as
+// nothing; localisation points at the tensor, heads and pairs a bug spoils.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "diagnose/diagnose.h"
+#include "gen/gen.h"
+#include "helpers.h"
+#include "reference/reference.h"
+
+using namespace conform;
+
+namespace {
+
+bool has(const std::vector<std::string>& v, const std::string& x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+std::vector<std::string> ids(const CaseResult& r) {
+    std::vector<std::string> v;
+    for (const auto& m : r.hypotheses)
+        if (!has(v, m.id)) v.push_back(m.id);
+    return v;
+}
+
+Case case_of(const std::string& id) {
+    std::string err;
+    auto spec = gen::parse_case_id(id, &err);
+    if (!spec) throw std::runtime_error(err);
+    Case c = gen::materialize(*spec);
+    validate_case(c);
+    return c;
+}
+
+// The implementation's outputs on c, judged and explained as the gate does.
+struct Run {
+    Case c;
+    ImplOutputs out;
+    Truth truth;
+    CaseResult r;
+};
+Run run_explained(Implementation& impl, const std::string& id) {
+    Run x{case_of(id), {}, {}, {}};
+    x.out = run_impl(impl, x.c);
+    REQUIRE(x.out.error.empty());
+    x.truth = reference_truth(x.c, DType::f32);
+    x.r = judge_case(x.c, DType::f32, x.out.outputs, x.truth);
+    x.r.impl = impl.name();
+    diagnose::explain(x.r, {&x.c, &x.out.outputs, &x.truth}, &impl);
+    return x;
+}
+
+// The first property case of the mutant's ops that fails, shrunk and
+// explained — what a user running those ops would be shown first.
+CaseResult first_kill(const ImplEntry& e, uint64_t seed) {
+    auto impl = e.create(ImplOptions{});
+    for (int i = 0; i < 100; ++i)
+        for (Op op : e.ops) {
+            const Case c = gen::materialize(gen::draw(op, seed, i));
+            if (!impl->supports(op, c.config).ok) continue;
+            const Truth t = reference_truth(c, DType::f32);
+            const ImplOutputs out = run_impl(*impl, c);
+            if (!out.error.empty()) continue;
+            CaseResult r = judge_case(c, DType::f32, out.outputs, t);
+            if (r.pass) continue;
+            r.impl = e.name;
+            return diagnose::shrink_and_explain(*impl, op, seed, i, DType::f32, {&c, &out.outputs, &t}, r);
+        }
+    return {};
+}
+
+}  // namespace
+
+TEST_CASE("every mutant's failure report names its bug", "[diagnose][mutants]") {
+    // Another seed than `conform mutants` runs in CI: the names must not
+    // depend on the draw.
+    for (const ImplEntry& e : mutant_implementations()) {
+        DYNAMIC_SECTION(e.name) {
+            const CaseResult r = first_kill(e, 77);
+            const std::string report = test::explain(r);
+            INFO(report);
+            REQUIRE_FALSE(r.pass);
+            REQUIRE(r.hypotheses_tried > 0);
+            REQUIRE(has(ids(r), e.name));
+            REQUIRE(report.find("diagnosis: " + e.name + ": matches ") != std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("a faithful output names no bug", "[diagnose]") {
+    // Rich cases: GQA with 1 < KV < H, positions far from 0, non-uniform
+    // QK-norm weights, a decode with a prefill, queries before their keys,
+    // scores large enough to overflow a naive softmax.
+    const char* cases[] = {
+        "rope(T=5,n=2,hd=16,layout=interleaved,theta=500000,pos=4090,mag=1,outliers=0,seed=3)",
+        "rmsnorm(T=4,D=64,eps=1.0000000000000001e-05,mag=1,outliers=1,seed=5)",
+        "qk_norm(T=3,n=3,hd=16,eps=9.9999999999999995e-07,mag=1,outliers=0,seed=6)",
+        "attention(T=6,S=12,H=4,KV=2,hd=8,qpos=8,kpos=10,mag=1,outliers=0,seed=7)",
+        "attention(T=3,S=5,H=4,KV=2,hd=8,qpos=2,kpos=0,mag=30,outliers=0,seed=8)",
+        "swiglu(T=3,D=24,F=40,mag=1,outliers=0,seed=9)",
+        "block(T=6,D=24,H=4,KV=2,hd=8,F=32,layout=neox,theta=500000,qk_norm=1,eps=1.0000000000000001e-05,pos=37,"
+        "mag=1,outliers=0,seed=10)",
+        "block(T=5,D=16,H=6,KV=3,hd=6,F=20,layout=interleaved,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,"
+        "pos=100,mag=1,outliers=0,seed=11)",
+        "decode(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=1000000,qk_norm=1,eps=1.0000000000000001e-05,"
+        "pos=20,prefill=3,mag=1,outliers=0,seed=12)",
+    };
+    auto scalar = test::make("scalar");
+    std::set<std::string> distinguished;
+    for (const char* id : cases) {
+        INFO(id);
+        const Case c = case_of(id);
+        const ImplOutputs out = run_impl(*scalar, c);
+        REQUIRE(out.error.empty());
+        const CaseResult r = judge_case(c, DType::f32, out.outputs, reference_truth(c, DType::f32));
+        REQUIRE(r.pass);
+        const diagnose::Diagnosis d = diagnose::diagnose(c, DType::f32, out.outputs, r);
+        REQUIRE(d.tried > 0);
+        for (const auto& m : d.matches) FAIL_CHECK(m.id << " (" << m.change << ") named for a faithful output");
+        // Which bugs this case can tell from the faithful computation: under
+        // them, the float64 reference itself does not conform.
+        const NamedD truth = ref::run(c);
+        for (const auto& h : diagnose::hypotheses(c))
+            if (!diagnose::conforms_under(c, DType::f32, truth, h)) distinguished.insert(h.id);
+    }
+    // ...and the cases are rich enough that every bug is visible in one of them.
+    for (const ImplEntry& e : mutant_implementations()) {
+        INFO(e.name << " is not distinguishable from the faithful computation on any of these cases");
+        CHECK(distinguished.count(e.name));
+    }
+}
+
+TEST_CASE("a failure no convention explains is reported as such", "[diagnose]") {
+    auto scalar = test::make("scalar");
+    for (const char* id :
+         {"rope(T=4,n=2,hd=8,layout=neox,theta=10000,pos=7,mag=1,outliers=0,seed=1)",
+          "block(T=4,D=16,H=4,KV=2,hd=4,F=16,layout=neox,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,pos=3,"
+          "mag=1,outliers=0,seed=2)"}) {
+        DYNAMIC_SECTION(id) {
+            const Case c = case_of(id);
+            ImplOutputs out = run_impl(*scalar, c);
+            REQUIRE(out.error.empty());
+            // Output plus noise at 1e-3 of its scale: wrong, but not by any one convention.
+            uint64_t s = 12345;
+            for (auto& [name, t] : out.outputs)
+                for (double& v : t.data) {
+                    s = s * 6364136223846793005ull + 1442695040888963407ull;
+                    v += 1e-3 * (static_cast<double>(s >> 11) * 0x1.0p-53 - 0.5);
+                }
+            const Truth truth = reference_truth(c, DType::f32);
+            CaseResult r = judge_case(c, DType::f32, out.outputs, truth);
+            REQUIRE_FALSE(r.pass);
+            diagnose::explain(r, {&c, &out.outputs, &truth}, scalar.get());
+            INFO(test::explain(r));
+            REQUIRE(r.hypotheses.empty());
+            REQUIRE(r.hypotheses_tried > 0);
+            REQUIRE(test::explain(r).find("no single-convention change explains this failure") != std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("localisation: first divergence, heads and rotary pairs", "[diagnose]") {
+    SECTION("tiled kv heads spoil attn, and only the heads whose kv head moved") {
+        auto impl = test::make("gqa_head_mapping_tiled");
+        const Run x = run_explained(*impl, "block(T=3,D=16,H=4,KV=2,hd=4,F=16,layout=neox,theta=10000,qk_norm=0,"
+                                           "eps=1.0000000000000001e-05,pos=5,mag=1,outliers=0,seed=4)");
+        INFO(test::explain(x.r));
+        const Localisation& l = x.r.localisation;
+        REQUIRE(l.first_divergence == "attn");
+        REQUIRE(l.conforming == std::vector<std::string>{"attn_in", "q", "k", "v", "q_rot", "k_rot"});
+        // h reads h / 2 (0 0 1 1) but got h % 2 (0 1 0 1): heads 1 and 2 moved.
+        REQUIRE(has(l.patterns, "confined to heads 1-2 of 4 (heads 0, 3 conform)"));
+    }
+    SECTION("a wrong theta spoils every rotary pair but the first") {
+        auto impl = test::make("rope_theta_default");
+        const Run x = run_explained(*impl, "rope(T=3,n=2,hd=8,layout=neox,theta=500000,pos=9,mag=1,outliers=0,seed=4)");
+        INFO(test::explain(x.r));
+        bool pair0 = false;
+        for (const auto& p : x.r.localisation.patterns)
+            pair0 |= p.find("i in 1-3 of 4; i = 0 (inv_freq 1, the same for every theta) conforms") != std::string::npos;
+        REQUIRE(pair0);
+    }
+    SECTION("a swapped layout shows first at q_rot") {
+        auto impl = test::make("rope_layout_swapped");
+        const Run x = run_explained(*impl, "block(T=3,D=16,H=2,KV=2,hd=8,F=16,layout=interleaved,theta=10000,"
+                                           "qk_norm=0,eps=1.0000000000000001e-05,pos=5,mag=1,outliers=0,seed=4)");
+        INFO(test::explain(x.r));
+        REQUIRE(x.r.localisation.first_divergence == "q_rot");
+        REQUIRE(ids(x.r) == std::vector<std::string>{"rope_layout_swapped"});
+    }
+    SECTION("a decode-only bug: block() conforms, the decode steps diverge") {
+        auto impl = test::make("rope_position_off_by_one");
+        const Run x = run_explained(*impl, "decode(T=5,D=16,H=2,KV=1,hd=8,F=16,layout=neox,theta=10000,qk_norm=0,"
+                                           "eps=1.0000000000000001e-05,pos=3,prefill=2,mag=1,outliers=0,seed=4)");
+        INFO(test::explain(x.r));
+        REQUIRE(x.r.localisation.first_divergence.rfind("the decode path", 0) == 0);
+        REQUIRE(x.r.localisation.patterns.front().find("decode step 0") != std::string::npos);
+        REQUIRE(ids(x.r) == std::vector<std::string>{"rope_position_off_by_one"});
+    }
+}
+
+TEST_CASE("a golden file made with another convention is named", "[diagnose][fixtures]") {
+    // Expected values produced with theta 10000 for a config that says 500000.
+    Case c = case_of("rope(T=4,n=2,hd=8,layout=neox,theta=500000,pos=300,mag=1,outliers=0,seed=2)");
+    ref::Variant v;
+    v.theta = 10000.0;
+    c.expected = ref::run(c, {ref::Precision::f64, ref::Order::library, v});
+    const Truth ours = reference_truth(c, DType::f32);
+    CaseResult r = judge_case(c, DType::f32, ours.ref, fixture_truth(c, DType::f32));
+    r.impl = "reference";
+    REQUIRE_FALSE(r.pass);
+    diagnose::explain_expected(r, c);
+    INFO(test::explain(r));
+    REQUIRE(ids(r) == std::vector<std::string>{"rope_theta_default"});
+}
+
+TEST_CASE("the JSON report carries the diagnosis and localisation", "[diagnose][report]") {
+    auto impl = test::make("residual_missing");
+    const Run x = run_explained(*impl, "block(T=2,D=8,H=2,KV=1,hd=4,F=8,layout=neox,theta=10000,qk_norm=0,"
+                                       "eps=1.0000000000000001e-05,pos=0,mag=1,outliers=0,seed=1)");
+    const nlohmann::json j = to_json(x.r);
+    REQUIRE(j.at("diagnosis").at("explained") == true);
+    REQUIRE(j.at("diagnosis").at("matches").at(0).at("id") == "residual_missing");
+    REQUIRE(j.at("diagnosis").at("matches").at(0).at("tensor") == "h");
+    REQUIRE(j.at("diagnosis").at("tried").get<int>() > 0);
+    REQUIRE(j.at("localisation").at("first_divergence") == "h");
+}

@@ -1,0 +1,239 @@
+// The SIMD implementation: every op against the LibTorch reference on property
+// cases, for every compiled target this CPU runs and both storage dtypes; and
+// the properties the design promises — decode == block bit for bit, the same
+// bits for any thread count, bf16 outputs that are the f32 result rounded to
+// nearest even.
+#include <catch2/catch.hpp>
+#include <rapidcheck/catch.h>
+
+#include <cstring>
+
+#include "compare/tolerance.h"
+#include "gen/gen.h"
+#include "helpers.h"
+#include "simd/kernels.h"
+#include "simd/simd.h"
+#include "simd/target.h"
+
+using namespace conform;
+
+namespace {
+
+std::vector<std::string> runnable_targets() {
+    std::vector<std::string> out;
+    for (const auto& t : simd::compiled_targets())
+        if (t.supported) out.push_back(t.name);
+    return out;
+}
+
+std::unique_ptr<Implementation> make_simd(const std::string& target, DType dtype, int threads = 0) {
+    ImplOptions o;
+    o.dtype = dtype;
+    o.simd_target = target;
+    o.threads = threads;
+    return simd::make_simd(o);
+}
+
+void simd_conforms(Op op, DType dtype) {
+    for (const std::string& target : runnable_targets()) {
+        auto impl = make_simd(target, dtype);
+        rc::prop(std::string("simd/") + target + " " + to_string(op) + " [" + to_string(dtype) + "] conforms", [&] {
+            const gen::CaseSpec spec = *gen::spec_gen(op);
+            const Case c = gen::materialize(spec);
+            validate_case(c);
+            const CaseResult r = test::check(*impl, c, dtype);
+            RC_LOG() << test::explain(r);
+            RC_ASSERT(r.error.empty());
+            RC_ASSERT(r.pass);
+        });
+    }
+}
+
+// Runs c on impl and returns its "out" (decode, block) as float32 bits.
+std::vector<double> out_of(Implementation& impl, const Case& c) {
+    ImplOutputs o = run_impl(impl, c);
+    if (!o.error.empty()) throw std::runtime_error(o.error);
+    return o.outputs.at("out").data;
+}
+
+Case as_op(Case c, Op op) {
+    c.op = op;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("simd lists its targets and refuses unknown ones", "[simd]") {
+    const auto targets = simd::compiled_targets();
+    REQUIRE_FALSE(targets.empty());
+    int best = 0;
+    for (const auto& t : targets) best += t.best;
+    REQUIRE(best == 1);
+    REQUIRE(targets.back().name == "scalar");  // Highway's fallback is always compiled
+    REQUIRE_THROWS_WITH(make_simd("neon", DType::f32), Catch::Contains("compiled:"));
+    REQUIRE_THROWS_WITH(make_simd("", DType::f16), Catch::Contains("f32 or bf16"));
+}
+
+TEST_CASE("simd rmsnorm vs reference", "[rmsnorm][simd]") {
+    simd_conforms(Op::rmsnorm, DType::f32);
+    simd_conforms(Op::rmsnorm, DType::bf16);
+}
+TEST_CASE("simd rope vs reference", "[rope][simd]") {
+    simd_conforms(Op::rope, DType::f32);
+    simd_conforms(Op::rope, DType::bf16);
+}
+TEST_CASE("simd qk_norm vs reference", "[qk_norm][simd]") {
+    simd_conforms(Op::qk_norm, DType::f32);
+    simd_conforms(Op::qk_norm, DType::bf16);
+}
+TEST_CASE("simd attention vs reference", "[attention][simd]") {
+    simd_conforms(Op::attention, DType::f32);
+    simd_conforms(Op::attention, DType::bf16);
+}
+TEST_CASE("simd swiglu vs reference", "[swiglu][simd]") {
+    simd_conforms(Op::swiglu, DType::f32);
+    simd_conforms(Op::swiglu, DType::bf16);
+}
+TEST_CASE("simd block vs reference", "[block][simd]") {
+    simd_conforms(Op::block, DType::f32);
+    simd_conforms(Op::block, DType::bf16);
+}
+TEST_CASE("simd decode vs reference", "[decode][simd]") {
+    simd_conforms(Op::decode, DType::f32);
+    simd_conforms(Op::decode, DType::bf16);
+}
+
+// The prefill path of the product (more rows than a tile, K in several
+// blocks, A in several row blocks) is reached only by shapes larger than the
+// generators draw.
+TEST_CASE("simd swiglu with the blocked product conforms", "[swiglu][simd][long]") {
+    gen::CaseSpec s;
+    s.op = Op::swiglu;
+    s.T = 131;  // > 120 rows per A block
+    s.d_model = 300;  // > 256: K blocked in the gate/up product
+    s.ffn_dim = 530;  // > 256: K blocked in the down product; not a multiple of 8 or 16
+    s.seed = 3;
+    const Case c = gen::materialize(s);
+    for (const std::string& target : runnable_targets())
+        for (DType dtype : {DType::f32, DType::bf16}) {
+            auto impl = make_simd(target, dtype);
+            const CaseResult r = test::check(*impl, c, dtype);
+            INFO(target << " " << to_string(dtype) << "\n" << test::explain(r));
+            REQUIRE(r.pass);
+        }
+}
+
+TEST_CASE("simd block at a real head size conforms", "[block][simd][long]") {
+    gen::CaseSpec s;
+    s.op = Op::block;
+    s.T = 40;
+    s.d_model = 288;
+    s.ffn_dim = 770;
+    s.n_heads = 8;
+    s.n_kv_heads = 2;
+    s.head_dim = 64;
+    s.theta = 500000;
+    s.pos = 4000;
+    s.qk_norm = true;
+    s.seed = 5;
+    const Case c = gen::materialize(s);
+    for (const std::string& target : runnable_targets())
+        for (DType dtype : {DType::f32, DType::bf16}) {
+            auto impl = make_simd(target, dtype);
+            const CaseResult r = test::check(*impl, c, dtype);
+            INFO(target << " " << to_string(dtype) << "\n" << test::explain(r));
+            REQUIRE(r.pass);
+        }
+}
+
+// Decode runs the same per-row arithmetic as the block, through the cache.
+TEST_CASE("simd decode equals simd block bit for bit", "[decode][simd]") {
+    for (const std::string& target : runnable_targets())
+        for (DType dtype : {DType::f32, DType::bf16}) {
+            auto impl = make_simd(target, dtype);
+            rc::prop("simd/" + target + " decode == block [" + to_string(dtype) + "]", [&] {
+                Case c = gen::materialize(*gen::spec_gen(Op::decode));
+                round_inputs(c, dtype);
+                const auto dec = out_of(*impl, c);
+                const auto blk = out_of(*impl, as_op(c, Op::block));
+                RC_ASSERT(dec.size() == blk.size());
+                for (size_t i = 0; i < dec.size(); ++i) {
+                    RC_LOG() << "element " << i << ": decode " << dec[i] << " block " << blk[i];
+                    RC_ASSERT(std::memcmp(&dec[i], &blk[i], sizeof(double)) == 0);
+                }
+            });
+        }
+}
+
+// Every output element is computed by one task whose arithmetic does not
+// depend on the split, so any thread count gives the same bits.
+TEST_CASE("simd results do not depend on the thread count", "[block][simd]") {
+    gen::CaseSpec s;
+    s.op = Op::decode;
+    s.T = 24;
+    s.prefill = 9;
+    s.d_model = 200;
+    s.ffn_dim = 390;
+    s.n_heads = 6;
+    s.n_kv_heads = 3;
+    s.head_dim = 32;
+    s.seed = 9;
+    Case c = gen::materialize(s);
+    Case sw = gen::materialize([&] {
+        gen::CaseSpec t = s;
+        t.op = Op::swiglu;
+        t.T = 130;
+        t.d_model = 300;
+        t.ffn_dim = 300;
+        return t;
+    }());
+    for (DType dtype : {DType::f32, DType::bf16}) {
+        round_inputs(c, dtype);
+        round_inputs(sw, dtype);
+        auto one = make_simd("", dtype, 1);
+        const auto dec1 = out_of(*one, c), blk1 = out_of(*one, as_op(c, Op::block)), sw1 = out_of(*one, sw);
+        for (int threads : {2, 3, 2}) {
+            auto many = make_simd("", dtype, threads);
+            INFO(threads << " threads, " << to_string(dtype));
+            REQUIRE(out_of(*many, c) == dec1);
+            REQUIRE(out_of(*many, as_op(c, Op::block)) == blk1);
+            REQUIRE(out_of(*many, sw) == sw1);
+        }
+    }
+}
+
+// In bf16 the kernels run the f32 arithmetic and round once on store: the
+// output must be the f32 output rounded to nearest even, on every target and
+// also in the partial-vector tails (widths that are not a multiple of a vector).
+TEST_CASE("simd bf16 stores round to nearest even", "[simd]") {
+    for (const std::string& target : runnable_targets()) {
+        auto f32 = make_simd(target, DType::f32);
+        auto bf16 = make_simd(target, DType::bf16);
+        rc::prop("simd/" + target + " bf16 == round(f32)", [&] {
+            const Op op = *rc::gen::element(Op::rmsnorm, Op::rope, Op::qk_norm);
+            Case c = gen::materialize(*gen::spec_gen(op));
+            round_inputs(c, DType::bf16);
+            const auto wide = out_of(*f32, c);
+            const auto narrow = out_of(*bf16, c);
+            for (size_t i = 0; i < wide.size(); ++i) {
+                const float want = simd::to_f32(simd::to_bf16(static_cast<float>(wide[i])));
+                RC_LOG() << "element " << i << ": f32 " << wide[i] << " bf16 " << narrow[i] << " want " << want;
+                RC_ASSERT(static_cast<float>(narrow[i]) == want);
+            }
+        });
+    }
+}
+
+TEST_CASE("to_bf16 rounds to nearest even like the harness", "[simd]") {
+    rc::prop("to_bf16 == round_to(bf16)", [] {
+        const uint32_t bits = *rc::gen::arbitrary<uint32_t>();
+        float f;
+        std::memcpy(&f, &bits, 4);
+        RC_PRE(std::isfinite(f));
+        RC_ASSERT(simd::to_f32(simd::to_bf16(f)) == static_cast<float>(round_to(f, DType::bf16)));
+    });
+    // Ties go to even: 1 + 2^-8 is halfway between 1 and 1 + 2^-7.
+    REQUIRE(simd::to_f32(simd::to_bf16(1.0f + 1.0f / 256)) == 1.0f);
+    REQUIRE(simd::to_f32(simd::to_bf16(1.0f + 3.0f / 256)) == 1.0f + 4.0f / 256);
+    REQUIRE(std::isnan(simd::to_f32(simd::to_bf16(std::nanf("")))));
+}
