@@ -90,7 +90,10 @@ std::map<std::string, double> reduction_noise(const Case& c, DType dtype) {
     switch (c.op) {
         case Op::rmsnorm: n["out"] = norm_noise(T(truth.at("out")), c.in("x").cols(), u); break;
         case Op::qk_norm: n["out"] = norm_noise(T(truth.at("out")), cfg.head_dim, u); break;
-        case Op::rope: n["out"] = 0.0; break;  // no reduction; angle error is the baselines' business
+        // No reduction, but each output is x_i cos - x_j sin: cos and sin rounded
+        // (1 ulp each), two products and a difference — about 3u |x_i| + 3u |x_j|
+        // — on a value that can be as small as u |x|. Angle error is the baselines'.
+        case Op::rope: n["out"] = 6.0 * u * maxv(in("x")); break;
         case Op::attention:
             n["out"] = attention_noise(in("q"), in("k"), in("v"), cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, u);
             break;
@@ -117,6 +120,9 @@ std::map<std::string, double> reduction_noise(const Case& c, DType dtype) {
                 n["k_rot"] = norm_propagation(heads("k"), in("k_norm").reshape({-1}), cfg.norm_eps, n["k"]) +
                              norm_noise(kr, cfg.head_dim, u);
             }
+            // RoPE's own rounding (see Op::rope above).
+            n["q_rot"] += 6.0 * u * maxv(T(t.at("q_rot")));
+            n["k_rot"] += 6.0 * u * maxv(T(t.at("k_rot")));
             n["attn"] = attention_noise(T(t.at("q_rot")), T(t.at("k_rot")), T(t.at("v")), cfg.n_heads, cfg.n_kv_heads,
                                         cfg.head_dim, u);
             n["h"] = dot_noise(T(t.at("attn")), in("wo"), u) + u * maxv(T(t.at("h")));
