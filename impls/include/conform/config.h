@@ -38,6 +38,60 @@ inline std::optional<DType> parse_dtype(std::string_view s) {
     return std::nullopt;
 }
 
+// How the rotary frequencies are rescaled for long context (HF
+// transformers modeling_rope_utils.py). Every field is explicit: the config
+// loader resolves HF's defaults, implementations never assume one.
+//   none:    inv_freq[i] = theta^(-2i / rd)                     (rd = rotary dim)
+//   linear:  inv_freq /= factor
+//   llama3:  wavelength 2pi/inv_freq split by original_max_position / {low,high}_freq_factor:
+//            short waves kept, long waves / factor, a smooth blend between
+//   yarn:    per-dim ramp between inv_freq and inv_freq / factor, ramp ends from
+//            beta_fast / beta_slow rotations over original_max_position;
+//            cos and sin multiplied by attention_factor
+//   dynamic: NTK-aware base: with L = max(positions of the call) + 1, if
+//            L > original_max_position, theta' = theta * (factor*L/orig - (factor-1))^(rd/(rd-2));
+//            inside the original context it is exactly the unscaled RoPE.
+//            "The call" is the whole sequence: decode() uses all T positions, so
+//            decode equals block() (an engine recomputing per step would not).
+enum class RopeScalingType { none, linear, llama3, yarn, dynamic };
+
+inline const char* to_string(RopeScalingType t) {
+    switch (t) {
+        case RopeScalingType::none: return "none";
+        case RopeScalingType::linear: return "linear";
+        case RopeScalingType::llama3: return "llama3";
+        case RopeScalingType::yarn: return "yarn";
+        case RopeScalingType::dynamic: return "dynamic";
+    }
+    return "?";
+}
+inline std::optional<RopeScalingType> parse_rope_scaling_type(std::string_view s) {
+    if (s == "none" || s == "default") return RopeScalingType::none;
+    if (s == "linear") return RopeScalingType::linear;
+    if (s == "llama3") return RopeScalingType::llama3;
+    if (s == "yarn") return RopeScalingType::yarn;
+    if (s == "dynamic") return RopeScalingType::dynamic;
+    return std::nullopt;
+}
+
+struct RopeScaling {
+    RopeScalingType type = RopeScalingType::none;
+    double factor = 1.0;                // linear, llama3, yarn, dynamic
+    double low_freq_factor = 1.0;       // llama3
+    double high_freq_factor = 4.0;      // llama3
+    int64_t original_max_position = 0;  // llama3, yarn, dynamic (tokens of the pre-training context)
+    double beta_fast = 32.0;            // yarn
+    double beta_slow = 1.0;             // yarn
+    double attention_factor = 1.0;      // yarn: multiplies cos and sin (1 for every other type)
+
+    bool operator==(const RopeScaling& o) const {
+        return type == o.type && factor == o.factor && low_freq_factor == o.low_freq_factor &&
+               high_freq_factor == o.high_freq_factor && original_max_position == o.original_max_position &&
+               beta_fast == o.beta_fast && beta_slow == o.beta_slow && attention_factor == o.attention_factor;
+    }
+    bool operator!=(const RopeScaling& o) const { return !(*this == o); }
+};
+
 struct BlockConfig {
     int64_t d_model = 0;     // D: width of the residual stream
     int64_t n_heads = 0;     // H: query heads
@@ -48,8 +102,11 @@ struct BlockConfig {
     double rope_theta = 10000.0;
     bool qk_norm = false;    // Qwen3: per-head RMSNorm on q and k, before RoPE
     double norm_eps = 1e-5;
+    RopeScaling rope_scaling{};  // none unless the model scales RoPE
+    int64_t rotary_dim = 0;      // dims of each head that RoPE rotates (the first ones); 0 = all head_dim
 
     int64_t q_width() const { return n_heads * head_dim; }
+    int64_t rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
     int64_t kv_width() const { return n_kv_heads * head_dim; }
     int64_t group() const { return n_kv_heads > 0 ? n_heads / n_kv_heads : 0; }
 };
@@ -61,9 +118,14 @@ struct RmsNormParams {
 };
 
 struct RopeParams {
-    int64_t head_dim = 0;  // rotated per head; x has n * head_dim columns
+    int64_t head_dim = 0;  // x has n * head_dim columns
     RopeLayout layout = RopeLayout::neox;
-    double theta = 10000.0;  // inv_freq[i] = theta^(-2i / head_dim)
+    double theta = 10000.0;  // inv_freq[i] = theta^(-2i / rotary_dim), before scaling
+    RopeScaling scaling{};
+    // The first rotary_dim dims of each head are rotated (pairs formed inside
+    // them by `layout`), the rest pass through unchanged. 0 = all head_dim.
+    int64_t rotary_dim = 0;
+    int64_t rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
 };
 
 struct QkNormParams {
@@ -79,7 +141,9 @@ struct AttentionParams {
 };
 
 inline RmsNormParams rmsnorm_params(const BlockConfig& c) { return {c.norm_eps}; }
-inline RopeParams rope_params(const BlockConfig& c) { return {c.head_dim, c.rope_layout, c.rope_theta}; }
+inline RopeParams rope_params(const BlockConfig& c) {
+    return {c.head_dim, c.rope_layout, c.rope_theta, c.rope_scaling, c.rotary_dim};
+}
 inline QkNormParams qk_norm_params(const BlockConfig& c) { return {c.head_dim, c.norm_eps}; }
 inline AttentionParams attention_params(const BlockConfig& c) { return {c.n_heads, c.n_kv_heads, c.head_dim}; }
 
