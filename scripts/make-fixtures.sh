@@ -6,7 +6,8 @@
 # ffn_dim scaled down and head counts reduced (keeping MHA / GQA / MQA) so the
 # whole set stays well under 5 MB. Covers every op, both RoPE layouts, theta
 # 1e4 / 5e5 / 1e6 at positions past 8192, QK-norm on and off, MHA, GQA, MQA,
-# and decode with and without a prefill.
+# and decode with and without a prefill; llama3 and YaRN RoPE scaling and
+# partial rotary.
 #
 #   scripts/make-fixtures.sh            (uses build/conform; CONFORM=path overrides)
 set -euo pipefail
@@ -52,5 +53,12 @@ gen block-mistral-7b-mqa       --op block --preset mistral-7b --scale-down 128 -
 gen decode-llama3-8b-gqa       --op decode --preset llama3-8b --scale-down 128 --n-heads 4 --n-kv-heads 2 --tokens 6 --prefill 3 --positions 8190
 gen decode-llama2-7b-interleaved --op decode --preset llama2-7b --scale-down 128 --n-heads 2 --n-kv-heads 2 --rope-layout interleaved --tokens 5 --prefill 0 --positions 9000
 gen decode-qwen3-0.6b-qknorm   --op decode --preset qwen3-0.6b --scale-down 32 --n-heads 4 --n-kv-heads 2 --tokens 5 --prefill 2 --positions 32760
+
+# RoPE scaling and partial rotary: Llama 3.1's llama3 scaling past its original
+# 8192 positions, Qwen3's YaRN (with its attention factor) past 32768, and a
+# partial rotary head (the last quarter of each head passes through).
+gen rope-llama3.1-8b-scaled    --op rope --preset llama3.1-8b --n-heads 2 --tokens 4 --positions 16380
+gen block-qwen3-8b-yarn        --op block --config scripts/fixture-configs/qwen3-8b-yarn.json --scale-down 128 --n-heads 4 --n-kv-heads 2 --tokens 4 --positions 40000
+gen rope-phi4-mini-partial-rotary --op rope --config scripts/fixture-configs/phi-4-mini-partial-rotary.json --n-heads 2 --tokens 3 --positions 4100
 
 du -ch "$out"/*.h5 | tail -1

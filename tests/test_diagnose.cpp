@@ -108,6 +108,11 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         "pos=100,mag=1,outliers=0,seed=11)",
         "decode(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=1000000,qk_norm=1,eps=1.0000000000000001e-05,"
         "pos=20,prefill=3,mag=1,outliers=0,seed=12)",
+        // RoPE scaling: dynamic NTK inside its context, partial rotary; llama3 past 8192.
+        "rope(T=4,n=2,hd=16,layout=neox,theta=10000,rd=8,scaling=dynamic,factor=2,orig=64,pos=20,mag=1,outliers=0,"
+        "seed=13)",
+        "block(T=4,D=16,H=4,KV=2,hd=8,F=16,layout=interleaved,theta=500000,scaling=llama3,factor=8,low_freq=1,"
+        "high_freq=4,orig=8192,qk_norm=0,eps=1.0000000000000001e-05,pos=9000,mag=1,outliers=0,seed=14)",
     };
     auto scalar = test::make("scalar");
     std::set<std::string> distinguished;

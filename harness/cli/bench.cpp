@@ -22,6 +22,8 @@
 
 #include "cli/commands.h"
 #include "cli/gate.h"
+#include "config/hf_config.h"
+#include "config/options.h"
 #include "config/presets.h"
 #include "core/case.h"
 #include "reference/bench_torch.h"
@@ -344,7 +346,7 @@ double quantile(std::vector<double> v, double q) {
 struct Options {
     std::string impls = "simd,torch";
     std::string ops = "rmsnorm,rope,qk_norm,attention,swiglu,block,decode";
-    std::string preset = "tinyllama-1.1b";
+    config::ConfigOptions config;  // default: the tinyllama-1.1b preset
     std::string tokens = "1,64,512";
     std::string dtypes = "f32,bf16";
     int64_t context = 512;
@@ -366,11 +368,11 @@ std::string fmt_time(double s) {
 int run_bench(const Options& o) {
     using nlohmann::json;
     std::ostream& log = o.json ? std::cerr : std::cout;
-    const config::Preset* preset = config::find_preset(o.preset);
-    if (!preset) {
-        std::string names;
-        for (const auto& p : config::presets()) names += (names.empty() ? "" : ", ") + p.name;
-        std::cerr << "conform bench: --preset: unknown '" << o.preset << "' (presets: " << names << ")\n";
+    config::ModelConfig model;
+    try {
+        model = config::resolve_config(o.config, config::find_preset("tinyllama-1.1b")->model());
+    } catch (const config::ConfigError& e) {
+        std::cerr << "conform bench: " << e.what() << "\n";
         return kUsage;
     }
     std::vector<Op> ops;
@@ -411,10 +413,12 @@ int run_bench(const Options& o) {
         }
     const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     ref::set_torch_threads(threads);
-    const BlockConfig& cfg = preset->config;
+    const BlockConfig& cfg = model.block;
 
     // ---- ceilings, measured now ----------------------------------------------
-    log << "conform bench: " << preset->name << " (" << config::describe(cfg) << "), " << threads << " threads\n";
+    log << "conform bench: " << model.name << " (" << config::describe(cfg) << "), " << threads << " threads\n";
+    for (const auto& d : model.defaults) log << "  default taken: " << d << "\n";
+    for (const auto& d : model.overrides) log << "  override: " << d << "\n";
     log << "  torch: " << ref::torch_describe() << "\n";
     const double bw = copy_bandwidth(threads);
     const int64_t mm_n = 2048;
@@ -573,7 +577,8 @@ int run_bench(const Options& o) {
     }
     if (o.json) {
         json out = {{"schema", "conform-bench/1"},
-                    {"preset", preset->name},
+                    {"preset", model.name},
+                    {"model", config::config_json(model)},
                     {"config", config::describe(cfg)},
                     {"threads", threads},
                     {"context", o.context},
@@ -613,7 +618,8 @@ Command add_bench(CLI::App& app) {
         "bench", "time each op per implementation against LibTorch f32, with the machine's ceilings measured alongside");
     sub->add_option("--impl", o->impls, "simd, torch, scalar, cuda, comma-separated, or all (default simd,torch)");
     sub->add_option("--op", o->ops, "ops, comma-separated, or all (default all; decode is one token after --context)");
-    sub->add_option("--preset", o->preset, "block shapes (default tinyllama-1.1b; see `conform generate --presets`)");
+    // --preset, --config, --d-model, ... (config/options.h); default the tinyllama-1.1b preset
+    config::add_config_options(*sub, o->config);
     sub->add_option("--tokens", o->tokens, "token counts T, comma-separated (default 1,64,512)");
     sub->add_option("--dtype", o->dtypes, "simd storage dtypes, comma-separated (default f32,bf16; torch is f32)");
     sub->add_option("--context", o->context, "decode, and attention at T=1: tokens already cached (default 512)")

@@ -19,5 +19,9 @@ Command add_list(CLI::App& app);
 Command add_generate(CLI::App& app);
 Command add_mutants(CLI::App& app);
 Command add_bench(CLI::App& app);
+Command add_coverage(CLI::App& app);       // coverage.cpp
+Command add_merge_reports(CLI::App& app);  // merge.cpp
+Command add_forward(CLI::App& app);        // forward.cpp
+Command add_anatomy(CLI::App& app);        // anatomy.cpp
 
 }  // namespace conform::cli

@@ -8,6 +8,8 @@
 
 #include "cli/commands.h"
 #include "cli/gate.h"
+#include "config/hf_config.h"
+#include "config/options.h"
 #include "config/presets.h"
 #include "gen/gen.h"
 #include "h5/fixture.h"
@@ -19,21 +21,16 @@ namespace conform::cli {
 namespace {
 
 struct GenerateOptions {
-    std::string op, preset, out, layout, description;
+    std::string op, out, description;
+    config::ConfigOptions config;  // --preset, --config, and the flags overriding them
     int64_t scale_down = 1;
-    int64_t d_model = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0, ffn_dim = 0;
-    double theta = 0, eps = 0;
-    int qk_norm = 0;
     int64_t tokens = 4, keys = 0, start = 0, prefill = -1, outliers = 0;
     double mag = 1.0;
     int cases = 1;
     uint64_t seed = 1;
     bool force = false, list_presets = false;
 
-    // Which flags were given (a flag overrides the preset's value).
-    CLI::Option *o_d_model = nullptr, *o_n_heads = nullptr, *o_n_kv_heads = nullptr, *o_head_dim = nullptr,
-                *o_ffn_dim = nullptr, *o_layout = nullptr, *o_theta = nullptr, *o_qk_norm = nullptr, *o_eps = nullptr,
-                *o_prefill = nullptr;
+    CLI::Option* o_prefill = nullptr;
 };
 
 // The config sizes an op's inputs are built from (a superset of what the
@@ -75,6 +72,9 @@ std::string describe_for(Op op, const BlockConfig& c) {
         else continue;  // the sizes are above
         add(v.str());
     }
+    if (op == Op::rope && c.rotary_dim > 0 && c.rotary_dim != c.head_dim) add("rotary=" + std::to_string(c.rotary_dim));
+    if (op == Op::rope && c.rope_scaling.type != RopeScalingType::none)
+        add("scaling=" + config::describe(c.rope_scaling));
     return s.str();
 }
 
@@ -93,35 +93,25 @@ int run_generate(const GenerateOptions& o) {
     const auto op = parse_op(o.op);
     if (!op) return usage("--op: unknown op '" + o.op + "' (ops: rmsnorm, rope, qk_norm, attention, swiglu, block, decode)");
 
-    // ---- the config: preset, scaled, then the flags given ---------------------------
-    BlockConfig cfg;
-    std::string origin = "custom";
-    if (!o.preset.empty()) {
-        const config::Preset* p = config::find_preset(o.preset);
-        if (!p) return usage("--preset: unknown preset '" + o.preset + "' (see `conform generate --presets`)");
-        cfg = p->config;
-        origin = p->name;
-    }
+    // ---- the config: preset, then --config, scaled, then the flags given -------------
     if (o.scale_down < 1) return usage("--scale-down must be >= 1");
-    cfg = config::scale_down(cfg, o.scale_down);
-    if (o.scale_down > 1) origin += fmt::format(" (d_model, ffn_dim / {})", o.scale_down);
-    if (o.o_d_model->count()) cfg.d_model = o.d_model;
-    if (o.o_n_heads->count()) cfg.n_heads = o.n_heads;
-    if (o.o_n_kv_heads->count()) cfg.n_kv_heads = o.n_kv_heads;
-    if (o.o_head_dim->count()) cfg.head_dim = o.head_dim;
-    if (o.o_ffn_dim->count()) cfg.ffn_dim = o.ffn_dim;
-    if (o.o_layout->count()) {
-        auto l = parse_rope_layout(o.layout);
-        if (!l) return usage("--rope-layout: expected neox or interleaved, found '" + o.layout + "'");
-        cfg.rope_layout = *l;
+    config::ModelConfig model;
+    try {
+        model = config::resolve_config(o.config, {}, false);
+    } catch (const config::ConfigError& e) {
+        return usage(e.what());
     }
-    if (o.o_theta->count()) cfg.rope_theta = o.theta;
-    if (o.o_qk_norm->count()) cfg.qk_norm = o.qk_norm != 0;
-    if (o.o_eps->count()) cfg.norm_eps = o.eps;
+    BlockConfig cfg = config::scale_down(model.block, o.scale_down);
+    // --scale-down divides the preset's or file's widths, not a width given as a flag.
+    if (o.config.o_d_model->count()) cfg.d_model = o.config.d_model;
+    if (o.config.o_ffn->count()) cfg.ffn_dim = o.config.ffn;
+    const std::string preset = o.config.o_preset->count() ? o.config.preset : std::string();
+    std::string origin = model.name.empty() ? "custom" : model.name;
+    if (o.scale_down > 1) origin += fmt::format(" (d_model, ffn_dim / {})", o.scale_down);
     if (*op == Op::rope || *op == Op::qk_norm) cfg.n_kv_heads = cfg.n_heads;
     for (const auto& [flag, field] : sizes_needed(*op))
         if (cfg.*field <= 0)
-            return usage(fmt::format("--op {} needs --{} (or a --preset)", o.op, flag));
+            return usage(fmt::format("--op {} needs --{} (or a --preset or --config)", o.op, flag));
 
     // ---- the cases: inputs drawn as property cases are, golden outputs from the reference
     const int64_t T = o.tokens;
@@ -151,6 +141,8 @@ int run_generate(const GenerateOptions& o) {
             s.ffn_dim = cfg.ffn_dim;
             s.layout = cfg.rope_layout;
             s.theta = cfg.rope_theta;
+            s.scaling = cfg.rope_scaling;
+            s.rotary_dim = cfg.rotary_dim;
             s.qk_norm = cfg.qk_norm;
             s.eps = cfg.norm_eps;
             s.kpos = o.start;
@@ -171,7 +163,8 @@ int run_generate(const GenerateOptions& o) {
             validate_case(fc.c);
             fc.c.expected = h5::golden_expected(fc.c);
             fc.attrs["producer"] = "conform generate (expected: LibTorch " + ref::version() + " reference, float64)";
-            if (!o.preset.empty()) fc.attrs["preset"] = o.preset;
+            if (!preset.empty()) fc.attrs["preset"] = preset;
+            if (o.config.o_file->count()) fc.attrs["config"] = o.config.file;
             fc.attrs["seed"] = static_cast<int64_t>(s.seed);
             // The inputs are exactly the property case with this id: `conform
             // --case ID` runs the same tensors without the file.
@@ -194,18 +187,10 @@ Command add_generate(CLI::App& app) {
     auto o = std::make_shared<GenerateOptions>();
     CLI::App* sub = app.add_subcommand("generate", "write golden fixture cases from the reference (float64, every block tap)");
     sub->add_option("--op", o->op, "the op: rmsnorm, rope, qk_norm, attention, swiglu, block, decode");
-    sub->add_option("--preset", o->preset, "a real model's config (see --presets); flags below override it");
+    // --preset NAME, --config FILE, --d-model, --heads (rope, qk_norm: heads in x), ... (config/options.h)
+    config::add_config_options(*sub, o->config);
     sub->add_flag("--presets", o->list_presets, "list the presets and exit");
-    sub->add_option("--scale-down", o->scale_down, "divide the preset's d_model and ffn_dim by K (files stay small; heads, head_dim, theta, eps kept)");
-    o->o_d_model = sub->add_option("--d-model", o->d_model, "D");
-    o->o_n_heads = sub->add_option("--n-heads", o->n_heads, "H (rope, qk_norm: heads in x)");
-    o->o_n_kv_heads = sub->add_option("--n-kv-heads", o->n_kv_heads, "KV");
-    o->o_head_dim = sub->add_option("--head-dim", o->head_dim, "hd");
-    o->o_ffn_dim = sub->add_option("--ffn-dim", o->ffn_dim, "F");
-    o->o_layout = sub->add_option("--rope-layout", o->layout, "neox | interleaved");
-    o->o_theta = sub->add_option("--rope-theta", o->theta, "RoPE base");
-    o->o_qk_norm = sub->add_option("--qk-norm", o->qk_norm, "0 | 1");
-    o->o_eps = sub->add_option("--norm-eps", o->eps, "RMSNorm eps");
+    sub->add_option("--scale-down", o->scale_down, "divide d_model and ffn_dim by K (files stay small; heads, head_dim, theta, eps kept)");
     sub->add_option("--tokens", o->tokens, "T: tokens (attention: queries) per case (default 4)");
     sub->add_option("--keys", o->keys, "attention: S keys, the queries being the last T (default T)");
     sub->add_option("--positions", o->start, "position of the first token (attention: first key) (default 0)");

@@ -1,43 +1,39 @@
 // conform — the command. Parsing and wiring only; the work is in the libraries.
 #include <CLI/CLI.hpp>
 #include <iostream>
-#include <random>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/gate.h"
+#include "config/hf_config.h"
+#include "config/options.h"
 #include "registry.h"
+#include "report/formats.h"
 
 using namespace conform;
 using namespace conform::cli;
-
-namespace {
-
-constexpr uint64_t kDefaultSeed = 20261129;
-
-std::vector<std::string> split(const std::string& s) {
-    std::vector<std::string> out;
-    std::stringstream ss(s);
-    std::string item;
-    while (std::getline(ss, item, ','))
-        if (!item.empty()) out.push_back(item);
-    return out;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
     CLI::App app{"conform — differential conformance testing of Llama-family decoder blocks against a LibTorch reference"};
     app.require_subcommand(0, 1);
 
-    std::string impl_list, op_list, seed_str, dtype_str = "f32";
+    SelectionFlags sf;
     GateOptions g;
-    app.add_option("--impl", impl_list, "implementations, comma-separated, or 'all' (default: every available one)");
-    app.add_option("--op", op_list, "ops, comma-separated, or 'all': rmsnorm,rope,qk_norm,attention,swiglu,block,decode");
+    app.add_option("--impl", sf.impls, "implementations, comma-separated, or 'all' (default: every available one)");
+    app.add_option("--op", sf.ops, "ops, comma-separated, or 'all': rmsnorm,rope,qk_norm,attention,swiglu,block,decode");
     app.add_option("--cases", g.cases, "property cases per op (default 100)")->check(CLI::NonNegativeNumber);
-    app.add_option("--seed", seed_str, "seed for property cases, or 'random' (default: a fixed seed, printed)");
-    app.add_option("--dtype", dtype_str, "dtype the implementations run in: f32, bf16, f16 (default f32)");
+    app.add_option("--seed", sf.seed, "seed for property cases, or 'random' (default: a fixed seed, printed)");
+    app.add_option("--dtype", sf.dtype, "dtype the implementations run in: f32, bf16, f16 (default f32)");
+    app.add_option("--params", g.params,
+                   "only cases whose canonical id matches this regex (e.g. 'layout=interleaved'); property cases "
+                   "are drawn until --cases match");
+    app.add_option("--shard", sf.shard,
+                   "run shard INDEX/TOTAL of the cases (0-based; or TEST_SHARD_INDEX / TEST_TOTAL_SHARDS); "
+                   "`conform merge-reports` joins the shards' reports");
     app.add_option("--out", g.out, "directory for reports (default reports/)");
+    std::string report_list;
+    app.add_option("--report", report_list,
+                   "report formats written to --out, comma-separated: json (conform.json), junit (conform.xml), md "
+                   "(conform.md), html (conform.html), or all (default json)");
     app.add_flag("--json", g.json, "print the JSON report on stdout instead of the table");
     app.add_flag("--quiet", g.quiet, "no progress or summary lines beyond the table");
     app.add_option("--case", g.case_id, "replay one property case by its canonical id, e.g. 'rope(T=7,...)'");
@@ -67,12 +63,27 @@ int main(int argc, char** argv) {
            "run plugin calls in this process: faster, but a crash in the plugin ends conform")
         ->excludes(isolate);
 
+    // --preset / --config / overrides: property cases in that model's
+    // conventions and head geometry. d_model and ffn are divided (by a power
+    // of two, to d_model <= 256) so that 100 cases per op stay fast; the
+    // repo's fixtures, of other models, then run only when named (--fixtures).
+    config::ConfigOptions model_flags;
+    config::add_config_options(app, model_flags,
+                               "Property cases then take the model's conventions (layout, theta, scaling, rotary dim, "
+                               "QK-norm, eps) and heads, kv heads, head_dim; d_model and ffn are divided by a power "
+                               "of two down to d_model <= 256 so that 100 cases stay fast; tokens, positions and "
+                               "inputs are still drawn. The repo's fixtures then run only when named (--fixtures)");
+
     // Subcommands, in the order `conform --help` lists them.
     std::vector<Command> commands = {
         add_list(app),
         add_generate(app),
         add_mutants(app),
         add_bench(app),
+        add_coverage(app),
+        add_merge_reports(app),
+        add_forward(app),
+        add_anatomy(app),
     };
 
     try {
@@ -85,40 +96,26 @@ int main(int argc, char** argv) {
     for (const auto& c : commands)
         if (c.app->parsed()) return c.run();
     g.default_fixtures = !no_default_fixtures;
-
-    if (!impl_list.empty() && impl_list != "all") {
-        g.impls = split(impl_list);
-        g.impls_explicit = true;
-    }
-    if (!op_list.empty() && op_list != "all") {
-        for (const auto& name : split(op_list)) {
-            auto op = parse_op(name);
-            if (!op) {
-                std::cerr << "conform: --op: unknown op '" << name << "' (ops: rmsnorm, rope, qk_norm, attention, swiglu, block, decode)\n";
-                return kUsage;
-            }
-            g.ops.push_back(*op);
-        }
-    }
-    auto dt = parse_dtype(dtype_str);
-    if (!dt) {
-        std::cerr << "conform: --dtype: unknown dtype '" << dtype_str << "' (f32, bf16, f16)\n";
-        return kUsage;
-    }
-    g.dtype = *dt;
-    if (seed_str.empty()) {
-        g.seed = kDefaultSeed;
-    } else if (seed_str == "random") {
-        g.seed = std::random_device{}() & 0xFFFFFFFFu;
-    } else {
-        try {
-            size_t used = 0;
-            g.seed = std::stoull(seed_str, &used);
-            if (used != seed_str.size()) throw std::invalid_argument("trailing");
-        } catch (const std::exception&) {
-            std::cerr << "conform: --seed: expected a number or 'random', found '" << seed_str << "'\n";
+    if (!report_list.empty()) {
+        std::string err;
+        auto formats = parse_report_formats(report_list, &err);
+        if (!formats) {
+            std::cerr << "conform: --report: " << err << "\n";
             return kUsage;
         }
+        g.reports = *formats;
     }
+    if (model_flags.given()) {
+        try {
+            g.model = std::make_shared<const config::ModelConfig>(config::resolve_config(model_flags));
+        } catch (const config::ConfigError& e) {
+            std::cerr << "conform: " << e.what() << "\n";
+            return kUsage;
+        }
+        while (g.model->block.d_model / g.model_scale_down > 256) g.model_scale_down *= 2;
+        if (g.fixtures.empty()) g.default_fixtures = false;
+    }
+
+    if (!apply_selection_flags(sf, g)) return kUsage;
     return run_gate(g);
 }

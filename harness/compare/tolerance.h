@@ -1,27 +1,33 @@
 // harness/compare/tolerance.h — when is an implementation's tensor right?
 //
-// The model (one table, in tolerance.cpp):
+// The model (one table, in tolerance.cpp), per element i:
 //
-//   err      = max |impl - ref64|
-//   baseline = max over legitimate programs in the implementation's dtype of
-//              max |baseline - ref64|, where the legitimate programs are the
-//              reference itself in that dtype in two summation orders: the
-//              library's (blocked, many partial sums) and one accumulator in
-//              index order (a plain loop). Any order in between — SIMD lanes,
-//              tiles, split-K over threads — has errors of the same size.
-//   floor    = 2 * max |fl(fl(ref64 + 0.3) - 0.3) - ref64|   (dtype rounding
-//              noise at the output's magnitude, FlashAttention-3)
-//   noise    = the a-priori rounding noise of the output's last reduction,
-//              sqrt(K) * u * max(|a| @ |b|) (Higham's typical bound, any
-//              order; computed by the reference in float64). Two sampled
-//              orders can underestimate what a third legitimate order does
-//              on a small tensor; this term cannot.
-//   allowed  = k * baseline + max(floor, noise)               (k per op, default 2)
+//   err_i     = |impl_i - ref64_i|
+//   baseline  = max over legitimate programs in the implementation's dtype of
+//               max |baseline - ref64|, where the legitimate programs are the
+//               reference itself in that dtype in two summation orders: the
+//               library's (blocked, many partial sums) and one accumulator in
+//               index order (a plain loop). Any order in between — SIMD lanes,
+//               tiles, split-K over threads — has errors of the same size.
+//               One number per tensor: a sampled error, not a per-element law.
+//   floor_i   = 2 * u * (|ref64_i| + 0.3)   (dtype rounding noise at the
+//               element's magnitude: what FlashAttention-3's
+//               2 * |fl(fl(ref + 0.3) - 0.3) - ref| can reach there)
+//   noise_i   = the a-priori bound of element i (harness/reference/noise.cpp):
+//               its own reductions' noise in float32 arithmetic in any order,
+//               sqrt(K) * u * (|a| @ |b|)_i (Higham's typical bound), a
+//               rounding to the dtype wherever a value may be stored, and its
+//               inputs' bounds carried through each stage of the block.
+//   allowed_i = k * baseline + max(floor_i, noise_i)           (k per op, default 2)
 //   and a backstop on the whole tensor:
-//   nmse    <= max(nmse_max[op][dtype], k^2 * nmse(baseline))   (ggml-style)
+//   nmse     <= max(nmse_max[op][dtype], k^2 * nmse(baseline), sum noise_i^2 / sum ref_i^2)
+//               (ggml-style; the last term: an error at the a-priori bound
+//               everywhere is rounding, even where the output cancels)
 //
-// Pass iff every value is finite, err <= allowed and nmse within its bound.
-// Every report shows err, each term, which one decided, and the margin.
+// Pass iff every value is finite, err_i <= allowed_i for every i and nmse
+// within its bound. Every report shows the element with the largest
+// err_i / allowed_i — where, its error, each term there, which one decided —
+// and the margin min_i allowed_i / err_i.
 #pragma once
 
 #include <string>
@@ -52,25 +58,33 @@ struct Verdict {
     Metrics m;
     Baseline base;
     double k = 2;
-    double floor = 0;
-    double noise = 0;
-    double allowed = 0;
+    // The decisive element: the largest err_i / allowed_i (when nothing
+    // differs, the largest |ref|). The terms below are its own.
+    Location at;
+    double err = 0;          // err_i there
+    double floor = 0;        // floor_i there
+    double noise = 0;        // noise_i there
+    double allowed = 0;      // allowed_i there
+    double noise_max = 0;    // max_i noise_i over the tensor
     double nmse_allowed = 0;
-    int64_t mismatches = 0;  // elements over `allowed`
+    int64_t mismatches = 0;  // elements over their allowed_i (or non-finite)
     double mismatch_pct = 0;
-    double margin = 0;       // allowed / err (> 1 passes; inf when err == 0)
+    double margin = 0;       // min_i allowed_i / err_i (> 1 passes; inf when err == 0)
     bool pass = false;
     std::string decided_by;  // "baseline", "floor", "a-priori", "nmse", "nonfinite"
     std::string why;         // one line when failing
 };
 
-// The rounding floor of `dtype` at the magnitudes of ref.
+// The rounding floor of `dtype` at ref's magnitude: at element i, and the
+// largest over the tensor.
+double rounding_floor(double ref_i, DType dtype);
 double rounding_floor(const DTensor& ref, DType dtype);
 
-// Judge one tensor. `a` is the output under test.
-// `noise` is the a-priori term (0 when none applies).
-Verdict judge(Op op, DType dtype, const Metrics& m, const Baseline& base, const DTensor& ref, int64_t mismatches,
-              double noise = 0.0);
+// Judge one tensor. `a` is the output under test (ref.numel() values), `m`
+// its metrics against ref (head_dim as measured, for locations); `noise` the
+// a-priori bound per element (ref's shape), or null where none applies.
+Verdict judge(Op op, DType dtype, const double* a, const Metrics& m, const Baseline& base, const DTensor& ref,
+              const DTensor* noise, int64_t head_dim = 0);
 
 // Rounds a double to the nearest value of dtype (round to nearest even).
 double round_to(double x, DType dtype);

@@ -23,19 +23,49 @@ BlockConfig make(int64_t d_model, int64_t n_heads, int64_t n_kv_heads, int64_t h
     return c;
 }
 
+// Llama 3.1's rope_scaling, as its config.json states it.
+BlockConfig with_llama3_scaling(BlockConfig c) {
+    c.rope_scaling.type = RopeScalingType::llama3;
+    c.rope_scaling.factor = 8.0;
+    c.rope_scaling.low_freq_factor = 1.0;
+    c.rope_scaling.high_freq_factor = 4.0;
+    c.rope_scaling.original_max_position = 8192;
+    return c;
+}
+
+std::string num(double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+}
+
 }  // namespace
 
+ModelConfig Preset::model() const {
+    ModelConfig m;
+    m.block = config;
+    m.layers = layers;
+    m.vocab = vocab;
+    m.max_position = max_position;
+    m.tie_embeddings = tie_embeddings;
+    m.name = name;
+    m.origin = "preset " + name;
+    return m;
+}
+
 const std::vector<Preset>& presets() {
-    //                                                               D     H   KV   hd      F    theta   eps  qk_norm
+    //                                                               D     H   KV   hd      F    theta   eps  qk_norm      layers vocab  max_pos  tied
     static const std::vector<Preset> table = {
-        {"llama2-7b", "meta-llama/Llama-2-7b-hf (MHA)",            make(4096, 32, 32, 128, 11008, 1e4, 1e-5, false)},
-        {"llama3-8b", "meta-llama/Meta-Llama-3-8B (GQA 4)",        make(4096, 32,  8, 128, 14336, 5e5, 1e-5, false)},
-        {"qwen3-8b", "Qwen/Qwen3-8B (GQA 4, QK-norm)",             make(4096, 32,  8, 128, 12288, 1e6, 1e-6, true)},
-        {"qwen3-0.6b", "Qwen/Qwen3-0.6B (head_dim != D/H)",        make(1024, 16,  8, 128,  3072, 1e6, 1e-6, true)},
-        {"mistral-7b", "mistralai/Mistral-7B-v0.1 (GQA 4)",        make(4096, 32,  8, 128, 14336, 1e4, 1e-5, false)},
-        {"mistral-7b-v0.3", "mistralai/Mistral-7B-v0.3 (GQA 4)",   make(4096, 32,  8, 128, 14336, 1e6, 1e-5, false)},
-        {"tinyllama-1.1b", "TinyLlama/TinyLlama-1.1B-Chat-v1.0 (GQA 8)", make(2048, 32, 4, 64, 5632, 1e4, 1e-5, false)},
-        {"phi3-mini", "microsoft/Phi-3-mini-4k-instruct (MHA, head_dim 96)", make(3072, 32, 32, 96, 8192, 1e4, 1e-5, false)},
+        {"llama2-7b", "meta-llama/Llama-2-7b-hf (MHA)",            make(4096, 32, 32, 128, 11008, 1e4, 1e-5, false), 32, 32000, 4096, false},
+        {"llama3-8b", "meta-llama/Meta-Llama-3-8B (GQA 4)",        make(4096, 32,  8, 128, 14336, 5e5, 1e-5, false), 32, 128256, 8192, false},
+        {"llama3.1-8b", "meta-llama/Llama-3.1-8B (GQA 4, llama3 RoPE scaling)",
+         with_llama3_scaling(make(4096, 32, 8, 128, 14336, 5e5, 1e-5, false)), 32, 128256, 131072, false},
+        {"qwen3-8b", "Qwen/Qwen3-8B (GQA 4, QK-norm)",             make(4096, 32,  8, 128, 12288, 1e6, 1e-6, true), 36, 151936, 40960, false},
+        {"qwen3-0.6b", "Qwen/Qwen3-0.6B (head_dim != D/H)",        make(1024, 16,  8, 128,  3072, 1e6, 1e-6, true), 28, 151936, 40960, true},
+        {"mistral-7b", "mistralai/Mistral-7B-v0.1 (GQA 4)",        make(4096, 32,  8, 128, 14336, 1e4, 1e-5, false), 32, 32000, 32768, false},
+        {"mistral-7b-v0.3", "mistralai/Mistral-7B-v0.3 (GQA 4)",   make(4096, 32,  8, 128, 14336, 1e6, 1e-5, false), 32, 32768, 32768, false},
+        {"tinyllama-1.1b", "TinyLlama/TinyLlama-1.1B-Chat-v1.0 (GQA 8)", make(2048, 32, 4, 64, 5632, 1e4, 1e-5, false), 22, 32000, 2048, false},
+        {"phi3-mini", "microsoft/Phi-3-mini-4k-instruct (MHA, head_dim 96)", make(3072, 32, 32, 96, 8192, 1e4, 1e-5, false), 32, 32064, 4096, false},
     };
     return table;
 }
@@ -46,6 +76,12 @@ const Preset* find_preset(std::string_view name) {
     return nullptr;
 }
 
+std::string preset_names() {
+    std::string names;
+    for (const auto& p : presets()) names += (names.empty() ? "" : ", ") + p.name;
+    return names;
+}
+
 BlockConfig scale_down(BlockConfig c, int64_t factor) {
     if (factor < 1) throw std::invalid_argument("scale_down: factor must be >= 1, got " + std::to_string(factor));
     auto down = [factor](int64_t v) { return v <= 0 ? v : std::max<int64_t>(1, (v + factor - 1) / factor); };
@@ -54,11 +90,36 @@ BlockConfig scale_down(BlockConfig c, int64_t factor) {
     return c;
 }
 
+std::string describe(const RopeScaling& s) {
+    std::ostringstream o;
+    o << to_string(s.type);
+    switch (s.type) {
+        case RopeScalingType::none: break;
+        case RopeScalingType::linear: o << "(factor=" << num(s.factor) << ")"; break;
+        case RopeScalingType::llama3:
+            o << "(factor=" << num(s.factor) << ", low_freq_factor=" << num(s.low_freq_factor)
+              << ", high_freq_factor=" << num(s.high_freq_factor) << ", original_max_position=" << s.original_max_position
+              << ")";
+            break;
+        case RopeScalingType::yarn:
+            o << "(factor=" << num(s.factor) << ", beta_fast=" << num(s.beta_fast) << ", beta_slow=" << num(s.beta_slow)
+              << ", attention_factor=" << num(s.attention_factor) << ", original_max_position=" << s.original_max_position
+              << ")";
+            break;
+        case RopeScalingType::dynamic:
+            o << "(factor=" << num(s.factor) << ", original_max_position=" << s.original_max_position << ")";
+            break;
+    }
+    return o.str();
+}
+
 std::string describe(const BlockConfig& c) {
     std::ostringstream o;
     o << "D=" << c.d_model << " H=" << c.n_heads << " KV=" << c.n_kv_heads << " hd=" << c.head_dim << " F=" << c.ffn_dim
       << " layout=" << to_string(c.rope_layout) << " theta=" << c.rope_theta << " eps=" << c.norm_eps
       << " qk_norm=" << (c.qk_norm ? 1 : 0);
+    if (c.rotary_dim > 0 && c.rotary_dim != c.head_dim) o << " rotary=" << c.rotary_dim;
+    if (c.rope_scaling.type != RopeScalingType::none) o << " scaling=" << describe(c.rope_scaling);
     return o.str();
 }
 

@@ -2,11 +2,13 @@
 //
 // A plain table: the numbers are the checkpoints' HF config.json values
 // (hidden_size, num_attention_heads, num_key_value_heads, head_dim,
-// intermediate_size, rope_theta, rms_norm_eps), so `conform generate
-// --preset qwen3-8b` tests what that model runs. Only the RoPE layout is a
-// choice the config file does not record: HF checkpoints are NeoX, Meta's
-// original weights and llama.cpp's GGUF Llama are interleaved
-// (--rope-layout interleaved overrides).
+// intermediate_size, rope_theta, rms_norm_eps, rope_scaling,
+// num_hidden_layers, vocab_size, max_position_embeddings), so `conform
+// --preset qwen3-8b` tests what that model runs; fixtures/configs/<name>.json
+// holds the same numbers as a config.json (a test checks they agree). Only
+// the RoPE layout is a choice the config file does not record: HF checkpoints
+// are NeoX, Meta's original weights and llama.cpp's GGUF Llama are
+// interleaved (--layout interleaved overrides).
 #pragma once
 
 #include <cstdint>
@@ -18,10 +20,36 @@
 
 namespace conform::config {
 
+// A whole model: the block every layer repeats, and what surrounds it.
+struct ModelConfig {
+    BlockConfig block;
+    int64_t layers = 0;            // num_hidden_layers
+    int64_t vocab = 0;             // vocab_size (0: unknown)
+    int64_t max_position = 0;      // max_position_embeddings (0: unknown)
+    bool tie_embeddings = false;   // tie_word_embeddings: the LM head is the embedding
+    std::string name;              // "llama3-8b", or the config file's path
+    std::string origin;            // "preset llama3-8b", "config fixtures/configs/x.json"
+    std::string architecture;      // "LlamaForCausalLM" (config files), "" for presets
+    // What the configuration did not say and was taken from a default, one
+    // line each ("rms_norm_eps: absent, took 1e-06 (LlamaConfig's default)").
+    std::vector<std::string> defaults;
+    // The command-line flags that replaced a value ("--kv-heads 8 (was 4)").
+    std::vector<std::string> overrides;
+    // What the file says that the block does not model (biases, a sliding
+    // window), one line each: the block still tests the conventions.
+    std::vector<std::string> notes;
+};
+
 struct Preset {
     std::string name;    // e.g. "llama3-8b"
     std::string source;  // the checkpoint whose config.json the numbers are from
     BlockConfig config;
+    int64_t layers = 0;
+    int64_t vocab = 0;
+    int64_t max_position = 0;
+    bool tie_embeddings = false;
+
+    ModelConfig model() const;
 };
 
 // Every preset, in the order `conform generate --presets` lists them.
@@ -30,14 +58,21 @@ const std::vector<Preset>& presets();
 // nullptr when unknown.
 const Preset* find_preset(std::string_view name);
 
+// "llama2-7b, llama3-8b, ..." for messages.
+std::string preset_names();
+
 // The block with d_model and ffn_dim divided by `factor` (rounded up, at least
 // 1) and everything that defines the attention geometry and the conventions
-// kept: heads, kv heads, head_dim, layout, theta, eps, qk_norm. A real
-// head_dim and theta give real RoPE angles; the residual and FFN widths only
-// set how much is summed. factor must be >= 1.
+// kept: heads, kv heads, head_dim, layout, theta, eps, qk_norm, scaling. A
+// real head_dim and theta give real RoPE angles; the residual and FFN widths
+// only set how much is summed. factor must be >= 1.
 BlockConfig scale_down(BlockConfig c, int64_t factor);
 
 // "D=4096 H=32 KV=8 hd=128 F=14336 layout=neox theta=500000 eps=1e-05 qk_norm=0"
+// (and " rotary=32" / " scaling=llama3(...)" when the block has them).
 std::string describe(const BlockConfig& c);
+
+// "llama3(factor=8, low_freq_factor=1, high_freq_factor=4, original_max_position=8192)", "none".
+std::string describe(const RopeScaling& s);
 
 }  // namespace conform::config

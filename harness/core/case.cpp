@@ -217,10 +217,56 @@ struct Checker {
     void theta() const {
         if (!(c.config.rope_theta > 1.0) || !std::isfinite(c.config.rope_theta))
             fail("config/rope_theta", "must be finite and > 1");
+        if (auto bad = rope_config_problem(c.config)) fail("config/" + bad->first, bad->second);
     }
 };
 
+std::string num(double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+}
+
 }  // namespace
+
+std::optional<std::pair<std::string, std::string>> rope_config_problem(const BlockConfig& c) {
+    using Problem = std::optional<std::pair<std::string, std::string>>;
+    auto bad = [](const char* field, std::string msg) -> Problem { return std::make_pair(std::string(field), msg); };
+    const int64_t hd = c.head_dim, rd = c.rotary_dim;
+    if (rd != 0 && (rd < 2 || rd % 2 != 0 || rd > hd))
+        return bad("rotary_dim", "must be 0 (the whole head) or even in [2, head_dim = " + std::to_string(hd) +
+                                     "], found " + std::to_string(rd));
+    const RopeScaling& s = c.rope_scaling;
+    const char* type = to_string(s.type);
+    if (s.type != RopeScalingType::yarn && s.attention_factor != 1.0)
+        return bad("rope_attention_factor", std::string("applies to yarn only (must be 1 for ") + type + "), found " +
+                                                num(s.attention_factor));
+    if (s.type == RopeScalingType::none) return std::nullopt;
+    if (!std::isfinite(s.factor) || !(s.factor >= 1.0))
+        return bad("rope_factor", std::string("must be finite and >= 1 for ") + type + " scaling, found " + num(s.factor));
+    if (s.type != RopeScalingType::linear && s.original_max_position <= 0)
+        return bad("rope_original_max_position",
+                   std::string("must be > 0 for ") + type + " scaling, found " + std::to_string(s.original_max_position));
+    if (s.type == RopeScalingType::llama3) {
+        if (!std::isfinite(s.low_freq_factor) || !(s.low_freq_factor > 0))
+            return bad("rope_low_freq_factor", "must be finite and > 0, found " + num(s.low_freq_factor));
+        if (!std::isfinite(s.high_freq_factor) || !(s.high_freq_factor > s.low_freq_factor))
+            return bad("rope_high_freq_factor", "must be finite and > low_freq_factor = " + num(s.low_freq_factor) +
+                                                    ", found " + num(s.high_freq_factor));
+    }
+    if (s.type == RopeScalingType::yarn) {
+        if (!std::isfinite(s.beta_fast) || !(s.beta_fast > 0))
+            return bad("rope_beta_fast", "must be finite and > 0, found " + num(s.beta_fast));
+        if (!std::isfinite(s.beta_slow) || !(s.beta_slow > 0))
+            return bad("rope_beta_slow", "must be finite and > 0, found " + num(s.beta_slow));
+        if (!std::isfinite(s.attention_factor) || !(s.attention_factor > 0))
+            return bad("rope_attention_factor", "must be finite and > 0, found " + num(s.attention_factor));
+    }
+    if (s.type == RopeScalingType::dynamic && c.rotary() <= 2)
+        return bad("rotary_dim", "dynamic NTK raises the base to rotary_dim / (rotary_dim - 2): needs a rotary dim > 2, "
+                                 "found " + std::to_string(c.rotary()));
+    return std::nullopt;
+}
 
 void validate_case(const Case& c) {
     Checker k{c};

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,15 @@ int64_t head_dim_of(const Case& c, const std::string& output);
 // fixture's expected values with the op's output shapes, all finite); throws
 // InputError naming the field and the expected-vs-found shape.
 void validate_case(const Case& c);
+
+// What is wrong with a config's RoPE scaling or rotary_dim, as (field under
+// config/, message with the value found), or nullopt when they make a RoPE:
+// rotary_dim 0 or even in [2, head_dim]; factor finite and >= 1; llama3 needs
+// original_max_position > 0 and 0 < low_freq_factor < high_freq_factor; yarn
+// original_max_position > 0, betas > 0 and attention_factor > 0; dynamic
+// original_max_position > 0 and a rotary dim > 2; attention_factor is 1 but
+// for yarn.
+std::optional<std::pair<std::string, std::string>> rope_config_problem(const BlockConfig& c);
 
 // Rounds every float input to dtype (no-op for f32), so an implementation
 // running in that dtype and the reference see identical inputs and the

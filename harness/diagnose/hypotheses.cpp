@@ -57,6 +57,39 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                 add("rope_theta_wrong", vt,
                     fmt::format("wrong RoPE base: theta {} where the config says {}", g(t), g(cfg.rope_theta)));
         }
+        const RopeScaling& sc = cfg.rope_scaling;
+        if (sc.type != RopeScalingType::none) {
+            ref::Variant vi;
+            vi.scaling_ignored = true;
+            add("rope_scaling_ignored", vi,
+                fmt::format("rope_scaling ignored or misparsed (`type` vs `rope_type`): plain RoPE, the config says "
+                            "{} scaling with factor {}",
+                            to_string(sc.type), g(sc.factor)));
+            if (sc.type == RopeScalingType::dynamic) {
+                ref::Variant vd;
+                vd.dynamic_at_scaled_context = true;
+                add("dynamic_ntk_inside_context", vd,
+                    fmt::format("dynamic NTK's base computed for seq_len = original_max_position x factor = {} "
+                                "whatever the sequence's length: within the original {} positions RoPE must be "
+                                "left unscaled",
+                                g(sc.factor * static_cast<double>(sc.original_max_position)), sc.original_max_position));
+            }
+            if (sc.type == RopeScalingType::llama3 || sc.type == RopeScalingType::yarn) {
+                ref::Variant vl;
+                vl.scaling_type = RopeScalingType::linear;
+                add("rope_scaling_type_wrong", vl,
+                    fmt::format("rope_scaling read as linear (every frequency / {}); the config says {}", g(sc.factor),
+                                to_string(sc.type)));
+            }
+        }
+        if (cfg.rotary() < cfg.head_dim) {
+            ref::Variant vr;
+            vr.rotary_full = true;
+            add("partial_rotary_ignored", vr,
+                fmt::format("the whole head rotated (inv_freq over head_dim = {}); the config rotates only the first "
+                            "rotary_dim = {} dims and passes the rest through",
+                            cfg.head_dim, cfg.rotary()));
+        }
         ref::Variant va;
         va.rope_angle_bf16 = true;
         add("rope_angle_low_precision", va,

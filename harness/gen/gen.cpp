@@ -6,28 +6,13 @@
 #include <rapidcheck.h>
 #include <sstream>
 
+#include "core/rng.h"
+
 namespace conform::gen {
 
 namespace {
 
-// ---- deterministic values ------------------------------------------------------
-// splitmix64 + Box–Muller: the same seed gives the same tensors on every
-// platform and standard library (std::normal_distribution does not).
-struct Rng {
-    uint64_t s;
-    uint64_t next() {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }
-    double normal() {
-        const double u = uniform(), v = uniform();
-        return std::sqrt(-2.0 * std::log(u)) * std::cos(6.283185307179586 * v);
-    }
-    int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
-};
+// ---- deterministic values (core/rng.h) -------------------------------------------
 
 Tensor normal(Rng& r, int64_t rows, int64_t cols, double scale) {
     Tensor t(rows, cols);
@@ -161,6 +146,93 @@ void pick_inputs(CaseSpec& s) {
     s.seed = *rc::gen::inRange<uint64_t>(0, 1u << 30);
 }
 
+// Partial rotary (GPT-NeoX, Phi, GLM: a half or a quarter of the head), then
+// RoPE scaling with the parameters real checkpoints use. Drawn after
+// everything else, so a case without them is the case its seed drew before
+// they existed; every pick shrinks to "none" first.
+void pick_rope_extras(CaseSpec& s) {
+    const int64_t part = weighted<int64_t>({{5, 1}, {1, 2}, {1, 4}});
+    if (part > 1 && s.head_dim % (2 * part) == 0) s.rotary_dim = s.head_dim / part;
+    const int64_t rd = s.rotary_dim > 0 ? s.rotary_dim : s.head_dim;
+    RopeScaling& sc = s.scaling;
+    sc.type = weighted<RopeScalingType>({{5, RopeScalingType::none},
+                                         {1, RopeScalingType::linear},
+                                         {1, RopeScalingType::llama3},
+                                         {1, RopeScalingType::yarn},
+                                         {2, RopeScalingType::dynamic}});
+    if (sc.type == RopeScalingType::dynamic && rd <= 2) sc.type = RopeScalingType::linear;  // its exponent is rd / (rd - 2)
+    switch (sc.type) {
+        case RopeScalingType::none: break;
+        case RopeScalingType::linear: sc.factor = one_of(2.0, 4.0, 8.0, 3.0); break;
+        case RopeScalingType::llama3:
+            // Llama 3.1 / 3.2 config.json
+            sc.factor = 8;
+            sc.low_freq_factor = 1;
+            sc.high_freq_factor = 4;
+            sc.original_max_position = 8192;
+            s.theta = 500000;
+            break;
+        case RopeScalingType::yarn:
+            // Qwen2.5 / Qwen3 long context; attention_factor as HF's get_mscale(factor)
+            sc.factor = 4;
+            sc.original_max_position = 32768;
+            sc.beta_fast = 32;
+            sc.beta_slow = 1;
+            sc.attention_factor = 0.1 * std::log(sc.factor) + 1.0;
+            break;
+        case RopeScalingType::dynamic: {
+            // The original context placed around the case's own length L, so
+            // that cases fall on both sides of it, and on its edge (L = orig
+            // is still unscaled); or short (16..64), wherever pos fell. pos
+            // itself is left as drawn, so that shrinking to no scaling keeps
+            // a failing case failing.
+            sc.factor = one_of(2.0, 3.0, 4.0);
+            const int cls = weighted<int>({{2, 0}, {1, 1}, {1, 2}, {1, 3}});
+            const int64_t L = s.pos + s.T;  // max position + 1
+            if (cls == 0) {
+                sc.original_max_position = std::max<int64_t>(1, L + *rc::gen::inRange<int64_t>(-16, 17));
+            } else if (cls == 1) {
+                sc.original_max_position = L;  // the last position inside
+            } else if (cls == 2) {
+                sc.original_max_position = std::max<int64_t>(1, L - 1);  // one past
+            } else {
+                sc.original_max_position = *rc::gen::inRange<int64_t>(16, 65);  // wherever pos fell
+            }
+            break;
+        }
+    }
+}
+
+// pin_config: the configuration every drawn case takes, as far as its op reads it.
+std::optional<BlockConfig> g_pin;
+
+void pin(CaseSpec& s, const BlockConfig& c) {
+    auto rope = [&] {
+        s.head_dim = c.head_dim;
+        s.rotary_dim = c.rotary_dim;
+        s.layout = c.rope_layout;
+        s.theta = c.rope_theta;
+        s.scaling = c.rope_scaling;
+    };
+    switch (s.op) {
+        case Op::rmsnorm: s.d_model = c.d_model; s.eps = c.norm_eps; break;
+        case Op::rope: rope(); break;
+        case Op::qk_norm: s.head_dim = c.head_dim; s.eps = c.norm_eps; break;
+        case Op::attention: s.n_heads = c.n_heads; s.n_kv_heads = c.n_kv_heads; s.head_dim = c.head_dim; break;
+        case Op::swiglu: s.d_model = c.d_model; s.ffn_dim = c.ffn_dim; break;
+        case Op::block:
+        case Op::decode:
+            rope();
+            s.n_heads = c.n_heads;
+            s.n_kv_heads = c.n_kv_heads;
+            s.d_model = c.d_model;
+            s.ffn_dim = c.ffn_dim;
+            s.qk_norm = c.qk_norm;
+            s.eps = c.norm_eps;
+            break;
+    }
+}
+
 CaseSpec make(Op op) {
     CaseSpec s;
     s.op = op;
@@ -220,6 +292,8 @@ CaseSpec make(Op op) {
             break;
     }
     pick_inputs(s);
+    if (op == Op::rope || op == Op::block || op == Op::decode) pick_rope_extras(s);
+    if (g_pin) pin(s, *g_pin);
     return s;
 }
 
@@ -234,6 +308,33 @@ std::string num(double v) {
 
 using Fields = std::vector<std::pair<std::string, std::string>>;
 
+// The RoPE fields of an id beyond theta, each only when not the default.
+void rope_extras(const CaseSpec& s, Fields& f) {
+    auto add = [&](const char* k, std::string v) { f.emplace_back(k, std::move(v)); };
+    if (s.rotary_dim != 0) add("rd", std::to_string(s.rotary_dim));
+    const RopeScaling& sc = s.scaling;
+    if (sc.type == RopeScalingType::none) return;
+    add("scaling", to_string(sc.type));
+    add("factor", num(sc.factor));
+    if (sc.type == RopeScalingType::llama3) {
+        add("low_freq", num(sc.low_freq_factor));
+        add("high_freq", num(sc.high_freq_factor));
+    }
+    if (sc.type != RopeScalingType::linear) add("orig", std::to_string(sc.original_max_position));
+    if (sc.type == RopeScalingType::yarn) {
+        add("beta_fast", num(sc.beta_fast));
+        add("beta_slow", num(sc.beta_slow));
+        add("attn_factor", num(sc.attention_factor));
+    }
+}
+
+bool is_rope_extra(const std::string& k) {
+    for (const char* e : {"rd", "scaling", "factor", "low_freq", "high_freq", "orig", "beta_fast", "beta_slow",
+                          "attn_factor"})
+        if (k == e) return true;
+    return false;
+}
+
 Fields fields(const CaseSpec& s) {
     auto I = [](int64_t v) { return std::to_string(v); };
     Fields f;
@@ -242,7 +343,7 @@ Fields fields(const CaseSpec& s) {
         case Op::rmsnorm: add("T", I(s.T)); add("D", I(s.d_model)); add("eps", num(s.eps)); break;
         case Op::rope:
             add("T", I(s.T)); add("n", I(s.n_heads)); add("hd", I(s.head_dim));
-            add("layout", to_string(s.layout)); add("theta", num(s.theta)); add("pos", I(s.pos));
+            add("layout", to_string(s.layout)); add("theta", num(s.theta)); rope_extras(s, f); add("pos", I(s.pos));
             break;
         case Op::qk_norm: add("T", I(s.T)); add("n", I(s.n_heads)); add("hd", I(s.head_dim)); add("eps", num(s.eps)); break;
         case Op::attention:
@@ -254,7 +355,7 @@ Fields fields(const CaseSpec& s) {
         case Op::decode:
             add("T", I(s.T)); add("D", I(s.d_model)); add("H", I(s.n_heads)); add("KV", I(s.n_kv_heads));
             add("hd", I(s.head_dim)); add("F", I(s.ffn_dim)); add("layout", to_string(s.layout));
-            add("theta", num(s.theta)); add("qk_norm", s.qk_norm ? "1" : "0"); add("eps", num(s.eps));
+            add("theta", num(s.theta)); rope_extras(s, f); add("qk_norm", s.qk_norm ? "1" : "0"); add("eps", num(s.eps));
             add("pos", I(s.pos));
             if (s.op == Op::decode) add("prefill", I(s.prefill));
             break;
@@ -327,10 +428,47 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             else if (k == "mag") s.mag = std::stod(v);
             else if (k == "outliers") s.outliers = std::stoll(v);
             else if (k == "seed") s.seed = std::stoull(v);
+            else if (k == "rd") s.rotary_dim = std::stoll(v);
+            else if (k == "scaling") {
+                auto t = parse_rope_scaling_type(v);
+                if (!t || *t == RopeScalingType::none)
+                    return fail("scaling must be linear, llama3, yarn or dynamic, found '" + v + "'");
+                s.scaling.type = *t;
+            } else if (k == "factor") s.scaling.factor = std::stod(v);
+            else if (k == "low_freq") s.scaling.low_freq_factor = std::stod(v);
+            else if (k == "high_freq") s.scaling.high_freq_factor = std::stod(v);
+            else if (k == "orig") s.scaling.original_max_position = std::stoll(v);
+            else if (k == "beta_fast") s.scaling.beta_fast = std::stod(v);
+            else if (k == "beta_slow") s.scaling.beta_slow = std::stod(v);
+            else if (k == "attn_factor") s.scaling.attention_factor = std::stod(v);
             else return fail("unknown field '" + k + "'");
         }
     } catch (const std::exception&) {
         return fail("a field's value is not a number");
+    }
+    // The RoPE extras: exactly those the case's id would carry (a scaling's
+    // parameters, none of another type's), and values that make a RoPE.
+    {
+        Fields extras;
+        if (s.op == Op::rope || s.op == Op::block || s.op == Op::decode) rope_extras(s, extras);
+        for (const auto& [k, v] : extras)
+            if (!kv.count(k))
+                return fail("missing field '" + k + "' (scaling=" + to_string(s.scaling.type) + " needs it)");
+        for (const auto& [k, v] : kv) {
+            if (!is_rope_extra(k)) continue;
+            bool printed = false;
+            for (const auto& e : extras) printed = printed || e.first == k;
+            if (!printed)
+                return fail("field '" + k + "' does not apply to " + (s.op == Op::rope || s.op == Op::block || s.op == Op::decode
+                                                                           ? "scaling=" + std::string(to_string(s.scaling.type))
+                                                                           : "op " + std::string(to_string(s.op))));
+        }
+        BlockConfig rc;
+        rc.head_dim = s.head_dim;
+        rc.rope_scaling = s.scaling;
+        rc.rotary_dim = s.rotary_dim;
+        if (s.head_dim % 2 == 0 && s.head_dim > 0)
+            if (auto bad = rope_config_problem(rc)) return fail(bad->first + ": " + bad->second);
     }
     if (s.op == Op::rope || s.op == Op::qk_norm) s.n_kv_heads = s.n_heads;
     if (s.T < 1 || s.S < 1 || s.n_heads < 1 || s.n_kv_heads < 1 || s.head_dim < 1 || s.d_model < 1 || s.ffn_dim < 1)
@@ -352,6 +490,8 @@ Case materialize(const CaseSpec& s) {
     cfg.ffn_dim = s.ffn_dim;
     cfg.rope_layout = s.layout;
     cfg.rope_theta = s.theta;
+    cfg.rope_scaling = s.scaling;
+    cfg.rotary_dim = s.rotary_dim;
     cfg.qk_norm = s.qk_norm;
     cfg.norm_eps = s.eps;
     c.prefill = s.prefill;
@@ -413,6 +553,11 @@ rc::Random random_for(Op op, uint64_t seed, int index) {
 // RapidCheck's size grows over a run (small cases first); so do ours.
 int size_for(int index) { return std::min(100, 10 + index); }
 }  // namespace
+
+void pin_config(const BlockConfig* c) {
+    if (c) g_pin = *c;
+    else g_pin.reset();
+}
 
 CaseSpec draw(Op op, uint64_t seed, int index) {
     return spec_gen(op)(random_for(op, seed, index), size_for(index)).value();

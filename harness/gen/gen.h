@@ -6,6 +6,9 @@
 // the tensors are drawn from the seed deterministically (materialize), so a
 // shrunk spec prints as a short id, and the id alone rebuilds the case:
 //   rope(T=7,n=3,hd=16,layout=neox,theta=500000,pos=4090,mag=1,outliers=0,seed=12)
+// RoPE scaling and partial rotary appear in the id only when a case has them
+// (after theta: rd=8,scaling=dynamic,factor=2,orig=32), so every id written
+// before they existed still parses to the same case.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +36,8 @@ struct CaseSpec {
     int64_t ffn_dim = 8;
     RopeLayout layout = RopeLayout::neox;
     double theta = 10000.0;
+    RopeScaling scaling{};   // rope, block, decode: none unless drawn
+    int64_t rotary_dim = 0;  // rope, block, decode: 0 = the whole head
     bool qk_norm = false;
     double eps = 1e-5;
     int64_t pos = 0;         // position of the first row (query)
@@ -56,6 +61,14 @@ Case materialize(const CaseSpec& s);
 // Draws the property case number `index` of a run seeded with `seed` (same
 // seed, same cases, whatever else is selected).
 CaseSpec draw(Op op, uint64_t seed, int index);
+
+// Pins every case drawn from now on (draw, spec_gen, shrink) to one
+// configuration (conform --preset / --config): its conventions (layout,
+// theta, scaling, rotary_dim, qk_norm, eps) and sizes (heads, kv heads,
+// head_dim, d_model, ffn_dim; the caller scales the widths down) replace the
+// drawn ones; tokens, positions and inputs are still drawn. nullptr unpins.
+// Set it before drawing; it is process-wide.
+void pin_config(const BlockConfig* c);
 
 // Shrinks a failing spec: repeatedly takes the first simpler spec (as
 // RapidCheck's shrinks order them) for which still_fails() holds. Returns the

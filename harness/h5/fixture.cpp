@@ -317,6 +317,67 @@ DTensor read_expected(const Ctx& ctx, hid_t expected, const std::string& name) {
 
 constexpr int64_t kMaxSize = int64_t(1) << 24;  // any config size above this is corrupt, not a model
 
+// The optional RoPE attributes beyond theta, and which ones each scaling type
+// takes (all explicit: no HF default is assumed for a missing one).
+const char* const kScalingParams[] = {"rope_factor",   "rope_low_freq_factor", "rope_high_freq_factor",
+                                      "rope_original_max_position", "rope_beta_fast", "rope_beta_slow",
+                                      "rope_attention_factor"};
+
+std::vector<std::string> scaling_params(RopeScalingType t) {
+    switch (t) {
+        case RopeScalingType::none: return {};
+        case RopeScalingType::linear: return {"rope_factor"};
+        case RopeScalingType::llama3:
+            return {"rope_factor", "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_position"};
+        case RopeScalingType::yarn:
+            return {"rope_factor", "rope_original_max_position", "rope_beta_fast", "rope_beta_slow",
+                    "rope_attention_factor"};
+        case RopeScalingType::dynamic: return {"rope_factor", "rope_original_max_position"};
+    }
+    return {};
+}
+
+// rope_scaling (+ the parameters its type takes) and rotary_dim; their values
+// are checked with the rest of the case (validate_case).
+void read_rope_extras(const Ctx& ctx, hid_t g, BlockConfig& cfg) {
+    auto has = [&](const std::string& f) { return has_attr(ctx, g, f, "config/" + f); };
+    RopeScaling& s = cfg.rope_scaling;
+    if (has("rope_scaling")) {
+        const std::string v = read_string(ctx, g, "rope_scaling", "config/rope_scaling");
+        auto t = parse_rope_scaling_type(v);
+        if (!t)
+            ctx.fail("config/rope_scaling",
+                     "expected \"none\", \"linear\", \"llama3\", \"yarn\" or \"dynamic\", found \"" + v + "\"");
+        s.type = *t;
+    }
+    const std::vector<std::string> takes = scaling_params(s.type);
+    for (const char* f : kScalingParams) {
+        const bool wanted = std::find(takes.begin(), takes.end(), f) != takes.end();
+        const std::string field = std::string("config/") + f;
+        if (!has(f)) {
+            if (wanted)
+                ctx.fail(field, std::string("missing (rope_scaling \"") + to_string(s.type) + "\" needs it)");
+            continue;
+        }
+        if (!wanted)
+            ctx.fail(field, std::string("does not apply to rope_scaling \"") + to_string(s.type) + "\"" +
+                                (s.type == RopeScalingType::none ? " (absent: no scaling)" : ""));
+        if (std::string(f) == "rope_original_max_position") {
+            s.original_max_position = read_int(ctx, g, f, field);
+            continue;
+        }
+        const double v = read_float(ctx, g, f, field);
+        if (!std::isfinite(v)) ctx.fail(field, "must be finite, found " + std::to_string(v));
+        if (std::string(f) == "rope_factor") s.factor = v;
+        else if (std::string(f) == "rope_low_freq_factor") s.low_freq_factor = v;
+        else if (std::string(f) == "rope_high_freq_factor") s.high_freq_factor = v;
+        else if (std::string(f) == "rope_beta_fast") s.beta_fast = v;
+        else if (std::string(f) == "rope_beta_slow") s.beta_slow = v;
+        else s.attention_factor = v;
+    }
+    if (has("rotary_dim")) cfg.rotary_dim = read_int(ctx, g, "rotary_dim", "config/rotary_dim");
+}
+
 void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
     const std::vector<std::string> required = required_config(op);
     std::vector<std::string> present;
@@ -353,6 +414,7 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
             cfg.qk_norm = v == 1;
         }
         if (has("norm_eps")) cfg.norm_eps = read_float(ctx, g.get(), "norm_eps", "config/norm_eps");
+        read_rope_extras(ctx, g.get(), cfg);
     } else if (!required.empty()) {
         std::string list;
         for (const auto& f : required) list += (list.empty() ? "" : ", ") + f;
@@ -686,6 +748,23 @@ struct Writer {
             else if (f == "norm_eps") attr(g.get(), f, cfg.norm_eps);
             else throw std::logic_error("write_fixture: config field " + f + " has no writer");
         }
+        // RoPE scaling and partial rotary only when a case has them: files
+        // without them stay what they were.
+        if (std::find(fields.begin(), fields.end(), "rope_theta") == fields.end()) return;
+        const RopeScaling& s = cfg.rope_scaling;
+        if (s.type != RopeScalingType::none) {
+            attr(g.get(), "rope_scaling", std::string(to_string(s.type)));
+            for (const auto& f : scaling_params(s.type)) {
+                if (f == "rope_factor") attr(g.get(), f, s.factor);
+                else if (f == "rope_low_freq_factor") attr(g.get(), f, s.low_freq_factor);
+                else if (f == "rope_high_freq_factor") attr(g.get(), f, s.high_freq_factor);
+                else if (f == "rope_original_max_position") attr(g.get(), f, s.original_max_position);
+                else if (f == "rope_beta_fast") attr(g.get(), f, s.beta_fast);
+                else if (f == "rope_beta_slow") attr(g.get(), f, s.beta_slow);
+                else attr(g.get(), f, s.attention_factor);
+            }
+        }
+        if (cfg.rotary_dim != 0) attr(g.get(), "rotary_dim", cfg.rotary_dim);
     }
 
     void write_case(hid_t root, const std::string& name, const FixtureCase& fc) const {

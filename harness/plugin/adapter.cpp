@@ -219,6 +219,20 @@ conform_config config_only(DType dtype) {
     return k;
 }
 
+// conform_config (plugin ABI v1) carries rope_theta and rope_layout only: a
+// plugin handed a scaled or partial-rotary config would run plain RoPE over
+// the whole head and fail for a reason that is not its own. Empty when the
+// config's RoPE fits the ABI.
+std::string rope_beyond_abi(const BlockConfig& c) {
+    if (c.rope_scaling.type != RopeScalingType::none)
+        return std::string("the plugin ABI (conform/plugin.h v1) has no rope_scaling fields: cannot pass ") +
+               to_string(c.rope_scaling.type) + " scaling to a plugin";
+    if (c.rotary() != c.head_dim)
+        return "the plugin ABI (conform/plugin.h v1) has no rotary_dim field: cannot pass partial rotary (rotary_dim " +
+               std::to_string(c.rotary_dim) + " of head_dim " + std::to_string(c.head_dim) + ") to a plugin";
+    return "";
+}
+
 bool implements(const conform_plugin& t, Op op) {
     switch (op) {
         case Op::rmsnorm: return t.rmsnorm != nullptr;
@@ -241,6 +255,9 @@ class Adapter final : public Implementation {
 
     Support supports(Op op, const BlockConfig& config) const override {
         if (!implements(t_, op)) return Support::no(lib_->name + " does not implement " + to_string(op));
+        if (const std::string why = rope_beyond_abi(config); !why.empty() &&
+            (op == Op::rope || op == Op::block || op == Op::decode))
+            return Support::no(why);
         if (t_.supports == nullptr) return Support::yes();
         const conform_config k = config_of(dtype_, config);
         char msg[1024] = "";
@@ -260,6 +277,11 @@ class Adapter final : public Implementation {
     }
 
     void rope(View x, Positions pos, const RopeParams& p, MutView out) override {
+        BlockConfig c;
+        c.head_dim = p.head_dim;
+        c.rope_scaling = p.scaling;
+        c.rotary_dim = p.rotary_dim;
+        if (const std::string why = rope_beyond_abi(c); !why.empty()) throw ImplError(why);
         Call call("rope", dtype_);
         conform_config k = config_only(dtype_);
         k.head_dim = p.head_dim;

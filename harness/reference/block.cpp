@@ -33,7 +33,7 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
     auto rope_pos = positions.clone();
     if (v.decode_pos_shift != 0 && decode_from < T)
         rope_pos.narrow(0, decode_from, T - decode_from).add_(v.decode_pos_shift);
-    auto rot = [&](const torch::Tensor& t) { return rope(t, rope_pos, hd, c.rope_layout, c.rope_theta, ctx); };
+    auto rot = [&](const torch::Tensor& t) { return rope(t, rope_pos, rope_params(c), ctx); };
 
     auto q = before ? norm_q(tap["q"]) : tap["q"];
     auto k = before ? norm_k(tap["k"]) : tap["k"];

@@ -1,5 +1,22 @@
-// The a-priori noise term of the tolerance model: how much any legitimate
-// summation order may move each output, from the magnitudes of its summands.
+// The a-priori term of the tolerance model: for every element of every output,
+// how far a legitimate program may land from the float64 truth, from the
+// magnitudes of what it sums and from what it inherits upstream.
+//
+// The dtype contract (README): values are stored in the dtype, arithmetic is
+// float32. So each element's bound is
+//   - the rounding noise of its own reductions in float32, sqrt(K)·u32·Σ|a_k b_k|
+//     (Higham's typical bound for any summation order),
+//   - below float32, one rounding to the dtype wherever a program may store the
+//     value (every tap, and the intermediates the reference stores: scores, p,
+//     gate, up, silu, the projections before a residual add),
+//   - and the bounds of its inputs carried through the op, element by element
+//     (first order with |Jacobian|, or a rigorous bound where first order
+//     breaks down: a norm over a near-zero vector, a softmax whose scores move
+//     by O(1)).
+// A tensor-wide maximum would let the largest element's noise excuse every
+// other element; carrying nothing would flag legitimate errors that an
+// ill-conditioned stage amplifies (a QK-normed head of two dims whose q is
+// itself rounding noise).
 #include <cmath>
 
 #include "reference/torch_ops.h"
@@ -7,6 +24,8 @@
 namespace conform::ref {
 
 namespace {
+
+using torch::Tensor;
 
 double unit_roundoff(DType d) {
     switch (d) {
@@ -17,124 +36,285 @@ double unit_roundoff(DType d) {
     return std::ldexp(1.0, -24);
 }
 
-double maxv(const torch::Tensor& t) { return t.numel() ? t.abs().max().item<double>() : 0.0; }
+// Unit roundoffs: of the arithmetic (float32) and of storage (the dtype).
+struct Units {
+    double a;  // arithmetic
+    double d;  // storage
+    // One rounding to the dtype where a program may store y: none in float32,
+    // where the arithmetic's own last rounding is the store.
+    Tensor store(const Tensor& y, double times = 1.0) const {
+        return d > a ? times * d * y.abs() : torch::zeros_like(y);
+    }
+};
 
-// sqrt(K) u max(|a| @ |b|): a dot product of length K in any order.
-double dot_noise(const torch::Tensor& a, const torch::Tensor& b, double u) {
+// A bound split in two: a relative error common to a whole row (a norm's
+// 1/rms, which a linear map passes on as ρ·|y|, no worse), and the rest, per
+// element (which a linear map passes on through |W|).
+struct Bound {
+    Tensor rel;  // [rows, 1]: ρ per row
+    Tensor abs;  // per element
+    Tensor total(const Tensor& y) const { return rel.defined() ? rel * y.abs() + abs : abs; }
+};
+
+// Bounds of different elements come from different roundings (other
+// reductions, other stores), so a sum of many of them grows like a root sum of
+// squares — the same typical-case reading as sqrt(K)·u for a sum's own noise.
+// What one cause moves together (a norm's 1/rms, one softmax row) is carried
+// linearly instead (Bound::rel; attention heads).
+Tensor carried(const Tensor& e, const Tensor& w) { return torch::matmul(e.pow(2), w.pow(2)).sqrt(); }
+
+// y = a @ b: its own rounding noise, and a's bound carried through b.
+Tensor matmul_bound(const Tensor& a, const Bound& ea, const Tensor& b, const Tensor& y, const Units& u) {
     const double K = static_cast<double>(a.size(-1));
-    return std::sqrt(K) * u * maxv(torch::matmul(a.abs(), b.abs()));
+    Tensor e = std::sqrt(K) * u.a * torch::matmul(a.abs(), b.abs()) + u.store(y);
+    if (ea.abs.defined()) e = e + carried(ea.abs, b);
+    if (ea.rel.defined()) e = e + ea.rel * y.abs();
+    return e;
 }
 
-// A norm's output moves relatively by half its mean-of-squares' error.
-double norm_noise(const torch::Tensor& out, int64_t K, double u) {
-    return 0.5 * std::sqrt(static_cast<double>(K)) * u * maxv(out);
+// RMSNorm y = w · x / r over the last dim (n), r = sqrt(mean(x²) + eps).
+// Own noise: the mean of squares' relative error, 0.5·sqrt(n)·u32, common to
+// the row; below float32, HF rounds x/r and then w·(x/r) to the dtype.
+// Carried, rigorously (not first order): with |Δx| ≤ ex, η = |ex|₂ / (sqrt(n) r)
+// bounds r's relative move, so y_j moves by at most |y_j| η / (1 - η), common
+// to the row, plus |w_j| ex_j / (r (1 - η)). Where η ≥ 1/2 the row's direction
+// is itself noise: y_j may be anything |x_j| / r ≤ sqrt(n) allows.
+Bound norm_bound(const Tensor& x, const Tensor& ex, const Tensor& w, double eps, const Tensor& y, const Units& u) {
+    const double n = static_cast<double>(x.size(-1));
+    Bound b;
+    b.rel = torch::full_like(y.narrow(-1, 0, 1), 0.5 * std::sqrt(n) * u.a);
+    b.abs = u.store(y, 2.0);
+    if (ex.defined()) {
+        auto r = (x.pow(2).mean(-1, true) + eps).sqrt();
+        auto eta = ex.pow(2).sum(-1, true).sqrt() / (std::sqrt(n) * r);
+        auto ok = eta < 0.5;
+        auto live = (1.0 - eta).clamp_min(0.5);
+        auto cap = w.abs() * std::sqrt(n) + y.abs();
+        b.abs = torch::where(ok, b.abs + w.abs() * ex / (r * live), cap);
+        b.rel = torch::where(ok, b.rel + eta / live, torch::zeros_like(b.rel));
+    }
+    return b;
 }
 
-// A norm y = w * x / rms(x), per row of x, moves an error e in its input by up
-// to e * |w_i| * (1 + |x_i| / rms) / rms (first order). Legitimate programs
-// differ upstream by e, so downstream by this much — a row with a small rms
-// amplifies it, which a tensor-wide ratio of magnitudes misses.
-double norm_propagation(const torch::Tensor& x, const torch::Tensor& w, double eps, double e) {
-    auto rms = (x.pow(2).mean(-1, true) + eps).sqrt();
-    return e * maxv(w.abs().reshape({1, -1}) * (1.0 + x.abs() / rms) / rms);
+// Rows [T, n*hd] as heads [T, n, hd] and back.
+Tensor heads(const Tensor& t, int64_t hd) { return t.reshape({t.size(0), -1, hd}); }
+Tensor flat(const Tensor& t) { return t.reshape({t.size(0), -1}); }
+
+// RoPE y_j = c x_j - s x_p (p: j's partner). |c| and |s| of every element
+// come from the reference's own rope on a probe (1 on the first of each pair),
+// so scaling and yarn's attention factor are those of the config. Own noise:
+// cos and sin rounded, two products, a difference — 3u (|c x_j| + |s x_p|) in
+// the dtype's unit (the reference rotates in the dtype). Carried: |c| e_j + |s| e_p.
+// Angle error at large positions is left to the baselines (both make it).
+Tensor rope_bound(const Tensor& x, const Tensor& ex, const Tensor& positions, const RopeParams& p, const Units& u) {
+    const int64_t T = x.size(0), hd = p.head_dim, rd = p.rotary(), width = x.size(1);
+    std::vector<int64_t> partner(static_cast<size_t>(width));
+    std::vector<double> first(static_cast<size_t>(width), 0.0), rotated(static_cast<size_t>(width), 0.0);
+    for (int64_t col = 0; col < width; ++col) {
+        const int64_t base = col - col % hd, d = col % hd;
+        int64_t q = d;
+        bool is_first = false;
+        if (d < rd) {
+            if (p.layout == RopeLayout::neox) {
+                q = d < rd / 2 ? d + rd / 2 : d - rd / 2;
+                is_first = d < rd / 2;
+            } else {
+                q = d ^ 1;
+                is_first = d % 2 == 0;
+            }
+            rotated[static_cast<size_t>(col)] = 1.0;
+        }
+        partner[static_cast<size_t>(col)] = base + q;
+        first[static_cast<size_t>(col)] = is_first ? 1.0 : 0.0;
+    }
+    auto opts = x.options();
+    auto idx = torch::tensor(partner, torch::kInt64);
+    auto first_mask = torch::tensor(first, opts).reshape({1, width});
+    auto rot_mask = torch::tensor(rotated, opts).reshape({1, width});
+    const Variant faithful;
+    const Ctx f64{torch::kFloat64, torch::kFloat64, Order::library, faithful};
+    auto probe = rope(first_mask.expand({T, width}).contiguous(), positions, p, f64).abs();
+    // On the first of a pair the probe's output is c, on its partner s.
+    auto c_first = probe * first_mask, s_second = probe * (1.0 - first_mask) * rot_mask;
+    auto C = c_first + c_first.index_select(1, idx) * (1.0 - first_mask) * rot_mask;
+    auto S = s_second + s_second.index_select(1, idx) * first_mask;
+    C = torch::where(rot_mask > 0, C, torch::ones_like(C));  // dims past the rotary ones pass through
+    auto xa = x.abs();
+    Tensor e = 3.0 * u.d * (C * xa + S * xa.index_select(1, idx)) * rot_mask;
+    if (ex.defined()) e = e + C * ex + S * ex.index_select(1, idx);
+    return e;
 }
 
-// SwiGLU's output: the down product's own rounding, plus what the gate and up
-// products (each a dot product of length D, in any legitimate order) carry
-// through silu and the down product, element by element: where the gate or
-// up sums cancel, their absolute noise is far above u |g|, and a down product
-// that cancels too passes it on.
-double swiglu_noise(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3, const torch::Tensor& w2,
-                    double u) {
-    const double D = static_cast<double>(x.size(-1));
+// Attention per element. A score moves by δs (q's and k's bounds, exactly to
+// second order, plus its own dot product's noise and, below float32, its
+// storage); the output o = Σ p v moves at first order by Σ_s p_s δs_s (v_s - o)
+// (softmax is shift-invariant), at most e^{2 max δs} times that when δs is not
+// small, and never by more than the spread of the visible v; plus p-weighted v
+// bounds, and its own sum of S terms.
+// Returns what moves a head's dims together (the softmax's part) and the rest.
+std::pair<Tensor, Tensor> attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, const Tensor& ek, const Tensor& v,
+                       const Tensor& ev, const Tensor& q_pos, const Tensor& k_pos, int64_t H, int64_t KV, int64_t hd,
+                       const Units& u) {
+    const int64_t T = q.size(0), S = k.size(0), rep = H / KV;
+    auto per_head = [&](const Tensor& t, int64_t rows, int64_t n) {
+        auto h = t.reshape({rows, n, hd}).transpose(0, 1);
+        return n == H ? h : h.repeat_interleave(rep, 0);
+    };
+    auto zeros_or = [&](const Tensor& e, const Tensor& like) { return e.defined() ? e : torch::zeros_like(like); };
+    auto qh = per_head(q, T, H), kh = per_head(k, S, KV), vh = per_head(v, S, KV);  // [H, T|S, hd]
+    auto eqh = per_head(zeros_or(eq, q), T, H), ekh = per_head(zeros_or(ek, k), S, KV), evh = per_head(zeros_or(ev, v), S, KV);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    auto kt = [](const Tensor& t) { return t.transpose(1, 2); };
+    auto s = torch::matmul(qh, kt(kh)) * scale;  // [H, T, S]
+    auto ds = scale * (torch::matmul(eqh, kt(kh.abs())) + torch::matmul(qh.abs(), kt(ekh)) + torch::matmul(eqh, kt(ekh))) +
+              (std::sqrt(static_cast<double>(hd)) + 2.0) * u.a * scale * torch::matmul(qh.abs(), kt(kh.abs())) +
+              u.store(s, 2.0);
+    auto vis = (k_pos.unsqueeze(0) <= q_pos.unsqueeze(1)).unsqueeze(0);  // [1, T, S]
+    auto p = torch::softmax(s.masked_fill(vis.logical_not(), -INFINITY), -1);
+    auto any = vis.any(-1, true);  // [1, T, 1]
+    p = torch::where(any, p, torch::zeros_like(p));
+    ds = torch::where(vis, ds, torch::zeros_like(ds));
+    auto o = torch::matmul(p, vh);  // [H, T, hd]
+    auto growth = torch::exp((2.0 * std::get<0>(ds.max(-1, true))).clamp_max(50.0));  // [H, T, 1]
+    // Σ_s p δs |v_sd - o_td| and the spread max_s |v_sd - o_td|, one head at a time.
+    auto moved = torch::empty_like(o), spread = torch::empty_like(o);
+    for (int64_t h = 0; h < H; ++h) {
+        auto dev = (vh[h].unsqueeze(0) - o[h].unsqueeze(1)).abs();  // [T, S, hd]
+        moved[h] = ((p[h] * ds[h]).unsqueeze(-1) * dev).sum(1);
+        spread[h] = std::get<0>(torch::where(vis[0].unsqueeze(-1), dev, torch::zeros_like(dev)).max(1));
+    }
+    auto together = torch::minimum(moved * growth, spread);
+    auto apart = carried(p, evh) + std::sqrt(static_cast<double>(S)) * u.a * torch::matmul(p, vh.abs()) +
+                 u.store(torch::matmul(p, vh.abs())) + u.store(o);
+    auto back = [&](const Tensor& e) {
+        return torch::where(any, e, torch::zeros_like(e)).transpose(0, 1).reshape({T, H * hd});
+    };
+    return {back(together), back(apart)};
+}
+
+// SwiGLU (silu(x@w1) * (x@w3)) @ w2 with x's bound carried. silu is
+// 1.1-Lipschitz with |silu''| ≤ 0.5, so |Δsilu| ≤ min(1.1, |silu'(g)| + e/4)·e.
+Tensor swiglu_bound(const Tensor& x, const Bound& ex, const Tensor& w1, const Tensor& w3, const Tensor& w2, const Units& u) {
     auto gate = torch::matmul(x, w1), up = torch::matmul(x, w3);
-    auto d_gate = std::sqrt(D) * u * torch::matmul(x.abs(), w1.abs());
-    auto d_up = std::sqrt(D) * u * torch::matmul(x.abs(), w3.abs());
+    auto e_gate = matmul_bound(x, ex, w1, gate, u), e_up = matmul_bound(x, ex, w3, up, u);
     auto sig = torch::sigmoid(gate);
     auto silu = gate * sig;
-    auto dsilu = sig * (1.0 + gate * (1.0 - sig));  // d silu / d gate
+    auto dsilu = (sig * (1.0 + gate * (1.0 - sig))).abs();
+    auto e_silu = torch::minimum(dsilu + 0.25 * e_gate, torch::full_like(dsilu, 1.1)) * e_gate;
     auto g = silu * up;
-    auto d_g = (dsilu * up).abs() * d_gate + silu.abs() * d_up + u * g.abs();
-    return dot_noise(g, w2, u) + maxv(torch::matmul(d_g, w2.abs()));
+    Bound eg;
+    eg.abs = e_silu * (up.abs() + e_up) + silu.abs() * e_up + 2.0 * u.a * g.abs() + u.store(g, 2.0);
+    return matmul_bound(g, eg, w2, torch::matmul(g, w2), u);
 }
 
-// Attention: the output is a p-weighted mean of v (length S), and a score
-// error δs moves it by up to 2·δs·max|v| (softmax's sensitivity).
-double attention_noise(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t H, int64_t KV,
-                       int64_t hd, double u) {
-    const int64_t T = q.size(0), S = k.size(0);
-    auto qh = q.reshape({T, H, hd}).transpose(0, 1).abs();                                   // [H, T, hd]
-    auto kh = k.reshape({S, KV, hd}).transpose(0, 1).abs().repeat_interleave(H / KV, 0);   // [H, S, hd]
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-    const double mag_s = maxv(torch::matmul(qh, kh.transpose(1, 2))) * scale;
-    const double ds = (std::sqrt(static_cast<double>(hd)) + 2.0) * u * mag_s;  // dot, scale, max subtraction
-    const double dv = std::sqrt(static_cast<double>(S)) * u * maxv(v);          // Σ p v, Σ p = 1
-    return 2.0 * ds * maxv(v) + dv;
+DTensor to_d(const Tensor& t) {
+    auto c = t.to(torch::kFloat64).contiguous();
+    DTensor d;
+    d.shape = {c.size(0), c.size(1)};
+    d.data.assign(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+    return d;
 }
 
 }  // namespace
 
-std::map<std::string, double> reduction_noise(const Case& c, DType dtype) {
+std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype) {
     torch::NoGradGuard no_grad;
-    const double u = unit_roundoff(dtype);
-    const NamedD truth = run(c);  // float64 taps and outputs
+    const Units u{std::ldexp(1.0, -24), unit_roundoff(dtype)};
     auto T = [](const DTensor& d) {
         return torch::from_blob(const_cast<double*>(d.data.data()), {d.rows(), d.cols()}, torch::kFloat64).clone();
     };
     auto in = [&](const char* n) {
-        const Tensor& t = c.in(n);
+        const conform::Tensor& t = c.in(n);
         return torch::from_blob(const_cast<float*>(t.data.data()), {t.rows(), t.cols()}, torch::kFloat32).to(torch::kFloat64);
     };
+    auto pos = [&](const char* n) {
+        const auto& p = c.pos(n);
+        return torch::tensor(std::vector<int64_t>(p.begin(), p.end()), torch::kInt64);
+    };
     const BlockConfig& cfg = c.config;
-    std::map<std::string, double> n;
+    const int64_t hd = cfg.head_dim;
+    const Tensor none;
+    std::map<std::string, Tensor> e;
     switch (c.op) {
-        case Op::rmsnorm: n["out"] = norm_noise(T(truth.at("out")), c.in("x").cols(), u); break;
-        case Op::qk_norm: n["out"] = norm_noise(T(truth.at("out")), cfg.head_dim, u); break;
-        // No reduction, but each output is x_i cos - x_j sin: cos and sin rounded
-        // (1 ulp each), two products and a difference — about 3u |x_i| + 3u |x_j|
-        // — on a value that can be as small as u |x|. Angle error is the baselines'.
-        case Op::rope: n["out"] = 6.0 * u * maxv(in("x")); break;
-        case Op::attention:
-            n["out"] = attention_noise(in("q"), in("k"), in("v"), cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, u);
+        case Op::rmsnorm: {
+            auto x = in("x"), w = in("weight").reshape({-1});
+            auto y = T(run(c).at("out"));
+            e["out"] = norm_bound(x, none, w, cfg.norm_eps, y, u).total(y);
             break;
-        case Op::swiglu: n["out"] = swiglu_noise(in("x"), in("w1"), in("w3"), in("w2"), u); break;
+        }
+        case Op::qk_norm: {
+            auto x = heads(in("x"), hd), w = in("weight").reshape({-1});
+            auto y = heads(T(run(c).at("out")), hd);
+            e["out"] = flat(norm_bound(x, none, w, cfg.norm_eps, y, u).total(y));
+            break;
+        }
+        case Op::rope: e["out"] = rope_bound(in("x"), none, pos("positions"), rope_params(cfg), u); break;
+        case Op::attention:
+        {
+            const auto [together, apart] = attention_bound(in("q"), none, in("k"), none, in("v"), none, pos("q_positions"),
+                                                           pos("k_positions"), cfg.n_heads, cfg.n_kv_heads, hd, u);
+            e["out"] = together + apart;
+        }
+            break;
+        case Op::swiglu: e["out"] = swiglu_bound(in("x"), Bound{}, in("w1"), in("w3"), in("w2"), u); break;
         case Op::block:
         case Op::decode: {
             // decode's only output is the block's out; its taps come from the block.
             Case b = c;
             b.op = Op::block;
-            const NamedD t = c.op == Op::block ? truth : run(b);
-            auto a = T(t.at("attn_in"));
-            n["attn_in"] = norm_noise(a, cfg.d_model, u);
-            n["q"] = dot_noise(a, in("wq"), u);
-            n["k"] = dot_noise(a, in("wk"), u);
-            n["v"] = dot_noise(a, in("wv"), u);
-            n["q_rot"] = n["q"];
-            n["k_rot"] = n["k"];
+            const NamedD t = run(b);
+            auto tap = [&](const char* n) { return T(t.at(n)); };
+            auto x = in("x");
+            auto a = tap("attn_in");
+            const Bound ea = norm_bound(x, none, in("attn_norm").reshape({-1}), cfg.norm_eps, a, u);
+            e["attn_in"] = ea.total(a);
+            auto q = tap("q"), k = tap("k"), v = tap("v");
+            e["q"] = matmul_bound(a, ea, in("wq"), q, u);
+            e["k"] = matmul_bound(a, ea, in("wk"), k, u);
+            e["v"] = matmul_bound(a, ea, in("wv"), v, u);
+            const Variant faithful;
+            const Ctx f64{torch::kFloat64, torch::kFloat64, Order::library, faithful};
+            Tensor eq = e["q"], ek = e["k"], qn = q, kn = k;
             if (cfg.qk_norm) {
-                // QK-norm rescales q and k (and their errors) per head, then rounds.
-                auto qr = T(t.at("q_rot")), kr = T(t.at("k_rot"));
-                auto heads = [&](const char* tap) { return T(t.at(tap)).reshape({-1, cfg.head_dim}); };
-                n["q_rot"] = norm_propagation(heads("q"), in("q_norm").reshape({-1}), cfg.norm_eps, n["q"]) +
-                             norm_noise(qr, cfg.head_dim, u);
-                n["k_rot"] = norm_propagation(heads("k"), in("k_norm").reshape({-1}), cfg.norm_eps, n["k"]) +
-                             norm_noise(kr, cfg.head_dim, u);
+                // QK-norm per head, before RoPE: q's and k's bounds carried through 1/rms.
+                auto wq = in("q_norm").reshape({-1}), wk = in("k_norm").reshape({-1});
+                qn = qk_norm(q, wq, hd, cfg.norm_eps, f64);
+                kn = qk_norm(k, wk, hd, cfg.norm_eps, f64);
+                auto qnh = heads(qn, hd), knh = heads(kn, hd);
+                eq = flat(norm_bound(heads(q, hd), heads(eq, hd), wq, cfg.norm_eps, qnh, u).total(qnh));
+                ek = flat(norm_bound(heads(k, hd), heads(ek, hd), wk, cfg.norm_eps, knh, u).total(knh));
             }
-            // RoPE's own rounding (see Op::rope above).
-            n["q_rot"] += 6.0 * u * maxv(T(t.at("q_rot")));
-            n["k_rot"] += 6.0 * u * maxv(T(t.at("k_rot")));
-            n["attn"] = attention_noise(T(t.at("q_rot")), T(t.at("k_rot")), T(t.at("v")), cfg.n_heads, cfg.n_kv_heads,
-                                        cfg.head_dim, u);
-            n["h"] = dot_noise(T(t.at("attn")), in("wo"), u) + u * maxv(T(t.at("h")));
-            n["ffn_in"] = norm_noise(T(t.at("ffn_in")), cfg.d_model, u) +
-                          norm_propagation(T(t.at("h")), in("ffn_norm").reshape({-1}), cfg.norm_eps, n["h"]);
-            n["ffn_out"] = swiglu_noise(T(t.at("ffn_in")), in("w1"), in("w3"), in("w2"), u);
-            n["out"] = n["h"] + n["ffn_out"] + u * maxv(T(t.at("out")));  // out = h + ffn_out
-            if (c.op == Op::decode) n = {{"out", n["out"]}};
+            auto positions = pos("positions");
+            e["q_rot"] = rope_bound(qn, eq, positions, rope_params(cfg), u);
+            e["k_rot"] = rope_bound(kn, ek, positions, rope_params(cfg), u);
+            auto attn = tap("attn");
+            const auto [together, apart] = attention_bound(tap("q_rot"), e["q_rot"], tap("k_rot"), e["k_rot"], v, e["v"],
+                                                           positions, positions, cfg.n_heads, cfg.n_kv_heads, hd, u);
+            e["attn"] = together + apart;
+            // h = x + attn @ wo: the projection (stored before the add below
+            // float32), the add, and attn's bound through wo — what one softmax
+            // row moves, linearly within its head and in quadrature across heads.
+            auto h = tap("h");
+            auto wo = in("wo"), proj = torch::matmul(attn, wo);
+            Bound eattn;
+            eattn.abs = apart;
+            auto t_h = heads(together, hd).transpose(0, 1);                       // [H, T, hd]
+            auto wo_h = wo.abs().reshape({cfg.n_heads, hd, cfg.d_model});        // [H, hd, D]
+            e["h"] = matmul_bound(attn, eattn, wo, proj, u) + torch::matmul(t_h, wo_h).pow(2).sum(0).sqrt() +
+                     u.a * h.abs() + u.store(h);
+            auto f = tap("ffn_in");
+            const Bound ef = norm_bound(h, e["h"], in("ffn_norm").reshape({-1}), cfg.norm_eps, f, u);
+            e["ffn_in"] = ef.total(f);
+            e["ffn_out"] = swiglu_bound(f, ef, in("w1"), in("w3"), in("w2"), u);
+            auto o = tap("out");
+            e["out"] = e["h"] + e["ffn_out"] + u.a * o.abs() + u.store(o);
             break;
         }
     }
-    return n;
+    std::map<std::string, DTensor> out;
+    for (const auto& [name, t] : e)
+        if (c.op != Op::decode || name == "out") out[name] = to_d(t);
+    return out;
 }
 
 }  // namespace conform::ref

@@ -39,6 +39,10 @@ std::string Variant::describe() const {
     if (rope_angle_bf16) sep() << "rope angles rounded to bf16";
     if (rope_pos_shift) sep() << "positions shifted by " << rope_pos_shift;
     if (decode_pos_shift) sep() << "decode positions shifted by " << decode_pos_shift;
+    if (scaling_ignored) sep() << "rope_scaling ignored (plain RoPE)";
+    if (scaling_type) sep() << "rope_scaling type=" << to_string(*scaling_type);
+    if (dynamic_at_scaled_context) sep() << "dynamic NTK base at seq_len = original_max_position * factor";
+    if (rotary_full) sep() << "rotary_dim=head_dim (whole head rotated)";
     if (rope_twice) sep() << "rope applied twice";
     if (v_rotated) sep() << "v rotated";
     if (k_unrotated) sep() << "decode keys cached unrotated";
@@ -114,7 +118,7 @@ NamedD run(const Case& c, const Options& o) {
     auto put = [&](const std::string& name, const torch::Tensor& t) { out[name] = to_dtensor(t, o.precision); };
     switch (c.op) {
         case Op::rmsnorm: put("out", rmsnorm(in("x"), in("weight").reshape({-1}), cfg.norm_eps, ctx)); break;
-        case Op::rope: put("out", rope(in("x"), pos("positions"), cfg.head_dim, cfg.rope_layout, cfg.rope_theta, ctx)); break;
+        case Op::rope: put("out", rope(in("x"), pos("positions"), rope_params(cfg), ctx)); break;
         case Op::qk_norm: put("out", qk_norm(in("x"), in("weight"), cfg.head_dim, cfg.norm_eps, ctx)); break;
         case Op::attention:
             put("out", attention(in("q"), in("k"), in("v"), pos("q_positions"), pos("k_positions"), cfg.n_heads,

@@ -38,6 +38,10 @@ struct Variant {
     bool rope_angle_bf16 = false;      // pos * inv_freq rounded to bf16 before cos/sin
     int64_t rope_pos_shift = 0;        // every rotation at pos + shift
     int64_t decode_pos_shift = 0;      // decode: tokens after the prefill rotated at pos + shift
+    bool scaling_ignored = false;      // rope_scaling dropped: plain RoPE (no attention factor either)
+    std::optional<RopeScalingType> scaling_type;  // the config's scaling parameters read as another type
+    bool dynamic_at_scaled_context = false;  // dynamic NTK's base at seq_len = original_max_position * factor, always
+    bool rotary_full = false;          // partial rotary ignored: the whole head rotated (inv_freq over head_dim)
     bool rope_twice = false;           // q and k rotated twice
     bool v_rotated = false;            // v rotated like k
     bool k_unrotated = false;          // decode: keys of tokens after the prefill cached (and read) unrotated
@@ -73,13 +77,15 @@ struct Options {
 // block over all T tokens (by definition decode must equal it).
 NamedD run(const Case& c, const Options& o = {});
 
-// The a-priori rounding noise of each output's last reduction in `dtype`
-// (Higham's typical bound for a length-K sum in any order:
-// sqrt(K) · u · max Σ|a_k b_k|, computed in float64 from |a| @ |b|), by
-// output name. It is what any legitimate summation order may differ by, which
-// two sampled orders (the baselines) can underestimate on small tensors —
-// e.g. one ulp of a score moves a softmax output by |score| · u · |v|.
-std::map<std::string, double> reduction_noise(const Case& c, DType dtype);
+// The a-priori term of the tolerance model, per element of each output (by
+// name, same shape): how far a legitimate program in `dtype` (stored in the
+// dtype, arithmetic in float32) may land from the float64 truth — its own
+// reductions' noise in any order (Higham's typical bound, sqrt(K)·u·Σ|a_k b_k|),
+// a rounding to the dtype wherever a value may be stored, and its inputs'
+// bounds carried through each stage of the block (noise.cpp). Two sampled
+// orders (the baselines) can understate what a third legitimate order does,
+// and an ill-conditioned stage amplifies what it inherits.
+std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype);
 
 // The reference's version string (LibTorch version), for reports.
 std::string version();

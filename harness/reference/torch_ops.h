@@ -24,9 +24,9 @@ torch::Tensor sum_last(const torch::Tensor& x, const Ctx& ctx);
 // out = weight * (x * rsqrt(mean(x^2) + eps))                         (HF LlamaRMSNorm)
 torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, const Ctx& ctx);
 
-// x[T, n*hd] rotated per head at positions[T] (int64).
-torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, int64_t head_dim, RopeLayout layout,
-                   double theta, const Ctx& ctx);
+// x[T, n*hd] rotated per head at positions[T] (int64): the first p.rotary()
+// dims of each head, with p's scaling; dynamic NTK's length is max(positions) + 1.
+torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, RopeParams p, const Ctx& ctx);
 
 // x[T, n*hd] → per-head rmsnorm with weight[hd]                         (HF Qwen3 q_norm / k_norm)
 torch::Tensor qk_norm(const torch::Tensor& x, const torch::Tensor& weight, int64_t head_dim, double eps, const Ctx& ctx);

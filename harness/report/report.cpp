@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -39,7 +40,65 @@ nlohmann::json num(double v) {
     return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
 }
 
+// Three significant digits: an error map is for the eye, and the JSON stays small.
+nlohmann::json cell(double v) {
+    if (!std::isfinite(v)) return nullptr;  // the output was NaN or ±Inf there
+    if (v == 0) return 0;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", v);
+    return std::strtod(buf, nullptr);
+}
+
+nlohmann::json cells(const std::vector<double>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (double x : v) a.push_back(cell(x));
+    return a;
+}
+
+// Error maps kept per (impl, op) in a run's report: the first failing cases
+// show the pattern; a thousand more would only make the report large.
+constexpr int kErrorMapsPerGroup = 3;
+
 }  // namespace
+
+nlohmann::json to_json(const ErrorMap& m) {
+    nlohmann::json j;
+    j["tensor"] = m.tensor;
+    j["case_id"] = m.case_id;
+    j["rows"] = m.rows;
+    j["cols"] = m.cols;
+    j["heads"] = m.heads;
+    j["head_dim"] = m.head_dim;
+    j["has_heads"] = m.has_heads;
+    j["allowed"] = num(m.allowed);
+    j["max_err"] = num(m.max_err);
+    nlohmann::json values = nlohmann::json::array();
+    for (int64_t r = 0; r < m.grid_rows; ++r) {
+        const auto first = m.grid.begin() + r * m.grid_cols;
+        values.push_back(cells(std::vector<double>(first, first + m.grid_cols)));
+    }
+    j["grid"] = {{"rows", m.grid_rows},
+                 {"cols", m.grid_cols},
+                 {"row_pool", m.row_pool},
+                 {"head_pool", m.head_pool},
+                 {"dim_pool", m.dim_pool},
+                 {"dim_cells", m.dim_cells},
+                 {"row_positions", m.row_positions},
+                 {"values", values}};
+    j["by_position"] = {{"pool", m.position_pool}, {"positions", m.by_position_positions}, {"max", cells(m.by_position)}};
+    j["by_dim"] = {{"pool", m.by_dim_pool}, {"max", cells(m.by_dim)}};
+    if (m.has_heads) j["by_head"] = cells(m.by_head);
+    return j;
+}
+
+void RunReport::add_not_run(const std::string& impl, const std::string& op, const std::string& reason) {
+    for (auto& n : not_run)
+        if (n.impl == impl && n.op == op) {
+            ++n.cases;
+            return;
+        }
+    not_run.push_back({impl, op, reason, 1});
+}
 
 void print_summary(std::ostream& os, const RunReport& r) {
     struct Row {
@@ -56,7 +115,7 @@ void print_summary(std::ostream& os, const RunReport& r) {
         const double margin = c.error.empty() ? (w ? w->v.margin : INFINITY) : 0.0;
         if (margin < row.worst_margin || row.run == 1) {
             row.worst_margin = margin;
-            row.err = w ? w->v.m.max_abs : NAN;
+            row.err = w ? w->v.err : NAN;  // at the element that decides the margin
             row.allowed = w ? w->v.allowed : NAN;
             row.tensor = w ? w->name : "-";
         }
@@ -69,6 +128,9 @@ void print_summary(std::ostream& os, const RunReport& r) {
                           row.passed, sci(row.err), sci(row.allowed), margin, row.tensor,
                           row.passed == row.run ? "" : "   FAIL");
     }
+    for (const auto& n : r.not_run)
+        os << fmt::format("not run:   {} {}: {} case{} unsupported ({})\n", n.impl, n.op, n.cases,
+                          n.cases == 1 ? "" : "s", n.reason);
 }
 
 void print_failure(std::ostream& os, const CaseResult& c) {
@@ -80,10 +142,11 @@ void print_failure(std::ostream& os, const CaseResult& c) {
     if (!c.first_failing.empty()) os << fmt::format("  first failing tensor: {}\n", c.first_failing);
     for (const auto& t : c.tensors) {
         const Verdict& v = t.v;
-        os << fmt::format("  {:<8} {} max_abs {} (allowed {} = {}x baseline {} + max(floor {}, a-priori {})), nmse {} (allowed {}), "
-                          "cos {:.6f}, max_rel {}, mismatches {} ({:.1f}%), worst at {}{}\n",
-                          t.name, v.pass ? "ok  " : "FAIL", sci(v.m.max_abs), sci(v.allowed), v.k,
-                          sci(std::max(v.base.err_library, v.base.err_sequential)), sci(v.floor), sci(v.noise), sci(v.m.nmse),
+        os << fmt::format("  {:<8} {} err {} at {} (allowed {} = {}x baseline {} + max(floor {}, a-priori {})), max_abs {}, "
+                          "nmse {} (allowed {}), cos {:.6f}, max_rel {}, mismatches {} ({:.1f}%), worst at {}{}\n",
+                          t.name, v.pass ? "ok  " : "FAIL", sci(v.err), v.at.str(), sci(v.allowed), v.k,
+                          sci(std::max(v.base.err_library, v.base.err_sequential)), sci(v.floor), sci(v.noise),
+                          sci(v.m.max_abs), sci(v.m.nmse),
                           sci(v.nmse_allowed), v.m.cosine, sci(v.m.max_rel), v.mismatches, v.mismatch_pct,
                           v.m.worst.str(), v.pass ? "" : "  <- " + v.why);
     }
@@ -132,6 +195,8 @@ nlohmann::json to_json(const CaseResult& c) {
                              {"worst", l.worst},       {"patterns", l.patterns}};
     }
     if (!c.replay.empty()) j["replay"] = c.replay;
+    if (!c.error_map.empty()) j["error_map"] = to_json(c.error_map);
+    if (!c.unshrunk_error_map.empty()) j["unshrunk_error_map"] = to_json(c.unshrunk_error_map);
     auto& ts = j["tensors"] = nlohmann::json::array();
     for (const auto& t : c.tensors) {
         const Verdict& v = t.v;
@@ -157,7 +222,11 @@ nlohmann::json to_json(const CaseResult& c) {
                        {"noise", num(v.noise)},
                        {"allowed", num(v.allowed)},
                        {"nmse_allowed", num(v.nmse_allowed)},
-                       {"decided_by", v.decided_by}};
+                       {"decided_by", v.decided_by},
+                       {"noise_max", num(v.noise_max)}};
+        // The bound is per element: the element with the least margin, its error and bound ("bound" holds its terms).
+        tj["decisive"] = {{"flat", v.at.flat}, {"token", v.at.token}, {"col", v.at.col}, {"head", v.at.head},
+                          {"dim", v.at.dim},   {"err", num(v.err)},     {"allowed", num(v.allowed)}};
         tj["margin"] = num(v.margin);
         if (!v.why.empty()) tj["why"] = v.why;
         ts.push_back(tj);
@@ -181,7 +250,21 @@ nlohmann::json to_json(const RunReport& r) {
     j["summary"] = {{"cases", r.results.size()}, {"passed", passed}, {"failed", r.results.size() - passed}};
     j["pass"] = r.all_pass();
     auto& cs = j["cases"] = nlohmann::json::array();
-    for (const auto& c : r.results) cs.push_back(to_json(c));
+    std::map<std::pair<std::string, std::string>, int> maps;  // (impl, op) -> error maps kept
+    int omitted = 0;
+    for (const auto& c : r.results) {
+        nlohmann::json cj = to_json(c);
+        if (cj.contains("error_map") && ++maps[{c.impl, to_string(c.op)}] > kErrorMapsPerGroup) {
+            cj.erase("error_map");
+            cj.erase("unshrunk_error_map");
+            ++omitted;
+        }
+        cs.push_back(std::move(cj));
+    }
+    j["error_maps"] = {{"per_impl_op", kErrorMapsPerGroup}, {"omitted", omitted}};
+    auto& nr = j["not_run"] = nlohmann::json::array();
+    for (const auto& n : r.not_run)
+        nr.push_back({{"impl", n.impl}, {"op", n.op}, {"cases", n.cases}, {"reason", n.reason}});
     return j;
 }
 

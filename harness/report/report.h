@@ -19,6 +19,14 @@ struct RunReport {
     std::vector<std::string> fixtures;  // files read
     std::vector<CaseResult> results;
     double seconds = 0;
+    // Cases an implementation declined through supports() — never silently:
+    // a plugin without RoPE scaling must not look like it passed scaled cases.
+    struct NotRun {
+        std::string impl, op, reason;  // the first reason given
+        int cases = 0;
+    };
+    std::vector<NotRun> not_run;
+    void add_not_run(const std::string& impl, const std::string& op, const std::string& reason);
 
     bool all_pass() const;
 };
@@ -27,6 +35,7 @@ struct RunReport {
 void print_summary(std::ostream& os, const RunReport& r);
 void print_failure(std::ostream& os, const CaseResult& c);
 
+nlohmann::json to_json(const ErrorMap& m);  // reports/README.md, "error_map"
 nlohmann::json to_json(const CaseResult& c);
 nlohmann::json to_json(const RunReport& r);  // "schema": "conform-report/1"
 

@@ -244,12 +244,14 @@ CaseResult judge_case(const Case& c, DType dtype, const NamedD& outputs, const T
         b.err_sequential = ms.max_abs;
         b.nmse = std::max(ml.nmse, ms.nmse);
         const auto nz = truth.noise.find(name);
-        Verdict v = judge(c.op, dtype, m, b, ref, 0, nz == truth.noise.end() ? 0.0 : nz->second);
-        v.mismatches = count_over(o->second.data.data(), ref, v.allowed);
-        v.mismatch_pct = m.numel ? 100.0 * static_cast<double>(v.mismatches) / static_cast<double>(m.numel) : 0;
+        Verdict v = judge(c.op, dtype, o->second.data.data(), m, b, ref, nz == truth.noise.end() ? nullptr : &nz->second, hd);
         if (!v.pass) {
             r.pass = false;
             if (r.first_failing.empty()) r.first_failing = name;
+        }
+        if (!v.pass && r.error_map.empty()) {  // the first failing tensor, for reports
+            r.error_map = error_map(name, o->second.data.data(), ref, hd, row_positions_of(c, ref.rows()), v.allowed);
+            r.error_map.case_id = c.id;
         }
         r.tensors.push_back({name, v});
     }

@@ -8,6 +8,7 @@
 #include "compare/tolerance.h"
 #include "core/case.h"
 #include "reference/reference.h"
+#include "run/error_map.h"
 
 namespace conform {
 
@@ -33,7 +34,7 @@ struct Truth {
     // its own bound (measured against it, the baselines would be as wrong as
     // it is, and everything would pass). Empty: `ref`.
     NamedD base_truth;
-    std::map<std::string, double> noise;  // a-priori reduction noise per output
+    std::map<std::string, DTensor> noise;  // a-priori bound per element, per output
     std::string source;     // "reference f64" or "fixture expected"
 };
 
@@ -91,6 +92,11 @@ struct CaseResult {
     std::string replay;          // a command line that reruns exactly this case
     std::string shapes;          // the inputs' shapes, "x[7,64] weight[1,64]"
     int shrink_steps = 0;
+    // Failing cases: |impl − ref| on the first failing tensor, for the HTML
+    // report; and, for a shrunk case, the same on the case it was shrunk from
+    // (larger, so the bug's pattern over positions and heads shows).
+    ErrorMap error_map;
+    ErrorMap unshrunk_error_map;
 };
 
 // Judge outputs against the truth. Tensors compared: the truth's names that

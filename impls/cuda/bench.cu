@@ -5,6 +5,7 @@
 #include "cuda/bench.h"
 #include "cuda/kernels.h"
 #include "cuda/ops.h"
+#include "scalar/scalar.h"
 
 namespace conform::cuda {
 
@@ -43,7 +44,7 @@ class RopeBench : public TimedBench {
     RopeBench(DType d, const BenchInputs& in) : TimedBench(d), p_(rope_params(in.config)), T_(in.x.rows), W_(in.x.cols) {
         x_ = upload<S>(ctx_, "x", in.x);
         pos_ = upload_positions(ctx_, "pos", in.pos.data, sz(in.pos.n));
-        inv_freq_ = rope_inv_freq(ctx_, p_.head_dim, p_.theta);
+        inv_freq_ = rope_inv_freq(ctx_, p_, scalar::rope_seq_len(in.pos));
         out_ = DeviceBuffer<S>("out", sz(in.x.size()), ctx_.stream);
         ctx_.sync("bench setup");
     }
@@ -52,7 +53,7 @@ class RopeBench : public TimedBench {
    protected:
     void launch() override {
         launch_rope<S>({x_.data(), W_, out_.data(), W_}, T_, W_ / p_.head_dim, p_.head_dim, pos_.data(),
-                       inv_freq_.data(), p_.layout, ctx_.stream);
+                       {inv_freq_.data(), p_.rotary(), scalar::rope_attention_factor(p_)}, p_.layout, ctx_.stream);
     }
 
    private:

@@ -41,9 +41,9 @@ struct Weights {
     DeviceBuffer<T> w2;         // (F, D)
     DeviceBuffer<T> q_norm;     // (hd,)            qk_norm only
     DeviceBuffer<T> k_norm;     // (hd,)
-    DeviceBuffer<double> inv_freq;  // (hd/2,)
+    DeviceBuffer<double> inv_freq;  // (rd/2,)     scaled; dynamic NTK's for the call's seq_len tokens
 
-    Weights(const Context& ctx, const BlockWeights& w, const BlockConfig& c) {
+    Weights(const Context& ctx, const BlockWeights& w, const BlockConfig& c, int64_t seq_len) {
         const int64_t D = c.d_model, Q = c.q_width(), KVW = c.kv_width(), N = Q + 2 * KVW;
         // wqkv = torch.cat([wq, wk, wv], dim=1)
         std::vector<float> qkv(sz(D * N));
@@ -64,7 +64,7 @@ struct Weights {
             q_norm = upload<T>(ctx, "q_norm", w.q_norm);
             k_norm = upload<T>(ctx, "k_norm", w.k_norm);
         }
-        inv_freq = rope_inv_freq(ctx, c.head_dim, c.rope_theta);
+        inv_freq = rope_inv_freq(ctx, rope_params(c), seq_len);
     }
 };
 
@@ -144,7 +144,7 @@ void forward(const Context& ctx, const Weights<T>& w, const BlockConfig& c, cons
     r.n_kv_heads = KV;
     r.hd = hd;
     r.pos = pos;
-    r.inv_freq = w.inv_freq.data();
+    r.freqs = {w.inv_freq.data(), c.rotary(), scalar::rope_attention_factor(rope_params(c))};
     r.layout = effective_layout(ctx, c.rope_layout);
     r.q_norm = c.qk_norm ? w.q_norm.data() : nullptr;
     r.k_norm = c.qk_norm ? w.k_norm.data() : nullptr;
@@ -248,7 +248,7 @@ TapSet op_block(const Context& ctx, View x, const BlockWeights& w, Positions pos
     if (T == 0) return written;
     with_storage(intermediate_dtype(ctx.dtype), [&](auto tag) {
         using S = decltype(tag);
-        const Weights<S> dw(ctx, w, c);
+        const Weights<S> dw(ctx, w, c, scalar::rope_seq_len(pos));
         const DeviceBuffer<S> dx = upload<S>(ctx, "x", x);
         const DeviceBuffer<int64_t> dpos = upload_positions(ctx, "pos", pos.data, sz(T));
         RunState<S> s(ctx, c, T);
@@ -296,7 +296,8 @@ void op_decode(const Context& ctx, View x, const BlockWeights& w, Positions pos,
     if (T == 0) return;
     with_storage(intermediate_dtype(ctx.dtype), [&](auto tag) {
         using S = decltype(tag);
-        const Weights<S> dw(ctx, w, c);
+        // every step rotates with the whole call's RoPE (dynamic NTK: max(pos) + 1 tokens), as block() does
+        const Weights<S> dw(ctx, w, c, scalar::rope_seq_len(pos));
         const DeviceBuffer<S> dx = upload<S>(ctx, "x", x);
         const DeviceBuffer<int64_t> dpos = upload_positions(ctx, "pos", pos.data, sz(T));
         RunState<S> s(ctx, c, std::max<int64_t>(prefill, 1));  // the largest chunk: the prefill, or one token
@@ -332,7 +333,7 @@ class BlockBench : public TimedBench {
           c_(in.config),
           T_(in.x.rows),
           context_(in.op == Op::decode ? in.context_x.rows : 0),
-          w_(ctx_, in.weights, c_),
+          w_(ctx_, in.weights, c_, std::max(scalar::rope_seq_len(in.pos), scalar::rope_seq_len(in.context_pos))),
           s_(ctx_, c_, std::max(T_, context_)),
           cache_(ctx_, c_, context_ + T_) {
         check_block(to_string(in.op), in.x, in.pos, in.weights, c_);

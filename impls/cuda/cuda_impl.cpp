@@ -25,6 +25,9 @@ class CudaImpl : public Implementation {
         if (needs_rope && (c.head_dim <= 0 || c.head_dim % 2 != 0))
             return Support::no("RoPE rotates pairs: head_dim must be positive and even, found " +
                                std::to_string(c.head_dim));
+        if (needs_rope && (c.rotary() % 2 != 0 || c.rotary() > c.head_dim))
+            return Support::no("rotary_dim must be even and at most head_dim = " + std::to_string(c.head_dim) +
+                               ", found " + std::to_string(c.rotary_dim));
         if (needs_attention && (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0))
             return Support::no("n_heads = " + std::to_string(c.n_heads) + " must be a multiple of n_kv_heads = " +
                                std::to_string(c.n_kv_heads));

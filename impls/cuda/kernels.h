@@ -41,10 +41,19 @@ struct HeadRows {
     int64_t dst_stride = 0;
 };
 
-// x rotated per head at pos[t]; inv_freq[hd/2] in double on the device.
+// RoPE's frequencies: inv_freq[rd/2] in double on the device (scaled as the
+// config says), the rotary dims rd (the first rd of each head; the rest pass
+// through), and what cos and sin are multiplied by (yarn's attention factor).
+struct RopeFreqs {
+    const double* inv_freq = nullptr;
+    int64_t rd = 0;
+    double mscale = 1.0;
+};
+
+// x rotated per head at pos[t].
 template <typename T>
 void launch_rope(HeadRows<T> rows, int64_t T_rows, int64_t n_heads, int64_t hd, const int64_t* pos,
-                 const double* inv_freq, RopeLayout layout, cudaStream_t s);
+                 RopeFreqs freqs, RopeLayout layout, cudaStream_t s);
 
 // The block's step after the packed QKV product, in one kernel: for every
 // token t of qkv[T, (H + 2 KV) hd] = [q | k | v],
@@ -61,7 +70,7 @@ struct QkvRopeArgs {
     int64_t tokens = 0;
     int64_t n_heads = 0, n_kv_heads = 0, hd = 0;
     const int64_t* pos = nullptr;
-    const double* inv_freq = nullptr;
+    RopeFreqs freqs;
     RopeLayout layout = RopeLayout::neox;
     const T* q_norm = nullptr;
     const T* k_norm = nullptr;

@@ -22,9 +22,10 @@ TapSet op_block(const Context& ctx, View x, const BlockWeights& w, Positions pos
 void op_decode(const Context& ctx, View x, const BlockWeights& w, Positions pos, int64_t prefill,
                const BlockConfig& c, MutView out);
 
-// RoPE's inverse frequencies, theta^(-2i / hd) for i < hd/2, computed in
-// double on the host exactly as the scalar implementation computes them.
-DeviceBuffer<double> rope_inv_freq(const Context& ctx, int64_t hd, double theta);
+// RoPE's inverse frequencies inv_freq[rotary_dim / 2], scaled as p says
+// (dynamic NTK for a sequence of seq_len tokens), computed in double on the
+// host by the scalar implementation's own function.
+DeviceBuffer<double> rope_inv_freq(const Context& ctx, const RopeParams& p, int64_t seq_len);
 // w13[D, 2F], row r = [w1[r] | w3[r]]: x @ w13 = [x @ w1 | x @ w3]. swiglu.cu
 std::vector<float> pack_gate_up(View w1, View w3);
 // The layout RoPE runs with: the config's, unless Faults::rope_layout_swapped.

@@ -2,8 +2,9 @@
 // and the block's fused step after the packed QKV product: QK-norm, RoPE and
 // the KV-cache write in one kernel.
 //
-// Angles as in the scalar implementation: pos * inv_freq in double, cos and
-// sin in double, only then rounded to float — a float32 angle is off by
+// Angles as in the scalar implementation (whose scaled inv_freq the host
+// computes): pos * inv_freq in double, cos and sin in double (times yarn's
+// attention factor), only then rounded to float — a float32 angle is off by
 // ~1e-3 rad at position 32768, which the tolerance model would (rightly)
 // count against us.
 #include <cmath>
@@ -24,16 +25,17 @@ constexpr int kHeadsPerBlock = 4;  // one warp per (token, head)
 
 // One warp, one head of hd values: src → dst, lane taking pairs i = lane, lane + 32, ...
 //   (NORM) x     = x * (1 / sqrt(mean(x^2) + eps)) * w            Qwen3's q_norm / k_norm, before RoPE
-//          theta = pos * inv_freq[i]
-//          neox:        pair (x[i], x[i + hd/2])   (HF rotate_half)
+//          theta = pos * inv_freq[i], i < rd/2                     (rd: the rotary dims, partial rotary)
+//          neox:        pair (x[i], x[i + rd/2])   (HF rotate_half on x[..., :rd])
 //          interleaved: pair (x[2i], x[2i + 1])    (Meta view_as_complex)
-//          y_a = x_a cos - x_b sin;  y_b = x_b cos + x_a sin
+//          cos, sin    *= mscale                   (yarn's attention factor; 1 otherwise)
+//          y_a = x_a cos - x_b sin;  y_b = x_b cos + x_a sin;   y[rd:] = x[rd:]
 template <typename T, bool NORM>
-__device__ __forceinline__ void rotate_head(const T* __restrict__ src, T* __restrict__ dst, int64_t hd, int64_t pos,
-                                            const double* __restrict__ inv_freq, bool neox, const T* __restrict__ w,
-                                            float eps) {
+__device__ __forceinline__ void rotate_head(const T* __restrict__ src, T* __restrict__ dst, int64_t hd, int64_t rd,
+                                            int64_t pos, const double* __restrict__ inv_freq, double mscale, bool neox,
+                                            const T* __restrict__ w, float eps) {
     const int lane = threadIdx.x % kWarp;
-    const int64_t half = hd / 2;
+    const int64_t half = rd / 2;
     float scale = 1.0f;
     if constexpr (NORM) {
         float ss = 0.0f;
@@ -54,9 +56,15 @@ __device__ __forceinline__ void rotate_head(const T* __restrict__ src, T* __rest
         }
         double sin_d, cos_d;
         sincos(static_cast<double>(pos) * inv_freq[i], &sin_d, &cos_d);
-        const float c = static_cast<float>(cos_d), s = static_cast<float>(sin_d);
+        const float c = static_cast<float>(cos_d * mscale), s = static_cast<float>(sin_d * mscale);
         dst[a] = from_f32<T>(xa * c - xb * s);
         dst[b] = from_f32<T>(xb * c + xa * s);
+    }
+    // q_pass = q[..., rd:], concatenated back as it is (normed, under NORM)
+    for (int64_t j = rd + lane; j < hd; j += kWarp) {
+        float v = to_f32(src[j]);
+        if constexpr (NORM) v = v * scale * to_f32(w[j]);
+        dst[j] = from_f32<T>(v);
     }
 }
 
@@ -64,12 +72,12 @@ __device__ __forceinline__ void rotate_head(const T* __restrict__ src, T* __rest
 template <typename T>
 __global__ void __launch_bounds__(kHeadsPerBlock* kWarp)
     rope_kernel(HeadRows<T> rows, int64_t n_rows, int64_t n_heads, int64_t hd, const int64_t* __restrict__ pos,
-                const double* __restrict__ inv_freq, bool neox) {
+                RopeFreqs f, bool neox) {
     const int64_t job = static_cast<int64_t>(blockIdx.x) * kHeadsPerBlock + threadIdx.x / kWarp;  // (token, head)
     if (job >= n_rows * n_heads) return;  // a whole warp at once: its shuffles stay full
     const int64_t t = job / n_heads, u = job % n_heads;
-    rotate_head<T, false>(rows.src + t * rows.src_stride + u * hd, rows.dst + t * rows.dst_stride + u * hd, hd, pos[t],
-                          inv_freq, neox, nullptr, 0.0f);
+    rotate_head<T, false>(rows.src + t * rows.src_stride + u * hd, rows.dst + t * rows.dst_stride + u * hd, hd, f.rd,
+                          pos[t], f.inv_freq, f.mscale, neox, nullptr, 0.0f);
 }
 
 // The block's fused step: one warp per (token, head u) of qkv = [q | k | v]:
@@ -86,9 +94,11 @@ __global__ void __launch_bounds__(kHeadsPerBlock* kWarp) qkv_rope_cache_kernel(Q
     const T* src = a.qkv + t * heads * hd + u * hd;
     const int64_t kv_row = t * KV * hd;
     if (u < H) {
-        rotate_head<T, NORM>(src, a.q_rot + t * H * hd + u * hd, hd, a.pos[t], a.inv_freq, neox, a.q_norm, a.eps);
+        rotate_head<T, NORM>(src, a.q_rot + t * H * hd + u * hd, hd, a.freqs.rd, a.pos[t], a.freqs.inv_freq,
+                             a.freqs.mscale, neox, a.q_norm, a.eps);
     } else if (u < H + KV) {
-        rotate_head<T, NORM>(src, a.cache_k + kv_row + (u - H) * hd, hd, a.pos[t], a.inv_freq, neox, a.k_norm, a.eps);
+        rotate_head<T, NORM>(src, a.cache_k + kv_row + (u - H) * hd, hd, a.freqs.rd, a.pos[t], a.freqs.inv_freq,
+                             a.freqs.mscale, neox, a.k_norm, a.eps);
     } else {
         T* dst = a.cache_v + kv_row + (u - H - KV) * hd;
         for (int64_t i = threadIdx.x % kWarp; i < hd; i += kWarp) dst[i] = src[i];
@@ -103,10 +113,10 @@ unsigned blocks_for(int64_t jobs) { return static_cast<unsigned>(ceil_div(jobs, 
 
 template <typename T>
 void launch_rope(HeadRows<T> rows, int64_t n_rows, int64_t n_heads, int64_t hd, const int64_t* pos,
-                 const double* inv_freq, RopeLayout layout, cudaStream_t s) {
+                 RopeFreqs freqs, RopeLayout layout, cudaStream_t s) {
     if (n_rows * n_heads == 0) return;
     CUDA_LAUNCH(rope_kernel<T>, blocks_for(n_rows * n_heads), kHeadsPerBlock * kWarp, 0, s, rows, n_rows, n_heads, hd,
-                pos, inv_freq, layout == RopeLayout::neox);
+                pos, freqs, layout == RopeLayout::neox);
 }
 
 template <typename T>
@@ -121,7 +131,7 @@ void launch_qkv_rope_cache(const QkvRopeArgs<T>& a, cudaStream_t s) {
 }
 
 #define INSTANTIATE(T)                                                                                        \
-    template void launch_rope<T>(HeadRows<T>, int64_t, int64_t, int64_t, const int64_t*, const double*, RopeLayout, \
+    template void launch_rope<T>(HeadRows<T>, int64_t, int64_t, int64_t, const int64_t*, RopeFreqs, RopeLayout,    \
                                  cudaStream_t);                                                               \
     template void launch_qkv_rope_cache<T>(const QkvRopeArgs<T>&, cudaStream_t);
 INSTANTIATE(float)
@@ -131,11 +141,10 @@ INSTANTIATE(__half)
 
 // ---- op entry --------------------------------------------------------------------------------------
 
-DeviceBuffer<double> rope_inv_freq(const Context& ctx, int64_t hd, double theta) {
-    // inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2) / hd))
-    std::vector<double> f(static_cast<size_t>(hd / 2));
-    for (int64_t i = 0; i < hd / 2; ++i)
-        f[static_cast<size_t>(i)] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+DeviceBuffer<double> rope_inv_freq(const Context& ctx, const RopeParams& p, int64_t seq_len) {
+    // inv_freq[rd/2] with the config's scaling, dynamic NTK's for seq_len tokens
+    std::vector<double> f(static_cast<size_t>(p.rotary() / 2));
+    scalar::rope_inv_freq(p, seq_len, f.data());
     DeviceBuffer<double> d("inv_freq", f.size(), ctx.stream);
     CUDA_CHECK(cudaMemcpyAsync(d.data(), f.data(), f.size() * sizeof(double), cudaMemcpyHostToDevice, ctx.stream));
     ctx.sync("rope inv_freq");  // f is freed on return
@@ -154,6 +163,9 @@ void op_rope(const Context& ctx, View x, Positions pos, const RopeParams& p, Mut
     chk::expect(x.cols % hd == 0, "rope",
                 "x " + chk::shape_str(x.rows, x.cols) + " must have a multiple of head_dim = " + std::to_string(hd) +
                     " columns");
+    chk::expect(p.rotary() > 0 && p.rotary() % 2 == 0 && p.rotary() <= hd, "rope",
+                "rotary_dim must be even and in (0, head_dim = " + std::to_string(hd) + "], found " +
+                    std::to_string(p.rotary()));
     chk::expect_positions("rope", "pos", pos, x.rows);
     chk::expect_shape("rope", "out", out, x.rows, x.cols);
     const int64_t T = x.rows, n = x.cols / hd;
@@ -161,10 +173,11 @@ void op_rope(const Context& ctx, View x, Positions pos, const RopeParams& p, Mut
         using S = decltype(tag);
         const DeviceBuffer<S> dx = upload<S>(ctx, "x", x);
         const DeviceBuffer<int64_t> dpos = upload_positions(ctx, "pos", pos.data, static_cast<size_t>(T));
-        const DeviceBuffer<double> inv_freq = rope_inv_freq(ctx, hd, p.theta);
+        const DeviceBuffer<double> inv_freq = rope_inv_freq(ctx, p, scalar::rope_seq_len(pos));
         DeviceBuffer<S> dout("out", static_cast<size_t>(x.size()), ctx.stream);
-        launch_rope<S>({dx.data(), x.cols, dout.data(), x.cols}, T, n, hd, dpos.data(), inv_freq.data(),
-                       effective_layout(ctx, p.layout), ctx.stream);
+        launch_rope<S>({dx.data(), x.cols, dout.data(), x.cols}, T, n, hd, dpos.data(),
+                       {inv_freq.data(), p.rotary(), scalar::rope_attention_factor(p)}, effective_layout(ctx, p.layout),
+                       ctx.stream);
         ctx.sync("rope");
         download(ctx, dout, out);
     });

@@ -2,7 +2,8 @@
 //
 // Each mutant derives from scalar::ScalarImpl and overrides the one stage its
 // bug lives in (impls/scalar/scalar.h: the op entry points, and the block's
-// norm_qk / rotate_qk / cache_write / attention_residual / decode_position).
+// norm_qk / rotate_qk / cache_write / attention_residual / decode_position /
+// rope_for_call).
 // They exist to measure the harness: `conform mutants` must kill every one of
 // them and name its id in the diagnosis. They are never in the default gate;
 // registry.cpp lists them, with the ops each bug reaches.
@@ -23,6 +24,8 @@ std::unique_ptr<Implementation> rope_theta_default(const ImplOptions& o);
 std::unique_ptr<Implementation> rope_angle_low_precision(const ImplOptions& o);
 std::unique_ptr<Implementation> rope_applied_twice(const ImplOptions& o);
 std::unique_ptr<Implementation> v_rotated(const ImplOptions& o);
+std::unique_ptr<Implementation> rope_scaling_ignored(const ImplOptions& o);
+std::unique_ptr<Implementation> dynamic_ntk_inside_context(const ImplOptions& o);
 
 // attention.cpp
 std::unique_ptr<Implementation> gqa_head_mapping_tiled(const ImplOptions& o);

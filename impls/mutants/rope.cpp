@@ -1,4 +1,4 @@
-// RoPE mutants (semantics.md, bug classes 1, 4, 8, 9).
+// RoPE mutants (semantics.md, bug classes 1, 4, 5, 6, 8, 9).
 #include <cstring>
 
 #include "mutants/mutants.h"
@@ -29,6 +29,31 @@ struct RopeThetaDefault : ScalarImpl {
     }
 };
 
+// Class 5 (mlx-vlm #1710, unsloth #6197): rope_scaling dropped (or read from
+// a key the config does not use), so a long-context model runs plain RoPE.
+struct RopeScalingIgnored : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    RopeParams rope_for_call(const RopeParams& p, int64_t seq_len) override {
+        RopeParams plain = p;
+        plain.scaling = RopeScaling{};
+        return ScalarImpl::rope_for_call(plain, seq_len);
+    }
+};
+
+// Class 6 (vLLM #3488): dynamic NTK's base computed once for the whole scaled
+// context, max_len = original_max_position * factor, so it applies inside the
+// original context too, where RoPE must be left as trained.
+struct DynamicNtkInsideContext : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    RopeParams rope_for_call(const RopeParams& p, int64_t seq_len) override {
+        if (p.scaling.type != RopeScalingType::dynamic) return ScalarImpl::rope_for_call(p, seq_len);
+        RopeParams fixed = p;
+        fixed.theta = scalar::rope_dynamic_base(p, p.scaling.factor * static_cast<double>(p.scaling.original_max_position));
+        fixed.scaling = RopeScaling{};
+        return fixed;
+    }
+};
+
 // Class 9 (candle #3520, sglang-jax #1472): pos * inv_freq held in bf16.
 // Rounded via float, as a float -> bf16 cast does (round to nearest even).
 double angle_in_bf16(int64_t pos, double inv_freq) {
@@ -43,7 +68,7 @@ double angle_in_bf16(int64_t pos, double inv_freq) {
 struct RopeAngleLowPrecision : ScalarImpl {
     using ScalarImpl::ScalarImpl;
     void rope(View x, Positions pos, const RopeParams& p, MutView out) override {
-        scalar::rope(x, pos, p, out, angle_in_bf16);
+        scalar::rope(x, pos, call_rope(p, pos), out, angle_in_bf16);
     }
 };
 
@@ -82,5 +107,11 @@ std::unique_ptr<Implementation> rope_applied_twice(const ImplOptions& o) {
     return detail::make<RopeAppliedTwice>("rope_applied_twice", o);
 }
 std::unique_ptr<Implementation> v_rotated(const ImplOptions& o) { return detail::make<VRotated>("v_rotated", o); }
+std::unique_ptr<Implementation> rope_scaling_ignored(const ImplOptions& o) {
+    return detail::make<RopeScalingIgnored>("rope_scaling_ignored", o);
+}
+std::unique_ptr<Implementation> dynamic_ntk_inside_context(const ImplOptions& o) {
+    return detail::make<DynamicNtkInsideContext>("dynamic_ntk_inside_context", o);
+}
 
 }  // namespace conform::mutants

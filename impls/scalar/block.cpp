@@ -336,6 +336,17 @@ void ScalarImpl::decode(View x, const BlockWeights& w, Positions pos, int64_t pr
                    "prefill must be in [0, " + std::to_string(T) + "], found " + std::to_string(prefill));
     detail::expect_shape("decode", "out", out, T, c.d_model);
 
+    // Every step rotates with the RoPE of the whole call (dynamic NTK's base
+    // for max(pos) + 1 tokens, over the positions it rotates at), as block()
+    // over the same tokens does.
+    call_len_ = 0;
+    for (int64_t t = 0; t < T; t++)
+        call_len_ = std::max(call_len_, (t < prefill ? pos[t] : decode_position(pos[t])) + 1);
+    struct Reset {
+        int64_t& len;
+        ~Reset() { len = 0; }
+    } reset{call_len_};
+
     const Tensor wqkv = packed_qkv(w, c);          // (D, (H + 2*KV) * hd)
     RunState s(c, std::max<int64_t>(prefill, 1));  // the largest chunk: the prefill, or one token
     KvCache cache(c, T);                           // (T, KV * hd) each, filled as we go

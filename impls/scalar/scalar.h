@@ -41,12 +41,24 @@ void rmsnorm(View x, View w, const RmsNormParams& p, MutView out, InvRms scale =
 // out may alias x.
 void rmsnorm_row(float* out, const float* x, const float* w, int64_t n, float eps, InvRms scale = inv_rms);
 
+// RoPE's inverse frequencies inv_freq[rotary_dim / 2], in double, with p's
+// scaling (HF modeling_rope_utils.py) for a sequence of seq_len tokens (the
+// length only dynamic NTK looks at).
+void rope_inv_freq(const RopeParams& p, int64_t seq_len, double* inv_freq);
+// Dynamic NTK's base for seq_len tokens: theta itself while seq_len <= original_max_position.
+double rope_dynamic_base(const RopeParams& p, double seq_len);
+// What cos and sin are multiplied by: yarn's attention_factor, else 1.
+double rope_attention_factor(const RopeParams& p);
+// The length of the sequence a call's positions belong to: max(pos) + 1.
+int64_t rope_seq_len(Positions pos);
+
 // The angle RoPE rotates a pair by: pos * inv_freq, in double.
 double rope_angle(int64_t pos, double inv_freq);
 using RopeAngle = double (*)(int64_t pos, double inv_freq);
 
-// out[T, n*hd] = x with every head rotated by its token's position   x[T, n*hd], pos[T]
-// out may alias x.
+// out[T, n*hd] = x with the first rotary_dim dims of every head rotated by its
+// token's position, the rest copied   x[T, n*hd], pos[T]. Dynamic NTK uses
+// seq_len = max(pos) + 1. out may alias x.
 void rope(View x, Positions pos, const RopeParams& p, MutView out, RopeAngle angle = rope_angle);
 
 // out[T, n*hd] = rmsnorm of every head's hd slice with w[1, hd]; out may alias x.
@@ -145,11 +157,22 @@ class ScalarImpl : public Implementation {
     // The position decode() computes the token at pos at (itself).
     virtual int64_t decode_position(int64_t pos);
 
+    // The RoPE a call over a sequence of seq_len tokens applies: p, with
+    // dynamic NTK resolved to its base for that length (type none, theta =
+    // the scaled base), so that decode()'s one-token steps rotate with the
+    // base of the whole call, as block() does. Every rotation goes through it.
+    virtual RopeParams rope_for_call(const RopeParams& p, int64_t seq_len);
+
+    // rope_for_call for a rotation at positions pos: the call's length is
+    // decode()'s whole sequence while it runs, else max(pos) + 1.
+    RopeParams call_rope(const RopeParams& p, Positions pos);
+
    private:
     void forward(View x, Positions pos, const BlockWeights& w, View wqkv, const BlockConfig& c, bool decode_step,
                  KvCache& cache, RunState& s);
 
     std::string name_;
+    int64_t call_len_ = 0;  // decode(): max(positions of the call) + 1 while it runs; 0 otherwise
 };
 
 // Throws ImplError unless options.dtype is f32; simd_target and threads are ignored.

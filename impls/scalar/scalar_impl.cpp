@@ -1,4 +1,6 @@
 // scalar_impl — the scalar free functions behind the Implementation interface.
+#include <algorithm>
+
 #include "scalar.h"
 
 namespace conform::scalar {
@@ -10,6 +12,9 @@ Support ScalarImpl::supports(Op op, const BlockConfig& c) const {
     if (needs_rope && (c.head_dim <= 0 || c.head_dim % 2 != 0))
         return Support::no("RoPE rotates pairs: head_dim must be positive and even, found " +
                            std::to_string(c.head_dim));
+    if (needs_rope && (c.rotary() % 2 != 0 || c.rotary() > c.head_dim))
+        return Support::no("rotary_dim must be even and at most head_dim = " + std::to_string(c.head_dim) +
+                           ", found " + std::to_string(c.rotary_dim));
     if (needs_gqa && (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0))
         return Support::no("n_heads = " + std::to_string(c.n_heads) + " must be a multiple of n_kv_heads = " +
                            std::to_string(c.n_kv_heads));
@@ -18,7 +23,22 @@ Support ScalarImpl::supports(Op op, const BlockConfig& c) const {
 
 void ScalarImpl::rmsnorm(View x, View w, const RmsNormParams& p, MutView out) { scalar::rmsnorm(x, w, p, out); }
 
-void ScalarImpl::rope(View x, Positions pos, const RopeParams& p, MutView out) { scalar::rope(x, pos, p, out); }
+void ScalarImpl::rope(View x, Positions pos, const RopeParams& p, MutView out) {
+    scalar::rope(x, pos, call_rope(p, pos), out);
+}
+
+RopeParams ScalarImpl::rope_for_call(const RopeParams& p, int64_t seq_len) {
+    if (p.scaling.type != RopeScalingType::dynamic) return p;
+    // _compute_dynamic_ntk_parameters: the base for this length, then plain RoPE with it
+    RopeParams fixed = p;
+    fixed.theta = rope_dynamic_base(p, static_cast<double>(seq_len));
+    fixed.scaling = RopeScaling{};
+    return fixed;
+}
+
+RopeParams ScalarImpl::call_rope(const RopeParams& p, Positions pos) {
+    return rope_for_call(p, std::max(call_len_, rope_seq_len(pos)));
+}
 
 void ScalarImpl::qk_norm(View x, View w, const QkNormParams& p, MutView out) { scalar::qk_norm(x, w, p, out); }
 

@@ -86,7 +86,7 @@ void forward(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t*
     qr.qkv = s.qkv.c();
     qr.H = H;
     qr.KV = KV;
-    qr.table = ctx.rope.rows(pos, n, hd, c.rope_layout, c.rope_theta);
+    qr.table = ctx.rope.rows(pos, n, rope_for_call(rope_params(c), std::max(ctx.rope_len, rope_seq_len(pos, n))));
     qr.q_norm = c.qk_norm ? w.q_norm.data() : nullptr;
     qr.k_norm = c.qk_norm ? w.k_norm.data() : nullptr;
     qr.eps = eps;

@@ -62,6 +62,10 @@ struct EngineContext {
     ThreadPool& pool;
     Target target;
     RopeTable& rope;
+    // The call's sequence length (max position + 1), which dynamic NTK's base
+    // depends on: decode() sets it for all its steps, so each rotates as
+    // block() over the same tokens does. 0: the forward's own positions.
+    int64_t rope_len = 0;
 };
 
 // One forward over the n rows of x (stored as w.elem) at positions pos:

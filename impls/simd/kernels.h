@@ -121,12 +121,14 @@ void qk_norm_rows(Target t, CRows x, size_t n_heads, size_t hd, const float* w, 
 
 // ---- RoPE (rope-inl.h) ---------------------------------------------------------
 
-// One token's rotation, precomputed (rope_table.h): cos[hd] then sin[hd],
+// One token's rotation, precomputed (rope_table.h): cos[rd] then sin[rd],
 // expanded per lane so that out[j] = x[j] * cos[j] + x[partner(j)] * sin[j]
-// for both layouts (sin carries the sign of its term).
+// for both layouts (sin carries the sign of its term), j < rd; dims
+// [rd, hd) of each head pass through (partial rotary).
 struct RopeRows {
     const float* const* rows = nullptr;  // one per token
     size_t hd = 0;
+    size_t rd = 0;  // rotary dims, even, <= hd
     RopeLayout layout = RopeLayout::neox;
 };
 

@@ -39,7 +39,7 @@ void qkv_rope_rows(Target t, const QkvRope& job, size_t r0, size_t r1) {
 
 void rope(ThreadPool& pool, Target t, RopeTable& table, CRows x, size_t T, size_t n_heads, const int64_t* pos,
           const RopeParams& p, MRows out) {
-    const RopeRows rows = table.rows(pos, T, static_cast<size_t>(p.head_dim), p.layout, p.theta);
+    const RopeRows rows = table.rows(pos, T, rope_for_call(p, rope_seq_len(pos, T)));
     pool.RunRanges(T, [&](size_t r0, size_t r1, int) { kern::rope_rows(t, x, n_heads, rows, out, r0, r1); });
 }
 

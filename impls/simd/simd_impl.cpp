@@ -147,6 +147,9 @@ class SimdImpl : public Implementation {
         if (needs_gqa && (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0))
             return Support::no("n_heads = " + std::to_string(c.n_heads) + " must be a multiple of n_kv_heads = " +
                                std::to_string(c.n_kv_heads));
+        if (needs_rope && (c.rotary() % 2 != 0 || c.rotary() > c.head_dim))
+            return Support::no("rotary_dim must be even and at most head_dim = " + std::to_string(c.head_dim) +
+                               ", found " + std::to_string(c.rotary_dim));
         if ((op == Op::block || op == Op::decode) && c.head_dim > static_cast<int64_t>(kMaxHeadDim))
             return Support::no("the fused QK-norm + RoPE holds a head on the stack: head_dim <= " +
                                std::to_string(kMaxHeadDim) + ", found " + std::to_string(c.head_dim));
@@ -172,6 +175,9 @@ class SimdImpl : public Implementation {
         chk::expect(x.cols % hd == 0, "rope",
                     "x " + chk::shape_str(x.rows, x.cols) + " must have a multiple of head_dim = " +
                         std::to_string(hd) + " columns");
+        chk::expect(p.rotary() > 0 && p.rotary() % 2 == 0 && p.rotary() <= hd, "rope",
+                    "rotary_dim must be even and in (0, head_dim = " + std::to_string(hd) + "], found " +
+                        std::to_string(p.rotary()));
         chk::expect_positions("rope", "pos", pos, x.rows);
         chk::expect_shape("rope", "out", out, x.rows, x.cols);
         In xi(x, elem_);
@@ -277,7 +283,7 @@ class SimdImpl : public Implementation {
         cache.reset(elem_, T, static_cast<size_t>(c.kv_width()));
         RunState s;
         In xi(x, elem_);
-        EngineContext ctx{pool_, target_, rope_table_};
+        EngineContext ctx{pool_, target_, rope_table_, rope_seq_len(pos.data, T)};
         if (P > 0) {
             forward(ctx, ew, xi.rows(), pos.data, P, cache, s);
             load(s.out.c(), 0, MutView{out.data, prefill, c.d_model});

@@ -62,5 +62,5 @@ for x in r["results"]:
         assert x["max_rel_diff_vs_torch"] < (1e-1 if x["dtype"] == "bf16" else 1e-3), x
 PY
 expect 2 "unknown op" -- bench --op nope
-expect 2 "unknown 'nope'" -- bench --preset nope
+expect 2 "unknown preset 'nope'" -- bench --preset nope
 echo "simd cli: ok"

@@ -1,0 +1,375 @@
+#include "config/hf_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace conform::config {
+
+namespace {
+
+using nlohmann::json;
+
+std::string num(double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+}
+
+// What each architecture's HF config class takes for a field the file omits
+// (transformers models/<arch>/configuration_<arch>.py, the __init__ defaults).
+struct HfDefaults {
+    const char* cls;           // the config class, for messages
+    const char* architecture;  // its ForCausalLM class
+    const char* model_type;
+    int64_t vocab, hidden, intermediate, layers, heads;
+    int64_t kv_heads;  // 0: num_attention_heads
+    int64_t head_dim;  // 0: hidden_size / num_attention_heads
+    int64_t max_position;
+    double eps, theta;
+    bool qk_norm;     // not a field: the architecture norms q and k per head
+    const char* note;  // what the block does not model, or nullptr
+};
+
+const HfDefaults kArchitectures[] = {
+    {"LlamaConfig", "LlamaForCausalLM", "llama", 32000, 4096, 11008, 32, 32, 0, 0, 2048, 1e-6, 10000.0, false, nullptr},
+    {"MistralConfig", "MistralForCausalLM", "mistral", 32000, 4096, 14336, 32, 32, 8, 0, 4096 * 32, 1e-6, 10000.0,
+     false, nullptr},
+    {"Qwen2Config", "Qwen2ForCausalLM", "qwen2", 151936, 4096, 22016, 32, 32, 32, 0, 32768, 1e-6, 10000.0, false,
+     "Qwen2 adds biases to the q, k and v projections, which the block does not model"},
+    {"Qwen3Config", "Qwen3ForCausalLM", "qwen3", 151936, 4096, 22016, 32, 32, 32, 128, 32768, 1e-6, 10000.0, true,
+     nullptr},
+    {"Phi3Config", "Phi3ForCausalLM", "phi3", 32064, 3072, 8192, 32, 32, 0, 0, 4096, 1e-5, 10000.0, false, nullptr},
+};
+
+// Reads one file's fields, recording every default it takes.
+class Reader {
+   public:
+    Reader(const json& j, std::string file, ModelConfig& m) : j_(j), file_(std::move(file)), m_(m) {}
+
+    [[noreturn]] void fail(const std::string& field, const std::string& msg) const {
+        throw ConfigError(file_ + ": " + field + ": " + msg);
+    }
+
+    static bool present(const json& obj, const char* key) { return obj.contains(key) && !obj.at(key).is_null(); }
+    bool present(const char* key) const { return present(j_, key); }
+
+    int64_t integer(const json& obj, const std::string& field, const char* key) const {
+        const json& v = obj.at(key);
+        if (v.is_number_integer()) return v.get<int64_t>();
+        if (v.is_number_float()) {
+            const double d = v.get<double>();
+            if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+        }
+        fail(field, "expected an integer, found " + v.dump());
+    }
+    double number(const json& obj, const std::string& field, const char* key) const {
+        const json& v = obj.at(key);
+        if (v.is_number()) {
+            const double d = v.get<double>();
+            if (std::isfinite(d)) return d;
+        }
+        fail(field, "expected a number, found " + v.dump());
+    }
+
+    // A size: present and a positive integer, or the default (recorded).
+    int64_t size(const char* key, int64_t fallback, const std::string& why) {
+        if (!present(key)) {
+            m_.defaults.push_back(std::string(key) + ": absent, took " + std::to_string(fallback) + " (" + why + ")");
+            return fallback;
+        }
+        const int64_t v = integer(j_, key, key);
+        if (v <= 0) fail(key, "expected a positive integer, found " + std::to_string(v));
+        return v;
+    }
+    double positive(const char* key, double fallback, const std::string& why) {
+        if (!present(key)) {
+            m_.defaults.push_back(std::string(key) + ": absent, took " + num(fallback) + " (" + why + ")");
+            return fallback;
+        }
+        const double v = number(j_, key, key);
+        if (!(v > 0)) fail(key, "expected a positive number, found " + j_.at(key).dump());
+        return v;
+    }
+
+    const json& j_;
+    std::string file_;
+    ModelConfig& m_;
+};
+
+// rope_scaling (or transformers v5's rope_parameters) as explicit numbers,
+// the way modeling_rope_utils.py resolves them.
+RopeScaling read_scaling(Reader& r, const json& rs, const std::string& where, int64_t max_position,
+                         bool max_position_given) {
+    RopeScaling s;
+    if (!rs.is_object()) r.fail(where, "expected an object or null, found " + rs.dump());
+    // HF's legacy key was `type`; `rope_type` wins when both are there.
+    const char* type_key = Reader::present(rs, "rope_type") ? "rope_type" : Reader::present(rs, "type") ? "type" : nullptr;
+    std::string type = "default";
+    if (type_key) {
+        if (!rs.at(type_key).is_string())
+            r.fail(where + "." + type_key, "expected a string, found " + rs.at(type_key).dump());
+        type = rs.at(type_key).get<std::string>();
+    }
+    const std::string type_field = where + "." + (type_key ? type_key : "rope_type");
+    const auto t = parse_rope_scaling_type(type);
+    if (!t || type == "none")
+        r.fail(type_field, "'" + type +
+                               "' is not supported (supported: default, linear, dynamic, yarn, llama3; "
+                               "longrope / su and the others are not implemented)");
+    s.type = *t;
+    if (s.type == RopeScalingType::none) return s;
+
+    auto field = [&](const char* key) { return where + "." + key; };
+    auto required = [&](const char* key) {
+        if (!Reader::present(rs, key))
+            r.fail(field(key), "missing (rope_type '" + type + "' requires it, as HF does)");
+        const double v = r.number(rs, field(key), key);
+        if (!(v > 0)) r.fail(field(key), "expected a positive number, found " + rs.at(key).dump());
+        return v;
+    };
+    // The context the model was pre-trained with: rope_scaling's own
+    // original_max_position_embeddings, else max_position_embeddings.
+    auto original = [&]() -> int64_t {
+        if (Reader::present(rs, "original_max_position_embeddings")) {
+            const int64_t v = r.integer(rs, field("original_max_position_embeddings"), "original_max_position_embeddings");
+            if (v <= 0) r.fail(field("original_max_position_embeddings"), "expected a positive integer, found " + std::to_string(v));
+            return v;
+        }
+        r.m_.defaults.push_back(field("original_max_position_embeddings") + ": absent, took max_position_embeddings = " +
+                                std::to_string(max_position) +
+                                (max_position_given ? "" : " (itself a default)"));
+        return max_position;
+    };
+
+    s.factor = required("factor");
+    switch (s.type) {
+        case RopeScalingType::none:
+        case RopeScalingType::linear: break;
+        case RopeScalingType::llama3:
+            s.low_freq_factor = required("low_freq_factor");
+            s.high_freq_factor = required("high_freq_factor");
+            if (!(s.high_freq_factor > s.low_freq_factor))
+                r.fail(field("high_freq_factor"), "expected > low_freq_factor (" + num(s.low_freq_factor) + "), found " +
+                                                      num(s.high_freq_factor));
+            s.original_max_position = original();
+            break;
+        case RopeScalingType::dynamic:
+            // HF's dynamic NTK reads config.max_position_embeddings, whatever rope_scaling says.
+            s.original_max_position = max_position;
+            if (!max_position_given)
+                r.m_.defaults.push_back(field("original_max_position") + ": dynamic uses max_position_embeddings, absent, took " +
+                                        std::to_string(max_position));
+            break;
+        case RopeScalingType::yarn: {
+            s.original_max_position = original();
+            // beta_fast / beta_slow: `rs.get(key) or default` — absent, null and 0 all mean the default.
+            auto beta = [&](const char* key, double fallback) {
+                if (Reader::present(rs, key)) {
+                    const double v = r.number(rs, field(key), key);
+                    if (v != 0) return v;
+                }
+                r.m_.defaults.push_back(field(key) + ": absent, took " + num(fallback) + " (HF's default)");
+                return fallback;
+            };
+            s.beta_fast = beta("beta_fast", 32.0);
+            s.beta_slow = beta("beta_slow", 1.0);
+            if (!(s.beta_fast > s.beta_slow))
+                r.fail(field("beta_fast"), "expected > beta_slow (" + num(s.beta_slow) + "), found " + num(s.beta_fast));
+            if (Reader::present(rs, "truncate") && rs.at("truncate") == false)
+                r.fail(field("truncate"), "false is not supported (the ramp ends are floor / ceil, truncate = true)");
+            // get_mscale(scale, m) = 0.1 m ln(scale) + 1 for scale > 1, else 1.
+            auto mscale = [&](double m) { return s.factor <= 1 ? 1.0 : 0.1 * m * std::log(s.factor) + 1.0; };
+            if (Reader::present(rs, "attention_factor")) {
+                s.attention_factor = r.number(rs, field("attention_factor"), "attention_factor");
+                if (!(s.attention_factor > 0))
+                    r.fail(field("attention_factor"), "expected a positive number, found " + rs.at("attention_factor").dump());
+            } else {
+                const double m = Reader::present(rs, "mscale") ? r.number(rs, field("mscale"), "mscale") : 0;
+                const double all =
+                    Reader::present(rs, "mscale_all_dim") ? r.number(rs, field("mscale_all_dim"), "mscale_all_dim") : 0;
+                if (m != 0 && all != 0) {
+                    s.attention_factor = mscale(m) / mscale(all);
+                    r.m_.defaults.push_back(field("attention_factor") + ": absent, took get_mscale(factor, mscale) / "
+                                            "get_mscale(factor, mscale_all_dim) = " + num(s.attention_factor));
+                } else {
+                    s.attention_factor = mscale(1.0);
+                    r.m_.defaults.push_back(field("attention_factor") + ": absent, took 0.1 ln(factor) + 1 = " +
+                                            num(s.attention_factor) + " (HF's get_mscale)");
+                }
+            }
+            break;
+        }
+    }
+    return s;
+}
+
+ModelConfig resolve(const json& j, const std::string& file) {
+    ModelConfig m;
+    m.name = file;
+    m.origin = "config " + file;
+    Reader r(j, file, m);
+    if (!j.is_object()) r.fail("(top level)", "expected a JSON object, found " + std::string(j.type_name()));
+
+    // ---- the architecture: which defaults, which conventions ----------------------
+    const HfDefaults* arch = nullptr;
+    std::string arch_name;
+    if (r.present("architectures")) {
+        const json& a = j.at("architectures");
+        if (!a.is_array() || a.empty() || !a[0].is_string())
+            r.fail("architectures", "expected a list of class names, found " + a.dump());
+        arch_name = a[0].get<std::string>();
+        for (const auto& d : kArchitectures)
+            if (arch_name == d.architecture) arch = &d;
+    }
+    std::string model_type;
+    if (r.present("model_type")) {
+        if (!j.at("model_type").is_string()) r.fail("model_type", "expected a string, found " + j.at("model_type").dump());
+        model_type = j.at("model_type").get<std::string>();
+        if (!arch)
+            for (const auto& d : kArchitectures)
+                if (model_type == d.model_type) arch = &d;
+    }
+    m.architecture = arch ? arch->architecture : arch_name;
+    if (!arch) {
+        arch = &kArchitectures[0];
+        m.defaults.push_back("architecture: " +
+                             (arch_name.empty() && model_type.empty()
+                                  ? std::string("absent")
+                                  : "'" + (arch_name.empty() ? model_type : arch_name) + "' not known") +
+                             ", took LlamaForCausalLM's conventions (NeoX, no QK-norm) and LlamaConfig's defaults");
+    }
+    if (arch->note) m.notes.push_back(arch->note);
+    const std::string dflt = std::string(arch->cls) + "'s default";
+
+    if (r.present("hidden_act")) {
+        const json& act = j.at("hidden_act");
+        if (!act.is_string() || act.get<std::string>() != "silu")
+            r.fail("hidden_act", "expected \"silu\" (the block's FFN is SwiGLU), found " + act.dump());
+    }
+    if (r.present("attention_bias") && j.at("attention_bias") == true)
+        m.notes.push_back("attention_bias: true, the block has no projection biases");
+    if (r.present("mlp_bias") && j.at("mlp_bias") == true) m.notes.push_back("mlp_bias: true, the block has no FFN biases");
+    if (r.present("sliding_window") && (!r.present("use_sliding_window") || j.at("use_sliding_window") == true) &&
+        arch != &kArchitectures[2] && arch != &kArchitectures[3])
+        m.notes.push_back("sliding_window: " + j.at("sliding_window").dump() + ", the block's attention is full causal");
+
+    // ---- sizes ---------------------------------------------------------------------
+    BlockConfig& c = m.block;
+    c.d_model = r.size("hidden_size", arch->hidden, dflt);
+    c.n_heads = r.size("num_attention_heads", arch->heads, dflt);
+    c.n_kv_heads = arch->kv_heads > 0 ? r.size("num_key_value_heads", arch->kv_heads, dflt)
+                                      : r.size("num_key_value_heads", c.n_heads, "num_attention_heads, as HF does");
+    if (arch->head_dim > 0) {
+        c.head_dim = r.size("head_dim", arch->head_dim, dflt);
+    } else {
+        if (!r.present("head_dim") && c.d_model % c.n_heads != 0)
+            r.fail("head_dim", "absent, and hidden_size " + std::to_string(c.d_model) +
+                                   " is not a multiple of num_attention_heads " + std::to_string(c.n_heads));
+        c.head_dim = r.size("head_dim", c.d_model / c.n_heads, "hidden_size / num_attention_heads, as HF does");
+    }
+    c.ffn_dim = r.size("intermediate_size", arch->intermediate, dflt);
+    m.layers = r.size("num_hidden_layers", arch->layers, dflt);
+    m.vocab = r.size("vocab_size", arch->vocab, dflt);
+    const bool max_position_given = r.present("max_position_embeddings");
+    m.max_position = r.size("max_position_embeddings", arch->max_position, dflt);
+    if (r.present("tie_word_embeddings")) {
+        if (!j.at("tie_word_embeddings").is_boolean())
+            r.fail("tie_word_embeddings", "expected true or false, found " + j.at("tie_word_embeddings").dump());
+        m.tie_embeddings = j.at("tie_word_embeddings").get<bool>();
+    }
+
+    // ---- conventions ------------------------------------------------------------------
+    c.norm_eps = r.positive("rms_norm_eps", arch->eps, dflt);
+    c.qk_norm = arch->qk_norm;
+    c.rope_layout = RopeLayout::neox;  // every HF-format checkpoint: rotate_half
+
+    // transformers v5 writes rope_theta and the scaling into one rope_parameters object.
+    const json* params = r.present("rope_parameters") ? &j.at("rope_parameters") : nullptr;
+    if (params && !params->is_object()) r.fail("rope_parameters", "expected an object, found " + params->dump());
+    if (!r.present("rope_theta") && params && Reader::present(*params, "rope_theta")) {
+        c.rope_theta = r.number(*params, "rope_parameters.rope_theta", "rope_theta");
+        if (!(c.rope_theta > 0)) r.fail("rope_parameters.rope_theta", "expected a positive number");
+    } else {
+        c.rope_theta = r.positive("rope_theta", arch->theta, dflt);
+    }
+    if (r.present("rope_scaling"))
+        c.rope_scaling = read_scaling(r, j.at("rope_scaling"), "rope_scaling", m.max_position, max_position_given);
+    else if (params)
+        c.rope_scaling = read_scaling(r, *params, "rope_parameters", m.max_position, max_position_given);
+
+    const json* prf_obj = r.present("partial_rotary_factor") ? &j
+                          : params && Reader::present(*params, "partial_rotary_factor") ? params
+                                                                                        : nullptr;
+    if (prf_obj) {
+        const std::string field = prf_obj == &j ? "partial_rotary_factor" : "rope_parameters.partial_rotary_factor";
+        const double prf = r.number(*prf_obj, field, "partial_rotary_factor");
+        if (!(prf > 0 && prf <= 1)) r.fail(field, "expected a number in (0, 1], found " + num(prf));
+        // HF: dim = int(head_dim * partial_rotary_factor).
+        const auto rd = static_cast<int64_t>(static_cast<double>(c.head_dim) * prf);
+        if (rd < 2 || rd % 2 != 0)
+            r.fail(field, "head_dim " + std::to_string(c.head_dim) + " x " + num(prf) + " = " + std::to_string(rd) +
+                              " rotary dims: expected an even number >= 2");
+        c.rotary_dim = rd == c.head_dim ? 0 : rd;
+    }
+
+    validate_block(c, file);
+    return m;
+}
+
+}  // namespace
+
+void validate_block(const BlockConfig& c, const std::string& where) {
+    auto fail = [&](const std::string& field, const std::string& msg) { throw ConfigError(where + ": " + field + ": " + msg); };
+    auto positive = [&](const char* field, int64_t v) {
+        if (v <= 0) fail(field, "expected a positive integer, found " + std::to_string(v));
+    };
+    positive("hidden_size (d_model)", c.d_model);
+    positive("num_attention_heads (heads)", c.n_heads);
+    positive("num_key_value_heads (kv heads)", c.n_kv_heads);
+    positive("head_dim", c.head_dim);
+    positive("intermediate_size (ffn)", c.ffn_dim);
+    if (c.n_heads % c.n_kv_heads != 0)
+        fail("num_key_value_heads (kv heads)", "expected a divisor of num_attention_heads " + std::to_string(c.n_heads) +
+                                                   ", found " + std::to_string(c.n_kv_heads));
+    if (c.rotary() % 2 != 0 || c.rotary() > c.head_dim || c.rotary() < 2)
+        fail("head_dim", "RoPE rotates pairs: expected an even rotary dim in [2, head_dim], found " +
+                             std::to_string(c.rotary()) + " (head_dim " + std::to_string(c.head_dim) + ")");
+    if (!(c.rope_theta > 1) || !std::isfinite(c.rope_theta))
+        fail("rope_theta (theta)", "expected a number > 1, found " + num(c.rope_theta));
+    if (!(c.norm_eps > 0) || !(c.norm_eps < 1))
+        fail("rms_norm_eps (eps)", "expected a number in (0, 1), found " + num(c.norm_eps));
+    const RopeScaling& s = c.rope_scaling;
+    if (s.type != RopeScalingType::none) {
+        if (!(s.factor > 0) || !std::isfinite(s.factor))
+            fail("rope_scaling.factor", "expected a positive number, found " + num(s.factor));
+        if (s.type != RopeScalingType::linear && s.original_max_position <= 0)
+            fail("rope_scaling.original_max_position_embeddings",
+                 "expected a positive integer, found " + std::to_string(s.original_max_position));
+    }
+}
+
+ModelConfig parse_hf_config(const std::string& text, const std::string& name) {
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::parse_error& e) {
+        // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+        std::string what = e.what();
+        const auto at = what.find("] ");
+        throw ConfigError(name + ": not valid JSON: " + (at == std::string::npos ? what : what.substr(at + 2)));
+    }
+    return resolve(j, name);
+}
+
+ModelConfig load_hf_config(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw ConfigError(path + ": cannot open the configuration file");
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) throw ConfigError(path + ": cannot read the configuration file");
+    return parse_hf_config(text.str(), path);
+}
+
+}  // namespace conform::config

@@ -1,0 +1,176 @@
+#include "config/options.h"
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "config/hf_config.h"
+
+namespace conform::config {
+
+namespace {
+
+std::string num(double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+}
+
+}  // namespace
+
+bool ConfigOptions::given() const {
+    for (const CLI::Option* opt : {o_preset, o_file, o_d_model, o_heads, o_kv_heads, o_head_dim, o_ffn, o_layers,
+                                   o_theta, o_eps, o_layout, o_qk_norm})
+        if (opt && opt->count() > 0) return true;
+    return false;
+}
+
+void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what) {
+    CLI::Option_group* g = app.add_option_group(
+        "configuration",
+        "the model: --preset, then --config, then each flag, applied in that order" + (what.empty() ? "" : ". " + what));
+    o.o_preset = g->add_option("--preset", o.preset, "a real checkpoint's numbers (" + preset_names() + ")");
+    o.o_file = g->add_option("--config", o.file, "a Hugging Face config.json (fixtures/configs/ has one per preset)");
+    o.o_d_model = g->add_option("--d-model", o.d_model, "D: width of the residual stream (hidden_size)");
+    o.o_heads = g->add_option("--heads,--n-heads", o.heads, "H: query heads");
+    o.o_kv_heads = g->add_option("--kv-heads,--n-kv-heads", o.kv_heads, "KV: key/value heads");
+    o.o_head_dim = g->add_option("--head-dim", o.head_dim, "hd: dims per head");
+    o.o_ffn = g->add_option("--ffn,--ffn-dim", o.ffn, "F: SwiGLU hidden width (intermediate_size)");
+    o.o_layers = g->add_option("--layers", o.layers, "L: blocks in the model (num_hidden_layers)");
+    o.o_theta = g->add_option("--theta,--rope-theta", o.theta, "RoPE base");
+    o.o_layout = g->add_option("--layout,--rope-layout", o.layout,
+                               "RoPE pairing: neox (HF) | interleaved (Meta, GGUF)");
+    o.o_qk_norm = g->add_option("--qk-norm", o.qk_norm, "per-head RMSNorm on q and k: 0 | 1");
+    o.o_eps = g->add_option("--eps,--norm-eps", o.eps, "RMSNorm eps");
+}
+
+ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool validate) {
+    ModelConfig m = base;
+    if (o.o_preset && o.o_preset->count()) {
+        const Preset* p = find_preset(o.preset);
+        if (!p) throw ConfigError("--preset: unknown preset '" + o.preset + "' (presets: " + preset_names() + ")");
+        m = p->model();
+    }
+    if (o.o_file && o.o_file->count()) {
+        const std::string replaced = m.name;
+        m = load_hf_config(o.file);
+        if (!replaced.empty()) m.notes.push_back("--config replaced " + replaced);
+    }
+
+    BlockConfig& c = m.block;
+    auto size = [&](CLI::Option* opt, const char* flag, int64_t v, int64_t& field) {
+        if (!opt || !opt->count()) return;
+        if (v <= 0) throw ConfigError(std::string(flag) + ": expected a positive integer, found " + std::to_string(v));
+        m.overrides.push_back(std::string(flag) + " " + std::to_string(v) +
+                              (m.name.empty() ? "" : " (was " + std::to_string(field) + ")"));
+        field = v;
+    };
+    size(o.o_d_model, "--d-model", o.d_model, c.d_model);
+    size(o.o_heads, "--heads", o.heads, c.n_heads);
+    size(o.o_kv_heads, "--kv-heads", o.kv_heads, c.n_kv_heads);
+    if (o.o_head_dim && o.o_head_dim->count()) {
+        // A partial rotary fraction stays a fraction of the new head_dim.
+        if (c.rotary_dim > 0 && c.head_dim > 0 && o.head_dim > 0)
+            c.rotary_dim = c.rotary_dim * o.head_dim / c.head_dim;
+        size(o.o_head_dim, "--head-dim", o.head_dim, c.head_dim);
+    }
+    size(o.o_ffn, "--ffn", o.ffn, c.ffn_dim);
+    size(o.o_layers, "--layers", o.layers, m.layers);
+    if (o.o_theta && o.o_theta->count()) {
+        if (!(o.theta > 1)) throw ConfigError("--theta: expected a number > 1, found " + num(o.theta));
+        m.overrides.push_back("--theta " + num(o.theta) + (m.name.empty() ? "" : " (was " + num(c.rope_theta) + ")"));
+        c.rope_theta = o.theta;
+    }
+    if (o.o_eps && o.o_eps->count()) {
+        if (!(o.eps > 0 && o.eps < 1)) throw ConfigError("--eps: expected a number in (0, 1), found " + num(o.eps));
+        m.overrides.push_back("--eps " + num(o.eps) + (m.name.empty() ? "" : " (was " + num(c.norm_eps) + ")"));
+        c.norm_eps = o.eps;
+    }
+    if (o.o_layout && o.o_layout->count()) {
+        const auto l = parse_rope_layout(o.layout);
+        if (!l) throw ConfigError("--layout: expected neox or interleaved, found '" + o.layout + "'");
+        m.overrides.push_back("--layout " + o.layout +
+                              (m.name.empty() ? "" : std::string(" (was ") + to_string(c.rope_layout) + ")"));
+        c.rope_layout = *l;
+    }
+    if (o.o_qk_norm && o.o_qk_norm->count()) {
+        const std::string& v = o.qk_norm;
+        bool on;
+        if (v == "1" || v == "on" || v == "true") on = true;
+        else if (v == "0" || v == "off" || v == "false") on = false;
+        else throw ConfigError("--qk-norm: expected 0 or 1, found '" + v + "'");
+        m.overrides.push_back("--qk-norm " + std::string(on ? "1" : "0") +
+                              (m.name.empty() ? "" : std::string(" (was ") + (c.qk_norm ? "1" : "0") + ")"));
+        c.qk_norm = on;
+    }
+    if (m.name.empty() && !m.overrides.empty()) {
+        m.name = "custom";
+        m.origin = "flags";
+        // Nothing to override: every size must come from a flag.
+        for (const auto& [flag, v] : {std::pair<const char*, int64_t>{"--d-model", c.d_model}, {"--heads", c.n_heads},
+                                      {"--kv-heads", c.n_kv_heads}, {"--head-dim", c.head_dim}, {"--ffn", c.ffn_dim},
+                                      {"--layers", m.layers}})
+            if (validate && v <= 0)
+                throw ConfigError(std::string(flag) + ": missing (no --preset or --config to take it from)");
+    }
+    if (validate && !m.name.empty()) {
+        std::string where = m.origin;
+        if (!m.overrides.empty()) where += " with the flags";
+        validate_block(c, where);
+        if (m.layers <= 0) throw ConfigError(where + ": layers: expected a positive integer, found " + std::to_string(m.layers));
+    }
+    return m;
+}
+
+void print_config(std::ostream& out, const ModelConfig& m, const std::string& indent) {
+    out << indent << "config: " << m.origin;
+    if (!m.architecture.empty()) out << " (" << m.architecture << ")";
+    out << "\n" << indent << "  " << describe(m.block) << " layers=" << m.layers;
+    if (m.vocab > 0) out << " vocab=" << m.vocab;
+    if (m.max_position > 0) out << " max_position=" << m.max_position;
+    out << "\n";
+    for (const auto& d : m.defaults) out << indent << "  default taken: " << d << "\n";
+    for (const auto& d : m.overrides) out << indent << "  override: " << d << "\n";
+    for (const auto& d : m.notes) out << indent << "  note: " << d << "\n";
+}
+
+nlohmann::json config_json(const ModelConfig& m) {
+    const BlockConfig& c = m.block;
+    const RopeScaling& s = c.rope_scaling;
+    nlohmann::json scaling = {{"type", to_string(s.type)}};
+    if (s.type != RopeScalingType::none) {
+        scaling["factor"] = s.factor;
+        if (s.type == RopeScalingType::llama3) {
+            scaling["low_freq_factor"] = s.low_freq_factor;
+            scaling["high_freq_factor"] = s.high_freq_factor;
+        }
+        if (s.type == RopeScalingType::yarn) {
+            scaling["beta_fast"] = s.beta_fast;
+            scaling["beta_slow"] = s.beta_slow;
+            scaling["attention_factor"] = s.attention_factor;
+        }
+        if (s.type != RopeScalingType::linear) scaling["original_max_position"] = s.original_max_position;
+    }
+    return {{"name", m.name},
+            {"origin", m.origin},
+            {"architecture", m.architecture},
+            {"d_model", c.d_model},
+            {"n_heads", c.n_heads},
+            {"n_kv_heads", c.n_kv_heads},
+            {"head_dim", c.head_dim},
+            {"ffn_dim", c.ffn_dim},
+            {"rotary_dim", c.rotary()},
+            {"rope_layout", to_string(c.rope_layout)},
+            {"rope_theta", c.rope_theta},
+            {"rope_scaling", scaling},
+            {"qk_norm", c.qk_norm},
+            {"norm_eps", c.norm_eps},
+            {"layers", m.layers},
+            {"vocab", m.vocab},
+            {"max_position", m.max_position},
+            {"tie_embeddings", m.tie_embeddings},
+            {"defaults_taken", m.defaults},
+            {"overrides", m.overrides},
+            {"notes", m.notes}};
+}
+
+}  // namespace conform::config

@@ -1,0 +1,56 @@
+// harness/config/options.h — the configuration flags every command shares.
+//
+//   --preset NAME    a real checkpoint's numbers (harness/config/presets.cpp)
+//   --config FILE    a Hugging Face config.json (harness/config/hf_config.h)
+//   --d-model --heads --kv-heads --head-dim --ffn --layers --theta --layout --qk-norm --eps
+//                    one number each, overriding
+// applied in that order: the preset, then the file, then each flag given.
+// (A file replaces the preset wholesale: a config.json says every field, by
+// value or by its class's default.) Older spellings stay as aliases:
+// --n-heads, --n-kv-heads, --ffn-dim, --rope-layout, --rope-theta, --norm-eps.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "config/presets.h"
+
+namespace conform::config {
+
+struct ConfigOptions {
+    std::string preset, file;
+    int64_t d_model = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, layers = 0;
+    double theta = 0, eps = 0;
+    std::string layout, qk_norm;
+
+    CLI::Option *o_preset = nullptr, *o_file = nullptr, *o_d_model = nullptr, *o_heads = nullptr,
+                *o_kv_heads = nullptr, *o_head_dim = nullptr, *o_ffn = nullptr, *o_layers = nullptr,
+                *o_theta = nullptr, *o_eps = nullptr, *o_layout = nullptr, *o_qk_norm = nullptr;
+
+    // Whether any of the flags was given.
+    bool given() const;
+};
+
+// Adds the flags to `app`, in an option group "configuration"; `what` says
+// what the command does with the model (its --help).
+void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what = "");
+
+// preset → file → flags. Without a preset or a file, the flags apply to
+// `base` (a command's own default; a zero block when it has none). Throws
+// ConfigError (a message naming the flag, or the file and its field) on an
+// unknown preset, a bad file, or a flag that makes the block invalid; the
+// result is validated only when `validate` (generate checks the sizes its op
+// needs itself).
+ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base = {}, bool validate = true);
+
+// "qwen3-8b (preset): D=4096 H=32 ...", then one indented line per default
+// taken, override and note.
+void print_config(std::ostream& out, const ModelConfig& m, const std::string& indent = "  ");
+
+// The configuration as JSON: origin, every field, defaults taken, overrides, notes.
+nlohmann::json config_json(const ModelConfig& m);
+
+}  // namespace conform::config

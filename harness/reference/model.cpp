@@ -1,0 +1,55 @@
+#include "reference/model.h"
+
+#include "reference/torch_ops.h"
+
+namespace conform::ref {
+
+namespace {
+
+torch::Tensor f64(const Tensor& t) {
+    return torch::from_blob(const_cast<float*>(t.data.data()), {t.rows(), t.cols()}, torch::kFloat32)
+        .to(torch::kFloat64);
+}
+torch::Tensor f64(const DTensor& t) {
+    return torch::from_blob(const_cast<double*>(t.data.data()), {t.rows(), t.cols()}, torch::kFloat64).clone();
+}
+DTensor dtensor(const torch::Tensor& t) {
+    const auto c = t.to(torch::kFloat64).contiguous();
+    DTensor d;
+    d.shape = c.sizes().vec();
+    d.data.assign(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+    return d;
+}
+
+}  // namespace
+
+BlockStep block_f64(const DTensor& x, const Named& weights, const std::vector<int64_t>& positions,
+                    const BlockConfig& c) {
+    torch::NoGradGuard no_grad;
+    const Variant faithful;
+    const Ctx ctx{torch::kFloat64, torch::kFloat64, Order::library, faithful};
+    std::map<std::string, torch::Tensor> in;
+    for (const auto& [name, t] : weights) in[name] = f64(t);
+    in["x"] = f64(x);
+    const auto pos =
+        torch::from_blob(const_cast<int64_t*>(positions.data()), {static_cast<int64_t>(positions.size())}, torch::kInt64)
+            .clone();
+    const auto taps = block(in, pos, c, x.rows(), ctx);
+    return {dtensor(taps.at("h")), dtensor(taps.at("out"))};
+}
+
+DTensor rmsnorm_f64(const DTensor& x, const Tensor& weight, double eps) {
+    torch::NoGradGuard no_grad;
+    const Variant faithful;
+    const Ctx ctx{torch::kFloat64, torch::kFloat64, Order::library, faithful};
+    return dtensor(rmsnorm(f64(x), f64(weight).reshape({-1}), eps, ctx));
+}
+
+DTensor matmul_f64(const DTensor& x, const Tensor& w) {
+    torch::NoGradGuard no_grad;
+    const Variant faithful;
+    const Ctx ctx{torch::kFloat64, torch::kFloat64, Order::library, faithful};
+    return dtensor(matmul(f64(x), f64(w), ctx));
+}
+
+}  // namespace conform::ref

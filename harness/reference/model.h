@@ -1,0 +1,28 @@
+// harness/reference/model.h — the reference's side of a whole-model forward
+// (`conform forward`): the residual stream carried in float64 from block to
+// block, so the truth every implementation's layer outputs are compared with
+// never passes through float32. Torch-free header; model.cpp includes torch.
+#pragma once
+
+#include <vector>
+
+#include "core/case.h"
+
+namespace conform::ref {
+
+// One block in float64: x[T, D] and the layer's weights (by schema name:
+// attn_norm, wq, ..., q_norm / k_norm when c.qk_norm) → the taps after the
+// attention sub-layer (h) and after the FFN sub-layer (out).
+struct BlockStep {
+    DTensor h, out;
+};
+BlockStep block_f64(const DTensor& x, const Named& weights, const std::vector<int64_t>& positions,
+                    const BlockConfig& c);
+
+// y[T, D] = rmsnorm(x) * weight[1, D], in float64.
+DTensor rmsnorm_f64(const DTensor& x, const Tensor& weight, double eps);
+
+// y[T, N] = x[T, K] @ w[K, N], in float64.
+DTensor matmul_f64(const DTensor& x, const Tensor& w);
+
+}  // namespace conform::ref

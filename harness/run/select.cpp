@@ -1,0 +1,304 @@
+#include "run/select.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+namespace conform::select {
+
+// ---- --params ----------------------------------------------------------------------
+
+ParamFilter::ParamFilter(const std::string& pattern) : pattern_(pattern) {
+    if (!pattern_.empty()) re_ = std::regex(pattern_, std::regex::ECMAScript);
+}
+
+bool ParamFilter::matches(const std::string& text) const {
+    return pattern_.empty() || std::regex_search(text, re_);
+}
+
+std::string regex_problem(const std::string& pattern) {
+    try {
+        ParamFilter f(pattern);
+        return "";
+    } catch (const std::regex_error& e) {
+        return e.what();
+    }
+}
+
+namespace {
+
+const Tensor* input_or_null(const Case& c, const char* name) {
+    auto it = c.inputs.find(name);
+    return it == c.inputs.end() ? nullptr : &it->second;
+}
+
+int64_t first_position(const Case& c, const char* name) {
+    auto it = c.positions.find(name);
+    return it == c.positions.end() || it->second.empty() ? 0 : it->second.front();
+}
+
+}  // namespace
+
+gen::CaseSpec spec_of(const Case& c) {
+    gen::CaseSpec s;
+    const BlockConfig& cfg = c.config;
+    s.op = c.op;
+    const Tensor* x = input_or_null(c, c.op == Op::attention ? "q" : "x");
+    s.T = x ? x->rows() : 1;
+    s.head_dim = cfg.head_dim;
+    s.n_heads = cfg.n_heads;
+    s.n_kv_heads = cfg.n_kv_heads;
+    s.d_model = cfg.d_model;
+    s.ffn_dim = cfg.ffn_dim;
+    switch (c.op) {
+        case Op::rmsnorm: s.d_model = x ? x->cols() : 0; break;
+        case Op::rope:
+        case Op::qk_norm:
+            // One head width per row; the config need not say how many heads.
+            s.n_heads = s.n_kv_heads = x && cfg.head_dim > 0 ? x->cols() / cfg.head_dim : 0;
+            break;
+        case Op::attention:
+            if (const Tensor* k = input_or_null(c, "k")) s.S = k->rows();
+            break;
+        case Op::swiglu:
+            s.d_model = x ? x->cols() : 0;
+            if (const Tensor* w1 = input_or_null(c, "w1")) s.ffn_dim = w1->cols();
+            break;
+        case Op::block:
+        case Op::decode: break;
+    }
+    s.layout = cfg.rope_layout;
+    s.theta = cfg.rope_theta;
+    s.scaling = cfg.rope_scaling;
+    s.rotary_dim = cfg.rotary_dim;
+    s.qk_norm = cfg.qk_norm;
+    s.eps = cfg.norm_eps;
+    s.pos = first_position(c, c.op == Op::attention ? "q_positions" : "positions");
+    s.kpos = first_position(c, "k_positions");
+    s.prefill = c.prefill;
+    return s;
+}
+
+std::string params_text(const Case& c) {
+    std::string id = gen::canonical_id(spec_of(c));
+    // mag / outliers / seed describe how a property case's values were drawn;
+    // a fixture's values were not drawn, so its id stops before them.
+    const auto tail = id.rfind(",mag=");
+    if (tail != std::string::npos) id = id.substr(0, tail) + ")";
+    return c.id + " " + id;
+}
+
+// ---- sharding ----------------------------------------------------------------------
+
+namespace {
+
+// A non-negative decimal integer, the whole string; nullopt otherwise.
+std::optional<int> whole_number(const std::string& s) {
+    if (s.empty() || s.size() > 9) return std::nullopt;
+    for (char ch : s)
+        if (ch < '0' || ch > '9') return std::nullopt;
+    return std::stoi(s);
+}
+
+}  // namespace
+
+std::optional<Shard> parse_shard(const std::string& text, std::string* error) {
+    auto fail = [&](const std::string& why) -> std::optional<Shard> {
+        if (error) *error = why;
+        return std::nullopt;
+    };
+    const auto slash = text.find('/');
+    if (slash == std::string::npos) return fail("expected INDEX/TOTAL (e.g. 0/4), found '" + text + "'");
+    const auto i = whole_number(text.substr(0, slash)), n = whole_number(text.substr(slash + 1));
+    if (!i || !n) return fail("expected INDEX/TOTAL as two whole numbers (e.g. 0/4), found '" + text + "'");
+    if (*n < 1) return fail("TOTAL must be at least 1, found '" + text + "'");
+    if (*i >= *n) return fail("INDEX counts from 0 and must be below TOTAL, found '" + text + "'");
+    return Shard{*i, *n};
+}
+
+std::optional<Shard> resolve_shard(const std::string& flag, const char* env_index, const char* env_total,
+                                   std::string* error) {
+    auto fail = [&](const std::string& why) -> std::optional<Shard> {
+        if (error) *error = why;
+        return std::nullopt;
+    };
+    std::optional<Shard> from_env;
+    if (env_index || env_total) {
+        if (!env_index || !env_total)
+            return fail(std::string("TEST_SHARD_INDEX and TEST_TOTAL_SHARDS must be set together; only ") +
+                        (env_index ? "TEST_SHARD_INDEX" : "TEST_TOTAL_SHARDS") + " is set");
+        std::string why;
+        from_env = parse_shard(std::string(env_index) + "/" + env_total, &why);
+        if (!from_env)
+            return fail("TEST_SHARD_INDEX=" + std::string(env_index) + " TEST_TOTAL_SHARDS=" + env_total + ": " + why);
+    }
+    if (flag.empty()) return from_env ? *from_env : Shard{};
+    std::string why;
+    auto from_flag = parse_shard(flag, &why);
+    if (!from_flag) return fail("--shard: " + why);
+    if (from_env && (from_env->index != from_flag->index || from_env->total != from_flag->total))
+        return fail(fmt::format("--shard {}/{} disagrees with TEST_SHARD_INDEX={} TEST_TOTAL_SHARDS={}",
+                                from_flag->index, from_flag->total, from_env->index, from_env->total));
+    return from_flag;
+}
+
+int shard_of(const std::string& key, int total) {
+    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, 64 bit: the same on every platform
+    for (unsigned char ch : key) {
+        h ^= ch;
+        h *= 0x100000001b3ull;
+    }
+    return static_cast<int>(h % static_cast<uint64_t>(total < 1 ? 1 : total));
+}
+
+bool in_shard(const std::string& key, const Shard& s) {
+    return !s.active() || shard_of(key, s.total) == s.index;
+}
+
+std::string fixture_key(const Case& c) {
+    return c.file + ":/" + c.group;
+}
+
+void touch_shard_status_file(const char* path) {
+    if (!path || !*path) return;
+    std::ofstream f(path, std::ios::app);  // its existence is the message; never truncate
+}
+
+// ---- property cases ------------------------------------------------------------------
+
+PropertySelection select_property(Op op, uint64_t seed, int cases, const ParamFilter& params, const Shard& shard) {
+    PropertySelection out;
+    // Without a filter, case i is draw i, exactly as before --params existed.
+    const int max_draws = params.active() ? std::max(kMaxDraws, cases) : cases;
+    for (int i = 0; i < max_draws && out.matched < cases; ++i) {
+        ++out.drawn;
+        gen::CaseSpec spec = gen::draw(op, seed, i);
+        std::string id = gen::canonical_id(spec);
+        if (!params.matches(id)) continue;
+        ++out.matched;
+        (in_shard(id, shard) ? out.picks : out.outside).push_back({i, std::move(spec), std::move(id)});
+    }
+    return out;
+}
+
+// ---- trap dimensions -------------------------------------------------------------------
+
+bool Dimension::relevant(Op op) const {
+    return std::find(ops.begin(), ops.end(), op) != ops.end();
+}
+
+namespace {
+enum Dim { kLayout, kTheta, kMaxPos, kQkNorm, kHeads, kWidths, kScaling };
+}
+
+const std::vector<Dimension>& dimensions() {
+    static const std::vector<Dimension> d = {
+        {"layout", {"neox", "interleaved"}, {Op::rope, Op::block, Op::decode}},
+        {"theta", {"1e4", "5e5", ">=1e6", "other"}, {Op::rope, Op::block, Op::decode}},
+        {"max position", {"<512", "<4096", "<32768", ">=32768"}, {Op::rope, Op::attention, Op::block, Op::decode}},
+        {"qk_norm", {"off", "on"}, {Op::block, Op::decode}},
+        {"heads", {"MHA", "GQA", "MQA"}, {Op::attention, Op::block, Op::decode}},
+        // The widths a kernel vectorises over (D, F, head_dim): narrower than
+        // one vector, a tail past whole 16-lane vectors, or whole vectors only.
+        {"widths", {"<8", "tail", "x16"}, {kAllOps.begin(), kAllOps.end()}},
+        {"rope scaling", {"none", "linear", "llama3", "yarn", "dynamic"}, {Op::rope, Op::block, Op::decode}},
+    };
+    return d;
+}
+
+int64_t max_position(const Case& c) {
+    int64_t m = 0;
+    for (const auto& [name, p] : c.positions)
+        for (int64_t v : p)
+            m = std::max(m, v);
+    return m;
+}
+
+std::vector<std::vector<int>> classes_of(const Case& cs) {
+    const gen::CaseSpec s = spec_of(cs);
+    const int64_t max_pos = max_position(cs);
+    const auto& dims = dimensions();
+    std::vector<std::vector<int>> out(dims.size());
+    auto width_class = [](int64_t w) { return w < 8 ? 0 : (w % 16 != 0 ? 1 : 2); };
+    for (size_t d = 0; d < dims.size(); ++d) {
+        if (!dims[d].relevant(s.op)) continue;
+        std::vector<int>& c = out[d];
+        switch (static_cast<Dim>(d)) {
+            case kLayout: c.push_back(s.layout == RopeLayout::neox ? 0 : 1); break;
+            case kTheta: c.push_back(s.theta == 10000.0 ? 0 : s.theta == 500000.0 ? 1 : s.theta >= 1e6 ? 2 : 3); break;
+            case kMaxPos: c.push_back(max_pos < 512 ? 0 : max_pos < 4096 ? 1 : max_pos < 32768 ? 2 : 3); break;
+            case kQkNorm: c.push_back(s.qk_norm ? 1 : 0); break;
+            case kHeads: c.push_back(s.n_kv_heads == s.n_heads ? 0 : s.n_kv_heads == 1 ? 2 : 1); break;
+            case kWidths: {
+                std::vector<int64_t> widths;
+                switch (s.op) {
+                    case Op::rmsnorm: widths = {s.d_model}; break;
+                    case Op::rope:
+                    case Op::qk_norm:
+                    case Op::attention: widths = {s.head_dim}; break;
+                    case Op::swiglu: widths = {s.d_model, s.ffn_dim}; break;
+                    case Op::block:
+                    case Op::decode: widths = {s.d_model, s.ffn_dim, s.head_dim}; break;
+                }
+                for (int64_t w : widths)
+                    c.push_back(width_class(w));
+                std::sort(c.begin(), c.end());
+                c.erase(std::unique(c.begin(), c.end()), c.end());
+                break;
+            }
+            // Classes in RopeScalingType's order.
+            case kScaling: c.push_back(static_cast<int>(cs.config.rope_scaling.type)); break;
+        }
+    }
+    return out;
+}
+
+// ---- progress ------------------------------------------------------------------------
+
+namespace {
+std::string clock(double s) {
+    const long t = s < 0 ? 0 : static_cast<long>(s + 0.5);
+    if (t >= 3600) return fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60);
+    return fmt::format("{}:{:02}", t / 60, t % 60);
+}
+}  // namespace
+
+std::string progress_text(int done, int total, int failures, double elapsed_s) {
+    const int pct = total > 0 ? static_cast<int>(100.0 * done / total) : 100;
+    const int width = static_cast<int>(std::to_string(std::max(total, 0)).size());
+    // The rate so far predicts the rest; before the first case there is no rate.
+    const std::string eta = done > 0 && done <= total ? clock(elapsed_s * (total - done) / done) : "-:--";
+    return fmt::format("[{:>{}}/{}] {:>3}%  {} failed  {} elapsed  ETA {}", done, width, total, pct, failures,
+                       clock(elapsed_s), eta);
+}
+
+Progress::Progress(std::ostream& os, bool enabled, int total)
+    : os_(os), enabled_(enabled), total_(total), start_(std::chrono::steady_clock::now()) {}
+
+Progress::~Progress() {
+    finish();
+}
+
+void Progress::update(int done, int failures) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (shown_ && done < total_ && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    shown_ = true;
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    os_ << "\r\033[K" << progress_text(done, total_, failures, elapsed) << std::flush;
+}
+
+void Progress::finish() {
+    if (!enabled_ || !shown_) return;
+    os_ << "\r\033[K" << std::flush;  // the table follows on a clean line
+    shown_ = false;
+}
+
+bool progress_wanted(bool quiet, bool json) {
+    return !quiet && !json && ::isatty(STDERR_FILENO) == 1;
+}
+
+}  // namespace conform::select

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Configurations end to end: anatomy's numbers, the gate driven by a
+# config.json (Llama 3.1 with llama3 scaling, Qwen3 with QK-norm), bad
+# configs refused with file and field, conform forward on a small preset.
+set -uo pipefail
+: "${CONFORM:?path to the conform binary}"
+: "${CONFIGS:?path to fixtures/configs}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+expect() {  # expect CODE PATTERN -- args...
+  local code=$1 pattern=$2; shift 3
+  "$CONFORM" "$@" >"$tmp/out" 2>&1
+  local rc=$?
+  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected $code"; }
+  grep -q -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "conform $*: no '$pattern' in output"; }
+}
+
+# ---- anatomy: TinyLlama's shape with 8 kv heads (the issue's numbers) ------------
+expect 0 "" -- anatomy --preset tinyllama-1.1b --kv-heads 8
+cp "$tmp/out" "$tmp/anatomy"
+cat "$tmp/anatomy"
+grep -q "^layer  *45.1M | *90.2M" "$tmp/anatomy" || fail "anatomy: 45.1M parameters and 90.2M FLOP per layer"
+grep -q "^model (22 layers) *992.0M" "$tmp/anatomy" || fail "anatomy: 992.0M per model"
+grep -q "^per token  *| *2.0G" "$tmp/anatomy" || fail "anatomy: 2.0G FLOP per token at T = 1"
+grep -q "2048 B per token per layer" "$tmp/anatomy" || fail "anatomy: 2048 B KV per token per layer"
+grep -q "would take 8192 B" "$tmp/anatomy" || fail "anatomy: 8192 B with full multi-head"
+"$CONFORM" anatomy --preset tinyllama-1.1b --kv-heads 8 --json >"$tmp/anatomy.json" || fail "anatomy --json"
+python3 - "$tmp/anatomy.json" <<'PY' || fail "anatomy --json numbers"
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert a["schema"] == "conform-anatomy/1"
+decode, prefill = a["phases"]
+assert decode["tokens"] == 1 and prefill["tokens"] == 512
+assert decode["layer"]["params"] == 45092864, decode["layer"]["params"]
+assert round(decode["model"]["params"] / 1e6, 1) == 992.0
+assert round(decode["layer"]["flops"] / 1e6, 1) == 90.2, decode["layer"]["flops"]
+assert round(decode["flops_per_token"] / 1e9, 1) == 2.0
+assert a["kv_cache"]["bytes_per_token_per_layer"] == 2048
+assert a["kv_cache"]["bytes_per_token_per_layer_full_mha"] == 8192
+ai = [s["intensity"] for s in a["intensity_by_tokens"]]
+assert all(x < y for x, y in zip(ai, ai[1:])), ai            # grows with T
+for s in a["intensity_by_tokens"]:                            # ~T FLOP per weight byte (fp16)
+    assert abs(s["flops_per_weight_byte"] / s["tokens"] - 1) < 0.05 + 0.001 * s["tokens"], s
+assert a["config"]["overrides"] == ["--kv-heads 8 (was 4)"], a["config"]["overrides"]
+PY
+expect 0 "LlamaForCausalLM" -- anatomy --config "$CONFIGS/llama3.1-8b.json"
+expect 2 "unknown preset 'gpt-5'" -- anatomy --preset gpt-5
+expect 2 "which model" -- anatomy
+
+# ---- bad configs: exit 2, file and field ----------------------------------------
+printf '{"hidden_size": 4096, "rope_scaling": {"rope_type": "longrope", "factor": 2}}' >"$tmp/longrope.json"
+expect 2 "longrope.json: rope_scaling.rope_type: 'longrope' is not supported" -- --config "$tmp/longrope.json" --impl scalar
+printf '{"hidden_size": 4096,' >"$tmp/broken.json"
+expect 2 "broken.json: not valid JSON" -- anatomy --config "$tmp/broken.json"
+printf '{"hidden_size": "big"}' >"$tmp/type.json"
+expect 2 "type.json: hidden_size: expected an integer" -- forward --config "$tmp/type.json"
+expect 2 "nope.json: cannot open" -- --config "$tmp/nope.json" --impl scalar
+expect 2 "kv heads" -- anatomy --preset llama3-8b --kv-heads 5
+
+# ---- the gate driven by config files ----------------------------------------------
+for cfg in llama3.1-8b qwen3-8b; do
+  "$CONFORM" --config "$CONFIGS/$cfg.json" --impl scalar --op rope --cases 20 --out "$tmp/$cfg" >"$tmp/out" 2>&1
+  rc=$?
+  cat "$tmp/out"
+  [ $rc -eq 0 ] || fail "conform --config $cfg.json --op rope exited $rc"
+  python3 - "$tmp/$cfg/conform.json" "$cfg" <<'PY' || fail "$cfg: report"
+import json, sys
+r, name = json.load(open(sys.argv[1])), sys.argv[2]
+c = r["config"]
+assert c["origin"].endswith(name + ".json"), c["origin"]
+assert r["pass"] is True
+ids = [x["case_id"] for x in r["cases"] if x["op"] == "rope"]
+assert len(ids) == 20, len(ids)
+if name == "llama3.1-8b":
+    assert c["rope_scaling"]["type"] == "llama3" and c["rope_scaling"]["original_max_position"] == 8192
+    assert all("hd=128" in i and "theta=500000" in i and "scaling=llama3" in i for i in ids), ids[:3]
+else:
+    assert c["qk_norm"] is True and c["rope_scaling"]["type"] == "none"
+    assert all("hd=128" in i and "theta=1000000" in i and "scaling" not in i for i in ids), ids[:3]
+assert "head_dim: absent" in " ".join(c["defaults_taken"]) or name == "qwen3-8b"
+PY
+done
+# Qwen3's QK-norm reaches the block's property cases.
+"$CONFORM" --config "$CONFIGS/qwen3-0.6b.json" --impl scalar --op block --cases 3 --out "$tmp/q" >"$tmp/out" 2>&1 \
+  || { cat "$tmp/out"; fail "qwen3-0.6b block"; }
+grep -q "qk_norm=1" "$tmp/q/conform.json" || fail "qwen3 block cases without qk_norm"
+
+# ---- conform forward ----------------------------------------------------------------
+expect 0 "layer  1 + ffn" -- forward --preset qwen3-0.6b --layers 2 --tokens 4 --impl scalar --vocab 64
+cat "$tmp/out"
+grep -q "^logits" "$tmp/out" || fail "forward: no logits row"
+grep -q "GQA (H=16, KV=8) equals multi-head attention" "$tmp/out" || fail "forward: GQA check"
+grep -q "the FFN dominates" "$tmp/out" || fail "forward: parameter breakdown"
+# A swapped RoPE layout drifts: its logits error is far above scalar's.
+"$CONFORM" forward --preset qwen3-0.6b --layers 2 --tokens 4 --positions 100 --impl scalar,rope_layout_swapped --vocab 64 --json \
+  >"$tmp/fwd.json" 2>/dev/null || fail "forward --json"
+python3 - "$tmp/fwd.json" <<'PY' || fail "forward --json errors"
+import json, sys
+f = json.load(open(sys.argv[1]))
+logits = [r for r in f["rows"] if r["stage"] == "logits"][0]["errors"]
+assert logits["scalar"]["rel"] < 1e-4, logits
+assert logits["rope_layout_swapped"]["rel"] > 100 * logits["scalar"]["rel"], logits
+PY
+# Stable through a real depth: Llama 3.1's 32 layers (widths / 16), its llama3 scaling past 8192.
+expect 0 "residual stream std over 32 layers: .* (stable)" -- forward --config "$CONFIGS/llama3.1-8b.json" \
+  --scale-down 16 --tokens 4 --positions 9000 --impl scalar
+grep -q "^layer 31 + ffn" "$tmp/out" || { cat "$tmp/out"; fail "forward: 32 layers"; }
+expect 2 "--tokens: expected a positive count" -- forward --preset qwen3-0.6b --tokens 0
+echo "config cli: ok"
