@@ -127,6 +127,14 @@ TEST_CASE("trap classes of a case", "[select]") {
     REQUIRE(named("heads") == std::vector<std::string>{"MQA"});
     REQUIRE(named("widths") == std::vector<std::string>{"<8", "tail", "x16"});  // hd 6, F 40, D 32
     REQUIRE(named("rope scaling") == std::vector<std::string>{"none"});
+    REQUIRE(named("rotary dims") == std::vector<std::string>{"whole head"});
+    {
+        gen::CaseSpec p = s;
+        p.rotary_dim = 4;  // of head_dim 6
+        const auto pc = classes_of(gen::materialize(p));
+        for (size_t d = 0; d < dims.size(); ++d)
+            if (dims[d].name == "rotary dims") REQUIRE(pc[d] == std::vector<int>{1});
+    }
 
     s.op = Op::rmsnorm;
     s.d_model = 24;

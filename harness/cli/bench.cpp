@@ -26,6 +26,7 @@
 #include "config/options.h"
 #include "config/presets.h"
 #include "core/case.h"
+#include "plugin/loader.h"
 #include "reference/bench_torch.h"
 #include "registry.h"
 #include "simd/simd.h"
@@ -284,18 +285,17 @@ struct Runner {
     std::function<double()> device_seconds = {};  // cuda: the run between device events, not host wall time
 };
 
-// scalar through the Implementation interface (no persistent cache: no decode).
-Runner scalar_runner(const Inputs& in) {
-    const ImplEntry* e = find_implementation("scalar");
-    auto impl = std::shared_ptr<Implementation>(e->create(ImplOptions{}));
+// scalar, or a plugin (--impl-lib), through the Implementation interface: no
+// persistent cache, so no decode. Plugins run in process: the gate's fork
+// isolation would add ~8 ms per call to every time.
+Runner interface_runner(const std::string& name, std::shared_ptr<Implementation> impl, const Inputs& in) {
     const Case& c = in.c;
     const int64_t rows = c.in(c.op == Op::attention ? "q" : "x").rows();
     const int64_t cols = c.op == Op::attention ? c.config.q_width() : c.in("x").cols();
     auto out = std::make_shared<Tensor>(rows, cols);
-    auto taps = std::make_shared<std::vector<Tensor>>();
-    Runner r{"scalar", "f32", "", {}, {}, {}};
+    Runner r{name, to_string(impl->dtype()), "", {}, {}, {}};
     const simd::BenchInputs b = simd_inputs(in);
-    r.run = [impl, out, b, taps] {
+    r.run = [impl, out, b] {
         switch (b.op) {
             case Op::rmsnorm: impl->rmsnorm(b.x, b.weight, rmsnorm_params(b.config), out->mut()); break;
             case Op::qk_norm: impl->qk_norm(b.x, b.weight, qk_norm_params(b.config), out->mut()); break;
@@ -310,7 +310,7 @@ Runner scalar_runner(const Inputs& in) {
                 impl->block(b.x, b.weights, b.pos, b.config, bo);
                 break;
             }
-            case Op::decode: throw std::logic_error("scalar: no decode bench");
+            case Op::decode: throw std::logic_error("no decode bench through the interface");
         }
     };
     r.output = [out] { return out->data; };
@@ -344,7 +344,7 @@ double quantile(std::vector<double> v, double q) {
 }
 
 struct Options {
-    std::string impls = "simd,torch";
+    std::string impls;  // default simd,torch (torch and the plugins with --impl-lib)
     std::string ops = "rmsnorm,rope,qk_norm,attention,swiglu,block,decode";
     config::ConfigOptions config;  // default: the tinyllama-1.1b preset
     std::string tokens = "1,64,512";
@@ -354,6 +354,7 @@ struct Options {
     int min_reps = 5;
     int max_reps = 200;
     int threads = 0;
+    std::vector<std::string> impl_libs;
     double settle_ms = 2;
     std::string simd_target;
     bool json = false;
@@ -405,10 +406,29 @@ int run_bench(const Options& o) {
         }
         dtypes.push_back(*dt);
     }
-    const std::vector<std::string> impls = split(o.impls == "all" ? "simd,torch,scalar" : o.impls);
+    std::vector<plugin::Plugin> plugins;
+    try {
+        plugin::LoadOptions lo;
+        lo.isolate = false;
+        plugins = plugin::load_plugins(o.impl_libs, lo);
+    } catch (const plugin::PluginError& e) {
+        std::cerr << "conform bench: --impl-lib: " << e.what() << "\n";
+        return kUsage;
+    }
+    // Given only --impl-lib, the plugins against torch.
+    std::string impl_list = o.impls;
+    if (impl_list.empty()) {
+        impl_list = "simd,torch";
+        if (!plugins.empty()) {
+            impl_list = "torch";
+            for (const auto& p : plugins) impl_list += "," + p.entry.name;
+        }
+    }
+    const std::vector<std::string> impls = split(impl_list == "all" ? "simd,torch,scalar" : impl_list);
     for (const auto& i : impls)
-        if (i != "simd" && i != "torch" && i != "scalar" && i != "cuda") {
-            std::cerr << "conform bench: --impl: '" << i << "' is not benchmarked (simd, torch, scalar, cuda)\n";
+        if (i != "simd" && i != "torch" && i != "scalar" && i != "cuda" && !plugin::find_plugin(plugins, i)) {
+            std::cerr << "conform bench: --impl: '" << i << "' is not benchmarked (simd, torch, scalar, cuda"
+                      << (plugins.empty() ? "" : ", or a plugin of --impl-lib") << ")\n";
             return kUsage;
         }
     const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -470,7 +490,13 @@ int run_bench(const Options& o) {
 #endif
                 } else if (impl == "scalar") {
                     if (op == Op::decode || T > 64) continue;  // no cache in the interface; too slow past 64
-                    runners.push_back(scalar_runner(in));
+                    runners.push_back(interface_runner(
+                        "scalar", std::shared_ptr<Implementation>(find_implementation("scalar")->create({})), in));
+                } else if (const plugin::Plugin* p = plugin::find_plugin(plugins, impl)) {
+                    if (op == Op::decode) continue;  // no cache in the interface
+                    std::shared_ptr<Implementation> pi(p->entry.create({}));
+                    if (!pi->supports(op, in.c.config).ok) continue;  // e.g. a rope-only plugin
+                    runners.push_back(interface_runner(impl, std::move(pi), in));
                 } else {
                     for (DType d : dtypes) {
                         ImplOptions io;
@@ -533,9 +559,11 @@ int run_bench(const Options& o) {
 
     // ---- report ----------------------------------------------------------------
     const double ridge = peak / bw;
+    size_t iw = 6;  // impl column: plugin names may be longer than ours
+    for (const Row& r : rows) iw = std::max(iw, r.impl.size() + 1);
     if (!o.json) {
-        std::cout << fmt::format("\n{:<10}{:>5}  {:<6}{:<6}{:>11}{:>7}{:>9}{:>8}{:>7}{:>9}{:>8}{:>9}\n", "op", "T", "impl",
-                                 "dtype", "median", "+-", "GFLOP/s", "GB/s", "AI", "roof", "/torch", "check");
+        std::cout << fmt::format("\n{:<10}{:>5}  {:<{}}{:<6}{:>11}{:>7}{:>9}{:>8}{:>7}{:>9}{:>8}{:>9}\n", "op", "T", "impl",
+                                 iw, "dtype", "median", "+-", "GFLOP/s", "GB/s", "AI", "roof", "/torch", "check");
     }
     for (const Row& r : rows) {
         const double gflops = r.k.flops / r.median / 1e9, gbs = r.k.bytes / r.median / 1e9;
@@ -569,8 +597,8 @@ int run_bench(const Options& o) {
         }
         results.push_back(j);
         if (o.json) continue;
-        std::cout << fmt::format("{:<10}{:>5}  {:<6}{:<6}{:>11}{:>6.1f}%{:>9.1f}{:>8.1f}{:>7.1f}{:>6.0f}% {}{:>8}{:>9}\n",
-                                 r.op, r.T, r.impl, r.dtype, fmt_time(r.median), 100 * spread, gflops, gbs, ai,
+        std::cout << fmt::format("{:<10}{:>5}  {:<{}}{:<6}{:>11}{:>6.1f}%{:>9.1f}{:>8.1f}{:>7.1f}{:>6.0f}% {}{:>8}{:>9}\n",
+                                 r.op, r.T, r.impl, iw, r.dtype, fmt_time(r.median), 100 * spread, gflops, gbs, ai,
                                  100 * roof, compute_bound ? "F" : "B",
                                  std::isnan(r.ratio) ? "-" : fmt::format("{:.2f}", r.ratio),
                                  std::isnan(r.check) ? "" : fmt::format("{:.0e}", r.check));
@@ -616,7 +644,12 @@ Command add_bench(CLI::App& app) {
     auto o = std::make_shared<Options>();
     CLI::App* sub = app.add_subcommand(
         "bench", "time each op per implementation against LibTorch f32, with the machine's ceilings measured alongside");
-    sub->add_option("--impl", o->impls, "simd, torch, scalar, cuda, comma-separated, or all (default simd,torch)");
+    sub->add_option("--impl", o->impls,
+                    "simd, torch, scalar, cuda, a plugin's name, comma-separated, or all (default simd,torch; with "
+                    "--impl-lib: torch and the plugins)");
+    sub->add_option("--impl-lib", o->impl_libs,
+                    "also time the implementations in these plugin libraries (conform/plugin.h), in process")
+        ->allow_extra_args(false);
     sub->add_option("--op", o->ops, "ops, comma-separated, or all (default all; decode is one token after --context)");
     // --preset, --config, --d-model, ... (config/options.h); default the tinyllama-1.1b preset
     config::add_config_options(*sub, o->config);

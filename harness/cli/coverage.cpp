@@ -73,21 +73,12 @@ int run(const Opts& in) {
     o.default_fixtures = !in.no_default_fixtures;
     // As main.cpp does for the gate: property cases pinned to the model's
     // block, its widths scaled down; the repo's fixtures only when named.
+    if (!apply_model_flags(in.model_flags, o) || !apply_selection_flags(in.sf, o)) return kUsage;
     BlockConfig pinned;
-    if (in.model_flags.given()) {
-        try {
-            o.model = std::make_shared<const config::ModelConfig>(config::resolve_config(in.model_flags));
-        } catch (const config::ConfigError& e) {
-            std::cerr << "conform: " << e.what() << "\n";
-            return kUsage;
-        }
-        while (o.model->block.d_model / o.model_scale_down > 256)
-            o.model_scale_down *= 2;
-        if (o.fixtures.empty()) o.default_fixtures = false;
+    if (o.model) {
         pinned = config::scale_down(o.model->block, o.model_scale_down);
         gen::pin_config(&pinned);
     }
-    if (!apply_selection_flags(in.sf, o)) return kUsage;
 
     // ---- implementations, as the gate picks them (in-repo only) ----------------------
     struct Selected {
@@ -280,7 +271,7 @@ Command add_coverage(CLI::App& app) {
     auto o = std::make_shared<Opts>();
     CLI::App* sub = app.add_subcommand(
         "coverage",
-        "which trap dimensions (layouts, theta, positions, qk_norm, GQA shapes, widths, RoPE scaling) the "
+        "which trap dimensions (layouts, theta, positions, qk_norm, GQA shapes, widths, RoPE scaling, partial rotary) the "
         "gate's cases reach, per op and implementation; nothing is run");
     sub->add_option("--impl", o->sf.impls, "implementations, comma-separated, or 'all' (default: every available one)");
     sub->add_option("--op", o->sf.ops, "ops, comma-separated, or 'all'");

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "config/hf_config.h"
 #include "config/options.h"
 #include "diagnose/diagnose.h"
 #include "gen/gen.h"
@@ -458,6 +459,19 @@ int run_gate(const GateOptions& o) {
     }
     if (save_failed) return kUsage;
     return report.all_pass() ? kConform : kNonconformance;
+}
+
+bool apply_model_flags(const config::ConfigOptions& f, GateOptions& o) {
+    if (!f.given()) return true;
+    try {
+        o.model = std::make_shared<const config::ModelConfig>(config::resolve_config(f));
+    } catch (const config::ConfigError& e) {
+        std::cerr << "conform: " << e.what() << "\n";
+        return false;
+    }
+    while (o.model->block.d_model / o.model_scale_down > 256) o.model_scale_down *= 2;
+    if (o.fixtures.empty()) o.default_fixtures = false;
+    return true;
 }
 
 bool apply_selection_flags(const SelectionFlags& f, GateOptions& o) {

@@ -12,6 +12,7 @@
 
 namespace conform::config {
 struct ModelConfig;
+struct ConfigOptions;
 }
 
 namespace conform::cli {
@@ -72,6 +73,11 @@ struct SelectionFlags {
 // TEST_SHARD_INDEX / TEST_TOTAL_SHARDS, and checks o.params compiles. On bad
 // input prints what is wrong and returns false (exit 2).
 bool apply_selection_flags(const SelectionFlags& f, GateOptions& o);
+// --preset / --config and their overrides: resolves o.model, and the power of
+// two d_model and ffn are divided by (to d_model <= 256) so property cases stay
+// fast; the repo's fixtures then run only when named. Nothing given: no-op.
+// On bad input prints what is wrong and returns false (exit 2).
+bool apply_model_flags(const config::ConfigOptions& f, GateOptions& o);
 
 int run_gate(const GateOptions& o);
 

@@ -105,17 +105,6 @@ int main(int argc, char** argv) {
         }
         g.reports = *formats;
     }
-    if (model_flags.given()) {
-        try {
-            g.model = std::make_shared<const config::ModelConfig>(config::resolve_config(model_flags));
-        } catch (const config::ConfigError& e) {
-            std::cerr << "conform: " << e.what() << "\n";
-            return kUsage;
-        }
-        while (g.model->block.d_model / g.model_scale_down > 256) g.model_scale_down *= 2;
-        if (g.fixtures.empty()) g.default_fixtures = false;
-    }
-
-    if (!apply_selection_flags(sf, g)) return kUsage;
+    if (!apply_model_flags(model_flags, g) || !apply_selection_flags(sf, g)) return kUsage;
     return run_gate(g);
 }

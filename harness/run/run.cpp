@@ -85,17 +85,6 @@ BlockWeights weights_of(const Case& c) {
     return w;
 }
 
-int64_t tap_cols(Tap t, const BlockConfig& c) {
-    switch (t) {
-        case Tap::q:
-        case Tap::q_rot:
-        case Tap::attn: return c.q_width();
-        case Tap::k:
-        case Tap::v:
-        case Tap::k_rot: return c.kv_width();
-        default: return c.d_model;
-    }
-}
 
 }  // namespace
 

@@ -190,7 +190,7 @@ bool Dimension::relevant(Op op) const {
 }
 
 namespace {
-enum Dim { kLayout, kTheta, kMaxPos, kQkNorm, kHeads, kWidths, kScaling };
+enum Dim { kLayout, kTheta, kMaxPos, kQkNorm, kHeads, kWidths, kScaling, kRotary };
 }
 
 const std::vector<Dimension>& dimensions() {
@@ -204,6 +204,8 @@ const std::vector<Dimension>& dimensions() {
         // one vector, a tail past whole 16-lane vectors, or whole vectors only.
         {"widths", {"<8", "tail", "x16"}, {kAllOps.begin(), kAllOps.end()}},
         {"rope scaling", {"none", "linear", "llama3", "yarn", "dynamic"}, {Op::rope, Op::block, Op::decode}},
+        // Partial rotary (GPT-NeoX, Phi, GLM): only the first rotary_dim dims of a head turn.
+        {"rotary dims", {"whole head", "partial"}, {Op::rope, Op::block, Op::decode}},
     };
     return d;
 }
@@ -250,6 +252,7 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
             }
             // Classes in RopeScalingType's order.
             case kScaling: c.push_back(static_cast<int>(cs.config.rope_scaling.type)); break;
+            case kRotary: c.push_back(cs.config.rotary() < cs.config.head_dim ? 1 : 0); break;
         }
     }
     return out;

@@ -91,48 +91,11 @@ void check_config(const char* op, const BlockConfig& c) {
     detail::expect(c.head_dim % 2 == 0, op, "head_dim must be even for RoPE, found " + std::to_string(c.head_dim));
 }
 
-void check_weights(const char* op, const BlockWeights& w, const BlockConfig& c) {
-    const int64_t D = c.d_model, F = c.ffn_dim, Q = c.q_width(), KVW = c.kv_width();
-    detail::expect_shape(op, "attn_norm", w.attn_norm, 1, D);
-    detail::expect_shape(op, "wq", w.wq, D, Q);
-    detail::expect_shape(op, "wk", w.wk, D, KVW);
-    detail::expect_shape(op, "wv", w.wv, D, KVW);
-    detail::expect_shape(op, "wo", w.wo, Q, D);
-    detail::expect_shape(op, "ffn_norm", w.ffn_norm, 1, D);
-    detail::expect_shape(op, "w1", w.w1, D, F);
-    detail::expect_shape(op, "w3", w.w3, D, F);
-    detail::expect_shape(op, "w2", w.w2, F, D);
-    if (c.qk_norm) {
-        detail::expect(w.q_norm.data != nullptr && w.k_norm.data != nullptr, op,
-                       "qk_norm is on but q_norm / k_norm were not given");
-        detail::expect_shape(op, "q_norm", w.q_norm, 1, c.head_dim);
-        detail::expect_shape(op, "k_norm", w.k_norm, 1, c.head_dim);
-    }
-}
-
 void check_inputs(const char* op, View x, Positions pos, const BlockWeights& w, const BlockConfig& c) {
     check_config(op, c);
     detail::expect_shape(op, "x", x, x.rows, c.d_model);
     detail::expect_positions(op, "pos", pos, x.rows);
-    check_weights(op, w, c);
-}
-
-// Width of each tap's buffer, [T, tap_cols].
-int64_t tap_cols(Tap t, const BlockConfig& c) {
-    switch (t) {
-        case Tap::q:
-        case Tap::q_rot:
-        case Tap::attn: return c.q_width();
-        case Tap::k:
-        case Tap::v:
-        case Tap::k_rot: return c.kv_width();
-        case Tap::attn_in:
-        case Tap::h:
-        case Tap::ffn_in:
-        case Tap::ffn_out:
-        case Tap::out: return c.d_model;
-    }
-    return 0;
+    detail::check_block_weights(op, w, c);
 }
 
 const Tensor& tap_source(const RunState& s, Tap t) {

@@ -212,5 +212,25 @@ inline void expect(bool ok, const char* op, const std::string& what) {
     if (!ok) throw ImplError(std::string(op) + ": " + what);
 }
 
+// Every block weight [in, out] against the config (scalar, simd and cuda share it).
+inline void check_block_weights(const char* op, const BlockWeights& w, const BlockConfig& c) {
+    const int64_t D = c.d_model, F = c.ffn_dim, Q = c.q_width(), KVW = c.kv_width();
+    expect_shape(op, "attn_norm", w.attn_norm, 1, D);
+    expect_shape(op, "wq", w.wq, D, Q);
+    expect_shape(op, "wk", w.wk, D, KVW);
+    expect_shape(op, "wv", w.wv, D, KVW);
+    expect_shape(op, "wo", w.wo, Q, D);
+    expect_shape(op, "ffn_norm", w.ffn_norm, 1, D);
+    expect_shape(op, "w1", w.w1, D, F);
+    expect_shape(op, "w3", w.w3, D, F);
+    expect_shape(op, "w2", w.w2, F, D);
+    if (c.qk_norm) {
+        expect(w.q_norm.data != nullptr && w.k_norm.data != nullptr, op,
+               "qk_norm is on but q_norm / k_norm were not given");
+        expect_shape(op, "q_norm", w.q_norm, 1, c.head_dim);
+        expect_shape(op, "k_norm", w.k_norm, 1, c.head_dim);
+    }
+}
+
 }  // namespace detail
 }  // namespace conform::scalar

@@ -81,38 +81,12 @@ void check_block(const char* op, View x, Positions pos, const BlockWeights& w, c
     chk::expect(c.head_dim % 2 == 0, op, "head_dim must be even for RoPE, found " + std::to_string(c.head_dim));
     chk::expect(c.head_dim <= static_cast<int64_t>(kMaxHeadDim), op,
                 "head_dim " + std::to_string(c.head_dim) + " is over " + std::to_string(kMaxHeadDim));
-    const int64_t D = c.d_model, F = c.ffn_dim, Q = c.q_width(), KVW = c.kv_width();
-    chk::expect_shape(op, "x", x, x.rows, D);
+    chk::expect_shape(op, "x", x, x.rows, c.d_model);
     chk::expect(x.rows > 0, op, "x has no rows");
     chk::expect_positions(op, "pos", pos, x.rows);
-    chk::expect_shape(op, "attn_norm", w.attn_norm, 1, D);
-    chk::expect_shape(op, "wq", w.wq, D, Q);
-    chk::expect_shape(op, "wk", w.wk, D, KVW);
-    chk::expect_shape(op, "wv", w.wv, D, KVW);
-    chk::expect_shape(op, "wo", w.wo, Q, D);
-    chk::expect_shape(op, "ffn_norm", w.ffn_norm, 1, D);
-    chk::expect_shape(op, "w1", w.w1, D, F);
-    chk::expect_shape(op, "w3", w.w3, D, F);
-    chk::expect_shape(op, "w2", w.w2, F, D);
-    if (c.qk_norm) {
-        chk::expect(w.q_norm.data != nullptr && w.k_norm.data != nullptr, op,
-                    "qk_norm is on but q_norm / k_norm were not given");
-        chk::expect_shape(op, "q_norm", w.q_norm, 1, c.head_dim);
-        chk::expect_shape(op, "k_norm", w.k_norm, 1, c.head_dim);
-    }
+    chk::check_block_weights(op, w, c);
 }
 
-int64_t tap_cols(Tap t, const BlockConfig& c) {
-    switch (t) {
-        case Tap::q:
-        case Tap::q_rot:
-        case Tap::attn: return c.q_width();
-        case Tap::k:
-        case Tap::v:
-        case Tap::k_rot: return c.kv_width();
-        default: return c.d_model;
-    }
-}
 
 Attn attn_job(CRows q, CRows k, CRows v, Positions q_pos, Positions k_pos, const AttentionParams& p, MRows out) {
     Attn a;

@@ -73,6 +73,10 @@ PY
   expect 0 "rope +scalar" -- --impl-lib "$good" --impl example,scalar --op rope --cases 5 --out "$tmp/good"
   expect 0 "rope +example" -- --impl-lib "$good" --impl example,scalar --op rope --cases 5 --out "$tmp/good"
   expect 0 "example +available +- plugin .*ops: rmsnorm, rope" -- list --impl-lib "$good"
+  # bench times a plugin beside torch, and refuses one that computes something else.
+  expect 0 "rope +4 +example +f32 .* 0e\+00" -- bench --impl-lib "$good" --op rope,rmsnorm --tokens 4 --min-time 0.05 --min-reps 2 --settle-ms 0
+  expect 1 "example-wrong-rope rope T=4 disagrees with torch" -- bench --impl-lib "$wrong" --op rope --tokens 4 --min-time 0.05 --min-reps 2 --settle-ms 0
+  expect 2 "not benchmarked" -- bench --impl-lib "$good" --impl nope --op rope
 
   # The wrong twin: rope fails, rmsnorm still passes, and the bug is named.
   expect 1 "FAIL example-wrong-rope rope" -- --impl-lib "$wrong" --op rope,rmsnorm --cases 40 --out "$tmp/wrong"

@@ -53,6 +53,24 @@ struct BlockOutputs {
     const MutView& operator[](Tap t) const { return taps[static_cast<size_t>(t)]; }
 };
 
+// Width of each tap's buffer, [T, tap_cols(tap, c)] (see ops.h for what each holds).
+inline int64_t tap_cols(Tap t, const BlockConfig& c) {
+    switch (t) {
+        case Tap::q:
+        case Tap::q_rot:
+        case Tap::attn: return c.q_width();
+        case Tap::k:
+        case Tap::v:
+        case Tap::k_rot: return c.kv_width();
+        case Tap::attn_in:
+        case Tap::h:
+        case Tap::ffn_in:
+        case Tap::ffn_out:
+        case Tap::out: return c.d_model;
+    }
+    return 0;
+}
+
 struct Support {
     bool ok = true;
     std::string reason;  // why not, when !ok
