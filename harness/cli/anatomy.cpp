@@ -50,13 +50,10 @@ int run_anatomy(const AnatomyOptions& o) {
         std::cerr << "conform anatomy: " << msg << "\n";
         return int(kUsage);
     };
-    config::ModelConfig m;
-    try {
-        m = config::resolve_config(o.config);
-    } catch (const config::ConfigError& e) {
-        return usage(e.what());
-    }
-    if (m.name.empty()) return usage("which model? give --preset NAME or --config FILE (and flags to override)");
+    std::string problem;
+    const std::optional<config::ModelConfig> resolved = config::resolve_model(o.config, &problem);
+    if (!resolved) return usage(problem);
+    const config::ModelConfig& m = *resolved;
     if (o.tokens < 1) return usage("--tokens: expected a positive count, found " + std::to_string(o.tokens));
     if (o.context < 0) return usage("--context: expected a count >= 0, found " + std::to_string(o.context));
     const auto dt = parse_dtype(o.dtype);

@@ -114,13 +114,10 @@ int run_forward(const ForwardOptions& o) {
         std::cerr << "conform forward: " << msg << "\n";
         return int(kUsage);
     };
-    config::ModelConfig m;
-    try {
-        m = config::resolve_config(o.config);
-    } catch (const config::ConfigError& e) {
-        return usage(e.what());
-    }
-    if (m.name.empty()) return usage("which model? give --preset NAME or --config FILE (and flags to override)");
+    std::string problem;
+    const std::optional<config::ModelConfig> resolved = config::resolve_model(o.config, &problem);
+    if (!resolved) return usage(problem);
+    const config::ModelConfig& m = *resolved;
     if (o.tokens < 1) return usage("--tokens: expected a positive count, found " + std::to_string(o.tokens));
     if (o.vocab < 1) return usage("--vocab: expected a positive count, found " + std::to_string(o.vocab));
     if (o.start < 0) return usage("--positions: expected a position >= 0, found " + std::to_string(o.start));

@@ -173,4 +173,15 @@ nlohmann::json config_json(const ModelConfig& m) {
             {"notes", m.notes}};
 }
 
+std::optional<ModelConfig> resolve_model(const ConfigOptions& o, std::string* problem) {
+    try {
+        ModelConfig m = resolve_config(o);
+        if (!m.name.empty()) return m;
+        *problem = "which model? give --preset NAME or --config FILE (and flags to override)";
+    } catch (const ConfigError& e) {
+        *problem = e.what();
+    }
+    return std::nullopt;
+}
+
 }  // namespace conform::config

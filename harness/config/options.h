@@ -46,6 +46,10 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
 // needs itself).
 ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base = {}, bool validate = true);
 
+// For commands that need a model (forward, anatomy): the resolved config, or
+// nullopt with *problem saying why (a bad flag or file, or no model named).
+std::optional<ModelConfig> resolve_model(const ConfigOptions& o, std::string* problem);
+
 // "qwen3-8b (preset): D=4096 H=32 ...", then one indented line per default
 // taken, override and note.
 void print_config(std::ostream& out, const ModelConfig& m, const std::string& indent = "  ");

@@ -7,6 +7,7 @@
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 #include "cuda/ops.h"
+#include "scalar/scalar.h"
 
 namespace conform::cuda {
 
@@ -20,17 +21,8 @@ class CudaImpl : public Implementation {
     DType dtype() const override { return ctx_.dtype; }
 
     Support supports(Op op, const BlockConfig& c) const override {
-        const bool needs_rope = op == Op::rope || op == Op::block || op == Op::decode;
+        if (Support s = scalar::detail::config_support(op, c); !s.ok) return s;
         const bool needs_attention = op == Op::attention || op == Op::block || op == Op::decode;
-        if (needs_rope && (c.head_dim <= 0 || c.head_dim % 2 != 0))
-            return Support::no("RoPE rotates pairs: head_dim must be positive and even, found " +
-                               std::to_string(c.head_dim));
-        if (needs_rope && (c.rotary() % 2 != 0 || c.rotary() > c.head_dim))
-            return Support::no("rotary_dim must be even and at most head_dim = " + std::to_string(c.head_dim) +
-                               ", found " + std::to_string(c.rotary_dim));
-        if (needs_attention && (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0))
-            return Support::no("n_heads = " + std::to_string(c.n_heads) + " must be a multiple of n_kv_heads = " +
-                               std::to_string(c.n_kv_heads));
         if (needs_attention && c.head_dim > kMaxAttentionHeadDim)
             return Support::no("the attention kernel holds a head in shared memory and registers: head_dim <= " +
                                std::to_string(kMaxAttentionHeadDim) + ", found " + std::to_string(c.head_dim));

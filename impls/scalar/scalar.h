@@ -212,6 +212,24 @@ inline void expect(bool ok, const char* op, const std::string& what) {
     if (!ok) throw ImplError(std::string(op) + ": " + what);
 }
 
+// What every op needs from the config, whatever the implementation: RoPE
+// pairs (head_dim and rotary_dim even), GQA groups (H a multiple of KV).
+// Implementations add their own limits after it.
+inline Support config_support(Op op, const BlockConfig& c) {
+    const bool needs_rope = op == Op::rope || op == Op::block || op == Op::decode;
+    const bool needs_gqa = op == Op::attention || op == Op::block || op == Op::decode;
+    if (needs_rope && (c.head_dim <= 0 || c.head_dim % 2 != 0))
+        return Support::no("RoPE rotates pairs: head_dim must be positive and even, found " +
+                           std::to_string(c.head_dim));
+    if (needs_rope && (c.rotary() % 2 != 0 || c.rotary() > c.head_dim))
+        return Support::no("rotary_dim must be even and at most head_dim = " + std::to_string(c.head_dim) +
+                           ", found " + std::to_string(c.rotary_dim));
+    if (needs_gqa && (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0))
+        return Support::no("n_heads = " + std::to_string(c.n_heads) + " must be a multiple of n_kv_heads = " +
+                           std::to_string(c.n_kv_heads));
+    return Support::yes();
+}
+
 // Every block weight [in, out] against the config (scalar, simd and cuda share it).
 inline void check_block_weights(const char* op, const BlockWeights& w, const BlockConfig& c) {
     const int64_t D = c.d_model, F = c.ffn_dim, Q = c.q_width(), KVW = c.kv_width();

@@ -6,20 +6,7 @@
 namespace conform::scalar {
 
 // What each op needs from the config; everything else runs for any config.
-Support ScalarImpl::supports(Op op, const BlockConfig& c) const {
-    const bool needs_rope = op == Op::rope || op == Op::block || op == Op::decode;
-    const bool needs_gqa = op == Op::attention || op == Op::block || op == Op::decode;
-    if (needs_rope && (c.head_dim <= 0 || c.head_dim % 2 != 0))
-        return Support::no("RoPE rotates pairs: head_dim must be positive and even, found " +
-                           std::to_string(c.head_dim));
-    if (needs_rope && (c.rotary() % 2 != 0 || c.rotary() > c.head_dim))
-        return Support::no("rotary_dim must be even and at most head_dim = " + std::to_string(c.head_dim) +
-                           ", found " + std::to_string(c.rotary_dim));
-    if (needs_gqa && (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0))
-        return Support::no("n_heads = " + std::to_string(c.n_heads) + " must be a multiple of n_kv_heads = " +
-                           std::to_string(c.n_kv_heads));
-    return Support::yes();
-}
+Support ScalarImpl::supports(Op op, const BlockConfig& c) const { return detail::config_support(op, c); }
 
 void ScalarImpl::rmsnorm(View x, View w, const RmsNormParams& p, MutView out) { scalar::rmsnorm(x, w, p, out); }
 

@@ -113,17 +113,7 @@ class SimdImpl : public Implementation {
     DType dtype() const override { return dtype_; }
 
     Support supports(Op op, const BlockConfig& c) const override {
-        const bool needs_rope = op == Op::rope || op == Op::block || op == Op::decode;
-        const bool needs_gqa = op == Op::attention || op == Op::block || op == Op::decode;
-        if (needs_rope && (c.head_dim <= 0 || c.head_dim % 2 != 0))
-            return Support::no("RoPE rotates pairs: head_dim must be positive and even, found " +
-                               std::to_string(c.head_dim));
-        if (needs_gqa && (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0))
-            return Support::no("n_heads = " + std::to_string(c.n_heads) + " must be a multiple of n_kv_heads = " +
-                               std::to_string(c.n_kv_heads));
-        if (needs_rope && (c.rotary() % 2 != 0 || c.rotary() > c.head_dim))
-            return Support::no("rotary_dim must be even and at most head_dim = " + std::to_string(c.head_dim) +
-                               ", found " + std::to_string(c.rotary_dim));
+        if (Support s = chk::config_support(op, c); !s.ok) return s;
         if ((op == Op::block || op == Op::decode) && c.head_dim > static_cast<int64_t>(kMaxHeadDim))
             return Support::no("the fused QK-norm + RoPE holds a head on the stack: head_dim <= " +
                                std::to_string(kMaxHeadDim) + ", found " + std::to_string(c.head_dim));
