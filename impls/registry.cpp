@@ -27,10 +27,10 @@ const std::vector<ImplEntry>& implementations() {
     static const std::vector<ImplEntry> table = {
         {"scalar", "plain float32 loops, llama2.c style", false, always, scalar::make_scalar},
         {"simd", "Highway SIMD, f32 or bf16 storage, fused, multithreaded", false, always, simd::make_simd, {},
-         simd::simd_details},
+         simd::simd_details, simd::make_bench_op},
 #ifdef CONFORM_HAVE_CUDA
         {"cuda", "CUDA (sm_90): flash attention, fused QK-norm + RoPE + KV cache, cuBLAS; f32, bf16, f16", false,
-         cuda::availability, cuda::make_cuda, {}, cuda::cuda_details},
+         cuda::availability, cuda::make_cuda, {}, cuda::cuda_details, cuda::make_bench_op},
 #else
         {"cuda", "CUDA (sm_90): not in this build", false, built_without_cuda, no_cuda},
 #endif
@@ -40,10 +40,13 @@ const std::vector<ImplEntry>& implementations() {
 
 const std::vector<ImplEntry>& mutant_implementations() {
     using namespace mutants;
-    const std::vector<Op> rope_ops = {Op::rope, Op::block, Op::decode};
-    const std::vector<Op> block_ops = {Op::block, Op::decode};
-    const std::vector<Op> attention_ops = {Op::attention, Op::block, Op::decode};
-    const std::vector<Op> norm_ops = {Op::rmsnorm, Op::qk_norm, Op::block, Op::decode};
+    // The ops each bug reaches: those whose result depends on the convention it breaks (conform/op_info.h).
+    const std::vector<Op> rope_ops = ops_using(kRope);
+    const std::vector<Op> block_ops = ops_using(kResidual);
+    const std::vector<Op> attention_ops = ops_using(kCausal);
+    const std::vector<Op> norm_ops = ops_using(kRmsNorm);
+    const std::vector<Op> swiglu_ops = ops_using(kSwiglu);
+    const std::vector<Op> decode_ops = ops_using(kKvCache);
     static const std::vector<ImplEntry> table = {
         {"rope_layout_swapped", "RoPE pairs NeoX and interleaved swapped", true, always, rope_layout_swapped, rope_ops},
         {"rope_theta_default", "rope_theta ignored: always 10000", true, always, rope_theta_default, rope_ops},
@@ -54,7 +57,7 @@ const std::vector<ImplEntry>& mutant_implementations() {
         {"dynamic_ntk_inside_context", "dynamic NTK base always at original_max_position * factor", true, always,
          dynamic_ntk_inside_context, rope_ops},
         {"rope_position_off_by_one", "decode steps rotated at pos + 1", true, always, rope_position_off_by_one,
-         {Op::decode}},
+         decode_ops},
         {"v_rotated", "v rotated like k", true, always, v_rotated, block_ops},
         {"rope_applied_twice", "q and k rotated twice", true, always, rope_applied_twice, block_ops},
         {"qk_norm_missing", "QK-norm skipped in the block", true, always, qk_norm_missing, block_ops},
@@ -77,10 +80,10 @@ const std::vector<ImplEntry>& mutant_implementations() {
         {"rmsnorm_mean_not_squared", "RMSNorm with mean(|x|) for mean(x^2)", true, always,
          rmsnorm_mean_not_squared, norm_ops},
         {"swiglu_gate_on_up", "SiLU on the up branch instead of the gate", true, always, swiglu_gate_on_up,
-         {Op::swiglu, Op::block, Op::decode}},
+         swiglu_ops},
         {"residual_missing", "attention residual dropped: h = attn @ wo", true, always, residual_missing, block_ops},
         {"decode_cache_unrotated_k", "decode steps cache their key before RoPE", true, always,
-         decode_cache_unrotated_k, {Op::decode}},
+         decode_cache_unrotated_k, decode_ops},
     };
     return table;
 }
@@ -95,9 +98,9 @@ const std::vector<ImplEntry>& mutant_implementations() {
 static const std::vector<ImplEntry>& cuda_mutant_implementations() {
     static const std::vector<ImplEntry> table = {
         {"cuda_rope_layout_swapped", "cuda: RoPE pairs NeoX and interleaved swapped", true, cuda::availability,
-         cuda::make_cuda_rope_layout_swapped, {Op::rope, Op::block, Op::decode}},
+         cuda::make_cuda_rope_layout_swapped, ops_using(kRope)},
         {"cuda_gqa_head_mapping_tiled", "cuda: query head h reads kv head h % n_kv (attention kernel)", true,
-         cuda::availability, cuda::make_cuda_gqa_tiled, {Op::attention, Op::block, Op::decode}},
+         cuda::availability, cuda::make_cuda_gqa_tiled, ops_using(kHeads)},
     };
     return table;
 }

@@ -10,20 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "conform/bench.h"
 #include "conform/impl.h"
 
 namespace conform {
-
-struct ImplOptions {
-    DType dtype = DType::f32;
-    std::string simd_target;  // simd only: force one compiled Highway target ("" = best)
-    int threads = 0;          // 0 = implementation's default
-};
-
-struct Availability {
-    bool available = true;
-    std::string reason;  // why not, when !available
-};
 
 struct ImplEntry {
     std::string name;
@@ -35,6 +25,9 @@ struct ImplEntry {
     std::function<std::unique_ptr<Implementation>(const ImplOptions&)> create;
     std::vector<Op> ops = {};  // mutants: the ops their bug reaches (what `conform mutants` runs them on)
     std::function<std::string()> details = {};  // more for `conform list` (simd: its compiled targets)
+    // `conform bench`: the op with its inputs in the implementation's storage
+    // (conform/bench.h); empty when it offers none.
+    std::function<std::unique_ptr<BenchOp>(const ImplOptions&, const BenchInputs&)> bench = {};
 };
 
 // Every in-repo implementation that is part of the gate (scalar, simd, cuda…).

@@ -7,7 +7,7 @@
 
 #include "registry.h"
 #include "report/report.h"
-#include "run/run.h"
+#include "judge/judge.h"
 
 namespace conform::test {
 

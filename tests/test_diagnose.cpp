@@ -68,7 +68,7 @@ CaseResult first_kill(const ImplEntry& e, uint64_t seed) {
             CaseResult r = judge_case(c, DType::f32, out.outputs, t);
             if (r.pass) continue;
             r.impl = e.name;
-            return diagnose::shrink_and_explain(*impl, op, seed, i, DType::f32, {&c, &out.outputs, &t}, r);
+            return diagnose::shrink_and_explain(*impl, {op, seed, {}}, i, DType::f32, {&c, &out.outputs, &t}, r);
         }
     return {};
 }

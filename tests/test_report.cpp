@@ -17,7 +17,7 @@
 #include "report/svg.h"
 #include "report/view.h"
 #include "report/xml.h"
-#include "run/error_map.h"
+#include "judge/error_map.h"
 
 using namespace conform;
 using nlohmann::json;

@@ -65,13 +65,13 @@ TEST_CASE("shard specs: INDEX/TOTAL, env and flag agreeing, else refused", "[sel
 
 TEST_CASE("shards are disjoint and their union is the whole selection", "[select]") {
     for (Op op : {Op::rope, Op::block}) {
-        const PropertySelection all = select_property(op, 7, 60, ParamFilter(), Shard{});
+        const PropertySelection all = select_property({op, 7, {}}, 60, ParamFilter(), Shard{});
         REQUIRE(all.picks.size() == 60);
         for (int i = 0; i < 60; ++i)
             REQUIRE(all.picks[i].index == i);  // no filter: case i is draw i
         std::multiset<int> seen;
         for (int k = 0; k < 4; ++k) {
-            const PropertySelection part = select_property(op, 7, 60, ParamFilter(), Shard{k, 4});
+            const PropertySelection part = select_property({op, 7, {}}, 60, ParamFilter(), Shard{k, 4});
             REQUIRE(part.matched == 60);
             for (const auto& p : part.picks) {
                 REQUIRE(shard_of(p.id, 4) == k);
@@ -84,7 +84,7 @@ TEST_CASE("shards are disjoint and their union is the whole selection", "[select
 }
 
 TEST_CASE("params filter draws until N cases match, and says how many it drew", "[select]") {
-    const PropertySelection s = select_property(Op::rope, 3, 25, ParamFilter("theta=500000,"), Shard{});
+    const PropertySelection s = select_property({Op::rope, 3, {}}, 25, ParamFilter("theta=500000,"), Shard{});
     REQUIRE(s.picks.size() == 25);
     REQUIRE(s.matched == 25);
     REQUIRE(s.drawn > 25);
@@ -92,7 +92,7 @@ TEST_CASE("params filter draws until N cases match, and says how many it drew", 
         REQUIRE(p.spec.theta == 500000.0);
         REQUIRE(p.id == gen::canonical_id(gen::draw(Op::rope, 3, p.index)));  // replayable by its draw index
     }
-    const PropertySelection never = select_property(Op::rmsnorm, 3, 5, ParamFilter("layout="), Shard{});
+    const PropertySelection never = select_property({Op::rmsnorm, 3, {}}, 5, ParamFilter("layout="), Shard{});
     REQUIRE(never.matched == 0);
     REQUIRE(never.drawn == kMaxDraws);
 }

@@ -74,33 +74,10 @@ TEST_CASE("simd lists its targets and refuses unknown ones", "[simd]") {
     REQUIRE_THROWS_WITH(make_simd("", DType::f16), Catch::Contains("f32 or bf16"));
 }
 
-TEST_CASE("simd rmsnorm vs reference", "[rmsnorm][simd]") {
-    simd_conforms(Op::rmsnorm, DType::f32);
-    simd_conforms(Op::rmsnorm, DType::bf16);
-}
-TEST_CASE("simd rope vs reference", "[rope][simd]") {
-    simd_conforms(Op::rope, DType::f32);
-    simd_conforms(Op::rope, DType::bf16);
-}
-TEST_CASE("simd qk_norm vs reference", "[qk_norm][simd]") {
-    simd_conforms(Op::qk_norm, DType::f32);
-    simd_conforms(Op::qk_norm, DType::bf16);
-}
-TEST_CASE("simd attention vs reference", "[attention][simd]") {
-    simd_conforms(Op::attention, DType::f32);
-    simd_conforms(Op::attention, DType::bf16);
-}
-TEST_CASE("simd swiglu vs reference", "[swiglu][simd]") {
-    simd_conforms(Op::swiglu, DType::f32);
-    simd_conforms(Op::swiglu, DType::bf16);
-}
-TEST_CASE("simd block vs reference", "[block][simd]") {
-    simd_conforms(Op::block, DType::f32);
-    simd_conforms(Op::block, DType::bf16);
-}
-TEST_CASE("simd decode vs reference", "[decode][simd]") {
-    simd_conforms(Op::decode, DType::f32);
-    simd_conforms(Op::decode, DType::bf16);
+TEST_CASE("simd vs reference, every op, f32 and bf16", "[simd]") {
+    const Op op = GENERATE(from_range(kAllOps.begin(), kAllOps.end()));
+    const DType dtype = GENERATE(DType::f32, DType::bf16);
+    simd_conforms(op, dtype);
 }
 
 // The prefill path of the product (more rows than a tile, K in several

@@ -29,10 +29,6 @@
 #include "plugin/loader.h"
 #include "reference/bench_torch.h"
 #include "registry.h"
-#include "simd/simd.h"
-#ifdef CONFORM_HAVE_CUDA
-#include "cuda/cuda.h"
-#endif
 
 namespace conform::cli {
 
@@ -212,9 +208,9 @@ Positions positions_of(const Case& c, const char* name) {
     return it == c.positions.end() ? Positions{} : Positions{it->second.data(), static_cast<int64_t>(it->second.size())};
 }
 
-simd::BenchInputs simd_inputs(const Inputs& in) {
+BenchInputs bench_inputs(const Inputs& in) {
     const Case& c = in.c;
-    simd::BenchInputs b;
+    BenchInputs b;
     b.op = c.op;
     b.config = c.config;
     b.x = view_of(c, "x");
@@ -249,30 +245,6 @@ simd::BenchInputs simd_inputs(const Inputs& in) {
     return b;
 }
 
-#ifdef CONFORM_HAVE_CUDA
-cuda::BenchInputs cuda_inputs(const Inputs& in) {
-    const simd::BenchInputs s = simd_inputs(in);
-    cuda::BenchInputs b;
-    b.op = s.op;
-    b.config = s.config;
-    b.x = s.x;
-    b.weight = s.weight;
-    b.q = s.q;
-    b.k = s.k;
-    b.v = s.v;
-    b.w1 = s.w1;
-    b.w3 = s.w3;
-    b.w2 = s.w2;
-    b.pos = s.pos;
-    b.q_pos = s.q_pos;
-    b.k_pos = s.k_pos;
-    b.weights = s.weights;
-    b.context_x = s.context_x;
-    b.context_pos = s.context_pos;
-    return b;
-}
-#endif
-
 // ---- runners -----------------------------------------------------------------------
 
 struct Runner {
@@ -294,7 +266,7 @@ Runner interface_runner(const std::string& name, std::shared_ptr<Implementation>
     const int64_t cols = c.op == Op::attention ? c.config.q_width() : c.in("x").cols();
     auto out = std::make_shared<Tensor>(rows, cols);
     Runner r{name, to_string(impl->dtype()), "", {}, {}, {}};
-    const simd::BenchInputs b = simd_inputs(in);
+    const BenchInputs b = bench_inputs(in);
     r.run = [impl, out, b] {
         switch (b.op) {
             case Op::rmsnorm: impl->rmsnorm(b.x, b.weight, rmsnorm_params(b.config), out->mut()); break;
@@ -425,12 +397,18 @@ int run_bench(const Options& o) {
         }
     }
     const std::vector<std::string> impls = split(impl_list == "all" ? "simd,torch,scalar" : impl_list);
-    for (const auto& i : impls)
-        if (i != "simd" && i != "torch" && i != "scalar" && i != "cuda" && !plugin::find_plugin(plugins, i)) {
-            std::cerr << "conform bench: --impl: '" << i << "' is not benchmarked (simd, torch, scalar, cuda"
+    // torch, scalar (through the interface), plugins, and every implementation with a bench op.
+    std::string benched = "torch, scalar";
+    for (const auto& e : implementations())
+        if (e.bench) benched += ", " + e.name;
+    for (const auto& i : impls) {
+        const ImplEntry* e = find_implementation(i);
+        if (i != "torch" && i != "scalar" && !(e && e->bench) && !plugin::find_plugin(plugins, i)) {
+            std::cerr << "conform bench: --impl: '" << i << "' is not benchmarked (" << benched
                       << (plugins.empty() ? "" : ", or a plugin of --impl-lib") << ")\n";
             return kUsage;
         }
+    }
     const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     ref::set_torch_threads(threads);
     const BlockConfig& cfg = model.block;
@@ -469,25 +447,6 @@ int run_bench(const Options& o) {
                     torch_op = ref::make_torch_bench_op(in.c, &in.context_x, &in.context_pos);
                     ref::TorchBenchOp* t = torch_op.get();
                     runners.push_back({"torch", "f32", "", [t] { t->run(); }, [t] { return t->output(); }, {}});
-                } else if (impl == "cuda") {
-#ifdef CONFORM_HAVE_CUDA
-                    for (DType d : dtypes) {
-                        ImplOptions io;
-                        io.dtype = d;
-                        std::shared_ptr<cuda::BenchOp> b;
-                        try {
-                            b = cuda::make_bench_op(io, cuda_inputs(in));
-                        } catch (const std::exception& e) {
-                            std::cerr << "conform bench: cuda: " << e.what() << "\n";
-                            return kUnavailable;
-                        }
-                        runners.push_back({"cuda", to_string(d), b->device(), [b] { b->run(); },
-                                           [b] { return b->output(); }, {}, [b] { return b->device_seconds(); }});
-                    }
-#else
-                    std::cerr << "conform bench: cuda: built without CUDA (nvcc not found at configure time)\n";
-                    return kUnavailable;
-#endif
                 } else if (impl == "scalar") {
                     if (op == Op::decode || T > 64) continue;  // no cache in the interface; too slow past 64
                     runners.push_back(interface_runner(
@@ -498,20 +457,25 @@ int run_bench(const Options& o) {
                     if (!pi->supports(op, in.c.config).ok) continue;  // e.g. a rope-only plugin
                     runners.push_back(interface_runner(impl, std::move(pi), in));
                 } else {
+                    // An implementation with its own bench op (its registry
+                    // entry's factory, conform/bench.h): simd, cuda.
+                    const ImplEntry* e = find_implementation(impl);
                     for (DType d : dtypes) {
                         ImplOptions io;
                         io.dtype = d;
                         io.threads = threads;
                         io.simd_target = o.simd_target;
-                        std::shared_ptr<simd::BenchOp> b;
+                        std::shared_ptr<BenchOp> b;
                         try {
-                            b = simd::make_bench_op(io, simd_inputs(in));
-                        } catch (const std::exception& e) {
-                            std::cerr << "conform bench: simd: " << e.what() << "\n";
+                            if (const Availability a = e->available(); !a.available) throw ImplError(a.reason);
+                            b = e->bench(io, bench_inputs(in));
+                        } catch (const std::exception& ex) {
+                            std::cerr << "conform bench: " << impl << ": " << ex.what() << "\n";
                             return kUnavailable;
                         }
-                        runners.push_back({"simd", to_string(d), b->target(), [b] { b->run(); },
-                                           [b] { return b->output(); }, {}});
+                        Runner r{impl, to_string(d), b->where(), [b] { b->run(); }, [b] { return b->output(); }, {}};
+                        if (b->device_seconds() >= 0) r.device_seconds = [b] { return b->device_seconds(); };
+                        runners.push_back(std::move(r));
                     }
                 }
             }
@@ -616,7 +580,7 @@ int run_bench(const Options& o) {
                     {"threads", threads},
                     {"context", o.context},
                     {"torch", ref::torch_describe()},
-                    {"simd", simd::simd_details()},
+                    {"simd", find_implementation("simd")->details()},
                     {"ceilings",
                      {{"copy_bytes_per_s", bw}, {"matmul_flops_per_s", peak}, {"matmul_n", mm_n}, {"ridge", ridge}}},
                     {"results", results}};

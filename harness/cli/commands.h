@@ -10,6 +10,10 @@
 
 namespace conform::cli {
 
+// Exit codes, the same for every command. kInternal: conform's own bug (a
+// generated case that fails validation, an invariant broken), never the user's.
+enum Exit { kConform = 0, kNonconformance = 1, kUsage = 2, kUnavailable = 3, kInternal = 70 };
+
 struct Command {
     CLI::App* app = nullptr;   // the subcommand, to ask whether it was parsed
     std::function<int()> run;  // returns the exit code

@@ -10,11 +10,10 @@
 #include <optional>
 
 #include "cli/commands.h"
-#include "cli/gate.h"
+#include "cli/flags.h"
 #include "config/hf_config.h"
 #include "config/options.h"
 #include "gen/gen.h"
-#include "registry.h"
 #include "run/select.h"
 
 namespace conform::cli {
@@ -22,12 +21,9 @@ namespace conform::cli {
 namespace {
 
 struct Opts {
-    SelectionFlags sf;
-    GateOptions g;
-    bool no_default_fixtures = false;
+    CaseFlags cases;  // as in the gate
     bool json = false;
     bool require_full = false;
-    config::ConfigOptions model_flags;  // --preset / --config / overrides, as in the gate
 };
 
 // counts[dimension][class]: how many cases of an (op, impl) reach the class.
@@ -69,100 +65,31 @@ void print_op(std::ostream& os, Op op, const std::vector<std::string>& impls, co
 }
 
 int run(const Opts& in) {
-    GateOptions o = in.g;
-    o.default_fixtures = !in.no_default_fixtures;
-    // As main.cpp does for the gate: property cases pinned to the model's
-    // block, its widths scaled down; the repo's fixtures only when named.
-    if (!apply_model_flags(in.model_flags, o) || !apply_selection_flags(in.sf, o)) return kUsage;
-    BlockConfig pinned;
-    if (o.model) {
-        pinned = config::scale_down(o.model->block, o.model_scale_down);
-        gen::pin_config(&pinned);
-    }
-
-    // ---- implementations, as the gate picks them (in-repo only) ----------------------
-    struct Selected {
-        std::string name;
-        std::unique_ptr<Implementation> impl;
-    };
-    std::vector<Selected> impls;
-    std::vector<std::string> names = o.impls;
-    if (names.empty())
-        for (const auto& e : implementations())
-            names.push_back(e.name);
-    for (const auto& n : names) {
-        const ImplEntry* e = find_implementation(n);
-        if (!e) {
-            std::cerr << "conform: coverage: unknown implementation '" << n << "' (see `conform list`)\n";
-            return kUsage;
-        }
-        const Availability a = e->available();
-        if (!a.available) {
-            if (o.impls_explicit) {
-                std::cerr << "conform: implementation '" << n << "' is unavailable on this machine: " << a.reason
-                          << "\n";
-                return kUnavailable;
-            }
-            if (!in.json) std::cout << "skipping " << n << ": " << a.reason << "\n";
-            continue;
-        }
-        ImplOptions io;
-        io.dtype = o.dtype;
-        try {
-            impls.push_back({n, e->create(io)});  // asked what it supports, never run
-        } catch (const std::exception& ex) {
-            std::cerr << "conform: implementation '" << n << "' cannot run: " << ex.what() << "\n";
-            return o.impls_explicit ? kUnavailable : kUsage;
-        }
-    }
-    if (impls.empty()) {
+    // The gate's implementations (in-repo: plugins are not asked) and its plan.
+    const Resolved r = resolve_case_flags(in.cases);
+    run::ImplSet impls = run::choose_implementations(r.impls);
+    if (!in.json)
+        for (const auto& s : impls.skipped) std::cout << "skipping " << s << "\n";
+    if (impls.impls.empty()) {
         std::cerr << "conform: no implementation available to run\n";
         return kUnavailable;
     }
-
-    // ---- the cases, as the gate selects them -------------------------------------------
-    std::vector<Op> ops = o.ops;
-    if (ops.empty()) ops.assign(kAllOps.begin(), kAllOps.end());
-    std::optional<gen::CaseSpec> single;
-    if (!o.case_id.empty()) {
-        std::string err;
-        single = gen::parse_case_id(o.case_id, &err);
-        if (!single) {
-            std::cerr << "conform: --case: " << err << "\n";
-            return kUsage;
-        }
-        ops = {single->op};
-    }
-    FixtureSelection fixtures;
-    try {
-        fixtures = select_fixtures(o, ops);
-    } catch (const std::exception& e) {
-        std::cerr << "conform: " << e.what() << "\n";
-        return kUsage;
-    }
-    const select::ParamFilter params(o.params);
-    const select::Shard shard{o.shard_index, o.shard_total};
+    const run::Plan plan = run::make_plan(r.selection);
+    const run::Selection& o = plan.selection;
+    const run::FixtureSelection& fixtures = plan.fixtures;
 
     std::vector<Cell> cells;  // op-major, impls in order
-    int property = 0, matched = 0;
-    for (Op op : ops) {
+    int property = 0;
+    for (const run::OpPlan& p : plan.ops) {
         std::vector<Case> cases;
-        if (!single) {
-            const select::PropertySelection ps = select::select_property(op, o.seed, o.cases, params, shard);
-            matched += ps.matched;
-            for (const auto& p : ps.picks)
-                cases.push_back(gen::materialize(p.spec));
-        } else if (const std::string id = gen::canonical_id(*single); params.matches(id)) {
-            ++matched;
-            if (select::in_shard(id, shard)) cases.push_back(gen::materialize(*single));
-        }
+        for (const auto& pick : p.picks) cases.push_back(gen::materialize(pick.spec));
         property += static_cast<int>(cases.size());
         for (const Case& c : fixtures.cases)
-            if (c.op == op) cases.push_back(c);
-        for (const auto& s : impls) {
-            Cell cell{op, s.name, 0, empty_counts()};
+            if (c.op == p.op) cases.push_back(c);
+        for (const auto& s : impls.impls) {
+            Cell cell{p.op, s.name, 0, empty_counts()};
             for (const Case& c : cases) {
-                if (!s.impl->supports(op, c.config).ok) continue;
+                if (!s.impl->supports(p.op, c.config).ok) continue;
                 ++cell.cases;
                 const auto cls = select::classes_of(c);
                 for (size_t d = 0; d < cls.size(); ++d)
@@ -172,10 +99,8 @@ int run(const Opts& in) {
             cells.push_back(std::move(cell));
         }
     }
-    if (params.active() && matched == 0 && fixtures.before_shard == 0) {
-        std::cerr << "conform: --params '" << o.params << "' selects no case of the selected ops\n";
-        return kUsage;
-    }
+    const select::Shard& shard = o.shard;
+    const size_t n_impls = impls.impls.size();
 
     // ---- what is empty ---------------------------------------------------------------------
     const auto& dims = select::dimensions();
@@ -196,7 +121,7 @@ int run(const Opts& in) {
         j["seed"] = o.seed;
         j["cases_per_op"] = o.case_id.empty() ? o.cases : 1;
         j["dtype"] = to_string(o.dtype);
-        if (params.active()) j["params"] = o.params;
+        if (!o.params.empty()) j["params"] = o.params;
         if (shard.active()) j["shard"] = {{"index", shard.index}, {"total", shard.total}};
         j["fixtures"] = fixtures.files;
         auto& jd = j["dimensions"] = nlohmann::json::array();
@@ -229,7 +154,7 @@ int run(const Opts& in) {
             "coverage: seed {}, {} property case{} per op{}, dtype {}; {} fixture case{} from {} "
             "file{}{}\n",
             o.seed, o.case_id.empty() ? o.cases : 1, (o.case_id.empty() ? o.cases : 1) == 1 ? "" : "s",
-            params.active() ? " matching --params '" + o.params + "'" : std::string(), to_string(o.dtype),
+            !o.params.empty() ? " matching --params '" + o.params + "'" : std::string(), to_string(o.dtype),
             fixtures.cases.size(), fixtures.cases.size() == 1 ? "" : "s", fixtures.files.size(),
             fixtures.files.size() == 1 ? "" : "s",
             shard.active() ? fmt::format("; shard {}/{} ({} property)", shard.index, shard.total, property)
@@ -237,12 +162,12 @@ int run(const Opts& in) {
         // Implementations that reach the same cells share one table.
         for (size_t i = 0; i < cells.size();) {
             std::vector<std::string> same;
-            std::vector<bool> taken(impls.size(), false);
+            std::vector<bool> taken(n_impls, false);
             const size_t first = i;
-            for (size_t a = 0; a < impls.size(); ++a) {
+            for (size_t a = 0; a < n_impls; ++a) {
                 if (taken[a]) continue;
                 same = {cells[first + a].impl};
-                for (size_t b = a + 1; b < impls.size(); ++b)
+                for (size_t b = a + 1; b < n_impls; ++b)
                     if (!taken[b] && cells[first + b].counts == cells[first + a].counts &&
                         cells[first + b].cases == cells[first + a].cases) {
                         same.push_back(cells[first + b].impl);
@@ -250,7 +175,7 @@ int run(const Opts& in) {
                     }
                 print_op(std::cout, cells[first].op, same, cells[first + a]);
             }
-            i += impls.size();
+            i += n_impls;
         }
         std::cout << "\n";
         if (empty.empty()) {
@@ -273,21 +198,9 @@ Command add_coverage(CLI::App& app) {
         "coverage",
         "which trap dimensions (layouts, theta, positions, qk_norm, GQA shapes, widths, RoPE scaling, partial rotary) the "
         "gate's cases reach, per op and implementation; nothing is run");
-    sub->add_option("--impl", o->sf.impls, "implementations, comma-separated, or 'all' (default: every available one)");
-    sub->add_option("--op", o->sf.ops, "ops, comma-separated, or 'all'");
-    sub->add_option("--cases", o->g.cases, "property cases per op (default 100)")->check(CLI::NonNegativeNumber);
-    sub->add_option("--seed", o->sf.seed, "seed for property cases (default: the gate's)");
-    sub->add_option("--dtype", o->sf.dtype, "dtype: f32, bf16, f16 (what implementations support can depend on it)");
-    sub->add_option("--params", o->g.params, "only cases whose canonical id matches this regex, as in the gate");
-    sub->add_option("--shard", o->sf.shard,
-                    "only shard INDEX/TOTAL, as in the gate (or TEST_SHARD_INDEX / TEST_TOTAL_SHARDS)");
-    sub->add_option("--case", o->g.case_id, "one property case by canonical id, as in the gate");
-    sub->add_option("--fixtures", o->g.fixtures, "fixture files or directories, as in the gate")->delimiter(',');
-    sub->add_flag("--no-default-fixtures", o->no_default_fixtures, "leave out the repo's fixtures/, as in the gate");
-    sub->add_option("--fixture-case", o->g.fixture_case, "only fixture cases whose group has this name");
+    add_case_flags(*sub, o->cases);
     sub->add_flag("--json", o->json, "print the coverage as JSON (schema conform-coverage/1)");
     sub->add_flag("--require-full", o->require_full, "exit 1 when a cell that applies to its op is empty");
-    config::add_config_options(*sub, o->model_flags);
     return {sub, [o] { return run(*o); }};
 }
 

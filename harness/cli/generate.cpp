@@ -35,28 +35,22 @@ struct GenerateOptions {
 
 // The config sizes an op's inputs are built from (a superset of what the
 // schema requires in the file: rope's x needs a head count to have a width).
+// (The dims of its inputs, conform/op_info.h.)
 std::vector<std::pair<const char*, int64_t BlockConfig::*>> sizes_needed(Op op) {
     using P = std::pair<const char*, int64_t BlockConfig::*>;
-    switch (op) {
-        case Op::rmsnorm: return {P{"d-model", &BlockConfig::d_model}};
-        case Op::rope:
-        case Op::qk_norm: return {P{"n-heads", &BlockConfig::n_heads}, P{"head-dim", &BlockConfig::head_dim}};
-        case Op::attention:
-            return {P{"n-heads", &BlockConfig::n_heads}, P{"n-kv-heads", &BlockConfig::n_kv_heads},
-                    P{"head-dim", &BlockConfig::head_dim}};
-        case Op::swiglu: return {P{"d-model", &BlockConfig::d_model}, P{"ffn-dim", &BlockConfig::ffn_dim}};
-        case Op::block:
-        case Op::decode:
-            return {P{"d-model", &BlockConfig::d_model}, P{"n-heads", &BlockConfig::n_heads},
-                    P{"n-kv-heads", &BlockConfig::n_kv_heads}, P{"head-dim", &BlockConfig::head_dim},
-                    P{"ffn-dim", &BlockConfig::ffn_dim}};
-    }
-    return {};
+    const OpInfo& info = op_info(op);
+    std::vector<P> v;
+    if (info.has_dim(Dim::D)) v.push_back(P{"d-model", &BlockConfig::d_model});
+    if (info.has_dim(Dim::N) || info.reads("n_heads")) v.push_back(P{"n-heads", &BlockConfig::n_heads});
+    if (info.reads("n_kv_heads")) v.push_back(P{"n-kv-heads", &BlockConfig::n_kv_heads});
+    if (info.reads("head_dim")) v.push_back(P{"head-dim", &BlockConfig::head_dim});
+    if (info.has_dim(Dim::F)) v.push_back(P{"ffn-dim", &BlockConfig::ffn_dim});
+    return v;
 }
 
 // The config as far as the op uses it: "H=2 hd=128 layout=neox theta=500000".
 std::string describe_for(Op op, const BlockConfig& c) {
-    if (op == Op::block || op == Op::decode) return config::describe(c);
+    if (op_info(op).uses(kResidual)) return config::describe(c);
     std::ostringstream s;
     auto add = [&](const std::string& kv) { s << (s.tellp() > 0 ? " " : "") << kv; };
     for (const auto& [flag, field] : sizes_needed(op)) {
@@ -88,10 +82,10 @@ int run_generate(const GenerateOptions& o) {
         std::cerr << "conform generate: " << msg << "\n";
         return int(kUsage);
     };
-    if (o.op.empty()) return usage("--op is required (rmsnorm, rope, qk_norm, attention, swiglu, block, decode)");
+    if (o.op.empty()) return usage("--op is required (" + op_names() + ")");
     if (o.out.empty()) return usage("--out FILE is required");
     const auto op = parse_op(o.op);
-    if (!op) return usage("--op: unknown op '" + o.op + "' (ops: rmsnorm, rope, qk_norm, attention, swiglu, block, decode)");
+    if (!op) return usage("--op: unknown op '" + o.op + "' (ops: " + op_names() + ")");
 
     // ---- the config: preset, then --config, scaled, then the flags given -------------
     if (o.scale_down < 1) return usage("--scale-down must be >= 1");
@@ -108,7 +102,7 @@ int run_generate(const GenerateOptions& o) {
     const std::string preset = o.config.o_preset->count() ? o.config.preset : std::string();
     std::string origin = model.name.empty() ? "custom" : model.name;
     if (o.scale_down > 1) origin += fmt::format(" (d_model, ffn_dim / {})", o.scale_down);
-    if (*op == Op::rope || *op == Op::qk_norm) cfg.n_kv_heads = cfg.n_heads;
+    if (!op_info(*op).uses(kHeads)) cfg.n_kv_heads = cfg.n_heads;  // heads in x only
     for (const auto& [flag, field] : sizes_needed(*op))
         if (cfg.*field <= 0)
             return usage(fmt::format("--op {} needs --{} (or a --preset or --config)", o.op, flag));
@@ -186,7 +180,7 @@ int run_generate(const GenerateOptions& o) {
 Command add_generate(CLI::App& app) {
     auto o = std::make_shared<GenerateOptions>();
     CLI::App* sub = app.add_subcommand("generate", "write golden fixture cases from the reference (float64, every block tap)");
-    sub->add_option("--op", o->op, "the op: rmsnorm, rope, qk_norm, attention, swiglu, block, decode");
+    sub->add_option("--op", o->op, "the op: " + op_names());
     // --preset NAME, --config FILE, --d-model, --heads (rope, qk_norm: heads in x), ... (config/options.h)
     config::add_config_options(*sub, o->config);
     sub->add_flag("--presets", o->list_presets, "list the presets and exit");

@@ -19,7 +19,8 @@
 #include <tuple>
 
 #include "cli/commands.h"
-#include "cli/gate.h"
+#include "cli/commands.h"
+#include "run/plan.h"
 #include "report/formats.h"
 #include "report/report.h"
 
@@ -100,8 +101,7 @@ int run(const Opts& o) {
         // One run: what selects and judges the cases must agree.
         const json& first = docs[0];
         for (size_t i = 1; i < docs.size(); ++i)
-            for (const char* field :
-                 {"seed", "cases_per_op", "dtype", "impls", "ops", "params", "fixtures", "config"}) {
+            for (const std::string& field : run::run_identity_fields()) {
                 const json a = first.contains(field) ? first[field] : json(),
                            b = docs[i].contains(field) ? docs[i][field] : json();
                 if (a != b)

@@ -13,11 +13,12 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "cli/gate.h"
+#include "cli/flags.h"
 #include "diagnose/diagnose.h"
 #include "gen/gen.h"
 #include "registry.h"
 #include "report/report.h"
+#include "run/runner.h"
 
 namespace conform::cli {
 
@@ -25,7 +26,7 @@ namespace {
 
 struct Options {
     int cases = 100;  // property cases per op, at most, before a mutant counts as surviving
-    std::string seed = "20261129";
+    std::string seed = std::to_string(kDefaultSeed);
     std::string out = "reports";
     std::string only;  // comma-separated mutant ids; empty = all
     bool quiet = false;
@@ -58,15 +59,6 @@ struct Outcome {
     }
 };
 
-std::vector<std::string> split(const std::string& s) {
-    std::vector<std::string> v;
-    std::stringstream ss(s);
-    std::string item;
-    while (std::getline(ss, item, ','))
-        if (!item.empty()) v.push_back(item);
-    return v;
-}
-
 std::string join(const std::vector<std::string>& v) {
     std::string s;
     for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
@@ -96,7 +88,7 @@ int run(const Options& o) {
         }
     }
     std::vector<const ImplEntry*> selected;
-    const auto wanted = split(o.only);
+    const auto wanted = split_list(o.only);
     const auto& table = mutant_implementations();
     for (const auto& name : wanted)
         if (std::none_of(table.begin(), table.end(), [&](const ImplEntry& e) { return e.name == name; })) {
@@ -113,7 +105,7 @@ int run(const Options& o) {
     auto draw = [&](Op op, int i) -> Drawn& {
         auto it = drawn.find({op, i});
         if (it != drawn.end()) return it->second;
-        Drawn d{gen::materialize(gen::draw(op, seed, i)), nullptr};
+        Drawn d{run::property_case(gen::draw(op, seed, i), DType::f32), nullptr};
         return drawn.emplace(std::make_pair(op, i), std::move(d)).first->second;
     };
 
@@ -139,29 +131,13 @@ int run(const Options& o) {
         for (int i = 0; i < o.cases && !alive.empty(); ++i) {
             for (Op op : std::vector<Op>(alive)) {
                 Drawn& d = draw(op, i);
-                try {
-                    validate_case(d.c);
-                } catch (const std::exception&) {
-                    continue;
-                }
                 if (!impl->supports(op, d.c.config).ok) continue;
                 if (!m.killed()) ++m.cases_run;
                 if (!d.truth) d.truth = std::make_unique<Truth>(reference_truth(d.c, DType::f32));
-                const ImplOutputs out = run_impl(*impl, d.c);
-                CaseResult r;
-                if (out.error.empty()) {
-                    r = judge_case(d.c, DType::f32, out.outputs, *d.truth);
-                } else {
-                    r.op = op;
-                    r.case_id = d.c.id;
-                    r.shapes = input_shapes(d.c);
-                    r.error = out.error;
-                }
-                if (r.pass) continue;
-                r.impl = e->name;
-                r.origin = "property";
-                Kill k{op, i, diagnose::shrink_and_explain(*impl, op, seed, i, DType::f32,
-                                                           {&d.c, &out.outputs, d.truth.get()}, r), {}};
+                const run::Judged j = run::run_and_judge(*impl, e->name, d.c, DType::f32, *d.truth);
+                if (j.result.pass) continue;
+                Kill k{op, i, diagnose::shrink_and_explain(*impl, gen::Stream{op, seed, std::nullopt}, i, DType::f32,
+                                                           {&d.c, &j.out.outputs, d.truth.get()}, j.result), {}};
                 k.failure.replay = "build/conform --impl " + e->name + " --case '" + k.failure.case_id + "'";
                 for (const auto& h : k.failure.hypotheses)
                     if (std::find(k.named.begin(), k.named.end(), h.id) == k.named.end()) k.named.push_back(h.id);

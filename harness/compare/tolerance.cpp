@@ -9,61 +9,13 @@
 
 namespace conform {
 
-// ---- the table ---------------------------------------------------------------
-// k: FlashAttention's multiple of the low-precision baseline's error.
-// NMSE backstops: a coarse bound no honest program comes near (an honest f32
-// tensor has NMSE ~1e-13); they decide only when max error is lenient, e.g.
-// where the baseline itself is poor (RoPE at very large positions).
-static const ToleranceRow kTable[] = {
-    //  op             k    nmse f32  nmse bf16  nmse f16
-    {Op::rmsnorm,   2.0, 1e-9, 1e-4, 1e-5},
-    {Op::rope,      2.0, 1e-9, 1e-4, 1e-5},
-    {Op::qk_norm,   2.0, 1e-9, 1e-4, 1e-5},
-    {Op::attention, 2.0, 1e-8, 5e-4, 5e-5},
-    {Op::swiglu,    2.0, 1e-8, 5e-4, 5e-5},
-    {Op::block,     2.0, 1e-8, 1e-3, 1e-4},
-    {Op::decode,    2.0, 1e-8, 1e-3, 1e-4},
-};
-
-const ToleranceRow& tolerance_row(Op op) {
-    for (const auto& r : kTable)
-        if (r.op == op) return r;
-    throw std::logic_error("no tolerance row for op");
-}
-
-double round_to(double x, DType dtype) {
-    if (!std::isfinite(x)) return x;
-    switch (dtype) {
-        case DType::f32: return static_cast<double>(static_cast<float>(x));
-        case DType::bf16: {
-            float f = static_cast<float>(x);
-            uint32_t u;
-            std::memcpy(&u, &f, 4);
-            u += 0x7FFFu + ((u >> 16) & 1u);  // round to nearest even on the 16 dropped bits
-            u &= 0xFFFF0000u;
-            std::memcpy(&f, &u, 4);
-            return f;
-        }
-        case DType::f16: {
-            // 11 significant bits, normal exponent >= -14, subnormal step 2^-24.
-            if (x == 0) return 0;
-            int e;
-            std::frexp(x, &e);  // x = m * 2^e, 0.5 <= |m| < 1
-            const int exp = std::max(e - 1, -14);
-            const double step = std::ldexp(1.0, exp - 10);
-            double r = std::nearbyint(x / step) * step;
-            return std::abs(r) > 65504.0 ? std::copysign(INFINITY, x) : r;
-        }
-    }
-    return x;
-}
+const ToleranceRow& tolerance_row(Op op) { return op_info(op).tolerance; }
 
 // FlashAttention-3 measures 2 |fl(fl(r + 0.3) - 0.3) - r| over a tensor; per
 // element that sample can be 0 by luck (r + 0.3 rounding back exactly), so
 // each element gets what the expression can reach: two roundings at |r| + 0.3.
 double rounding_floor(double r, DType dtype) {
-    const double u = dtype == DType::f32 ? std::ldexp(1.0, -24) : dtype == DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
-    return 2.0 * u * (std::abs(r) + 0.3);
+    return 2.0 * unit_roundoff(dtype) * (std::abs(r) + 0.3);
 }
 
 double rounding_floor(const DTensor& ref, DType dtype) {

@@ -34,18 +34,18 @@
 
 #include "compare/metrics.h"
 #include "conform/config.h"
+#include "conform/dtype.h"
+#include "conform/op_info.h"
 #include "conform/ops.h"
 
 namespace conform {
 
-struct ToleranceRow {
-    Op op;
-    double k;         // multiple of the baseline error
-    double nmse_f32;  // backstop NMSE bounds per dtype
-    double nmse_bf16;
-    double nmse_f16;
-};
-
+// The op's row of the table: k (the multiple of the baseline error) and the
+// NMSE backstops per dtype, in its OpInfo record (conform/op_info.h).
+// k: FlashAttention's multiple of the low-precision baseline's error. The
+// NMSE backstops are coarse bounds no honest program comes near (an honest
+// f32 tensor has NMSE ~1e-13); they decide only when the max error is
+// lenient, e.g. where the baseline itself is poor (RoPE at very large positions).
 const ToleranceRow& tolerance_row(Op op);
 
 struct Baseline {
@@ -85,8 +85,5 @@ double rounding_floor(const DTensor& ref, DType dtype);
 // a-priori bound per element (ref's shape), or null where none applies.
 Verdict judge(Op op, DType dtype, const double* a, const Metrics& m, const Baseline& base, const DTensor& ref,
               const DTensor* noise, int64_t head_dim = 0);
-
-// Rounds a double to the nearest value of dtype (round to nearest even).
-double round_to(double x, DType dtype);
 
 }  // namespace conform

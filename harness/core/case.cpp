@@ -1,8 +1,10 @@
 #include "core/case.h"
 
-#include "compare/tolerance.h"
+#include "conform/dtype.h"
 
 #include <cmath>
+#include <cstring>
+#include <string_view>
 #include <sstream>
 
 namespace conform {
@@ -33,74 +35,79 @@ std::string Case::where() const {
 }
 
 std::vector<std::string> float_inputs(Op op, const BlockConfig& c) {
-    switch (op) {
-        case Op::rmsnorm: return {"x", "weight"};
-        case Op::rope: return {"x"};
-        case Op::qk_norm: return {"x", "weight"};
-        case Op::attention: return {"q", "k", "v"};
-        case Op::swiglu: return {"x", "w1", "w3", "w2"};
-        case Op::block:
-        case Op::decode: {
-            std::vector<std::string> v = {"x", "attn_norm", "wq", "wk", "wv", "wo", "ffn_norm", "w1", "w3", "w2"};
-            if (c.qk_norm) {
-                v.push_back("q_norm");
-                v.push_back("k_norm");
-            }
-            return v;
-        }
-    }
-    return {};
-}
-
-std::vector<std::string> position_inputs(Op op) {
-    switch (op) {
-        case Op::rope:
-        case Op::block:
-        case Op::decode: return {"positions"};
-        case Op::attention: return {"q_positions", "k_positions"};
-        default: return {};
-    }
-}
-
-std::vector<std::string> required_config(Op op) {
-    switch (op) {
-        case Op::rmsnorm: return {"norm_eps"};
-        case Op::rope: return {"head_dim", "rope_layout", "rope_theta"};
-        case Op::qk_norm: return {"head_dim", "norm_eps"};
-        case Op::attention: return {"n_heads", "n_kv_heads", "head_dim"};
-        case Op::swiglu: return {};
-        case Op::block:
-        case Op::decode:
-            return {"d_model", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "rope_layout", "rope_theta", "qk_norm",
-                    "norm_eps"};
-    }
-    return {};
-}
-
-std::vector<std::string> output_names(Op op) {
-    if (op != Op::block) return {"out"};
     std::vector<std::string> v;
-    for (Tap t : kAllTaps) v.push_back(to_string(t));
+    for (const TensorSpec& t : op_info(op).inputs)
+        if (!t.qk_norm_only || c.qk_norm) v.push_back(t.name);
     return v;
 }
 
-std::vector<int64_t> output_shape(const Case& c, const std::string& output) {
-    const BlockConfig& cfg = c.config;
-    switch (c.op) {
-        case Op::rmsnorm:
-        case Op::rope:
-        case Op::qk_norm:
-        case Op::swiglu: return {c.in("x").rows(), c.in("x").cols()};
-        case Op::attention: return {c.in("q").rows(), cfg.q_width()};
-        case Op::decode: return {c.in("x").rows(), cfg.d_model};
-        case Op::block: {
-            const int64_t T = c.in("x").rows();
-            if (output == "q" || output == "q_rot" || output == "attn") return {T, cfg.q_width()};
-            if (output == "k" || output == "v" || output == "k_rot") return {T, cfg.kv_width()};
-            return {T, cfg.d_model};
-        }
+std::vector<std::string> position_inputs(Op op) {
+    std::vector<std::string> v;
+    for (const PositionSpec& p : op_info(op).positions) v.push_back(p.name);
+    return v;
+}
+
+std::vector<std::string> required_config(Op op) {
+    const auto& f = op_info(op).config;
+    return {f.begin(), f.end()};
+}
+
+std::vector<std::string> output_names(Op op) {
+    std::vector<std::string> v;
+    for (const TensorSpec& t : op_info(op).outputs) v.push_back(t.name);
+    return v;
+}
+
+namespace {
+
+// Whether the config fixes a dim's size for this op (else an input binds it):
+// head shapes always; d_model and ffn_dim where the op reads them (the
+// block), not where they are just an input's width (rmsnorm, swiglu).
+bool fixed_by_config(const OpInfo& info, Dim d) {
+    switch (d) {
+        case Dim::one:
+        case Dim::Q:
+        case Dim::KVW:
+        case Dim::hd: return true;
+        case Dim::D: return info.reads("d_model");
+        case Dim::F: return info.reads("ffn_dim");
+        default: return false;
     }
-    return {};
+}
+
+const TensorSpec* output_spec(Op op, const std::string& output) {
+    for (const TensorSpec& t : op_info(op).outputs)
+        if (output == t.name) return &t;
+    return nullptr;
+}
+
+}  // namespace
+
+int64_t case_dim(const Case& c, Dim d) {
+    const OpInfo& info = op_info(c.op);
+    if (fixed_by_config(info, d)) return config_dim(d, c.config);
+    for (const TensorSpec& t : info.inputs) {
+        if (t.qk_norm_only && !c.config.qk_norm) continue;
+        auto it = c.inputs.find(t.name);
+        if (it == c.inputs.end()) continue;
+        if (t.rows == d) return it->second.rows();
+        if (t.cols == d) return it->second.cols();
+    }
+    return 0;
+}
+
+void complete_config(Case& c) {
+    const OpInfo& info = op_info(c.op);
+    BlockConfig& cfg = c.config;
+    if (info.has_dim(Dim::D) && !fixed_by_config(info, Dim::D)) cfg.d_model = case_dim(c, Dim::D);
+    if (info.has_dim(Dim::F) && !fixed_by_config(info, Dim::F)) cfg.ffn_dim = case_dim(c, Dim::F);
+    if (info.has_dim(Dim::N) && cfg.head_dim > 0) cfg.n_heads = cfg.n_kv_heads = case_dim(c, Dim::N) / cfg.head_dim;
+}
+
+std::vector<int64_t> output_shape(const Case& c, const std::string& output) {
+    const TensorSpec* t = output_spec(c.op, output);
+    if (!t) return {};
+    return {case_dim(c, t->rows), case_dim(c, t->cols)};
 }
 
 void round_inputs(Case& c, DType dtype) {
@@ -110,17 +117,8 @@ void round_inputs(Case& c, DType dtype) {
 }
 
 int64_t head_dim_of(const Case& c, const std::string& output) {
-    switch (c.op) {
-        case Op::rope:
-        case Op::qk_norm:
-        case Op::attention: return c.config.head_dim;
-        case Op::block:
-            if (output == "q" || output == "k" || output == "v" || output == "q_rot" || output == "k_rot" ||
-                output == "attn")
-                return c.config.head_dim;
-            return 0;
-        default: return 0;
-    }
+    const TensorSpec* t = output_spec(c.op, output);
+    return t && op_info(c.op).has_heads(*t) ? c.config.head_dim : 0;
 }
 
 namespace {
@@ -271,90 +269,46 @@ std::optional<std::pair<std::string, std::string>> rope_config_problem(const Blo
 void validate_case(const Case& c) {
     Checker k{c};
     const BlockConfig& cfg = c.config;
-    switch (c.op) {
-        case Op::rmsnorm: {
-            k.eps();
-            const Tensor& x = k.any("x");
-            k.tensor("x", x.rows(), x.cols());
-            k.tensor("weight", 1, x.cols());
-            break;
+    const OpInfo& info = op_info(c.op);
+    // The config fields the op reads, before any shape is computed from them.
+    if (info.reads("d_model")) k.positive("d_model", cfg.d_model);
+    if (info.reads("ffn_dim")) k.positive("ffn_dim", cfg.ffn_dim);
+    if (info.reads("n_heads")) k.heads();
+    if (info.uses(kRope)) k.head_dim();  // positive and even: RoPE rotates pairs
+    else if (info.reads("head_dim")) k.positive("head_dim", cfg.head_dim);
+    if (info.uses(kRope)) k.theta();
+    if (info.reads("norm_eps")) k.eps();
+
+    // Every input's shape from the op's dims (conform/op_info.h): the config's
+    // where it fixes them, else bound by the first input that has them.
+    std::map<Dim, int64_t> bound;
+    auto size = [&](Dim d) -> int64_t {
+        if (fixed_by_config(info, d)) return config_dim(d, cfg);
+        auto it = bound.find(d);
+        return it == bound.end() ? -1 : it->second;
+    };
+    for (const TensorSpec& t : info.inputs) {
+        if (t.qk_norm_only && !cfg.qk_norm) continue;
+        if (size(t.rows) < 0 || size(t.cols) < 0) {
+            const Tensor& x = k.any(t.name);
+            if (size(t.rows) < 0) bound[t.rows] = x.rows();
+            if (size(t.cols) < 0) bound[t.cols] = x.cols();
+            if (t.cols == Dim::N) k.columns_of_heads(t.name, x);
         }
-        case Op::rope: {
-            k.head_dim();
-            k.theta();
-            const Tensor& x = k.any("x");
-            k.columns_of_heads("x", x);
-            k.tensor("x", x.rows(), x.cols());
-            k.positions("positions", x.rows());
-            break;
-        }
-        case Op::qk_norm: {
-            k.positive("head_dim", cfg.head_dim);
-            k.eps();
-            const Tensor& x = k.any("x");
-            k.columns_of_heads("x", x);
-            k.tensor("x", x.rows(), x.cols());
-            k.tensor("weight", 1, cfg.head_dim);
-            break;
-        }
-        case Op::attention: {
-            k.heads();
-            k.positive("head_dim", cfg.head_dim);
-            const Tensor& q = k.any("q");
-            const Tensor& kk = k.any("k");
-            k.tensor("q", q.rows(), cfg.n_heads * cfg.head_dim);
-            k.tensor("k", kk.rows(), cfg.n_kv_heads * cfg.head_dim);
-            k.tensor("v", kk.rows(), cfg.n_kv_heads * cfg.head_dim);
-            k.positions("q_positions", q.rows());
-            k.positions("k_positions", kk.rows());
-            break;
-        }
-        case Op::swiglu: {
-            const Tensor& x = k.any("x");
-            const Tensor& w1 = k.any("w1");
-            int64_t D = x.cols(), F = w1.cols();
-            k.tensor("x", x.rows(), D);
-            k.tensor("w1", D, F);
-            k.tensor("w3", D, F);
-            k.tensor("w2", F, D);
-            break;
-        }
-        case Op::block:
-        case Op::decode: {
-            k.positive("d_model", cfg.d_model);
-            k.positive("ffn_dim", cfg.ffn_dim);
-            k.heads();
-            k.head_dim();
-            k.theta();
-            k.eps();
-            const Tensor& x = k.any("x");
-            int64_t T = x.rows(), D = cfg.d_model, F = cfg.ffn_dim;
-            k.tensor("x", T, D);
-            k.positions("positions", T);
-            k.tensor("attn_norm", 1, D);
-            k.tensor("wq", D, cfg.q_width());
-            k.tensor("wk", D, cfg.kv_width());
-            k.tensor("wv", D, cfg.kv_width());
-            k.tensor("wo", cfg.q_width(), D);
-            k.tensor("ffn_norm", 1, D);
-            k.tensor("w1", D, F);
-            k.tensor("w3", D, F);
-            k.tensor("w2", F, D);
-            if (cfg.qk_norm) {
-                k.tensor("q_norm", 1, cfg.head_dim);
-                k.tensor("k_norm", 1, cfg.head_dim);
-            }
-            if (c.op == Op::decode && (c.prefill < 0 || c.prefill > T))
-                k.fail("prefill", "must be in [0, T=" + std::to_string(T) + "], found " + std::to_string(c.prefill));
-            const auto& p = c.pos("positions");
-            for (size_t i = 1; i < p.size(); ++i)
-                if (p[i] <= p[i - 1])
-                    k.fail("inputs/positions", "a block's positions must be strictly increasing (index " +
-                                                   std::to_string(i) + ": " + std::to_string(p[i - 1]) + " then " +
-                                                   std::to_string(p[i]) + ")");
-            break;
-        }
+        k.tensor(t.name, size(t.rows), size(t.cols));
     }
+    for (const PositionSpec& p : info.positions) {
+        k.positions(p.name, size(p.n));
+        if (!p.increasing) continue;
+        const auto& v = c.pos(p.name);
+        for (size_t i = 1; i < v.size(); ++i)
+            if (v[i] <= v[i - 1])
+                k.fail("inputs/" + std::string(p.name),
+                       "a block's positions must be strictly increasing (index " + std::to_string(i) + ": " +
+                           std::to_string(v[i - 1]) + " then " + std::to_string(v[i]) + ")");
+    }
+    if (info.uses(kKvCache) && (c.prefill < 0 || c.prefill > size(Dim::T)))
+        k.fail("prefill", "must be in [0, T=" + std::to_string(size(Dim::T)) + "], found " + std::to_string(c.prefill));
     if (!c.expected.empty()) k.expected();
 }
 

@@ -67,6 +67,17 @@ std::vector<std::string> required_config(Op op);
 // Output names an op produces: "out" for every op; block also the taps.
 std::vector<std::string> output_names(Op op);
 
+// The size of one of the op's dims (conform/op_info.h) in this case: the
+// config's where it fixes it, else the first input's that has it; 0 when
+// no input has it.
+int64_t case_dim(const Case& c, Dim d);
+
+// Fills in the config sizes an op does not read but its inputs imply
+// (rmsnorm's d_model, swiglu's ffn_dim, rope's and qk_norm's heads), so that
+// an implementation's supports() and the coverage classes see a complete
+// config. Call after validate_case.
+void complete_config(Case& c);
+
 // Shape of an output ("out" or a block tap) for a case's inputs and config.
 std::vector<int64_t> output_shape(const Case& c, const std::string& output);
 

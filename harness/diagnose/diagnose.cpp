@@ -209,8 +209,8 @@ Diagnosis diagnose(const Case& c, DType dtype, const NamedD& observed, const Cas
     }
     // A theta can explain the failure only where RoPE's output is wrong: not
     // in a block whose q_rot and k_rot both conform.
-    bool rope = c.op == Op::rope || c.op == Op::decode;
-    if (c.op == Op::block) {
+    bool rope = op_info(c.op).uses(kRope);
+    if (rope && c.op == Op::block) {  // the one op whose RoPE outputs are taps
         const TensorResult* q = tensor_of(failed, "q_rot");
         const TensorResult* k = tensor_of(failed, "k_rot");
         rope = !(q && q->v.pass && k && k->v.pass);

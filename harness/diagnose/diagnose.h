@@ -21,7 +21,7 @@
 #include "core/case.h"
 #include "gen/gen.h"
 #include "reference/reference.h"
-#include "run/run.h"
+#include "judge/judge.h"
 
 namespace conform::diagnose {
 
@@ -89,7 +89,7 @@ void annotate(CaseResult& r, const Diagnosis& d, const Evidence& failing, Implem
 // into r, the result of the reference-vs-expected check.
 void explain_expected(CaseResult& r, const Case& c);
 
-// The property case `index` of `op` under `seed` failed on impl (`failed`, on
+// The property case `index` of the stream failed on impl (`failed`, on
 // the evidence given): shrinks it to the smallest case that still fails, and
 // returns that case's result, explained (investigate.cpp). When nothing
 // smaller fails, the case itself, explained.
@@ -104,7 +104,7 @@ void explain_expected(CaseResult& r, const Case& c);
 // catalogue); that case is reported, with a line saying what the smaller
 // ones could not tell apart.
 // `reported`, when given, receives the spec of the case reported.
-CaseResult shrink_and_explain(Implementation& impl, Op op, uint64_t seed, int index, DType dtype,
+CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, int index, DType dtype,
                               const Evidence& unshrunk, const CaseResult& failed, gen::CaseSpec* reported = nullptr);
 
 }  // namespace conform::diagnose

@@ -9,11 +9,14 @@ namespace conform::diagnose {
 
 namespace {
 
-bool uses_rope(Op op) { return op == Op::rope || op == Op::block || op == Op::decode; }
-bool uses_attention(Op op) { return op == Op::attention || op == Op::block || op == Op::decode; }
-bool uses_norm(Op op) { return op == Op::rmsnorm || op == Op::qk_norm || op == Op::block || op == Op::decode; }
-bool uses_swiglu(Op op) { return op == Op::swiglu || op == Op::block || op == Op::decode; }
-bool is_block(Op op) { return op == Op::block || op == Op::decode; }
+// Which families apply: the conventions the op's result depends on (conform/op_info.h).
+bool uses(Op op, uint32_t c) { return op_info(op).uses(c); }
+// Keys with positions of their own (attention's k_positions): a query may then see no key at all.
+bool own_key_positions(Op op) {
+    for (const PositionSpec& p : op_info(op).positions)
+        if (p.n == Dim::S) return true;
+    return false;
+}
 
 const char* pairs(RopeLayout l) { return l == RopeLayout::neox ? "(i, i + d/2)" : "(2i, 2i + 1)"; }
 
@@ -39,7 +42,7 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
     std::vector<Hypothesis> h;
     auto add = [&](std::string id, ref::Variant v, std::string why) { h.push_back({std::move(id), v, std::move(why)}); };
 
-    if (uses_rope(op)) {
+    if (uses(op, kRope)) {
         ref::Variant v;
         const RopeLayout other = cfg.rope_layout == RopeLayout::neox ? RopeLayout::interleaved : RopeLayout::neox;
         v.layout = other;
@@ -96,7 +99,7 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             "RoPE angles (position x inv_freq) rounded to bf16 before cos/sin; compute them in float32 or wider");
         for (int64_t shift : {+1, -1}) {
             ref::Variant vs;
-            if (op == Op::decode) {
+            if (uses(op, kKvCache)) {
                 vs.decode_pos_shift = shift;
                 add("rope_position_off_by_one", vs,
                     fmt::format("decode steps rotated at pos {:+d} (the prefill is right): the decode position is "
@@ -108,14 +111,14 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             }
         }
     }
-    if (is_block(op)) {
+    if (uses(op, kResidual)) {
         ref::Variant v;
         v.rope_twice = true;
         add("rope_applied_twice", v, "q and k rotated twice: RoPE applied in two places (model and attention kernel)");
         ref::Variant vr;
         vr.v_rotated = true;
         add("v_rotated", vr, "v rotated like k: RoPE applies to q and k only, v is cached as projected");
-        if (op == Op::decode) {
+        if (uses(op, kKvCache)) {
             ref::Variant vk;
             vk.k_unrotated = true;
             add("decode_cache_unrotated_k", vk,
@@ -135,7 +138,7 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         vres.residual_missing = true;
         add("residual_missing", vres, "attention residual dropped: h = attn @ wo, where it must be x + attn @ wo");
     }
-    if (uses_attention(op)) {
+    if (uses(op, kCausal)) {
         const int64_t H = cfg.n_heads, KV = cfg.n_kv_heads, hd = cfg.head_dim;
         if (KV > 1 && KV < H) {
             ref::Variant v;
@@ -158,7 +161,7 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             {1.0, "1 (no scale)"},
             {1.0 / double(hd), fmt::format("1/head_dim = 1/{}", hd)},
         };
-        if (is_block(op))
+        if (uses(op, kResidual))
             scales.insert(scales.begin() + 1, {1.0 / std::sqrt(double(cfg.d_model)),
                                                fmt::format("1/sqrt(d_model) = 1/sqrt({})", cfg.d_model)});
         const double right = 1.0 / std::sqrt(double(hd));
@@ -177,13 +180,13 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         vs.softmax_no_max = true;
         add("softmax_no_max_subtraction", vs,
             "softmax without subtracting the row max: exp overflows for scores above ~88.7 and gives NaN");
-        if (op == Op::attention) {
+        if (own_key_positions(op)) {
             ref::Variant ve;
             ve.empty_row_nan = true;
             add("masked_row_nan", ve, "a query that sees no key gets NaN (softmax over an all -inf row); it must get zeros");
         }
     }
-    if (uses_norm(op)) {
+    if (uses(op, kRmsNorm)) {
         ref::Variant v;
         v.rms_eps_outside = true;
         add("rmsnorm_eps_outside_sqrt", v, "RMSNorm adds eps outside the square root: x / (sqrt(mean(x^2)) + eps)");
@@ -191,7 +194,7 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         va.rms_mean_abs = true;
         add("rmsnorm_mean_not_squared", va, "RMSNorm divides by sqrt(mean|x|) where it must use mean(x^2)");
     }
-    if (uses_swiglu(op)) {
+    if (uses(op, kSwiglu)) {
         ref::Variant v;
         v.swiglu_gate_on_up = true;
         add("swiglu_gate_on_up", v, "SiLU applied to the up branch (x @ w3) instead of the gate (x @ w1)");

@@ -53,8 +53,8 @@ bool discriminates(const Case& c, DType dtype, const NamedD& observed, const std
     return true;
 }
 
-// The smallest case from (op, seed, index) that fails and satisfies `also`.
-gen::CaseSpec shrink_while(Implementation& impl, Op op, uint64_t seed, int index, DType dtype,
+// The smallest case from the stream's draw `index` that fails and satisfies `also`.
+gen::CaseSpec shrink_while(Implementation& impl, const gen::Stream& stream, int index, DType dtype,
                            const std::function<bool(const Case&, const NamedD&)>& also, int* steps) {
     auto fails = [&](const gen::CaseSpec& spec) {
         Case c = gen::materialize(spec);
@@ -70,7 +70,7 @@ gen::CaseSpec shrink_while(Implementation& impl, Op op, uint64_t seed, int index
         if (judge_case(c, dtype, out.outputs, reference_truth(c, dtype)).pass) return false;
         return !also || also(c, out.outputs);
     };
-    const gen::Shrunk sh = gen::shrink(op, seed, index, fails);
+    const gen::Shrunk sh = gen::shrink(stream, index, fails);
     *steps = sh.steps;
     return sh.spec;
 }
@@ -99,7 +99,7 @@ std::unique_ptr<Look> look(Implementation& impl, const gen::CaseSpec& spec, DTyp
 
 }  // namespace
 
-CaseResult shrink_and_explain(Implementation& impl, Op op, uint64_t seed, int index, DType dtype,
+CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, int index, DType dtype,
                               const Evidence& unshrunk, const CaseResult& failed, gen::CaseSpec* reported) {
     auto finish = [&](CaseResult res, int steps, double seconds) {
         res.impl = failed.impl;
@@ -111,7 +111,7 @@ CaseResult shrink_and_explain(Implementation& impl, Op op, uint64_t seed, int in
         return res;
     };
     int steps = 0;
-    const gen::CaseSpec smallest = shrink_while(impl, op, seed, index, dtype, nullptr, &steps);
+    const gen::CaseSpec smallest = shrink_while(impl, stream, index, dtype, nullptr, &steps);
     if (steps == 0) {
         CaseResult r = failed;
         r.dtype = dtype;
@@ -142,7 +142,7 @@ CaseResult shrink_and_explain(Implementation& impl, Op op, uint64_t seed, int in
             // early, small case). A later case of the run may tell them apart:
             // only the coinciding hypotheses are tested on each.
             for (int j = index + 1; j <= index + kScan && !sharper; ++j) {
-                Case c = gen::materialize(gen::draw(op, seed, j));
+                Case c = gen::materialize(gen::draw(stream, j));
                 round_inputs(c, dtype);
                 try {
                     validate_case(c);
@@ -171,7 +171,7 @@ CaseResult shrink_and_explain(Implementation& impl, Op op, uint64_t seed, int in
                 if (!has(want, id)) rivals.push_back(id);
             int sharp_steps = 0;
             const gen::CaseSpec sharp = shrink_while(
-                impl, op, seed, from, dtype,
+                impl, stream, from, dtype,
                 [&](const Case& c, const NamedD& obs) { return discriminates(c, dtype, obs, want, rivals); },
                 &sharp_steps);
             std::unique_ptr<Look> l = look(impl, sharp, dtype);
@@ -182,7 +182,7 @@ CaseResult shrink_and_explain(Implementation& impl, Op op, uint64_t seed, int in
             } else if (from == index) {
                 CaseResult r = failed;
                 annotate(r, du, unshrunk, &impl, "the output", notes);
-                if (reported) *reported = gen::draw(op, seed, index);
+                if (reported) *reported = gen::draw(stream, index);
                 return finish(r, 0, r.seconds);
             } else {
                 notes.clear();  // the later case did not hold up: report the ambiguity as it is

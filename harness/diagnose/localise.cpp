@@ -141,6 +141,7 @@ const std::vector<int64_t>* positions_of(const Case& c) {
 Shape shape_of(const Case& c, const std::string& tensor) {
     Shape s;
     s.head_dim = head_dim_of(c, tensor);
+    // RoPE's own output: the rope op's out, the block's rotated taps.
     s.rotated = (c.op == Op::rope && tensor == "out") || tensor == "q_rot" || tensor == "k_rot";
     s.layout = c.config.rope_layout;
     s.positions = positions_of(c);

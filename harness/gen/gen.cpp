@@ -203,63 +203,56 @@ void pick_rope_extras(CaseSpec& s) {
     }
 }
 
-// pin_config: the configuration every drawn case takes, as far as its op reads it.
-std::optional<BlockConfig> g_pin;
-
+// A pinned stream: the configuration every drawn case takes, as far as its op
+// reads it (its config fields and the dims of its inputs, conform/op_info.h).
 void pin(CaseSpec& s, const BlockConfig& c) {
-    auto rope = [&] {
+    const OpInfo& info = op_info(s.op);
+    if (info.uses(kRope)) {
         s.head_dim = c.head_dim;
         s.rotary_dim = c.rotary_dim;
         s.layout = c.rope_layout;
         s.theta = c.rope_theta;
         s.scaling = c.rope_scaling;
-    };
-    switch (s.op) {
-        case Op::rmsnorm: s.d_model = c.d_model; s.eps = c.norm_eps; break;
-        case Op::rope: rope(); break;
-        case Op::qk_norm: s.head_dim = c.head_dim; s.eps = c.norm_eps; break;
-        case Op::attention: s.n_heads = c.n_heads; s.n_kv_heads = c.n_kv_heads; s.head_dim = c.head_dim; break;
-        case Op::swiglu: s.d_model = c.d_model; s.ffn_dim = c.ffn_dim; break;
-        case Op::block:
-        case Op::decode:
-            rope();
-            s.n_heads = c.n_heads;
-            s.n_kv_heads = c.n_kv_heads;
-            s.d_model = c.d_model;
-            s.ffn_dim = c.ffn_dim;
-            s.qk_norm = c.qk_norm;
-            s.eps = c.norm_eps;
-            break;
     }
+    if (info.reads("n_heads")) {
+        s.n_heads = c.n_heads;
+        s.n_kv_heads = c.n_kv_heads;
+    }
+    if (info.reads("head_dim")) s.head_dim = c.head_dim;
+    if (info.has_dim(Dim::D)) s.d_model = c.d_model;
+    if (info.has_dim(Dim::F)) s.ffn_dim = c.ffn_dim;
+    if (info.reads("qk_norm")) s.qk_norm = c.qk_norm;
+    if (info.reads("norm_eps")) s.eps = c.norm_eps;
 }
 
-CaseSpec make(Op op) {
+CaseSpec make(Op op, const std::optional<BlockConfig>& pinned) {
     CaseSpec s;
     s.op = op;
+    const GenReach& reach = op_info(op).reach;
     switch (op) {
         case Op::rmsnorm:
-            s.T = pick_rows(33);
+            s.T = pick_rows(reach.rows_max);
             s.d_model = pick_width(130, {1024, 2048, 4096, 5120});
             s.eps = one_of(1e-5, 1e-6);
             break;
         case Op::rope:
-            s.T = pick_rows(33);
-            s.head_dim = pick_head_dim(128);
+            s.T = pick_rows(reach.rows_max);
+            s.head_dim = pick_head_dim(reach.head_dim_max);
             s.n_heads = *rc::gen::inRange<int64_t>(1, 6);
             s.layout = one_of(RopeLayout::neox, RopeLayout::interleaved);
             s.theta = pick_theta();
             s.pos = pick_position();
             break;
         case Op::qk_norm:
-            s.T = pick_rows(33);
-            s.head_dim = pick_head_dim(128);
+            s.T = pick_rows(reach.rows_max);
+            s.head_dim = pick_head_dim(reach.head_dim_max);
             s.n_heads = *rc::gen::inRange<int64_t>(1, 6);
             s.eps = one_of(1e-6, 1e-5);
             break;
         case Op::attention: {
             pick_heads(s, 8);
-            s.head_dim = pick_head_dim(64);
-            s.S = pick_rows(48);
+            s.head_dim = pick_head_dim(reach.head_dim_max);
+            s.S = pick_rows(reach.rows_max);
             s.T = *rc::gen::inRange<int64_t>(1, s.S + 1);
             s.kpos = pick_position();
             // Mostly the queries are the tail of the keys (prefill, chunked
@@ -272,15 +265,15 @@ CaseSpec make(Op op) {
             break;
         }
         case Op::swiglu:
-            s.T = pick_rows(17);
+            s.T = pick_rows(reach.rows_max);
             s.d_model = pick_width(96, {512});
             s.ffn_dim = pick_width(200, {1376, 2816});
             break;
         case Op::block:
         case Op::decode:
-            s.T = pick_rows(op == Op::decode ? 12 : 20);
+            s.T = pick_rows(reach.rows_max);
             pick_heads(s, 8);
-            s.head_dim = pick_head_dim(32);
+            s.head_dim = pick_head_dim(reach.head_dim_max);
             s.d_model = *rc::gen::inRange<int64_t>(4, 97);
             s.ffn_dim = *rc::gen::inRange<int64_t>(4, 193);
             s.layout = one_of(RopeLayout::neox, RopeLayout::interleaved);
@@ -292,8 +285,8 @@ CaseSpec make(Op op) {
             break;
     }
     pick_inputs(s);
-    if (op == Op::rope || op == Op::block || op == Op::decode) pick_rope_extras(s);
-    if (g_pin) pin(s, *g_pin);
+    if (op_info(op).uses(kRope)) pick_rope_extras(s);
+    if (pinned) pin(s, *pinned);
     return s;
 }
 
@@ -368,8 +361,8 @@ Fields fields(const CaseSpec& s) {
 
 }  // namespace
 
-rc::Gen<CaseSpec> spec_gen(Op op) {
-    return rc::gen::exec([op] { return make(op); });
+rc::Gen<CaseSpec> spec_gen(Op op, const std::optional<BlockConfig>& pin) {
+    return rc::gen::exec([op, pin] { return make(op, pin); });
 }
 
 std::string canonical_id(const CaseSpec& s) {
@@ -450,7 +443,8 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
     // parameters, none of another type's), and values that make a RoPE.
     {
         Fields extras;
-        if (s.op == Op::rope || s.op == Op::block || s.op == Op::decode) rope_extras(s, extras);
+        const bool rope = op_info(s.op).uses(kRope);
+        if (rope) rope_extras(s, extras);
         for (const auto& [k, v] : extras)
             if (!kv.count(k))
                 return fail("missing field '" + k + "' (scaling=" + to_string(s.scaling.type) + " needs it)");
@@ -459,9 +453,9 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             bool printed = false;
             for (const auto& e : extras) printed = printed || e.first == k;
             if (!printed)
-                return fail("field '" + k + "' does not apply to " + (s.op == Op::rope || s.op == Op::block || s.op == Op::decode
-                                                                           ? "scaling=" + std::string(to_string(s.scaling.type))
-                                                                           : "op " + std::string(to_string(s.op))));
+                return fail("field '" + k + "' does not apply to " +
+                            (rope ? "scaling=" + std::string(to_string(s.scaling.type))
+                                  : "op " + std::string(to_string(s.op))));
         }
         BlockConfig rc;
         rc.head_dim = s.head_dim;
@@ -470,7 +464,7 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
         if (s.head_dim % 2 == 0 && s.head_dim > 0)
             if (auto bad = rope_config_problem(rc)) return fail(bad->first + ": " + bad->second);
     }
-    if (s.op == Op::rope || s.op == Op::qk_norm) s.n_kv_heads = s.n_heads;
+    if (!op_info(s.op).uses(kHeads)) s.n_kv_heads = s.n_heads;  // heads in x only (rope, qk_norm): no kv heads
     if (s.T < 1 || s.S < 1 || s.n_heads < 1 || s.n_kv_heads < 1 || s.head_dim < 1 || s.d_model < 1 || s.ffn_dim < 1)
         return fail("sizes must be >= 1");
     if (s.T * std::max<int64_t>(s.d_model, s.n_heads * s.head_dim) > (int64_t(1) << 28)) return fail("case too large");
@@ -554,18 +548,12 @@ rc::Random random_for(Op op, uint64_t seed, int index) {
 int size_for(int index) { return std::min(100, 10 + index); }
 }  // namespace
 
-void pin_config(const BlockConfig* c) {
-    if (c) g_pin = *c;
-    else g_pin.reset();
+CaseSpec draw(const Stream& s, int index) {
+    return spec_gen(s.op, s.pin)(random_for(s.op, s.seed, index), size_for(index)).value();
 }
 
-CaseSpec draw(Op op, uint64_t seed, int index) {
-    return spec_gen(op)(random_for(op, seed, index), size_for(index)).value();
-}
-
-Shrunk shrink_erased(Op op, uint64_t seed, int index, const std::function<bool(const CaseSpec&)>& still_fails,
-                     int max_tries) {
-    auto current = spec_gen(op)(random_for(op, seed, index), size_for(index));
+Shrunk shrink(const Stream& s, int index, const std::function<bool(const CaseSpec&)>& still_fails, int max_tries) {
+    auto current = spec_gen(s.op, s.pin)(random_for(s.op, s.seed, index), size_for(index));
     Shrunk out{current.value(), 0, 0};
     bool progressed = true;
     while (progressed && out.tried < max_tries) {

@@ -48,8 +48,19 @@ struct CaseSpec {
     uint64_t seed = 0;
 };
 
-// The generator for one op's specs.
-rc::Gen<CaseSpec> spec_gen(Op op);
+// The property cases of a run for one op: its seed and, for `conform
+// --preset` / `--config`, the configuration every case is pinned to — its
+// conventions (layout, theta, scaling, rotary_dim, qk_norm, eps) and sizes
+// (heads, kv heads, head_dim, d_model, ffn_dim; the caller scales the widths
+// down) replace the drawn ones; tokens, positions and inputs are still drawn.
+struct Stream {
+    Op op = Op::rmsnorm;
+    uint64_t seed = 0;
+    std::optional<BlockConfig> pin;
+};
+
+// The generator for one op's specs (pinned to `pin` when given).
+rc::Gen<CaseSpec> spec_gen(Op op, const std::optional<BlockConfig>& pin = std::nullopt);
 
 // Canonical id, and its inverse (nullopt with a message on a malformed id).
 std::string canonical_id(const CaseSpec& s);
@@ -58,17 +69,10 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error 
 // Builds the case: config, inputs and positions, drawn from s.seed.
 Case materialize(const CaseSpec& s);
 
-// Draws the property case number `index` of a run seeded with `seed` (same
-// seed, same cases, whatever else is selected).
-CaseSpec draw(Op op, uint64_t seed, int index);
-
-// Pins every case drawn from now on (draw, spec_gen, shrink) to one
-// configuration (conform --preset / --config): its conventions (layout,
-// theta, scaling, rotary_dim, qk_norm, eps) and sizes (heads, kv heads,
-// head_dim, d_model, ffn_dim; the caller scales the widths down) replace the
-// drawn ones; tokens, positions and inputs are still drawn. nullptr unpins.
-// Set it before drawing; it is process-wide.
-void pin_config(const BlockConfig* c);
+// Draws the property case number `index` of a stream (same seed, same
+// cases, whatever else is selected).
+CaseSpec draw(const Stream& s, int index);
+inline CaseSpec draw(Op op, uint64_t seed, int index) { return draw(Stream{op, seed, std::nullopt}, index); }
 
 // Shrinks a failing spec: repeatedly takes the first simpler spec (as
 // RapidCheck's shrinks order them) for which still_fails() holds. Returns the
@@ -78,16 +82,10 @@ struct Shrunk {
     int steps = 0;
     int tried = 0;
 };
-template <typename Pred>
-Shrunk shrink(Op op, uint64_t seed, int index, Pred still_fails);
-
-// Non-template core of shrink (type-erased predicate).
-Shrunk shrink_erased(Op op, uint64_t seed, int index, const std::function<bool(const CaseSpec&)>& still_fails,
-                     int max_tries = 400);
-
-template <typename Pred>
-Shrunk shrink(Op op, uint64_t seed, int index, Pred still_fails) {
-    return shrink_erased(op, seed, index, std::function<bool(const CaseSpec&)>(still_fails));
+Shrunk shrink(const Stream& s, int index, const std::function<bool(const CaseSpec&)>& still_fails,
+              int max_tries = 400);
+inline Shrunk shrink(Op op, uint64_t seed, int index, const std::function<bool(const CaseSpec&)>& still_fails) {
+    return shrink(Stream{op, seed, std::nullopt}, index, still_fails);
 }
 
 }  // namespace conform::gen

@@ -473,21 +473,7 @@ Case read_case(const std::string& path, hid_t root, const std::string& name) {
 
     validate_case(c);
 
-    // Sizes an op does not require are implied by its inputs; fill them in so
-    // an implementation's supports() sees a complete config.
-    BlockConfig& cfg = c.config;
-    switch (c.op) {
-        case Op::rmsnorm: cfg.d_model = c.in("x").cols(); break;
-        case Op::rope:
-        case Op::qk_norm:
-            cfg.n_heads = cfg.n_kv_heads = c.in("x").cols() / cfg.head_dim;
-            break;
-        case Op::swiglu:
-            cfg.d_model = c.in("x").cols();
-            cfg.ffn_dim = c.in("w1").cols();
-            break;
-        default: break;
-    }
+    complete_config(c);  // so an implementation's supports() sees a complete config
     return c;
 }
 

@@ -1,5 +1,7 @@
 #include "plugin/adapter.h"
 
+#include "conform/dtype.h"
+
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -11,53 +13,8 @@ namespace {
 
 // ---- 16-bit floats ---------------------------------------------------------------
 // The harness rounds inputs to the run's dtype before an implementation sees
-// them, so these conversions are exact on inputs; on anything else they round
-// to nearest even, as a cast in the plugin would.
-
-uint32_t bits_of(float f) {
-    uint32_t b;
-    std::memcpy(&b, &f, 4);
-    return b;
-}
-float float_of(uint32_t b) {
-    float f;
-    std::memcpy(&f, &b, 4);
-    return f;
-}
-
-uint16_t to_bf16(float f) {
-    uint32_t b = bits_of(f);
-    if ((b & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((b >> 16) | 0x40u);  // NaN stays NaN
-    b += 0x7FFFu + ((b >> 16) & 1u);
-    return static_cast<uint16_t>(b >> 16);
-}
-float from_bf16(uint16_t h) { return float_of(static_cast<uint32_t>(h) << 16); }
-
-uint16_t to_f16(float f) {
-    uint32_t x = bits_of(f);
-    const uint32_t sign = (x >> 16) & 0x8000u;
-    x &= 0x7FFFFFFFu;
-    if (x > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);  // NaN
-    if (x >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520 rounds to inf
-    if (x < 0x38800000u) {
-        // Below half's smallest normal (2^-14): a multiple of 2^-24, scaled exactly, rounded to even.
-        const float m = std::nearbyint(float_of(x) * 16777216.0f);
-        return static_cast<uint16_t>(sign | static_cast<uint32_t>(m));
-    }
-    uint32_t r = x - 0x38000000u;  // rebias the exponent from 127 to 15
-    r += 0x0FFFu + ((r >> 13) & 1u);
-    return static_cast<uint16_t>(sign | (r >> 13));
-}
-float from_f16(uint16_t h) {
-    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-    const uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-    if (e == 0) {
-        const float v = std::ldexp(static_cast<float>(m), -24);
-        return sign ? -v : v;
-    }
-    if (e == 31) return float_of(sign | 0x7F800000u | (m << 13));
-    return float_of(sign | ((e + 112u) << 23) | (m << 13));
-}
+// them, so the conversions (conform/dtype.h) are exact on inputs; on anything
+// else they round to nearest even, as a cast in the plugin would.
 
 // Signalling NaNs: no arithmetic produces them, so an element still holding
 // one was not written.
@@ -113,7 +70,7 @@ class Call {
         if (dtype_ != DType::f32 && v.data != nullptr) {
             auto& buf = converted_.emplace_back(static_cast<size_t>(v.size()));
             for (int64_t i = 0; i < v.size(); ++i)
-                buf[static_cast<size_t>(i)] = dtype_ == DType::bf16 ? to_bf16(v.data[i]) : to_f16(v.data[i]);
+                buf[static_cast<size_t>(i)] = dtype_ == DType::bf16 ? bf16_bits(v.data[i]) : f16_bits(v.data[i]);
             data = buf.data();
             bytes = buf.size() * sizeof(uint16_t);
         }
@@ -172,7 +129,7 @@ class Call {
         for (const Staged& s : staged_)
             for (size_t i = 0; i < static_cast<size_t>(s.dst.size()); ++i) {
                 const uint16_t h = s.buf[kFront16 + i];
-                if (h != poison16(dtype_)) s.dst.data[i] = dtype_ == DType::bf16 ? from_bf16(h) : from_f16(h);
+                if (h != poison16(dtype_)) s.dst.data[i] = dtype_ == DType::bf16 ? bf16_float(h) : f16_float(h);
             }
     }
 
@@ -256,7 +213,7 @@ class Adapter final : public Implementation {
     Support supports(Op op, const BlockConfig& config) const override {
         if (!implements(t_, op)) return Support::no(lib_->name + " does not implement " + to_string(op));
         if (const std::string why = rope_beyond_abi(config); !why.empty() &&
-            (op == Op::rope || op == Op::block || op == Op::decode))
+            op_info(op).uses(kRope))
             return Support::no(why);
         if (t_.supports == nullptr) return Support::yes();
         const conform_config k = config_of(dtype_, config);

@@ -280,7 +280,6 @@ std::unique_ptr<TorchBenchOp> make_torch_bench_op(const Case& c, const conform::
 }
 
 void set_torch_threads(int n) { torch::set_num_threads(n); }
-int torch_threads() { return torch::get_num_threads(); }
 
 double torch_matmul_seconds(int64_t n, int reps) {
     torch::NoGradGuard g;

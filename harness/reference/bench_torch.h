@@ -34,7 +34,6 @@ std::unique_ptr<TorchBenchOp> make_torch_bench_op(const Case& c, const Tensor* c
 
 // LibTorch's intra-op threads (OpenBLAS keeps its own pool, one per core).
 void set_torch_threads(int n);
-int torch_threads();
 
 // Seconds of the best of `reps` float32 n x n @ n x n products, after one warm-up.
 double torch_matmul_seconds(int64_t n, int reps);

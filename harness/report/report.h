@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "run/run.h"
+#include "judge/judge.h"
 
 namespace conform {
 

@@ -29,11 +29,6 @@ std::string regex_problem(const std::string& pattern) {
 
 namespace {
 
-const Tensor* input_or_null(const Case& c, const char* name) {
-    auto it = c.inputs.find(name);
-    return it == c.inputs.end() ? nullptr : &it->second;
-}
-
 int64_t first_position(const Case& c, const char* name) {
     auto it = c.positions.find(name);
     return it == c.positions.end() || it->second.empty() ? 0 : it->second.front();
@@ -44,39 +39,30 @@ int64_t first_position(const Case& c, const char* name) {
 gen::CaseSpec spec_of(const Case& c) {
     gen::CaseSpec s;
     const BlockConfig& cfg = c.config;
+    const OpInfo& info = op_info(c.op);
     s.op = c.op;
-    const Tensor* x = input_or_null(c, c.op == Op::attention ? "q" : "x");
-    s.T = x ? x->rows() : 1;
+    // Sizes as the inputs have them (a fixture's config need not say how many
+    // heads a rope input has), else the config's.
+    auto size = [&](Dim d, int64_t otherwise) {
+        const int64_t n = info.has_dim(d) ? case_dim(c, d) : 0;
+        return n > 0 ? n : otherwise;
+    };
+    s.T = size(Dim::T, 1);
+    s.S = size(Dim::S, 1);
     s.head_dim = cfg.head_dim;
     s.n_heads = cfg.n_heads;
     s.n_kv_heads = cfg.n_kv_heads;
-    s.d_model = cfg.d_model;
-    s.ffn_dim = cfg.ffn_dim;
-    switch (c.op) {
-        case Op::rmsnorm: s.d_model = x ? x->cols() : 0; break;
-        case Op::rope:
-        case Op::qk_norm:
-            // One head width per row; the config need not say how many heads.
-            s.n_heads = s.n_kv_heads = x && cfg.head_dim > 0 ? x->cols() / cfg.head_dim : 0;
-            break;
-        case Op::attention:
-            if (const Tensor* k = input_or_null(c, "k")) s.S = k->rows();
-            break;
-        case Op::swiglu:
-            s.d_model = x ? x->cols() : 0;
-            if (const Tensor* w1 = input_or_null(c, "w1")) s.ffn_dim = w1->cols();
-            break;
-        case Op::block:
-        case Op::decode: break;
-    }
+    if (info.has_dim(Dim::N)) s.n_heads = s.n_kv_heads = cfg.head_dim > 0 ? size(Dim::N, 0) / cfg.head_dim : 0;
+    s.d_model = size(Dim::D, cfg.d_model);
+    s.ffn_dim = size(Dim::F, cfg.ffn_dim);
     s.layout = cfg.rope_layout;
     s.theta = cfg.rope_theta;
     s.scaling = cfg.rope_scaling;
     s.rotary_dim = cfg.rotary_dim;
     s.qk_norm = cfg.qk_norm;
     s.eps = cfg.norm_eps;
-    s.pos = first_position(c, c.op == Op::attention ? "q_positions" : "positions");
-    s.kpos = first_position(c, "k_positions");
+    for (const PositionSpec& p : info.positions)
+        (p.n == Dim::S ? s.kpos : s.pos) = first_position(c, p.name);
     s.prefill = c.prefill;
     return s;
 }
@@ -168,13 +154,13 @@ void touch_shard_status_file(const char* path) {
 
 // ---- property cases ------------------------------------------------------------------
 
-PropertySelection select_property(Op op, uint64_t seed, int cases, const ParamFilter& params, const Shard& shard) {
+PropertySelection select_property(const gen::Stream& stream, int cases, const ParamFilter& params, const Shard& shard) {
     PropertySelection out;
     // Without a filter, case i is draw i, exactly as before --params existed.
     const int max_draws = params.active() ? std::max(kMaxDraws, cases) : cases;
     for (int i = 0; i < max_draws && out.matched < cases; ++i) {
         ++out.drawn;
-        gen::CaseSpec spec = gen::draw(op, seed, i);
+        gen::CaseSpec spec = gen::draw(stream, i);
         std::string id = gen::canonical_id(spec);
         if (!params.matches(id)) continue;
         ++out.matched;
@@ -190,22 +176,30 @@ bool Dimension::relevant(Op op) const {
 }
 
 namespace {
-enum Dim { kLayout, kTheta, kMaxPos, kQkNorm, kHeads, kWidths, kScaling, kRotary };
+enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary };
+}
+
+// Ops whose cases carry positions (every position class applies to them).
+std::vector<Op> ops_with_positions() {
+    std::vector<Op> out;
+    for (const OpInfo& i : op_table())
+        if (!i.positions.empty()) out.push_back(i.op);
+    return out;
 }
 
 const std::vector<Dimension>& dimensions() {
     static const std::vector<Dimension> d = {
-        {"layout", {"neox", "interleaved"}, {Op::rope, Op::block, Op::decode}},
-        {"theta", {"1e4", "5e5", ">=1e6", "other"}, {Op::rope, Op::block, Op::decode}},
-        {"max position", {"<512", "<4096", "<32768", ">=32768"}, {Op::rope, Op::attention, Op::block, Op::decode}},
-        {"qk_norm", {"off", "on"}, {Op::block, Op::decode}},
-        {"heads", {"MHA", "GQA", "MQA"}, {Op::attention, Op::block, Op::decode}},
+        {"layout", {"neox", "interleaved"}, ops_using(kRope)},
+        {"theta", {"1e4", "5e5", ">=1e6", "other"}, ops_using(kRope)},
+        {"max position", {"<512", "<4096", "<32768", ">=32768"}, ops_with_positions()},
+        {"qk_norm", {"off", "on"}, ops_using(kQkNorm | kResidual)},  // a switch of the block's config
+        {"heads", {"MHA", "GQA", "MQA"}, ops_using(kHeads)},
         // The widths a kernel vectorises over (D, F, head_dim): narrower than
         // one vector, a tail past whole 16-lane vectors, or whole vectors only.
         {"widths", {"<8", "tail", "x16"}, {kAllOps.begin(), kAllOps.end()}},
-        {"rope scaling", {"none", "linear", "llama3", "yarn", "dynamic"}, {Op::rope, Op::block, Op::decode}},
+        {"rope scaling", {"none", "linear", "llama3", "yarn", "dynamic"}, ops_using(kRope)},
         // Partial rotary (GPT-NeoX, Phi, GLM): only the first rotary_dim dims of a head turn.
-        {"rotary dims", {"whole head", "partial"}, {Op::rope, Op::block, Op::decode}},
+        {"rotary dims", {"whole head", "partial"}, ops_using(kRope)},
     };
     return d;
 }
@@ -227,23 +221,19 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
     for (size_t d = 0; d < dims.size(); ++d) {
         if (!dims[d].relevant(s.op)) continue;
         std::vector<int>& c = out[d];
-        switch (static_cast<Dim>(d)) {
+        switch (static_cast<Trap>(d)) {
             case kLayout: c.push_back(s.layout == RopeLayout::neox ? 0 : 1); break;
             case kTheta: c.push_back(s.theta == 10000.0 ? 0 : s.theta == 500000.0 ? 1 : s.theta >= 1e6 ? 2 : 3); break;
             case kMaxPos: c.push_back(max_pos < 512 ? 0 : max_pos < 4096 ? 1 : max_pos < 32768 ? 2 : 3); break;
-            case kQkNorm: c.push_back(s.qk_norm ? 1 : 0); break;
-            case kHeads: c.push_back(s.n_kv_heads == s.n_heads ? 0 : s.n_kv_heads == 1 ? 2 : 1); break;
+            case kQkNormTrap: c.push_back(s.qk_norm ? 1 : 0); break;
+            case kHeadsTrap: c.push_back(s.n_kv_heads == s.n_heads ? 0 : s.n_kv_heads == 1 ? 2 : 1); break;
             case kWidths: {
+                // The widths a kernel vectorises over, as far as the op has them.
+                const OpInfo& info = op_info(s.op);
                 std::vector<int64_t> widths;
-                switch (s.op) {
-                    case Op::rmsnorm: widths = {s.d_model}; break;
-                    case Op::rope:
-                    case Op::qk_norm:
-                    case Op::attention: widths = {s.head_dim}; break;
-                    case Op::swiglu: widths = {s.d_model, s.ffn_dim}; break;
-                    case Op::block:
-                    case Op::decode: widths = {s.d_model, s.ffn_dim, s.head_dim}; break;
-                }
+                if (info.has_dim(Dim::D)) widths.push_back(s.d_model);
+                if (info.has_dim(Dim::F)) widths.push_back(s.ffn_dim);
+                if (info.reads("head_dim")) widths.push_back(s.head_dim);
                 for (int64_t w : widths)
                     c.push_back(width_class(w));
                 std::sort(c.begin(), c.end());

@@ -85,7 +85,7 @@ void touch_shard_status_file(const char* path);
 inline constexpr int kMaxDraws = 20000;  // per op, when --params skips draws
 
 struct Pick {
-    int index = 0;  // the draw's index: gen::draw(op, seed, index), and what shrinking replays
+    int index = 0;  // the draw's index: gen::draw(stream, index), and what shrinking replays
     gen::CaseSpec spec;
     std::string id;
 };
@@ -99,7 +99,7 @@ struct PropertySelection {
 
 // The first `cases` draws that match `params` (all of them without a
 // filter), then those in the shard.
-PropertySelection select_property(Op op, uint64_t seed, int cases, const ParamFilter& params, const Shard& shard);
+PropertySelection select_property(const gen::Stream& stream, int cases, const ParamFilter& params, const Shard& shard);
 
 // ---- trap dimensions (conform coverage) --------------------------------------------------
 

@@ -32,7 +32,7 @@ class TimedBench : public BenchOp {
         seconds_ = ms / 1e3;
     }
     double device_seconds() const final { return seconds_; }
-    std::string device() const final { return cuda_details(); }
+    std::string where() const final { return cuda_details(); }
 
    protected:
     virtual void launch() = 0;  // queue the op on ctx_.stream; no waiting

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "conform/bench.h"
 #include "conform/impl.h"
-#include "registry.h"
 
 namespace conform::cuda {
 
@@ -33,37 +33,10 @@ std::unique_ptr<Implementation> make_cuda_gqa_tiled(const ImplOptions& options);
 // `conform list`: the device this process would run on.
 std::string cuda_details();
 
-// ---- for `conform bench` --------------------------------------------------------
-
-// One op with its inputs already on the device in the storage dtype (weights
-// packed), as an engine holds them between calls. run() launches it and
-// waits for the device, so wall time around run() is the op's time plus one
-// launch-and-wait; device_seconds() is the last run's time between CUDA
-// events on the stream, without the wait.
-class BenchOp {
-   public:
-    virtual ~BenchOp() = default;
-    virtual void run() = 0;
-    virtual double device_seconds() const = 0;
-    virtual std::vector<float> output() const = 0;  // the last run's output, row-major, widened to float32
-    virtual std::string device() const = 0;
-};
-
-// Float32 inputs by op, as simd::BenchInputs (the fixture schema's names):
-//   rmsnorm, qk_norm: x, weight;  rope: x, pos;  attention: q, k, v, q_pos, k_pos;
-//   swiglu: x, w1, w3, w2;  block: x, pos, weights;
-//   decode: x [1, D] and pos [1], after context_x / context_pos went through
-//           the block into the cache (once, at creation); each run is that
-//           same step again (the cache is rolled back).
-struct BenchInputs {
-    Op op = Op::rmsnorm;
-    BlockConfig config;
-    View x, weight, q, k, v, w1, w3, w2;
-    Positions pos, q_pos, k_pos;
-    BlockWeights weights;
-    View context_x;
-    Positions context_pos;
-};
+// ---- for `conform bench` (conform/bench.h) --------------------------------------
+// run() launches the op and waits for the device, so wall time around run()
+// is the op's time plus one launch-and-wait; device_seconds() is the last
+// run's time between CUDA events on the stream, without the wait.
 
 // f32 or bf16 (options.dtype). Throws ImplError when unavailable.
 std::unique_ptr<BenchOp> make_bench_op(const ImplOptions& options, const BenchInputs& in);

@@ -1,6 +1,7 @@
 // RoPE mutants (semantics.md, bug classes 1, 4, 5, 6, 8, 9).
 #include <cstring>
 
+#include "conform/dtype.h"
 #include "mutants/mutants.h"
 
 namespace conform::mutants {
@@ -57,13 +58,7 @@ struct DynamicNtkInsideContext : ScalarImpl {
 // Class 9 (candle #3520, sglang-jax #1472): pos * inv_freq held in bf16.
 // Rounded via float, as a float -> bf16 cast does (round to nearest even).
 double angle_in_bf16(int64_t pos, double inv_freq) {
-    const float f = static_cast<float>(scalar::rope_angle(pos, inv_freq));
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-    float r;
-    std::memcpy(&r, &u, 4);
-    return r;
+    return round_bf16(static_cast<float>(scalar::rope_angle(pos, inv_freq)));
 }
 struct RopeAngleLowPrecision : ScalarImpl {
     using ScalarImpl::ScalarImpl;

@@ -21,7 +21,6 @@
 #include "conform/config.h"
 #include "conform/impl.h"
 #include "conform/tensor.h"
-#include "registry.h"
 
 namespace conform::scalar {
 
@@ -216,8 +215,8 @@ inline void expect(bool ok, const char* op, const std::string& what) {
 // pairs (head_dim and rotary_dim even), GQA groups (H a multiple of KV).
 // Implementations add their own limits after it.
 inline Support config_support(Op op, const BlockConfig& c) {
-    const bool needs_rope = op == Op::rope || op == Op::block || op == Op::decode;
-    const bool needs_gqa = op == Op::attention || op == Op::block || op == Op::decode;
+    const bool needs_rope = op_info(op).uses(kRope);
+    const bool needs_gqa = op_info(op).uses(kHeads);
     if (needs_rope && (c.head_dim <= 0 || c.head_dim % 2 != 0))
         return Support::no("RoPE rotates pairs: head_dim must be positive and even, found " +
                            std::to_string(c.head_dim));

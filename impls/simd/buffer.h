@@ -31,9 +31,6 @@ class Buffer {
     CRows c() const { return {data(), cols_, elem_}; }
     // Rows from `row` on, as a view of the same storage.
     MRows m_at(size_t row) { return {static_cast<char*>(data()) + row * cols_ * elem_bytes(elem_), cols_, elem_}; }
-    CRows c_at(size_t row) const {
-        return {static_cast<const char*>(data()) + row * cols_ * elem_bytes(elem_), cols_, elem_};
-    }
 
    private:
     Elem elem_ = Elem::f32;

@@ -31,8 +31,6 @@ struct EngineWeights {
     // Norm weights as f32 (in bf16 mode holding bf16 values): vectors, read once per row.
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
     PackedWeight wqkv, wo, w13, w2;
-
-    size_t matrix_bytes() const { return wqkv.bytes() + wo.bytes() + w13.bytes() + w2.bytes(); }
 };
 
 // A norm weight as stored: f32, holding bf16 values in bf16 mode.

@@ -17,6 +17,7 @@
 #include <hwy/base.h>
 
 #include "conform/config.h"
+#include "conform/dtype.h"
 #include "simd/target.h"
 
 namespace conform::simd {
@@ -26,17 +27,12 @@ using bf16 = hwy::bfloat16_t;
 enum class Elem : uint8_t { f32, bf16 };
 inline size_t elem_bytes(Elem e) { return e == Elem::f32 ? 4 : 2; }
 
-// float -> bf16, round to nearest even; NaN stays NaN. (Highway 1.0.3's
-// BF16FromF32 and DemoteTo(bf16) truncate, which would bias every stored value.)
+// float -> bf16, round to nearest even; NaN stays NaN (conform/dtype.h).
+// (Highway 1.0.3's BF16FromF32 and DemoteTo(bf16) truncate, which would bias
+// every stored value.)
 inline bf16 to_bf16(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
     bf16 b;
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
-        b.bits = static_cast<uint16_t>((u >> 16) | 0x40u);
-    } else {
-        b.bits = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-    }
+    b.bits = bf16_bits(f);
     return b;
 }
 inline float to_f32(bf16 b) { return hwy::F32FromBF16(b); }

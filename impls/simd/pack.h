@@ -16,7 +16,6 @@ namespace conform::simd {
 struct PackedWeight {
     size_t K = 0, N = 0, n_panels = 0;
     Buffer data;  // n_panels x (K * kPanel) elements
-    size_t bytes() const { return data.bytes(); }
 };
 
 // The column blocks side by side: [wq | wk | wv] is one product (QKV).

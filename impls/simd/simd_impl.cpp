@@ -284,7 +284,7 @@ class BenchBase : public BenchOp {
    public:
     explicit BenchBase(const ImplOptions& o)
         : elem_(elem_of(o.dtype)), target_(resolve_target(o.simd_target)), pool_(o.threads) {}
-    std::string target() const override { return target_name(target_.bit); }
+    std::string where() const override { return target_name(target_.bit); }
 
    protected:
     Elem elem_;

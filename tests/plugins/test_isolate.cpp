@@ -11,7 +11,7 @@
 #include "gen/gen.h"
 #include "plugin/isolate.h"
 #include "registry.h"
-#include "run/run.h"
+#include "judge/judge.h"
 
 using namespace conform;
 

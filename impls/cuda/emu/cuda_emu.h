@@ -24,6 +24,8 @@
 #include <tuple>
 #include <utility>
 
+#include "conform/dtype.h"
+
 // ---- language ----------------------------------------------------------------------------
 
 #define __global__
@@ -107,11 +109,8 @@ inline float __bfloat162float(__nv_bfloat16 h) {
     return f;
 }
 inline __nv_bfloat16 __float2bfloat16(float f) {  // round to nearest even, as the hardware converts
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if (std::isnan(f)) return {0x7FFF};
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return {static_cast<uint16_t>(u >> 16)};
+    if (std::isnan(f)) return {0x7FFF};  // the hardware's canonical NaN
+    return {conform::bf16_bits(f)};
 }
 inline float __half2float(__half h) {
     _Float16 v;

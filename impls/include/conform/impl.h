@@ -17,6 +17,7 @@
 #include <string>
 
 #include "conform/config.h"
+#include "conform/op_info.h"
 #include "conform/ops.h"
 #include "conform/tensor.h"
 
@@ -53,22 +54,10 @@ struct BlockOutputs {
     const MutView& operator[](Tap t) const { return taps[static_cast<size_t>(t)]; }
 };
 
-// Width of each tap's buffer, [T, tap_cols(tap, c)] (see ops.h for what each holds).
+// Width of each tap's buffer, [T, tap_cols(tap, c)] (see ops.h for what each
+// holds; the shapes are the block's outputs in conform/op_info.h).
 inline int64_t tap_cols(Tap t, const BlockConfig& c) {
-    switch (t) {
-        case Tap::q:
-        case Tap::q_rot:
-        case Tap::attn: return c.q_width();
-        case Tap::k:
-        case Tap::v:
-        case Tap::k_rot: return c.kv_width();
-        case Tap::attn_in:
-        case Tap::h:
-        case Tap::ffn_in:
-        case Tap::ffn_out:
-        case Tap::out: return c.d_model;
-    }
-    return 0;
+    return config_dim(op_info(Op::block).outputs[static_cast<size_t>(t)].cols, c);
 }
 
 struct Support {
@@ -76,6 +65,19 @@ struct Support {
     std::string reason;  // why not, when !ok
     static Support yes() { return {}; }
     static Support no(std::string why) { return {false, std::move(why)}; }
+};
+
+// How an implementation is made (the registry's factories take it).
+struct ImplOptions {
+    DType dtype = DType::f32;
+    std::string simd_target;  // simd only: force one compiled Highway target ("" = best)
+    int threads = 0;          // 0 = implementation's default
+};
+
+// Whether an implementation can run on this machine, and why not.
+struct Availability {
+    bool available = true;
+    std::string reason;  // why not, when !available
 };
 
 // Thrown by an implementation for a call it cannot honour.

@@ -63,10 +63,4 @@ inline const char* to_string(Tap t) {
     return "?";
 }
 
-inline std::optional<Tap> parse_tap(std::string_view s) {
-    for (Tap t : kAllTaps)
-        if (s == to_string(t)) return t;
-    return std::nullopt;
-}
-
 }  // namespace conform

@@ -1,4 +1,4 @@
-#include "run/error_map.h"
+#include "judge/error_map.h"
 
 #include <algorithm>
 #include <cmath>

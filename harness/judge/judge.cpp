@@ -1,4 +1,4 @@
-#include "run/run.h"
+#include "judge/judge.h"
 
 #include <chrono>
 #include <cmath>

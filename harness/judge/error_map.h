@@ -1,4 +1,4 @@
-// harness/run/error_map.h — where in a failing tensor the error sits, small
+// harness/judge/error_map.h — where in a failing tensor the error sits, small
 // enough to keep in a report.
 //
 // |impl − ref| over token × (head, dim), max-pooled to a bounded grid, with

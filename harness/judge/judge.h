@@ -1,4 +1,4 @@
-// harness/run/run.h — run one case on one implementation, and judge it.
+// harness/judge/judge.h — run one case on one implementation, and judge it.
 #pragma once
 
 #include <memory>
@@ -8,7 +8,7 @@
 #include "compare/tolerance.h"
 #include "core/case.h"
 #include "reference/reference.h"
-#include "run/error_map.h"
+#include "judge/error_map.h"
 
 namespace conform {
 

@@ -1,0 +1,103 @@
+#include "cli/flags.h"
+
+#include <cstdlib>
+#include <random>
+#include <sstream>
+
+#include "config/hf_config.h"
+
+namespace conform::cli {
+
+std::vector<std::string> split_list(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ','))
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
+void add_case_flags(CLI::App& app, CaseFlags& f) {
+    app.add_option("--impl", f.impls, "implementations, comma-separated, or 'all' (default: every available one)");
+    app.add_option("--op", f.ops, "ops, comma-separated, or 'all': " + op_names());
+    app.add_option("--cases", f.cases, "property cases per op (default 100)")->check(CLI::NonNegativeNumber);
+    app.add_option("--seed", f.seed, "seed for property cases, or 'random' (default: a fixed seed, printed)");
+    app.add_option("--dtype", f.dtype, "dtype the implementations run in: f32, bf16, f16 (default f32)");
+    app.add_option("--params", f.params,
+                   "only cases whose canonical id matches this regex (e.g. 'layout=interleaved'); property cases "
+                   "are drawn until --cases match");
+    app.add_option("--shard", f.shard,
+                   "run shard INDEX/TOTAL of the cases (0-based; or TEST_SHARD_INDEX / TEST_TOTAL_SHARDS); "
+                   "`conform merge-reports` joins the shards' reports");
+    app.add_option("--case", f.case_id, "replay one property case by its canonical id, e.g. 'rope(T=7,...)'");
+    app.add_option("--fixtures", f.fixtures,
+                   "fixture files or directories (HDF5, fixtures/SCHEMA.md; directories recursively), comma-separated "
+                   "or repeated; replaces the default fixtures/")
+        ->delimiter(',');
+    app.add_flag("--no-default-fixtures", f.no_default_fixtures, "do not run the repo's fixtures/ regression set");
+    app.add_option("--fixture-case", f.fixture_case, "run only the fixture case(s) whose group has this name");
+    // --preset / --config / overrides: property cases in that model's
+    // conventions and head geometry; the repo's fixtures, of other models,
+    // then run only when named (--fixtures).
+    config::add_config_options(app, f.model,
+                               "Property cases then take the model's conventions (layout, theta, scaling, rotary dim, "
+                               "QK-norm, eps) and heads, kv heads, head_dim; d_model and ffn are divided by a power "
+                               "of two down to d_model <= 256 so that 100 cases stay fast; tokens, positions and "
+                               "inputs are still drawn. The repo's fixtures then run only when named (--fixtures)");
+}
+
+Resolved resolve_case_flags(const CaseFlags& f) {
+    Resolved r;
+    run::Selection& s = r.selection;
+    if (!f.impls.empty() && f.impls != "all") {
+        r.impls.names = split_list(f.impls);
+        r.impls.names_explicit = true;
+    }
+    if (!f.ops.empty() && f.ops != "all")
+        for (const auto& name : split_list(f.ops)) {
+            const auto op = parse_op(name);
+            if (!op) throw InputError("--op: unknown op '" + name + "' (ops: " + op_names() + ")");
+            s.ops.push_back(*op);
+        }
+    const auto dt = parse_dtype(f.dtype);
+    if (!dt) throw InputError("--dtype: unknown dtype '" + f.dtype + "' (f32, bf16, f16)");
+    s.dtype = r.impls.options.dtype = *dt;
+    if (f.seed.empty()) {
+        s.seed = kDefaultSeed;
+    } else if (f.seed == "random") {
+        s.seed = std::random_device{}() & 0xFFFFFFFFu;
+    } else {
+        try {
+            size_t used = 0;
+            s.seed = std::stoull(f.seed, &used);
+            if (used != f.seed.size()) throw std::invalid_argument("trailing");
+        } catch (const std::exception&) {
+            throw InputError("--seed: expected a number or 'random', found '" + f.seed + "'");
+        }
+    }
+    s.cases = f.cases;
+    s.params = f.params;
+    if (const std::string why = select::regex_problem(f.params); !why.empty())
+        throw InputError("--params: '" + f.params + "' is not a valid regular expression: " + why);
+    std::string why;
+    const auto shard = select::resolve_shard(f.shard, std::getenv("TEST_SHARD_INDEX"), std::getenv("TEST_TOTAL_SHARDS"),
+                                             &why);
+    if (!shard) throw InputError(why);
+    s.shard = *shard;
+    s.case_id = f.case_id;
+    s.fixtures = f.fixtures;
+    s.default_fixtures = !f.no_default_fixtures;
+    s.fixture_case = f.fixture_case;
+    if (f.model.given()) {
+        try {
+            r.model = std::make_shared<const config::ModelConfig>(config::resolve_config(f.model));
+        } catch (const config::ConfigError& e) {
+            throw InputError(e.what());
+        }
+        while (r.model->block.d_model / r.scale_down > 256) r.scale_down *= 2;
+        s.pin = config::scale_down(r.model->block, r.scale_down);
+    }
+    return r;
+}
+
+}  // namespace conform::cli

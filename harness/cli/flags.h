@@ -1,0 +1,49 @@
+// harness/cli/flags.h — the flags that choose implementations and cases,
+// shared by the gate and `conform coverage` (so coverage counts what the gate
+// runs), and their translation into a run::Selection and run::ImplRequest.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/options.h"
+#include "run/plan.h"
+
+namespace conform::cli {
+
+inline constexpr uint64_t kDefaultSeed = 20261129;
+
+// The selection flags as typed.
+struct CaseFlags {
+    std::string impls, ops, seed, dtype = "f32", shard, params, case_id, fixture_case;
+    int cases = 100;
+    std::vector<std::string> fixtures;
+    bool no_default_fixtures = false;
+    config::ConfigOptions model;  // --preset / --config / overrides
+};
+
+// --impl --op --cases --seed --dtype --params --shard --case --fixtures
+// --no-default-fixtures --fixture-case, and the CONFIG flags.
+void add_case_flags(CLI::App& app, CaseFlags& f);
+
+struct Resolved {
+    run::Selection selection;
+    run::ImplRequest impls;
+    // --preset / --config: property cases take this block's conventions and
+    // sizes, d_model and ffn divided by a power of two (scale_down) so that
+    // 100 cases per op stay fast; the report's "config" section says so.
+    std::shared_ptr<const config::ModelConfig> model;
+    int64_t scale_down = 1;
+};
+
+// The flags, checked: ops, dtype, seed ('random' draws one), shard (with
+// TEST_SHARD_INDEX / TEST_TOTAL_SHARDS), the --params regex, the model.
+// Throws InputError naming the flag (exit 2).
+Resolved resolve_case_flags(const CaseFlags& f);
+
+// "a,b,,c" -> {a, b, c}
+std::vector<std::string> split_list(const std::string& s);
+
+}  // namespace conform::cli

@@ -1,0 +1,116 @@
+// harness/run/plan.h — what a run will do, decided before anything runs:
+// which implementations (made and ready), which property cases (draws of a
+// gen::Stream per op, after --params and the shard), which fixture cases.
+// The gate, `conform coverage` and `conform mutants` plan through here, and
+// `conform merge-reports` checks shards against the same run identity, so
+// what coverage counts is what the gate runs.
+//
+// Errors are thrown, never printed: InputError (a bad case id, fixture file,
+// --params that selects nothing: exit 2) and UnavailableError (a named
+// implementation this machine cannot run: exit 3).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/case.h"
+#include "gen/gen.h"
+#include "plugin/loader.h"
+#include "run/select.h"
+
+namespace conform::run {
+
+// A named implementation that cannot run on this machine (exit 3).
+struct UnavailableError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// ---- implementations ---------------------------------------------------------------
+
+struct ImplRequest {
+    std::vector<std::string> names;  // empty: the plugins given, else every available gate implementation
+    bool names_explicit = false;     // named by the user: unavailable is then an error, not a skip
+    ImplOptions options;             // dtype, simd target, threads
+    std::vector<std::string> impl_libs;  // --impl-lib: out-of-tree implementations (conform/plugin.h)
+    // Which implementations run each call in a forked child.
+    enum class Isolation { plugins, all, none } isolation = Isolation::plugins;
+};
+
+struct Chosen {
+    std::string name;
+    std::unique_ptr<Implementation> impl;
+    std::string replay_flags;  // what a replay command needs to find it again (" --impl-lib PATH")
+};
+
+struct ImplSet {
+    std::vector<Chosen> impls;
+    std::vector<std::string> skipped;  // "cuda: no CUDA device visible", not named and unavailable
+    std::vector<plugin::Plugin> plugins;
+    Chosen* find(const std::string& name);
+};
+
+// Loads plugins, looks each name up and makes the implementation. Throws
+// InputError (unknown name, unusable plugin) or UnavailableError.
+ImplSet choose_implementations(const ImplRequest& r);
+
+// ---- cases -------------------------------------------------------------------------
+
+struct Selection {
+    std::vector<Op> ops;  // empty: every op
+    int cases = 100;      // property cases per op
+    uint64_t seed = 0;
+    DType dtype = DType::f32;
+    std::string params;   // --params regex over case ids ("" = every case)
+    select::Shard shard;
+    std::string case_id;  // replay one property case
+    std::vector<std::string> fixtures;  // --fixtures: files or directories (replace the regression set)
+    bool default_fixtures = true;       // without --fixtures: the repo's fixtures/ (not with --case)
+    std::string fixture_case;           // only fixture cases whose group has this name
+    bool plugins_only = false;          // a run of --impl-lib plugins: the regression set only when named
+    // --preset / --config: every property case pinned to this block (widths
+    // already scaled down); the regression set then runs only when named.
+    std::optional<BlockConfig> pin;
+};
+
+// The fixture cases a run takes: the files given (or the default set), the
+// selected ops, --fixture-case, --params and the shard.
+struct FixtureSelection {
+    std::vector<Case> cases;          // in this shard
+    std::vector<std::string> files;   // every file read
+    std::vector<std::string> paths;   // as given, or the default directory
+    bool by_default = false;          // the repo's regression set, not named by the user
+    size_t before_shard = 0;          // selected cases before sharding
+};
+
+struct OpPlan {
+    Op op;
+    gen::Stream stream;                 // what a property case of this op is drawn from (and shrunk in)
+    std::vector<select::Pick> picks;    // property cases in this shard
+    std::vector<select::Pick> outside;  // matching cases of the other shards (the first failure's rule)
+    int matched = 0;                    // property cases matching --params, before sharding
+    int drawn = 0;                      // draws looked at
+};
+
+struct Plan {
+    Selection selection;
+    std::vector<OpPlan> ops;
+    FixtureSelection fixtures;
+    int total_cases = 0;  // property + fixture cases in this shard (the progress line's total)
+    int fixture_cases(Op op) const;
+};
+
+// Throws InputError with the message for the user (exit 2).
+Plan make_plan(const Selection& s);
+
+// The repo's regression fixtures directory, spelled "fixtures" when run from
+// the source tree; "" when there is none.
+std::string default_fixture_dir();
+
+// The fields of a report that identify a run: shards of one run agree on
+// every one (conform merge-reports checks them).
+const std::vector<std::string>& run_identity_fields();
+
+}  // namespace conform::run

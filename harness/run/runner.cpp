@@ -1,0 +1,229 @@
+#include "run/runner.h"
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <set>
+
+#include "diagnose/diagnose.h"
+#include "h5/golden.h"
+
+namespace conform::run {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// A case whose implementation threw or broke a buffer contract.
+CaseResult failed_to_run(const Case& c, DType dtype, const std::string& error) {
+    CaseResult r;
+    r.op = c.op;
+    r.dtype = dtype;
+    r.case_id = c.id;
+    r.file = c.file;
+    r.group = c.group;
+    r.origin = c.file.empty() ? "property" : "fixture";
+    r.shapes = input_shapes(c);
+    r.error = error;
+    r.pass = false;
+    return r;
+}
+
+class Executor {
+   public:
+    Executor(const Plan& plan, ImplSet& impls, const RunOptions& o, const OnCase& on_case)
+        : plan_(plan), sel_(plan.selection), impls_(impls), o_(o), on_case_(on_case) {}
+
+    Outcome run() {
+        const auto t0 = Clock::now();
+        RunReport& rep = out_.report;
+        rep.seed = sel_.seed;
+        rep.cases_per_op = sel_.case_id.empty() ? sel_.cases : 1;
+        rep.dtype = to_string(sel_.dtype);
+        for (const auto& c : impls_.impls) rep.impls.push_back(c.name);
+        // Before sharding, so that every shard's report lists the same implementations.
+        if (plan_.fixtures.before_shard > 0) rep.impls.push_back("reference");
+        for (const OpPlan& p : plan_.ops) rep.ops.push_back(to_string(p.op));
+        rep.fixtures = plan_.fixtures.files;
+        for (const OpPlan& p : plan_.ops) {
+            property_cases(p);
+            fixture_cases(p.op);
+        }
+        rep.seconds = since(t0);
+        return std::move(out_);
+    }
+
+   private:
+    void tick() {
+        for (; counted_ < out_.report.results.size(); ++counted_) failures_ += !out_.report.results[counted_].pass;
+        if (on_case_) on_case_(++done_, failures_);
+    }
+
+    std::string replay(const Chosen& impl, const std::string& id) const {
+        return "build/conform --impl " + impl.name + " --case '" + id + "'" + impl.replay_flags + o_.replay_flags;
+    }
+    std::string fixture_replay(const std::string& impl, const std::string& flags, const Case& fc) const {
+        return h5::fixture_replay_command(impl, fc.file, fc.group, sel_.dtype) + flags;
+    }
+
+    // Whether a matching case of another shard, drawn before `index`, fails
+    // on this implementation (then this shard's first failure is not the run's).
+    bool fails_earlier_elsewhere(Chosen& impl, const OpPlan& p, int index) {
+        for (const select::Pick& pick : p.outside) {
+            if (pick.index >= index) break;
+            const Case c = property_case(pick.spec, sel_.dtype);
+            if (!impl.impl->supports(p.op, c.config).ok) continue;
+            const Truth t = reference_truth(c, sel_.dtype);
+            if (!run_and_judge(*impl.impl, impl.name, c, sel_.dtype, t).result.pass) return true;
+        }
+        return false;
+    }
+
+    void save(const gen::CaseSpec& spec, const CaseResult& r, const Chosen& impl) {
+        Case fc = gen::materialize(spec);
+        round_inputs(fc, sel_.dtype);  // the values it failed on, so a --dtype replay sees them too
+        const std::string path =
+            (std::filesystem::path(o_.save_failures) / h5::failure_file_name(fc.id, r.impl)).string();
+        if (!saved_paths_.insert(path).second) return;  // several failures shrank to this one case
+        try {
+            h5::save_failure(o_.save_failures, fc,
+                             {r.impl, sel_.dtype, sel_.seed, r.shrink_steps, r.first_failing, r.error}, o_.force);
+            const std::string cmd = h5::fixture_replay_command(r.impl, path, h5::kFailureGroup, sel_.dtype) +
+                                    impl.replay_flags;
+            out_.saved.push_back("saved:     " + path + "\n  replay:  " + cmd);
+        } catch (const InputError& e) {
+            out_.saved.push_back(std::string("not saved: ") + e.what());
+        } catch (const std::exception& e) {
+            out_.saved.push_back(std::string("not saved: ") + e.what());
+            out_.save_failed = true;
+        }
+    }
+
+    void property_cases(const OpPlan& p) {
+        std::set<std::string> shrunk_once;  // shrink the first failure per implementation
+        const bool replaying = !sel_.case_id.empty();
+        for (const select::Pick& pick : p.picks) {
+            const Case c = property_case(pick.spec, sel_.dtype);
+            std::unique_ptr<Truth> truth;
+            for (Chosen& impl : impls_.impls) {
+                if (const Support sup = impl.impl->supports(p.op, c.config); !sup.ok) {
+                    out_.report.add_not_run(impl.name, to_string(p.op), sup.reason);
+                    continue;
+                }
+                if (!truth) truth = std::make_unique<Truth>(reference_truth(c, sel_.dtype));
+                Judged j = run_and_judge(*impl.impl, impl.name, c, sel_.dtype, *truth);
+                CaseResult& r = j.result;
+                gen::CaseSpec failing = pick.spec;
+                bool shrink = false;
+                if (!r.pass && !replaying && !o_.save_failures.empty()) {
+                    shrink = true;
+                } else if (!r.pass && !replaying && shrunk_once.insert(impl.name).second) {
+                    shrink = !sel_.shard.active() || !fails_earlier_elsewhere(impl, p, pick.index);
+                }
+                if (shrink) {
+                    ErrorMap unshrunk = std::move(r.error_map);  // the larger case shows the pattern better
+                    r = diagnose::shrink_and_explain(*impl.impl, p.stream, pick.index, sel_.dtype,
+                                                     {&c, &j.out.outputs, truth.get()}, r, &failing);
+                    if (r.case_id != unshrunk.case_id) r.unshrunk_error_map = std::move(unshrunk);
+                } else if (!r.pass) {
+                    diagnose::explain(r, {&c, &j.out.outputs, truth.get()}, impl.impl.get());
+                }
+                if (!r.pass) r.replay = replay(impl, r.case_id);
+                if (!r.pass && !o_.save_failures.empty()) save(failing, r, impl);
+                if (r.shrink_steps > 0) out_.shrunk_from[out_.report.results.size()] = c.id;
+                out_.report.results.push_back(std::move(r));
+            }
+            tick();
+        }
+    }
+
+    // Each implementation against the file's expected values, and our
+    // reference against them too (as `reference`, judged with the float32
+    // tolerance model): a golden file from another tool validates the
+    // reference, and a wrong golden file fails once, there, instead of
+    // silently failing every implementation.
+    void fixture_cases(Op op) {
+        for (const Case& fc : plan_.fixtures.cases) {
+            if (fc.op != op) continue;
+            std::unique_ptr<Truth> truth;
+            for (Chosen& impl : impls_.impls) {
+                if (const Support sup = impl.impl->supports(op, fc.config); !sup.ok) {
+                    out_.report.add_not_run(impl.name, to_string(op), sup.reason);
+                    continue;
+                }
+                if (!truth) truth = std::make_unique<Truth>(fixture_truth(fc, sel_.dtype));
+                Judged j = run_and_judge(*impl.impl, impl.name, fc, sel_.dtype, *truth);
+                if (!j.result.pass) {
+                    diagnose::explain(j.result, {&fc, &j.out.outputs, truth.get()}, impl.impl.get());
+                    j.result.replay = fixture_replay(impl.name, impl.replay_flags, fc);
+                }
+                out_.report.results.push_back(std::move(j.result));
+            }
+            const auto t_ref = Clock::now();
+            std::unique_ptr<Truth> own;
+            const Truth* t32 = truth.get();
+            if (!t32 || sel_.dtype != DType::f32) t32 = (own = std::make_unique<Truth>(fixture_truth(fc, DType::f32))).get();
+            CaseResult r = judge_case(fc, DType::f32, t32->base_truth, *t32);  // our reference, float64
+            r.impl = "reference";
+            r.seconds = since(t_ref);
+            if (!r.pass) diagnose::explain_expected(r, fc);  // which convention produced the golden file?
+            if (!r.pass) {
+                const Chosen* first = impls_.impls.empty() ? nullptr : &impls_.impls.front();
+                r.replay = first ? fixture_replay(first->name, first->replay_flags, fc) : fixture_replay("scalar", "", fc);
+            }
+            out_.report.results.push_back(std::move(r));
+            tick();
+        }
+    }
+
+    const Plan& plan_;
+    const Selection& sel_;
+    ImplSet& impls_;
+    const RunOptions& o_;
+    const OnCase& on_case_;
+    Outcome out_;
+    std::set<std::string> saved_paths_;
+    int done_ = 0, failures_ = 0;
+    size_t counted_ = 0;
+};
+
+}  // namespace
+
+Case property_case(const gen::CaseSpec& spec, DType dtype) {
+    Case c = gen::materialize(spec);
+    round_inputs(c, dtype);
+    try {
+        validate_case(c);
+    } catch (const InputError& e) {
+        throw std::logic_error(std::string("the generator drew an invalid case: ") + e.what());
+    }
+    return c;
+}
+
+Judged run_and_judge(Implementation& impl, const std::string& name, const Case& c, DType dtype, const Truth& truth) {
+    Judged j;
+    j.out = run_impl(impl, c);
+    j.result = j.out.error.empty() ? judge_case(c, dtype, j.out.outputs, truth) : failed_to_run(c, dtype, j.out.error);
+    j.result.impl = name;
+    j.result.seconds = j.out.seconds;
+    return j;
+}
+
+Outcome execute(const Plan& plan, ImplSet& impls, const RunOptions& o, const OnCase& on_case) {
+    return Executor(plan, impls, o, on_case).run();
+}
+
+nlohmann::json report_json(const Outcome& out, const Plan& plan, const nlohmann::json& config) {
+    auto j = to_json(out.report);
+    const Selection& s = plan.selection;
+    // What merge-reports checks the shards against each other with.
+    if (!s.params.empty()) j["params"] = s.params;
+    if (s.shard.active()) j["shard"] = {{"index", s.shard.index}, {"total", s.shard.total}};
+    for (const auto& [k, id] : out.shrunk_from) j["cases"][k]["shrunk_from"] = id;  // what merge-reports keys a case by
+    if (!config.is_null()) j["config"] = config;
+    return j;
+}
+
+}  // namespace conform::run

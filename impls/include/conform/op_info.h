@@ -1,0 +1,225 @@
+// conform/op_info.h — every fact about an op, in one record per op (PyTorch's
+// OpInfo, ggml's test_case): its inputs and outputs by schema name and shape,
+// the conventions its result depends on, the config fields it reads, its
+// tolerance row, and the reach of its generator. Everything in the harness
+// that asks "which ops use RoPE?", "what does rope consume?", "how close must
+// attention be?" looks it up here; nothing restates it.
+//
+// A new op is one row below plus its kernels: a method in conform/impl.h and
+// one file per implementation (same basename), the reference function and
+// its a-priori noise (harness/reference/), its generator function
+// (harness/gen/gen.cpp) and its plugin ABI function (conform/plugin.h).
+//
+// Plain data, no dependencies: implementations may read it too.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "conform/config.h"
+#include "conform/ops.h"
+
+namespace conform {
+
+// What an op's result depends on: what a kernel can get wrong, and so what
+// diagnosis tries, generators vary, coverage counts and plugins must be told.
+enum Convention : uint32_t {
+    kRope = 1u << 0,      // rotary embedding: layout, theta, scaling, rotary_dim
+    kHeads = 1u << 1,     // query heads grouped over kv heads (MHA / GQA / MQA)
+    kCausal = 1u << 2,    // a causal mask by position, softmax, 1/sqrt(head_dim)
+    kRmsNorm = 1u << 3,   // RMSNorm: eps inside the root, a weight per channel
+    kQkNorm = 1u << 4,    // Qwen3's per-head RMSNorm of q and k (the block: iff config.qk_norm)
+    kSwiglu = 1u << 5,    // silu(x @ w1) * (x @ w3), then @ w2
+    kResidual = 1u << 6,  // the residual stream: h = x + ..., out = h + ...
+    kKvCache = 1u << 7,   // decode: tokens one at a time through a cache of rotated k and v
+};
+
+// The dims a tensor shape is made of. A dim the config fixes (D, F, Q, KVW,
+// hd for the block) is checked against it; one it does not (T, S, and D, F, N
+// for the single ops) is bound by the first tensor that has it.
+enum class Dim {
+    one,  // 1: a vector stored [1, n]
+    T,    // rows: tokens / queries
+    S,    // keys (attention)
+    D,    // d_model
+    F,    // ffn_dim
+    Q,    // n_heads * head_dim
+    KVW,  // n_kv_heads * head_dim
+    N,    // any whole number of heads: n * head_dim (rope, qk_norm)
+    hd,   // head_dim
+};
+
+struct TensorSpec {
+    const char* name;  // schema name (fixtures/SCHEMA.md)
+    Dim rows, cols;
+    bool qk_norm_only = false;  // present iff config.qk_norm
+};
+
+// int64 positions: one per row of the tensors with that many rows.
+struct PositionSpec {
+    const char* name;
+    Dim n;
+    bool increasing = false;  // one sequence: strictly increasing (the block's tokens)
+};
+
+// The tolerance model's per-op numbers (harness/compare/tolerance.h says how
+// they are used): k, the multiple of the low-precision baseline's error, and
+// the NMSE backstops per dtype.
+struct ToleranceRow {
+    double k;
+    double nmse_f32, nmse_bf16, nmse_f16;
+};
+
+// How far the op's generator reaches (harness/gen/gen.cpp draws within it).
+struct GenReach {
+    int64_t rows_max;      // T (attention: keys S; queries T <= S)
+    int64_t head_dim_max;  // 0: the op has no heads
+};
+
+// One row: {op, formula, conventions, inputs, positions, outputs, config
+// fields, tolerance {k, nmse f32, nmse bf16, nmse f16}, generator reach}.
+struct OpInfo {
+    Op op;                // its name is to_string(op) (ops.h)
+    const char* formula;  // what it computes, as the PyTorch line
+    uint32_t conventions;
+    std::vector<TensorSpec> inputs;      // float inputs, in schema order
+    std::vector<PositionSpec> positions;  // int64 position inputs
+    std::vector<TensorSpec> outputs;     // "out"; the block: every tap in data-flow order (ops.h)
+    std::vector<const char*> config;     // config fields it reads (a fixture must carry them)
+    ToleranceRow tolerance;
+    GenReach reach;
+
+    bool uses(uint32_t c) const { return (conventions & c) == c; }
+    bool reads(std::string_view field) const {
+        for (const char* f : config)
+            if (field == f) return true;
+        return false;
+    }
+    // Whether an input's shape has dim d (rmsnorm's D, swiglu's F).
+    bool has_dim(Dim d) const {
+        for (const TensorSpec& t : inputs)
+            if (t.rows == d || t.cols == d) return true;
+        return false;
+    }
+    // Outputs with heads ([rows, heads * head_dim]): locations are (token, head, dim).
+    bool has_heads(const TensorSpec& t) const { return t.cols == Dim::Q || t.cols == Dim::KVW || t.cols == Dim::N; }
+};
+
+// The table, in kAllOps order.
+inline const std::vector<OpInfo>& op_table() {
+    using D = Dim;
+    // The block's (and decode's) inputs: x and one layer's weights, stored [in, out].
+    const std::vector<TensorSpec> block_inputs = {
+        {"x", D::T, D::D},   {"attn_norm", D::one, D::D}, {"wq", D::D, D::Q},  {"wk", D::D, D::KVW},
+        {"wv", D::D, D::KVW}, {"wo", D::Q, D::D},          {"ffn_norm", D::one, D::D}, {"w1", D::D, D::F},
+        {"w3", D::D, D::F},  {"w2", D::F, D::D},          {"q_norm", D::one, D::hd, true},
+        {"k_norm", D::one, D::hd, true}};
+    const std::vector<const char*> block_config = {"d_model",    "n_heads", "n_kv_heads", "head_dim", "ffn_dim",
+                                                   "rope_layout", "rope_theta", "qk_norm",  "norm_eps"};
+    static const std::vector<OpInfo> table = {
+        {Op::rmsnorm, "x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w", kRmsNorm,
+         {{"x", D::T, D::D}, {"weight", D::one, D::D}},
+         {},
+         {{"out", D::T, D::D}},
+         {"norm_eps"},
+         {2.0, 1e-9, 1e-4, 1e-5},
+         {33, 0}},
+        {Op::rope, "x * cos + rotate_half(x) * sin  (neox; interleaved: pairs (2i, 2i+1))", kRope,
+         {{"x", D::T, D::N}},
+         {{"positions", D::T}},
+         {{"out", D::T, D::N}},
+         {"head_dim", "rope_layout", "rope_theta"},
+         {2.0, 1e-9, 1e-4, 1e-5},
+         {33, 128}},
+        {Op::qk_norm, "rmsnorm(x.view(T, n, hd), w[hd]).view(T, n * hd)", kRmsNorm | kQkNorm,
+         {{"x", D::T, D::N}, {"weight", D::one, D::hd}},
+         {},
+         {{"out", D::T, D::N}},
+         {"head_dim", "norm_eps"},
+         {2.0, 1e-9, 1e-4, 1e-5},
+         {33, 128}},
+        {Op::attention,
+         "softmax(q @ repeat_interleave(k, H/KV).T / sqrt(hd) + causal(q_pos, k_pos)) @ v", kHeads | kCausal,
+         {{"q", D::T, D::Q}, {"k", D::S, D::KVW}, {"v", D::S, D::KVW}},
+         {{"q_positions", D::T}, {"k_positions", D::S}},
+         {{"out", D::T, D::Q}},
+         {"n_heads", "n_kv_heads", "head_dim"},
+         {2.0, 1e-8, 5e-4, 5e-5},
+         {48, 64}},
+        {Op::swiglu, "(silu(x @ w1) * (x @ w3)) @ w2", kSwiglu,
+         {{"x", D::T, D::D}, {"w1", D::D, D::F}, {"w3", D::D, D::F}, {"w2", D::F, D::D}},
+         {},
+         {{"out", D::T, D::D}},
+         {},
+         {2.0, 1e-8, 5e-4, 5e-5},
+         {17, 0}},
+        {Op::block, "h = x + attention(rope(qk_norm?(rmsnorm(x) @ wq, wk)), @ wv) @ wo; out = h + swiglu(rmsnorm(h))",
+         kRope | kHeads | kCausal | kRmsNorm | kQkNorm | kSwiglu | kResidual,
+         block_inputs,
+         {{"positions", D::T, true}},
+         {{"attn_in", D::T, D::D},
+          {"q", D::T, D::Q},
+          {"k", D::T, D::KVW},
+          {"v", D::T, D::KVW},
+          {"q_rot", D::T, D::Q},
+          {"k_rot", D::T, D::KVW},
+          {"attn", D::T, D::Q},
+          {"h", D::T, D::D},
+          {"ffn_in", D::T, D::D},
+          {"ffn_out", D::T, D::D},
+          {"out", D::T, D::D}},
+         block_config,
+         {2.0, 1e-8, 1e-3, 1e-4},
+         {20, 32}},
+        {Op::decode, "block() over the prefill, then one token at a time through the KV cache",
+         kRope | kHeads | kCausal | kRmsNorm | kQkNorm | kSwiglu | kResidual | kKvCache,
+         block_inputs,
+         {{"positions", D::T, true}},
+         {{"out", D::T, D::D}},
+         block_config,
+         {2.0, 1e-8, 1e-3, 1e-4},
+         {12, 32}},
+    };
+    return table;
+}
+
+// A dim's size where the config fixes it (D, F, Q, KVW, hd; 1); -1 where a
+// tensor binds it (T, S, N).
+inline int64_t config_dim(Dim d, const BlockConfig& c) {
+    switch (d) {
+        case Dim::one: return 1;
+        case Dim::D: return c.d_model;
+        case Dim::F: return c.ffn_dim;
+        case Dim::Q: return c.q_width();
+        case Dim::KVW: return c.kv_width();
+        case Dim::hd: return c.head_dim;
+        default: return -1;
+    }
+}
+
+inline const OpInfo& op_info(Op op) {
+    for (const OpInfo& i : op_table())
+        if (i.op == op) return i;
+    throw std::logic_error("op_info: an op without a row");
+}
+
+// The ops whose result depends on every convention in `c`, in kAllOps order.
+inline std::vector<Op> ops_using(uint32_t c) {
+    std::vector<Op> out;
+    for (const OpInfo& i : op_table())
+        if (i.uses(c)) out.push_back(i.op);
+    return out;
+}
+
+// "rmsnorm, rope, qk_norm, attention, swiglu, block, decode", for messages.
+inline std::string op_names() {
+    std::string s;
+    for (const OpInfo& i : op_table()) s += (s.empty() ? "" : ", ") + std::string(to_string(i.op));
+    return s;
+}
+
+}  // namespace conform
