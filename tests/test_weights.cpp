@@ -821,7 +821,12 @@ TEST_CASE("safetensors: every malformed-file class refused with file, tensor and
             ts.erase(std::remove_if(ts.begin(), ts.end(), [](const StOut& t) { return t.name == "model.layers.1.mlp.down_proj.weight"; }),
                      ts.end());
         },
-        {"model.safetensors: model.layers.1.mlp.down_proj.weight: missing"});
+        {"model.safetensors: model.layers.1.mlp.down_proj.weight: missing (num_hidden_layers = 2 implies it)"});
+    model_case(
+        [&](auto& ts) {
+            ts.erase(std::remove_if(ts.begin(), ts.end(), [](const StOut& t) { return t.name == "lm_head.weight"; }), ts.end());
+        },
+        {"model.safetensors: lm_head.weight: missing (tie_word_embeddings is false)"});
     model_case(
         [&](auto& ts) {
             const float inf = INFINITY;
@@ -842,4 +847,61 @@ TEST_CASE("safetensors: every malformed-file class refused with file, tensor and
     refused(tmp / "nothing-here", {"nothing-here"});
     fs::create_directories(tmp / "empty");
     refused(tmp / "empty", {"empty: a directory with neither model.safetensors.index.json nor model.safetensors"});
+}
+
+TEST_CASE("files assembled byte by byte from the format specifications read as they say", "[weights]") {
+    TmpDir tmp;
+    auto u32 = [](uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
+    auto u64 = [](uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); };
+    auto str = [&](const std::string& s) { return u64(s.size()) + s; };
+
+    // GGUF v3 (ggml docs/gguf.md): header, 3 kvs, 2 tensor infos, padding to 64, data.
+    std::string g = "GGUF" + u32(3) + u64(2) + u64(3);
+    g += str("general.architecture") + u32(8) + str("llama");
+    g += str("general.alignment") + u32(4) + u32(64);
+    g += str("x.list") + u32(9) + u32(5) + u64(3) + u32(7) + u32(0xFFFFFFFFu) + u32(9);  // i32 [7, -1, 9]
+    g += str("a.w") + u32(2) + u64(32) + u64(2) + u32(8) + u64(0);  // Q8_0, ne = [32, 2]: 2 rows, 1 block each
+    g += str("b.n") + u32(1) + u64(3) + u32(1) + u64(128);           // F16 [3] at 128 (68 bytes of a.w, aligned)
+    const size_t data = (g.size() + 63) / 64 * 64;
+    g.resize(data, '\0');
+    for (int row = 0; row < 2; ++row) {
+        g += row == 0 ? std::string("\x00\x3C", 2) : std::string("\x00\xC0", 2);  // d = 1, then -2
+        for (int j = 0; j < 32; ++j) g.push_back(static_cast<char>(j - 3));
+    }
+    g.resize(data + 128, '\0');
+    g += std::string("\x00\x3C\x00\x40\x00\xBC", 6);  // 1, 2, -1
+    write_file(tmp / "literal.gguf", g);
+    const GgufFile f = GgufFile::open(tmp / "literal.gguf");
+    CHECK(f.version() == 3);
+    CHECK(f.alignment() == 64);
+    CHECK(f.data_start() == data);
+    CHECK(f.find("general.architecture")->s == "llama");
+    const GgufValue* list = f.find("x.list");
+    REQUIRE(list);
+    CHECK(list->length == 3);
+    REQUIRE(list->items.size() == 3);
+    CHECK(list->items[1].integer() == std::optional<int64_t>(-1));
+    const StoredTensor a = f.stored(*f.tensor("a.w"));
+    CHECK(a.shape == std::vector<int64_t>{2, 32});  // ne reversed: row-major [ne1][ne0]
+    CHECK(a.nbytes == 68);
+    std::vector<float> av(64);
+    decode_rows(a, 0, 2, av.data());
+    CHECK(av[5] == 2.0f);                   // row 0: 1 * (5 - 3)
+    CHECK(av[32 + 31] == -2.0f * 28);       // row 1: -2 * (31 - 3)
+    std::vector<float> bv(3);
+    decode_rows(f.stored(*f.tensor("b.n")), 0, 1, bv.data());
+    CHECK(bv == std::vector<float>{1.0f, 2.0f, -1.0f});
+
+    // safetensors: u64 header length, the JSON, the data (offsets relative to it).
+    const std::string header = R"({"__metadata__":{"format":"pt"},"w":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]},)"
+                               R"("v":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})";
+    std::string st = u64(header.size()) + header + std::string("\x80\x3F\x00\x40\x80\xBF\x00\x00", 8) + u32(0x40490FDBu);
+    write_file(tmp / "literal.safetensors", st);
+    const SafetensorsFile sf = SafetensorsFile::open(tmp / "literal.safetensors");
+    CHECK(sf.metadata().at("format") == "pt");
+    std::vector<float> wv(4), vv(1);
+    decode_rows(sf.stored(*sf.find("w")), 0, 2, wv.data());
+    decode_rows(sf.stored(*sf.find("v")), 0, 1, vv.data());
+    CHECK(wv == std::vector<float>{1.0f, 2.0f, -1.0f, 0.0f});
+    CHECK(vv[0] == 3.14159274f);
 }

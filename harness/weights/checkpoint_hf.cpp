@@ -55,11 +55,11 @@ void open_safetensors(Checkpoint::Impl& c, const std::string& path, const std::s
     if (b.qk_norm) c.note("qk_norm: on (" + arch + " norms q and k per head: self_attn.{q,k}_norm.weight)");
 
     auto get = [&](const std::string& name, bool matrix, const std::vector<int64_t>& want,
-                   const std::vector<std::string>& symbols) {
+                   const std::vector<std::string>& symbols, const std::string& why = "every model has one") {
         const auto f = st.find(name);
         if (!f)
-            throw WeightsError((st.index().empty() ? st.files()[0].path() : st.index()) + ": " + name +
-                               ": missing (the configuration implies it)");
+            throw WeightsError((st.index().empty() ? st.files()[0].path() : st.index()) + ": " + name + ": missing (" +
+                               why + ")");
         Slot s{f->file->stored(*f->entry), matrix};
         expect_shape(c, s.t, want, symbols);
         return s;
@@ -74,7 +74,7 @@ void open_safetensors(Checkpoint::Impl& c, const std::string& path, const std::s
         c.note(std::string("lm_head: tied to model.embed_tokens.weight (tie_word_embeddings: true)") +
                (st.find("lm_head.weight") ? "; the file's lm_head.weight is not used, as HF ties them" : ""));
     } else {
-        c.lm_head = get("lm_head.weight", true, {V, D}, {"vocab", "D"});
+        c.lm_head = get("lm_head.weight", true, {V, D}, {"vocab", "D"}, "tie_word_embeddings is false");
         used.insert("lm_head.weight");
         c.note("lm_head: lm_head.weight (tie_word_embeddings: false)");
     }
@@ -93,7 +93,10 @@ void open_safetensors(Checkpoint::Impl& c, const std::string& path, const std::s
             else if (schema == "wo") want = {D, q}, sym = {"D", "H*hd"};
             else if (schema == "w1" || schema == "w3") want = {F, D}, sym = {"F", "D"};
             else want = {D, F}, sym = {"D", "F"};
-            layer[schema] = get(prefix + n.hf, n.matrix, want, sym);
+            layer[schema] = get(prefix + n.hf, n.matrix, want, sym,
+                                schema == "q_norm" || schema == "k_norm"
+                                    ? arch + " norms q and k per head"
+                                    : "num_hidden_layers = " + std::to_string(c.model.layers) + " implies it");
             used.insert(prefix + n.hf);
         }
         c.layers.push_back(std::move(layer));
