@@ -449,6 +449,12 @@ TEST_CASE("llama rope_freqs.weight: llama3's factors mapped to RopeScaling, anyt
     for (float f : gg.rope_freq_factors()) mid += f > 1.0001f && f < 7.999f;
     CHECK(mid >= 2);
 
+    // Llama 3.1 8B's own table (head_dim 128, as its converter writes it) maps back exactly.
+    {
+        const FactorFit fit = fit_rope_factors(converter_rope_freqs(500000, 128, s.scaling), 500000, 128, 0, "llama3.1");
+        CHECK(fit.scaling == s.scaling);
+    }
+
     // The file's own original context length, another high_freq_factor.
     RopeScaling other = s.scaling;
     other.original_max_position = 4096, other.high_freq_factor = 6, other.factor = 16;
