@@ -1,0 +1,310 @@
+// GGUF as the block's weights: llama.cpp's tensor names (llama-arch.cpp) and
+// the configuration from the metadata, each field recorded with its key.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include "config/hf_config.h"
+#include "weights/checkpoint_impl.h"
+#include "weights/rope_factors.h"
+
+namespace conform::weights {
+
+namespace {
+
+// The architectures read, and the RoPE each runs with in llama.cpp
+// (llama_model_rope_type: LLAMA -> NORM, QWEN2 / QWEN3 -> NEOX).
+struct Arch {
+    const char* name;
+    RopeLayout layout;
+    const char* why;
+    bool qk_norm_required;
+};
+constexpr Arch kArchs[] = {
+    {"llama", RopeLayout::interleaved,
+     "llama.cpp runs llama with NORMAL rope on the converter-permuted attn_q/attn_k", false},
+    {"qwen2", RopeLayout::neox, "llama.cpp runs qwen2 with NEOX rope; its converter does not permute attn_q/attn_k", false},
+    {"qwen3", RopeLayout::neox, "llama.cpp runs qwen3 with NEOX rope; its converter does not permute attn_q/attn_k", true},
+};
+
+struct Name {
+    const char* schema;
+    const char* gguf;  // after "blk.N."
+    bool matrix;
+};
+constexpr Name kLayer[] = {
+    {"attn_norm", "attn_norm.weight", false}, {"wq", "attn_q.weight", true},       {"wk", "attn_k.weight", true},
+    {"wv", "attn_v.weight", true},            {"wo", "attn_output.weight", true},  {"ffn_norm", "ffn_norm.weight", false},
+    {"w1", "ffn_gate.weight", true},          {"w3", "ffn_up.weight", true},       {"w2", "ffn_down.weight", true},
+    {"q_norm", "attn_q_norm.weight", false},  {"k_norm", "attn_k_norm.weight", false},
+};
+
+std::string num(double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+}
+
+// A float32 value as the decimal it was written from: the shortest one that
+// rounds to it (1e-05, not 9.99999974737875e-06).
+double widen(const GgufValue& v) {
+    if (v.type != GgufType::f32) return *v.number();
+    const float x = static_cast<float>(v.f);
+    for (int digits = 1; digits <= 9; ++digits) {
+        char buf[40];
+        std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(x));
+        if (std::strtof(buf, nullptr) == x) return std::strtod(buf, nullptr);
+    }
+    return v.f;
+}
+
+class Meta {
+   public:
+    Meta(Checkpoint::Impl& c, const GgufFile& g, std::string arch) : c_(c), g_(g), arch_(std::move(arch)) {}
+
+    std::string key(const std::string& suffix) const { return arch_ + "." + suffix; }
+    [[noreturn]] void fail(const std::string& k, const std::string& what) const {
+        throw WeightsError(g_.path() + ": " + k + ": " + what);
+    }
+    const GgufValue* find(const std::string& suffix) const { return g_.find(key(suffix)); }
+
+    // A positive integer: the key's value, or `fallback` (recorded) when the
+    // key is absent and fallback > 0; absent without a fallback is an error.
+    int64_t size(const std::string& field, const std::string& suffix, int64_t fallback = 0, const std::string& why = "") {
+        const GgufValue* v = find(suffix);
+        if (!v) {
+            if (fallback <= 0) fail(key(suffix), "missing (llama.cpp requires it for " + arch_ + ")");
+            record(field, std::to_string(fallback), key(suffix) + " absent: " + why);
+            return fallback;
+        }
+        const auto n = v->integer();
+        if (!n || *n <= 0) fail(key(suffix), "expected a positive integer, found " + v->describe());
+        record(field, std::to_string(*n), key(suffix));
+        return *n;
+    }
+    double positive(const std::string& field, const std::string& suffix, double fallback = 0, const std::string& why = "") {
+        const GgufValue* v = find(suffix);
+        if (!v) {
+            if (fallback <= 0) fail(key(suffix), "missing (llama.cpp requires it for " + arch_ + ")");
+            record(field, num(fallback), key(suffix) + " absent: " + why);
+            return fallback;
+        }
+        if (!v->number() || !std::isfinite(*v->number()) || !(*v->number() > 0))
+            fail(key(suffix), "expected a positive number, found " + v->describe());
+        const double d = widen(*v);
+        record(field, num(d), key(suffix));
+        return d;
+    }
+    void record(const std::string& field, const std::string& value, const std::string& from) {
+        c_.note(field + " = " + value + " (" + from + ")");
+        if (from.find(" absent: ") != std::string::npos) c_.model.defaults.push_back(field + ": " + from + ", took " + value);
+    }
+
+   private:
+    Checkpoint::Impl& c_;
+    const GgufFile& g_;
+    std::string arch_;
+};
+
+}  // namespace
+
+void open_gguf(Checkpoint::Impl& c, const std::string& path) {
+    c.gguf = GgufFile::open(path);
+    const GgufFile& g = *c.gguf;
+    c.note("format: gguf v" + std::to_string(g.version()) + " (" + path + "), " + std::to_string(g.tensors().size()) +
+           " tensors, " + std::to_string(g.metadata().size()) + " metadata keys, alignment " +
+           std::to_string(g.alignment()) + (g.find("general.alignment") ? " (general.alignment)" : " (the default)"));
+
+    // ---- the architecture ---------------------------------------------------------
+    const GgufValue* a = g.find("general.architecture");
+    if (!a) throw WeightsError(path + ": general.architecture: missing (every GGUF model names its architecture)");
+    if (a->type != GgufType::string)
+        throw WeightsError(path + ": general.architecture: expected a string, found " + a->describe());
+    const Arch* arch = nullptr;
+    for (const auto& k : kArchs)
+        if (a->s == k.name) arch = &k;
+    if (!arch)
+        throw WeightsError(path + ": general.architecture: " + a->describe().substr(7) +
+                           " is not supported (llama, qwen2, qwen3 are)");
+    Meta m(c, g, arch->name);
+    config::ModelConfig& model = c.model;
+    model.name = path;
+    model.origin = "gguf " + path;
+    model.architecture = arch->name;
+    c.note("architecture: " + std::string(arch->name) + " (general.architecture)");
+    if (const GgufValue* n = g.find("general.name"); n && n->type == GgufType::string)
+        c.note("name: " + n->describe().substr(7) + " (general.name)");
+
+    // ---- sizes and conventions -------------------------------------------------------
+    BlockConfig& b = model.block;
+    b.d_model = m.size("d_model", "embedding_length");
+    model.layers = m.size("layers", "block_count");
+    b.n_heads = m.size("n_heads", "attention.head_count");
+    b.n_kv_heads = m.size("n_kv_heads", "attention.head_count_kv", b.n_heads, "head_count, as llama.cpp takes it (no GQA)");
+    if (b.d_model % b.n_heads != 0 && !m.find("attention.key_length"))
+        m.fail(m.key("attention.key_length"), "missing, and embedding_length " + std::to_string(b.d_model) +
+                                                  " is not a multiple of head_count " + std::to_string(b.n_heads));
+    b.head_dim = m.size("head_dim", "attention.key_length", b.d_model / b.n_heads, "embedding_length / head_count");
+    if (const GgufValue* v = m.find("attention.value_length"); v && v->integer() != std::optional<int64_t>(b.head_dim))
+        m.fail(m.key("attention.value_length"), "expected key_length " + std::to_string(b.head_dim) +
+                                                    " (the block's v heads are head_dim wide), found " + v->describe());
+    b.ffn_dim = m.size("ffn_dim", "feed_forward_length");
+    model.max_position = m.size("max_position", "context_length");
+    b.rope_theta = m.positive("rope_theta", "rope.freq_base", 10000.0, "10000, llama.cpp's default");
+    b.norm_eps = m.positive("norm_eps", "attention.layer_norm_rms_epsilon");
+    const int64_t rotary = m.size("rotary_dim", "rope.dimension_count", b.head_dim, "key_length, as llama.cpp takes it");
+    if (rotary > b.head_dim || rotary % 2 != 0)
+        m.fail(m.key("rope.dimension_count"), "expected an even number <= key_length " + std::to_string(b.head_dim) +
+                                                  ", found " + std::to_string(rotary));
+    b.rotary_dim = rotary == b.head_dim ? 0 : rotary;
+    b.rope_layout = arch->layout;
+    c.note(std::string("rope layout: ") + to_string(b.rope_layout) + " (general.architecture = " + arch->name + ": " +
+           arch->why + ")");
+    if (b.n_kv_heads < b.n_heads)
+        c.note("GQA: " + std::to_string(b.n_heads / std::max<int64_t>(b.n_kv_heads, 1)) +
+               " query heads per kv head" + (std::string(arch->name) == "llama" ? " (a Mistral-style llama)" : ""));
+
+    // The sizes agree with each other before any tensor is held against them.
+    try {
+        config::validate_block(b, path);
+    } catch (const config::ConfigError& e) {
+        throw WeightsError(e.what());
+    }
+
+    // ---- tensors ----------------------------------------------------------------------
+    std::set<std::string> used;
+    auto info = [&](const std::string& name, const std::string& why) -> const GgufTensorInfo& {
+        const GgufTensorInfo* t = g.tensor(name);
+        if (!t) throw WeightsError(path + ": " + name + ": missing (" + why + ")");
+        used.insert(name);
+        return *t;
+    };
+    auto get = [&](const std::string& name, bool matrix, const std::vector<int64_t>& want,
+                   const std::vector<std::string>& symbols, const std::string& why) {
+        Slot s{g.stored(info(name, why)), matrix};
+        expect_shape(c, s.t, want, symbols);
+        return s;
+    };
+
+    const bool has_q_norm = g.tensor("blk.0.attn_q_norm.weight") || g.tensor("blk.0.attn_k_norm.weight");
+    b.qk_norm = has_q_norm || arch->qk_norm_required;
+    if (b.qk_norm)
+        c.note(std::string("qk_norm: on (") +
+               (has_q_norm ? "blk.0.attn_q_norm.weight / attn_k_norm.weight present" : "qwen3 norms q and k per head") +
+               ")");
+
+    // The vocabulary is the embedding's rows; a key that says otherwise is refused.
+    const GgufTensorInfo& embd = info("token_embd.weight", "every model has one");
+    if (embd.ne.size() != 2)
+        throw WeightsError(path + ": token_embd.weight: ne: expected 2 dims [D, vocab], found " + std::to_string(embd.ne.size()));
+    model.vocab = static_cast<int64_t>(embd.ne[1]);
+    c.note("vocab = " + std::to_string(model.vocab) + " (token_embd.weight ne[1])");
+    if (const GgufValue* v = m.find("vocab_size"); v && v->integer() != std::optional<int64_t>(model.vocab))
+        m.fail(m.key("vocab_size"), "expected token_embd.weight's " + std::to_string(model.vocab) + " rows, found " + v->describe());
+    if (const GgufValue* t = g.find("tokenizer.ggml.tokens");
+        t && (t->type != GgufType::array || t->length != static_cast<uint64_t>(model.vocab)))
+        throw WeightsError(path + ": tokenizer.ggml.tokens: expected " + std::to_string(model.vocab) +
+                           " tokens (token_embd.weight's rows), found " + t->describe());
+
+    const int64_t D = b.d_model, q = b.q_width(), kv = b.kv_width(), F = b.ffn_dim, hd = b.head_dim, V = model.vocab;
+    c.embedding = get("token_embd.weight", false, {V, D}, {"vocab", "D"}, "every model has one");
+    c.final_norm = get("output_norm.weight", false, {D}, {"D"}, "every model has one");
+    if (g.tensor("output.weight")) {
+        c.lm_head = get("output.weight", true, {V, D}, {"vocab", "D"}, "");
+        c.note("lm_head: output.weight");
+    } else {
+        c.lm_head = c.embedding;
+        model.tie_embeddings = true;
+        c.note("lm_head: output.weight absent: tied to token_embd.weight (as llama.cpp does)");
+    }
+    const std::string implied = m.key("block_count") + " = " + std::to_string(model.layers) + " implies it";
+    for (int64_t l = 0; l < model.layers; ++l) {
+        const std::string prefix = "blk." + std::to_string(l) + ".";
+        std::map<std::string, Slot> layer;
+        for (const Name& n : kLayer) {
+            const std::string schema = n.schema;
+            if ((schema == "q_norm" || schema == "k_norm") && !b.qk_norm) continue;
+            std::vector<int64_t> want;
+            std::vector<std::string> sym;
+            if (schema == "attn_norm" || schema == "ffn_norm") want = {D}, sym = {"D"};
+            else if (schema == "q_norm" || schema == "k_norm") want = {hd}, sym = {"hd"};
+            else if (schema == "wq") want = {q, D}, sym = {"H*hd", "D"};
+            else if (schema == "wk" || schema == "wv") want = {kv, D}, sym = {"KV*hd", "D"};
+            else if (schema == "wo") want = {D, q}, sym = {"D", "H*hd"};
+            else if (schema == "w1" || schema == "w3") want = {F, D}, sym = {"F", "D"};
+            else want = {D, F}, sym = {"D", "F"};
+            const std::string why = schema == "q_norm" || schema == "k_norm" ? "qk_norm is on: every layer has one" : implied;
+            layer[schema] = get(prefix + n.gguf, n.matrix, want, sym, why);
+        }
+        c.layers.push_back(std::move(layer));
+    }
+
+    // ---- RoPE scaling: metadata, or llama3's per-pair factors -------------------------
+    // As llama.cpp reads it: the type defaults to linear, the factor to
+    // rope.scale_linear, else 1 (no scaling).
+    std::string type = "linear", type_from = m.key("rope.scaling.type") + " absent: linear, llama.cpp's default";
+    if (const GgufValue* v = m.find("rope.scaling.type")) {
+        if (v->type != GgufType::string) m.fail(m.key("rope.scaling.type"), "expected a string, found " + v->describe());
+        type = v->s, type_from = m.key("rope.scaling.type");
+    }
+    double factor = 1.0;
+    std::string factor_from = "no rope.scaling.factor or rope.scale_linear";
+    for (const char* k : {"rope.scaling.factor", "rope.scale_linear"})
+        if (const GgufValue* v = m.find(k); v && factor == 1.0) {
+            if (!v->number() || !std::isfinite(*v->number()) || *v->number() < 0)
+                m.fail(m.key(k), "expected a non-negative number, found " + v->describe());
+            if (*v->number() == 0) continue;  // llama.cpp: 0 means unset
+            factor = widen(*v), factor_from = m.key(k);
+        }
+    if (type != "none" && type != "linear")
+        m.fail(m.key("rope.scaling.type"), "'" + type +
+                                               "' is not mapped (none and linear are, and llama3's per-pair factors "
+                                               "through rope_freqs.weight)");
+    if (type == "linear" && factor != 1.0) {
+        if (factor < 1) m.fail(factor_from, "expected a factor >= 1, found " + num(factor));
+        b.rope_scaling.type = RopeScalingType::linear;
+        b.rope_scaling.factor = factor;
+        c.note("rope scaling: linear, factor " + num(factor) + " (" + type_from + "; " + factor_from + ")");
+    }
+    if (const GgufTensorInfo* rf = g.tensor("rope_freqs.weight")) {
+        used.insert(rf->name);
+        const StoredTensor t = g.stored(*rf);
+        expect_shape(c, t, {b.rotary() / 2}, {"rotary/2"});
+        if (b.rope_scaling.type != RopeScalingType::none)
+            throw WeightsError(path + ": rope_freqs.weight: present together with linear scaling (" + factor_from +
+                               "); the block cannot apply both");
+        c.rope_factors.resize(static_cast<size_t>(t.numel()));
+        decode_rows(t, 0, t.rows(), c.rope_factors.data());
+        int64_t original = 0;
+        if (const GgufValue* v = m.find("rope.scaling.original_context_length")) {
+            const auto n = v->integer();
+            if (!n || *n <= 0)
+                m.fail(m.key("rope.scaling.original_context_length"), "expected a positive integer, found " + v->describe());
+            original = *n;
+        }
+        const FactorFit fit = fit_rope_factors(c.rope_factors, b.rope_theta, b.rotary(), original, path + ": rope_freqs.weight");
+        b.rope_scaling = fit.scaling;
+        c.note("rope scaling: " + config::describe(fit.scaling) + " (" + fit.how + ")");
+    }
+    try {
+        config::validate_block(b, path);
+    } catch (const config::ConfigError& e) {
+        throw WeightsError(e.what());
+    }
+
+    if (g.tensor("blk.0.attn_q.bias") || g.tensor("blk.0.attn_k.bias") || g.tensor("blk.0.attn_v.bias"))
+        c.note("blk.N.attn_{q,k,v}.bias present: not used, the block has no projection biases");
+    std::vector<std::string> unused;
+    for (const auto& t : g.tensors())
+        if (!used.count(t.name)) unused.push_back(t.name);
+    if (!unused.empty()) {
+        std::string list;
+        for (size_t k = 0; k < unused.size() && k < 4; ++k) list += (k ? ", " : "") + unused[k];
+        c.note(std::to_string(unused.size()) + " tensors the block does not use: " + list +
+               (unused.size() > 4 ? ", ..." : ""));
+    }
+}
+
+}  // namespace conform::weights

@@ -1,0 +1,65 @@
+// Writes the tests' tiny checkpoints into a directory, for the command's
+// tests (conform forward --weights ...) and for looking at:
+//
+//   weights_checkpoints DIR [seed]
+//
+//   DIR/llama-hf/            config.json + model.safetensors (F32), LlamaForCausalLM, GQA 4/2
+//   DIR/llama-hf-bf16/       the same in BF16;  llama-hf-f16/ in F16
+//   DIR/llama-hf-sharded/    the same in 3 shards + model.safetensors.index.json
+//   DIR/llama.gguf           the same model as llama.cpp's converter writes it (q/k permuted), F32
+//   DIR/llama-f16.gguf, llama-q8_0.gguf, llama-q4_0.gguf
+//   DIR/llama3-hf/, llama3.gguf   head_dim 64, theta 500000, llama3 scaling (rope_freqs.weight)
+//   DIR/qwen3-hf/, qwen3.gguf     head_dim 32 != d/H, QK-norm, tied embeddings
+//
+// Every model is the same seeded random draw in each of its formats.
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "weights/writers.h"
+
+using namespace conform;
+using namespace conform::weights::testing;
+
+int main(int argc, char** argv) {
+    if (argc < 2 || argc > 3) {
+        std::cerr << "usage: weights_checkpoints DIR [seed]\n";
+        return 2;
+    }
+    const std::filesystem::path dir = argv[1];
+    const uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 1;
+    std::filesystem::create_directories(dir);
+    auto path = [&](const std::string& name) { return (dir / name).string(); };
+
+    ModelSpec llama;
+    llama.seed = seed;
+    const Model m = random_model(llama);
+    write_hf(m, path("llama-hf"));
+    write_hf(m, path("llama-hf-bf16"), "BF16");
+    write_hf(m, path("llama-hf-f16"), "F16");
+    write_hf(m, path("llama-hf-sharded"), "F32", 3);
+    write_file(path("llama.gguf"), gguf_bytes(gguf_doc(m)));
+    for (auto [type, name] : {std::pair{kGgmlF16, "llama-f16.gguf"}, std::pair{kGgmlQ8_0, "llama-q8_0.gguf"},
+                              std::pair{kGgmlQ4_0, "llama-q4_0.gguf"}}) {
+        GgufOptions o;
+        o.matrices = type;
+        write_file(path(name), gguf_bytes(gguf_doc(m, o)));
+    }
+
+    ModelSpec l3 = llama;
+    l3.n_heads = 2, l3.n_kv_heads = 1, l3.head_dim = 64, l3.theta = 500000, l3.max_position = 131072;
+    l3.scaling.type = RopeScalingType::llama3;
+    l3.scaling.factor = 8, l3.scaling.low_freq_factor = 1, l3.scaling.high_freq_factor = 4;
+    l3.scaling.original_max_position = 8192;
+    const Model m3 = random_model(l3);
+    write_hf(m3, path("llama3-hf"));
+    write_file(path("llama3.gguf"), gguf_bytes(gguf_doc(m3)));
+
+    ModelSpec q3 = llama;
+    q3.arch = "qwen3", q3.head_dim = 32, q3.theta = 1e6, q3.eps = 1e-6, q3.tie = true;
+    const Model mq = random_model(q3);
+    write_hf(mq, path("qwen3-hf"));
+    write_file(path("qwen3.gguf"), gguf_bytes(gguf_doc(mq)));
+    std::cout << "weights_checkpoints: wrote " << dir.string() << "\n";
+    return 0;
+}

@@ -1,0 +1,452 @@
+#include "weights/writers.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace conform::weights::testing {
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct Rng {
+    uint64_t s;
+    uint64_t next() {
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    double uniform() { return static_cast<double>(next() >> 11) / 9007199254740992.0; }
+    double normal() {  // Box-Muller
+        const double u = uniform() + 1e-300, v = uniform();
+        return std::sqrt(-2 * std::log(u)) * std::cos(6.283185307179586 * v);
+    }
+};
+
+template <class T>
+void put(std::string& out, T v) {
+    char b[sizeof(T)];
+    std::memcpy(b, &v, sizeof(T));
+    out.append(b, sizeof(T));
+}
+void put_str(std::string& out, const std::string& s) {
+    put<uint64_t>(out, s.size());
+    out += s;
+}
+
+HfTensor draw(Rng& r, std::vector<int64_t> shape, double stddev, double mean = 0) {
+    HfTensor t;
+    t.shape = std::move(shape);
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    t.data.resize(static_cast<size_t>(n));
+    for (auto& v : t.data) v = static_cast<float>(mean + stddev * r.normal());
+    return t;
+}
+
+// ggml's Q8_0 / Q4_0 on one block of 32.
+void q8_block(const float* x, std::string& out) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const uint16_t d16 = float_to_half(amax / 127.0f);
+    float d = 0;
+    {
+        // half -> float through the bits, kept local so the writer does not
+        // lean on the reader's conversion
+        const uint32_t e = (d16 >> 10) & 0x1F, m = d16 & 0x3FF;
+        d = e == 0 ? std::ldexp(static_cast<float>(m), -24) : std::ldexp(1.0f + m / 1024.0f, static_cast<int>(e) - 15);
+    }
+    put<uint16_t>(out, d16);
+    for (int j = 0; j < 32; ++j) {
+        const float q = d == 0 ? 0.0f : std::round(x[j] / d);
+        out.push_back(static_cast<char>(static_cast<int8_t>(std::max(-127.0f, std::min(127.0f, q)))));
+    }
+}
+void q4_block(const float* x, std::string& out) {
+    float mx = 0;  // the value of largest magnitude, with its sign (it maps to q = 0)
+    for (int j = 0; j < 32; ++j)
+        if (std::fabs(x[j]) > std::fabs(mx)) mx = x[j];
+    const uint16_t d16 = float_to_half(mx / -8.0f);
+    const uint32_t e = (d16 >> 10) & 0x1F, m = d16 & 0x3FF;
+    float d = e == 0 ? std::ldexp(static_cast<float>(m), -24) : std::ldexp(1.0f + m / 1024.0f, static_cast<int>(e) - 15);
+    if (d16 & 0x8000) d = -d;
+    put<uint16_t>(out, d16);
+    int q[32];
+    for (int j = 0; j < 32; ++j) q[j] = d == 0 ? 8 : std::max(0, std::min(15, static_cast<int>(std::floor(x[j] / d + 8.5f))));
+    for (int j = 0; j < 16; ++j) out.push_back(static_cast<char>(q[j] | (q[j + 16] << 4)));
+}
+
+std::string hf_arch(const std::string& a) {
+    if (a == "qwen3") return "Qwen3ForCausalLM";
+    if (a == "qwen2") return "Qwen2ForCausalLM";
+    return "LlamaForCausalLM";
+}
+
+}  // namespace
+
+// ---- numbers ---------------------------------------------------------------------
+
+uint16_t float_to_half(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7FFFFFFFu;
+    if (ax > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);
+    if (ax >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520 rounds to inf
+    if (ax < 0x38800000u) {  // below 2^-14: a multiple of 2^-24
+        float a;
+        std::memcpy(&a, &ax, 4);
+        return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 16777216.0f)));
+    }
+    uint32_t h = (((ax >> 23) - 112) << 10) | ((ax & 0x7FFFFFu) >> 13);
+    const uint32_t rest = ax & 0x1FFFu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+    return static_cast<uint16_t>(sign | h);
+}
+
+uint16_t float_to_bf16(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+    return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
+
+float round_to_half(float f) {
+    const uint16_t h = float_to_half(f);
+    const uint32_t e = (h >> 10) & 0x1F, m = h & 0x3FF;
+    const float v = e == 0 ? std::ldexp(static_cast<float>(m), -24) : std::ldexp(1.0f + m / 1024.0f, static_cast<int>(e) - 15);
+    return (h & 0x8000) ? -v : v;
+}
+
+float round_to_bf16(float f) {
+    const uint32_t x = static_cast<uint32_t>(float_to_bf16(f)) << 16;
+    float v;
+    std::memcpy(&v, &x, 4);
+    return v;
+}
+
+// ---- the model --------------------------------------------------------------------------------
+
+Model random_model(const ModelSpec& s) {
+    Model m;
+    m.spec = s;
+    Rng r{s.seed};
+    const int64_t D = s.d_model, q = s.n_heads * s.head_dim, kv = s.n_kv_heads * s.head_dim, F = s.ffn_dim;
+    auto lin = [&](int64_t out, int64_t in) { return draw(r, {out, in}, 1.0 / std::sqrt(static_cast<double>(in))); };
+    auto norm = [&](int64_t n) { return draw(r, {n}, 0.1, 1.0); };
+    m.tensors["model.embed_tokens.weight"] = draw(r, {s.vocab, D}, 1.0);
+    for (int64_t l = 0; l < s.layers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        m.tensors[p + "input_layernorm.weight"] = norm(D);
+        m.tensors[p + "self_attn.q_proj.weight"] = lin(q, D);
+        m.tensors[p + "self_attn.k_proj.weight"] = lin(kv, D);
+        m.tensors[p + "self_attn.v_proj.weight"] = lin(kv, D);
+        m.tensors[p + "self_attn.o_proj.weight"] = lin(D, q);
+        if (s.arch == "qwen3") {
+            m.tensors[p + "self_attn.q_norm.weight"] = norm(s.head_dim);
+            m.tensors[p + "self_attn.k_norm.weight"] = norm(s.head_dim);
+        }
+        m.tensors[p + "post_attention_layernorm.weight"] = norm(D);
+        m.tensors[p + "mlp.gate_proj.weight"] = lin(F, D);
+        m.tensors[p + "mlp.up_proj.weight"] = lin(F, D);
+        m.tensors[p + "mlp.down_proj.weight"] = lin(D, F);
+    }
+    m.tensors["model.norm.weight"] = norm(D);
+    if (!s.tie) m.tensors["lm_head.weight"] = lin(s.vocab, D);
+    return m;
+}
+
+// ---- safetensors ------------------------------------------------------------------------------
+
+std::string encode(const std::vector<float>& v, const std::string& dtype) {
+    std::string out;
+    for (float f : v) {
+        if (dtype == "F32") put<float>(out, f);
+        else if (dtype == "F16") put<uint16_t>(out, float_to_half(f));
+        else if (dtype == "BF16") put<uint16_t>(out, float_to_bf16(f));
+        else throw std::invalid_argument("encode: dtype " + dtype);
+    }
+    return out;
+}
+
+std::string safetensors_raw(const std::string& header, const std::string& data) {
+    std::string out;
+    put<uint64_t>(out, header.size());
+    return out + header + data;
+}
+
+std::string safetensors_bytes(const std::vector<StOut>& tensors, const std::map<std::string, std::string>& metadata) {
+    // Written by hand, in the order given (json would sort the keys).
+    std::ostringstream h;
+    h << "{";
+    bool first = true;
+    if (!metadata.empty()) {
+        h << "\"__metadata__\":" << json(metadata).dump();
+        first = false;
+    }
+    std::string data;
+    for (const auto& t : tensors) {
+        h << (first ? "" : ",") << json(t.name).dump() << ":{\"dtype\":" << json(t.dtype).dump()
+          << ",\"shape\":" << json(t.shape).dump() << ",\"data_offsets\":[" << data.size() << ","
+          << data.size() + t.bytes.size() << "]}";
+        data += t.bytes;
+        first = false;
+    }
+    h << "}";
+    std::string header = h.str();
+    header.append((8 - header.size() % 8) % 8, ' ');
+    return safetensors_raw(header, data);
+}
+
+std::string hf_config_json(const Model& m) {
+    const ModelSpec& s = m.spec;
+    json j = {{"architectures", {hf_arch(s.arch)}},
+              {"model_type", s.arch},
+              {"hidden_size", s.d_model},
+              {"num_attention_heads", s.n_heads},
+              {"num_key_value_heads", s.n_kv_heads},
+              {"head_dim", s.head_dim},
+              {"intermediate_size", s.ffn_dim},
+              {"num_hidden_layers", s.layers},
+              {"vocab_size", s.vocab},
+              {"max_position_embeddings", s.max_position},
+              {"rms_norm_eps", s.eps},
+              {"rope_theta", s.theta},
+              {"tie_word_embeddings", s.tie},
+              {"hidden_act", "silu"},
+              {"torch_dtype", "float32"}};
+    if (s.scaling.type == RopeScalingType::llama3)
+        j["rope_scaling"] = {{"rope_type", "llama3"},
+                             {"factor", s.scaling.factor},
+                             {"low_freq_factor", s.scaling.low_freq_factor},
+                             {"high_freq_factor", s.scaling.high_freq_factor},
+                             {"original_max_position_embeddings", s.scaling.original_max_position}};
+    return j.dump(2);
+}
+
+void write_hf(const Model& m, const std::string& dir, const std::string& dtype, int shards) {
+    fs::create_directories(dir);
+    write_file((fs::path(dir) / "config.json").string(), hf_config_json(m));
+    std::vector<std::vector<StOut>> parts(static_cast<size_t>(std::max(shards, 1)));
+    size_t k = 0;
+    for (const auto& [name, t] : m.tensors) parts[k++ % parts.size()].push_back({name, dtype, t.shape, encode(t.data, dtype)});
+    if (parts.size() == 1) {
+        write_file((fs::path(dir) / "model.safetensors").string(), safetensors_bytes(parts[0]));
+        return;
+    }
+    json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", json::object()}};
+    uint64_t total = 0;
+    for (size_t p = 0; p < parts.size(); ++p) {
+        char file[64];
+        std::snprintf(file, sizeof file, "model-%05zu-of-%05zu.safetensors", p + 1, parts.size());
+        for (const auto& t : parts[p]) {
+            index["weight_map"][t.name] = file;
+            total += t.bytes.size();
+        }
+        write_file((fs::path(dir) / file).string(), safetensors_bytes(parts[p]));
+    }
+    index["metadata"]["total_size"] = total;
+    write_file((fs::path(dir) / "model.safetensors.index.json").string(), index.dump(2));
+}
+
+// ---- GGUF ----------------------------------------------------------------------------------------
+
+GgufKv kv_u32(const std::string& k, uint32_t v) {
+    std::string b;
+    put(b, v);
+    return {k, 4, b};
+}
+GgufKv kv_u64(const std::string& k, uint64_t v) {
+    std::string b;
+    put(b, v);
+    return {k, 10, b};
+}
+GgufKv kv_f32(const std::string& k, float v) {
+    std::string b;
+    put(b, v);
+    return {k, 6, b};
+}
+GgufKv kv_bool(const std::string& k, bool v) { return {k, 7, std::string(1, v ? '\1' : '\0')}; }
+GgufKv kv_str(const std::string& k, const std::string& v) {
+    std::string b;
+    put_str(b, v);
+    return {k, 8, b};
+}
+GgufKv kv_str_array(const std::string& k, const std::vector<std::string>& v) {
+    std::string b;
+    put<uint32_t>(b, 8);
+    put<uint64_t>(b, v.size());
+    for (const auto& s : v) put_str(b, s);
+    return {k, 9, b};
+}
+GgufKv kv_i32_array(const std::string& k, const std::vector<int32_t>& v) {
+    std::string b;
+    put<uint32_t>(b, 5);
+    put<uint64_t>(b, v.size());
+    for (int32_t x : v) put(b, x);
+    return {k, 9, b};
+}
+
+std::string gguf_bytes(const GgufDoc& d) {
+    std::string out = "GGUF";
+    put<uint32_t>(out, d.version);
+    put<uint64_t>(out, d.tensors.size());
+    put<uint64_t>(out, d.kv.size());
+    for (const auto& kv : d.kv) {
+        put_str(out, kv.key);
+        put<uint32_t>(out, kv.type);
+        out += kv.value;
+    }
+    uint64_t next = 0;
+    std::string data;
+    for (const auto& t : d.tensors) {
+        put_str(out, t.name);
+        put<uint32_t>(out, static_cast<uint32_t>(t.ne.size()));
+        for (uint64_t n : t.ne) put<uint64_t>(out, n);
+        put<uint32_t>(out, t.type);
+        put<uint64_t>(out, t.offset ? *t.offset : next);
+        // Every tensor padded to the alignment, as ggml's writer pads them.
+        data += t.bytes;
+        data.append((d.alignment - data.size() % d.alignment) % d.alignment, '\0');
+        next = data.size();
+    }
+    out.append((d.alignment - out.size() % d.alignment) % d.alignment, '\0');
+    return out + data;
+}
+
+std::string quantise_q8_0(const std::vector<float>& x) {
+    std::string out;
+    for (size_t b = 0; b + 32 <= x.size(); b += 32) q8_block(x.data() + b, out);
+    return out;
+}
+
+std::string quantise_q4_0(const std::vector<float>& x) {
+    std::string out;
+    for (size_t b = 0; b + 32 <= x.size(); b += 32) q4_block(x.data() + b, out);
+    return out;
+}
+
+HfTensor permute_for_gguf(const HfTensor& w, int64_t n_head) {
+    const int64_t out = w.shape[0], in = w.shape[1], half = out / n_head / 2;
+    HfTensor p = w;
+    // old[h][t][i][:] (reshape(n_head, 2, half, in)) -> new[h][i][t][:] (swapaxes(1, 2))
+    for (int64_t h = 0; h < n_head; ++h)
+        for (int64_t t = 0; t < 2; ++t)
+            for (int64_t i = 0; i < half; ++i) {
+                const int64_t from = (h * 2 + t) * half + i, to = (h * half + i) * 2 + t;
+                std::copy_n(w.data.begin() + from * in, in, p.data.begin() + to * in);
+            }
+    return p;
+}
+
+std::vector<float> converter_rope_freqs(double theta, int64_t dim, const RopeScaling& s) {
+    std::vector<float> f;
+    const double lo_wl = s.original_max_position / s.low_freq_factor, hi_wl = s.original_max_position / s.high_freq_factor;
+    for (int64_t i = 0; i < dim; i += 2) {
+        const float freq = 1.0f / std::pow(static_cast<float>(theta), static_cast<float>(i) / static_cast<float>(dim));
+        const double wl = 2 * 3.141592653589793 / freq;
+        if (wl < hi_wl) f.push_back(1.0f);
+        else if (wl > lo_wl) f.push_back(static_cast<float>(s.factor));
+        else {
+            const double sm = (s.original_max_position / wl - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+            f.push_back(static_cast<float>(1.0 / ((1 - sm) / s.factor + sm)));
+        }
+    }
+    return f;
+}
+
+GgufDoc gguf_doc(const Model& m, const GgufOptions& o) {
+    const ModelSpec& s = m.spec;
+    GgufDoc d;
+    const std::string a = s.arch;
+    d.kv.push_back(kv_str("general.architecture", a));
+    d.kv.push_back(kv_str("general.name", "conform test " + a));
+    if (o.alignment_key) d.kv.push_back(kv_u32("general.alignment", 32));
+    d.kv.push_back(kv_u32(a + ".context_length", static_cast<uint32_t>(s.max_position)));
+    d.kv.push_back(kv_u32(a + ".embedding_length", static_cast<uint32_t>(s.d_model)));
+    d.kv.push_back(kv_u32(a + ".block_count", static_cast<uint32_t>(s.layers)));
+    d.kv.push_back(kv_u32(a + ".feed_forward_length", static_cast<uint32_t>(s.ffn_dim)));
+    d.kv.push_back(kv_u32(a + ".attention.head_count", static_cast<uint32_t>(s.n_heads)));
+    d.kv.push_back(kv_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads)));
+    if (s.head_dim * s.n_heads != s.d_model || a == "qwen3") {
+        d.kv.push_back(kv_u32(a + ".attention.key_length", static_cast<uint32_t>(s.head_dim)));
+        d.kv.push_back(kv_u32(a + ".attention.value_length", static_cast<uint32_t>(s.head_dim)));
+    }
+    d.kv.push_back(kv_f32(a + ".rope.freq_base", static_cast<float>(s.theta)));
+    d.kv.push_back(kv_u32(a + ".rope.dimension_count", static_cast<uint32_t>(s.head_dim)));
+    d.kv.push_back(kv_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(s.eps)));
+    if (o.matrices == kGgmlQ8_0 || o.matrices == kGgmlQ4_0) d.kv.push_back(kv_u32("general.quantization_version", 2));
+    if (o.tokens) {
+        std::vector<std::string> tokens;
+        for (int64_t t = 0; t < s.vocab; ++t) tokens.push_back("<t" + std::to_string(t) + ">");
+        d.kv.push_back(kv_str_array("tokenizer.ggml.tokens", tokens));
+    }
+
+    // A weight [out, in] becomes ne = [in, out] with the same bytes.
+    auto add = [&](const std::string& name, const HfTensor& t, bool matrix) {
+        GgufTensorOut g;
+        g.name = name;
+        for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) g.ne.push_back(static_cast<uint64_t>(*it));
+        g.type = matrix ? o.matrices : kGgmlF32;
+        switch (g.type) {
+            case kGgmlF32: g.bytes = encode(t.data, "F32"); break;
+            case kGgmlF16: g.bytes = encode(t.data, "F16"); break;
+            case kGgmlBF16: g.bytes = encode(t.data, "BF16"); break;
+            case kGgmlQ8_0: g.bytes = quantise_q8_0(t.data); break;
+            case kGgmlQ4_0: g.bytes = quantise_q4_0(t.data); break;
+            default: throw std::invalid_argument("gguf_doc: type " + std::to_string(g.type));
+        }
+        d.tensors.push_back(std::move(g));
+    };
+    const bool permute = a == "llama";
+    add("token_embd.weight", m.tensors.at("model.embed_tokens.weight"), true);
+    for (int64_t l = 0; l < s.layers; ++l) {
+        const std::string p = "model.layers." + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
+        add(b + "attn_norm.weight", m.tensors.at(p + "input_layernorm.weight"), false);
+        const HfTensor& wq = m.tensors.at(p + "self_attn.q_proj.weight");
+        const HfTensor& wk = m.tensors.at(p + "self_attn.k_proj.weight");
+        add(b + "attn_q.weight", permute ? permute_for_gguf(wq, s.n_heads) : wq, true);
+        add(b + "attn_k.weight", permute ? permute_for_gguf(wk, s.n_kv_heads) : wk, true);
+        add(b + "attn_v.weight", m.tensors.at(p + "self_attn.v_proj.weight"), true);
+        add(b + "attn_output.weight", m.tensors.at(p + "self_attn.o_proj.weight"), true);
+        if (a == "qwen3") {
+            add(b + "attn_q_norm.weight", m.tensors.at(p + "self_attn.q_norm.weight"), false);
+            add(b + "attn_k_norm.weight", m.tensors.at(p + "self_attn.k_norm.weight"), false);
+        }
+        add(b + "ffn_norm.weight", m.tensors.at(p + "post_attention_layernorm.weight"), false);
+        add(b + "ffn_gate.weight", m.tensors.at(p + "mlp.gate_proj.weight"), true);
+        add(b + "ffn_up.weight", m.tensors.at(p + "mlp.up_proj.weight"), true);
+        add(b + "ffn_down.weight", m.tensors.at(p + "mlp.down_proj.weight"), true);
+    }
+    add("output_norm.weight", m.tensors.at("model.norm.weight"), false);
+    if (!s.tie) add("output.weight", m.tensors.at("lm_head.weight"), true);
+    if (s.scaling.type == RopeScalingType::llama3) {
+        HfTensor f;
+        f.data = converter_rope_freqs(s.theta, s.head_dim, s.scaling);
+        f.shape = {static_cast<int64_t>(f.data.size())};
+        add("rope_freqs.weight", f, false);
+    }
+    return d;
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!f) throw std::runtime_error("write_file: cannot write " + path);
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::ostringstream o;
+    o << f.rdbuf();
+    return o.str();
+}
+
+}  // namespace conform::weights::testing
