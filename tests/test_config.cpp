@@ -12,6 +12,7 @@
 #include "config/options.h"
 #include "config/presets.h"
 #include "gen/gen.h"
+#include "report/anatomy_html.h"
 
 using namespace conform;
 using namespace conform::config;
@@ -455,6 +456,54 @@ TEST_CASE("call_cost: an op's lanes run as one call, as bench times them", "[con
     CHECK(qn.flops == 4 * T * Q);
     CHECK(qn.bytes == es * (2 * T * Q + 64));
     CHECK_THROWS_WITH(call_cost(m, 1, 0, es, {"rope:v"}), Catch::Contains("'rope:v'"));
+}
+
+TEST_CASE("anatomy page: the table, every preset and the configuration, embedded", "[config][anatomy]") {
+    report::AnatomyPage p;
+    p.model = resolve_args({"--preset", "tinyllama-1.1b", "--kv-heads", "8"});
+    p.tokens = 300;
+    p.context = 7;
+    p.dtype = "bf16";
+    p.ridge = report::assumed_ridge();
+    p.model.notes.push_back("a note with </script> in it");  // must not end the data block
+    const std::string html = report::render_anatomy_html(p);
+    const std::string open = "<script type=\"application/json\" id=\"anatomy-data\">";
+    const size_t at = html.find(open);
+    REQUIRE(at != std::string::npos);
+    const size_t end = html.find("</script>", at);
+    REQUIRE(end != std::string::npos);
+    const nlohmann::json data = nlohmann::json::parse(html.substr(at + open.size(), end - at - open.size()));
+    CHECK(data["formulas"] == to_json(formula_table()));
+    CHECK(data["presets"].size() == presets().size());
+    CHECK(data["initial"]["config"] == config_json(p.model));
+    CHECK(data["initial"]["config"]["notes"][0] == "a note with </script> in it");
+    CHECK(data["initial"]["tokens"] == 300);
+    CHECK(data["initial"]["context"] == 7);
+    CHECK(data["initial"]["dtype"] == "bf16");
+    CHECK(data["given"].is_null());  // a preset: the picker opens on it
+    CHECK(data["presets"][data["initial"]["choice"].get<int>()]["name"] == "tinyllama-1.1b");
+    CHECK(data["ridge"]["flops_per_byte"] == Approx(295.2).epsilon(1e-3));
+    CHECK(data["ridge"]["measured"] == false);
+    CHECK(html.find("@DATA@") == std::string::npos);
+    CHECK(html.find("<title>conform anatomy: tinyllama-1.1b</title>") != std::string::npos);
+
+    // A config.json: the picker's first entry, its base the file as read.
+    p.model = load_hf_config(kConfigs + "qwen3-8b.json");
+    const std::string h2 = report::render_anatomy_html(p);
+    const size_t a2 = h2.find(open);
+    const nlohmann::json d2 = nlohmann::json::parse(h2.substr(a2 + open.size(), h2.find("</script>", a2) - a2 - open.size()));
+    CHECK(d2["given"]["flag"] == "--config " + kConfigs + "qwen3-8b.json");
+    CHECK(d2["given"]["base"]["n_kv_heads"] == 8);
+    CHECK(d2["initial"]["choice"] == 0);
+}
+
+TEST_CASE("anatomy page: where it may be written", "[config][anatomy]") {
+    const std::string dir = std::string(CONFORM_SOURCE_DIR) + "/fixtures";
+    CHECK(report::html_target_problem("") == "empty file name");
+    CHECK_THAT(report::html_target_problem("/nonexistent-dir/a.html"), Catch::Contains("/nonexistent-dir does not exist"));
+    CHECK_THAT(report::html_target_problem(dir), Catch::Contains("is a directory"));
+    CHECK_THAT(report::html_target_problem("/dev/null"), Catch::Contains("not a regular file"));
+    CHECK_THAT(report::html_target_problem(dir + "/SCHEMA.md/x.html"), Catch::Contains("is not a directory"));
 }
 
 TEST_CASE("a pinned configuration fixes every drawn case's conventions and sizes", "[config][gen]") {
