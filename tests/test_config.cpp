@@ -1,7 +1,9 @@
 // Configurations: the presets, Hugging Face config.json import (defaults,
 // RoPE scaling, refusals), the override flags, and the anatomy's arithmetic.
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include "config/options.h"
 #include "config/presets.h"
 #include "gen/gen.h"
+#include "report/anatomy_html.h"
 
 using namespace conform;
 using namespace conform::config;
@@ -248,6 +251,259 @@ TEST_CASE("anatomy: TinyLlama-shaped with 8 kv heads", "[config][anatomy]") {
     // A decode step after a cache reads it: more attention FLOPs and bytes.
     CHECK(anatomy(m, 1, 1000, 2.0).layer.flops > a.layer.flops);
     CHECK(anatomy(m, 1, 1000, 2.0).kv_cache_bytes == 1001 * 22 * 2048.0);
+}
+
+namespace {
+
+// The convention of config/anatomy.h written out by hand, op by op, as the
+// code read before the table existed: the table must say the same.
+struct Closed {
+    std::vector<std::pair<std::string, std::array<double, 3>>> ops;  // name, {params, flops, bytes}
+    double kv_layer, kv_mha, kv_cache, model_params, model_flops, model_bytes, embed_bytes, head_params, head_flops, head_bytes;
+};
+
+Closed closed_form(const ModelConfig& m, double T, double C, double es) {
+    const BlockConfig& c = m.block;
+    const double D = c.d_model, F = c.ffn_dim, H = c.n_heads, KV = c.n_kv_heads, hd = c.head_dim, rd = c.rotary();
+    const double Q = H * hd, KVW = KV * hd, S = C + T, pairs = T * C + T * (T + 1) / 2, L = m.layers, V = m.vocab;
+    Closed r;
+    auto mm = [&](const char* n, double in, double out) {
+        r.ops.push_back({n, {in * out, 2 * T * in * out, es * (T * in + in * out + T * out)}});
+    };
+    auto norm = [&](const char* n) { r.ops.push_back({n, {D, 4 * T * D, es * (2 * T * D + D)}}); };
+    norm("attn_norm");
+    mm("q_proj", D, Q);
+    mm("k_proj", D, KVW);
+    mm("v_proj", D, KVW);
+    if (c.qk_norm) r.ops.push_back({"qk_norm", {2 * hd, 4 * T * (Q + KVW), es * (2 * T * (Q + KVW) + 2 * hd)}});
+    r.ops.push_back({"rope", {0, 3 * T * (H + KV) * rd, es * 2 * T * (Q + KVW)}});
+    r.ops.push_back({"attention", {0, 4 * hd * H * pairs + 5 * H * pairs, es * (2 * T * Q + 2 * S * KVW)}});
+    mm("o_proj", Q, D);
+    r.ops.push_back({"residual_attn", {0, T * D, es * 3 * T * D}});
+    norm("ffn_norm");
+    mm("gate_proj (w1)", D, F);
+    mm("up_proj (w3)", D, F);
+    r.ops.push_back({"silu_mul", {0, 5 * T * F, es * 3 * T * F}});
+    mm("down_proj (w2)", F, D);
+    r.ops.push_back({"residual_ffn", {0, T * D, es * 3 * T * D}});
+    double p = 0, f = 0, b = 0;
+    for (const auto& [n, v] : r.ops) p += v[0], f += v[1], b += v[2];
+    r.model_params = L * p + D;
+    r.model_flops = L * f + 4 * T * D;
+    r.model_bytes = L * b + es * (2 * T * D + D);
+    r.embed_bytes = es * 2 * T * D;
+    r.head_params = m.tie_embeddings ? 0 : V * D;
+    r.head_flops = 2 * T * D * V;
+    r.head_bytes = es * (T * D + D * V + T * V);
+    r.kv_layer = 2 * KVW * es;
+    r.kv_mha = 2 * Q * es;
+    r.kv_cache = S * L * r.kv_layer;
+    return r;
+}
+
+std::vector<ModelConfig> anatomy_models() {
+    std::vector<ModelConfig> ms;
+    for (const auto& p : presets()) ms.push_back(p.model());
+    ModelConfig partial = load_hf_config(kConfigs + "llama3.1-8b.json");
+    partial.block.rotary_dim = 32;  // partial rotary: RoPE counts the rotated dims only
+    ms.push_back(partial);
+    return ms;
+}
+
+void same(const Anatomy& a, const Anatomy& b) {
+    REQUIRE(a.ops.size() == b.ops.size());
+    for (size_t i = 0; i < a.ops.size(); ++i) {
+        CHECK(a.ops[i].name == b.ops[i].name);
+        CHECK(a.ops[i].params == b.ops[i].params);
+        CHECK(a.ops[i].flops == b.ops[i].flops);
+        CHECK(a.ops[i].bytes == b.ops[i].bytes);
+        REQUIRE(a.ops[i].outputs.size() == b.ops[i].outputs.size());
+        for (size_t k = 0; k < a.ops[i].outputs.size(); ++k) CHECK(a.ops[i].outputs[k].dims == b.ops[i].outputs[k].dims);
+    }
+    for (auto [x, y] : {std::pair{&a.layer, &b.layer}, {&a.model, &b.model}, {&a.embedding, &b.embedding},
+                        {&a.lm_head, &b.lm_head}}) {
+        CHECK(x->params == y->params);
+        CHECK(x->flops == y->flops);
+        CHECK(x->bytes == y->bytes);
+    }
+    CHECK(a.kv_bytes_per_token_layer == b.kv_bytes_per_token_layer);
+    CHECK(a.kv_bytes_per_token_layer_mha == b.kv_bytes_per_token_layer_mha);
+    CHECK(a.kv_bytes_per_token_model == b.kv_bytes_per_token_model);
+    CHECK(a.kv_cache_bytes == b.kv_cache_bytes);
+}
+
+}  // namespace
+
+TEST_CASE("anatomy: the formula table says what the convention says, for every preset", "[config][anatomy]") {
+    for (const ModelConfig& m : anatomy_models())
+        for (auto [T, C] : {std::pair<int64_t, int64_t>{1, 0}, {1, 4095}, {7, 0}, {512, 0}, {64, 33}})
+            for (double es : {2.0, 4.0}) {
+                INFO(m.name << " T=" << T << " C=" << C << " es=" << es);
+                const Anatomy a = anatomy(m, T, C, es);
+                const Closed r = closed_form(m, static_cast<double>(T), static_cast<double>(C), es);
+                REQUIRE(a.ops.size() == r.ops.size());
+                for (size_t i = 0; i < r.ops.size(); ++i) {
+                    INFO(r.ops[i].first);
+                    CHECK(a.ops[i].name == r.ops[i].first);
+                    // Integers below 2^53 on both sides: exact, whatever the order.
+                    CHECK(a.ops[i].params == r.ops[i].second[0]);
+                    CHECK(a.ops[i].flops == r.ops[i].second[1]);
+                    CHECK(a.ops[i].bytes == r.ops[i].second[2]);
+                }
+                CHECK(a.model.params == r.model_params);
+                CHECK(a.model.flops == r.model_flops);
+                CHECK(a.model.bytes == r.model_bytes);
+                CHECK(a.embedding.params == m.vocab * m.block.d_model);
+                CHECK(a.embedding.bytes == r.embed_bytes);
+                CHECK(a.lm_head.params == r.head_params);
+                CHECK(a.lm_head.flops == r.head_flops);
+                CHECK(a.lm_head.bytes == r.head_bytes);
+                CHECK(a.kv_bytes_per_token_layer == r.kv_layer);
+                CHECK(a.kv_bytes_per_token_layer_mha == r.kv_mha);
+                CHECK(a.kv_cache_bytes == r.kv_cache);
+            }
+    // Output shapes come from the same table: q_proj writes [T, H*hd].
+    const Anatomy q = anatomy(find_preset("qwen3-0.6b")->model(), 5, 0, 2.0);
+    CHECK(q.ops[1].name == "q_proj");
+    REQUIRE(q.ops[1].outputs.size() == 1);
+    CHECK(q.ops[1].outputs[0].dims == std::vector<double>{5, 16 * 128});
+    CHECK(q.ops[4].name == "qk_norm");
+    CHECK(q.ops[4].outputs.size() == 2);  // q and k, in place
+}
+
+TEST_CASE("anatomy: the JSON the page embeds is the table anatomy() evaluates", "[config][anatomy]") {
+    const nlohmann::json j = to_json(formula_table());
+    CHECK(j["schema"] == "conform-anatomy-formulas/1");
+    // Through text, as the page reads it.
+    const FormulaTable back = formula_table_from_json(nlohmann::json::parse(j.dump()));
+    CHECK(back == formula_table());
+    for (const ModelConfig& m : anatomy_models())
+        for (auto [T, C] : {std::pair<int64_t, int64_t>{1, 0}, {3, 100}, {2048, 0}}) {
+            INFO(m.name << " T=" << T << " C=" << C);
+            same(anatomy(m, T, C, 2.0, back), anatomy(m, T, C, 2.0));
+        }
+    // A changed coefficient is a different table, and different numbers.
+    nlohmann::json changed = j;
+    changed["ops"][0]["lanes"][0]["flops"][0][0] = 5.0;
+    const FormulaTable other = formula_table_from_json(changed);
+    CHECK_FALSE(other == formula_table());
+    const ModelConfig tiny = find_preset("tinyllama-1.1b")->model();
+    CHECK(anatomy(tiny, 1, 0, 2.0, other).layer.flops == anatomy(tiny, 1, 0, 2.0).layer.flops + 2048);
+
+    // Malformed tables name the field.
+    auto refusal = [](nlohmann::json x) {
+        try {
+            formula_table_from_json(x);
+        } catch (const std::invalid_argument& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    nlohmann::json bad = j;
+    bad["ops"][2]["lanes"][0]["flops"] = "2*T*D";
+    CHECK_THAT(refusal(bad), Catch::Contains("ops[2].lanes[0].flops: expected an array of terms"));
+    bad = j;
+    bad.erase("symbols");
+    CHECK_THAT(refusal(bad), Catch::Contains("missing field 'symbols'"));
+    bad = j;
+    bad["schema"] = "conform-anatomy-formulas/2";
+    CHECK_THAT(refusal(bad), Catch::Contains("schema"));
+    bad = j;
+    bad["tensors"][0]["weight"] = 1;
+    CHECK_THAT(refusal(bad), Catch::Contains("tensors[0].weight: expected true or false"));
+    // A table that names a symbol nothing binds fails when evaluated.
+    FormulaTable unknown = formula_table();
+    unknown.ops[0].lanes[0].flops = {Term{4, {"T", "Dmodel"}}};
+    CHECK_THROWS_WITH(anatomy(tiny, 1, 0, 2.0, unknown), Catch::Contains("unknown symbol 'Dmodel'"));
+    CHECK(format_expr(formula_table().ops[6].lanes[0].flops) == "4·hd·H·pairs + 5·H·pairs");
+}
+
+TEST_CASE("call_cost: an op's lanes run as one call, as bench times them", "[config][anatomy]") {
+    ModelConfig m = find_preset("tinyllama-1.1b")->model();
+    const double D = 2048, F = 5632, Q = 32 * 64, KVW = 4 * 64, T = 64, es = 4;
+    // One op alone: what anatomy() counts for it.
+    const Anatomy a = anatomy(m, 64, 0, es);
+    const CallCost norm = call_cost(m, 64, 0, es, {"attn_norm"});
+    CHECK(norm.flops == a.ops[0].flops);
+    CHECK(norm.bytes == a.ops[0].bytes);
+    CHECK(norm.weight_bytes == 0);
+    // The q lane of RoPE: [T, H*hd] in and out.
+    const CallCost rope = call_cost(m, 64, 0, es, {"rope:q"});
+    CHECK(rope.flops == 3 * T * Q);
+    CHECK(rope.bytes == es * 2 * T * Q);
+    // The FFN fused: the T x F activations stay inside the call.
+    const CallCost ffn = call_cost(m, 64, 0, es, {"gate_proj (w1)", "up_proj (w3)", "silu_mul", "down_proj (w2)"});
+    CHECK(ffn.flops == 6 * T * D * F + 5 * T * F);
+    CHECK(ffn.bytes == es * (3 * D * F + 2 * T * D));
+    CHECK(ffn.weight_bytes == es * 3 * D * F);
+    // The layer: its weights, x in, out and the new K and V rows out.
+    const double weights = D * (Q + 2 * KVW) + Q * D + 3 * D * F;
+    const CallCost block = call_cost(m, 64, 0, es, {"layer"});
+    CHECK(block.flops == a.layer.flops);
+    CHECK(block.weight_bytes == es * weights);
+    CHECK(block.bytes == es * (weights + 2 * D) + es * (2 * T * D + 2 * T * KVW));
+    // A decode step also reads the C cached rows of K and V.
+    const CallCost step = call_cost(m, 1, 500, es, {"layer"});
+    CHECK(step.bytes == es * (weights + 2 * D) + es * (2 * D + 2 * KVW + 2 * 500 * KVW));
+    // Attention after a cache: q, the cache's K and V, the new row, the output.
+    const CallCost att = call_cost(m, 1, 500, es, {"attention"});
+    CHECK(att.flops == 4 * 64 * 32 * 501.0 + 5 * 32 * 501.0);
+    CHECK(att.bytes == es * (2 * Q + 2 * 501 * KVW));
+    // QK-norm's q lane exists only where the model has QK-norm.
+    CHECK_THROWS_WITH(call_cost(m, 1, 0, es, {"qk_norm:q"}), Catch::Contains("'qk_norm:q' is not an op"));
+    m.block.qk_norm = true;
+    const CallCost qn = call_cost(m, 64, 0, es, {"qk_norm:q"});
+    CHECK(qn.flops == 4 * T * Q);
+    CHECK(qn.bytes == es * (2 * T * Q + 64));
+    CHECK_THROWS_WITH(call_cost(m, 1, 0, es, {"rope:v"}), Catch::Contains("'rope:v'"));
+}
+
+TEST_CASE("anatomy page: the table, every preset and the configuration, embedded", "[config][anatomy]") {
+    report::AnatomyPage p;
+    p.model = resolve_args({"--preset", "tinyllama-1.1b", "--kv-heads", "8"});
+    p.tokens = 300;
+    p.context = 7;
+    p.dtype = "bf16";
+    p.ridge = report::assumed_ridge();
+    p.model.notes.push_back("a note with </script> in it");  // must not end the data block
+    const std::string html = report::render_anatomy_html(p);
+    const std::string open = "<script type=\"application/json\" id=\"anatomy-data\">";
+    const size_t at = html.find(open);
+    REQUIRE(at != std::string::npos);
+    const size_t end = html.find("</script>", at);
+    REQUIRE(end != std::string::npos);
+    const nlohmann::json data = nlohmann::json::parse(html.substr(at + open.size(), end - at - open.size()));
+    CHECK(data["formulas"] == to_json(formula_table()));
+    CHECK(data["presets"].size() == presets().size());
+    CHECK(data["initial"]["config"] == config_json(p.model));
+    CHECK(data["initial"]["config"]["notes"][0] == "a note with </script> in it");
+    CHECK(data["initial"]["tokens"] == 300);
+    CHECK(data["initial"]["context"] == 7);
+    CHECK(data["initial"]["dtype"] == "bf16");
+    CHECK(data["given"].is_null());  // a preset: the picker opens on it
+    CHECK(data["presets"][data["initial"]["choice"].get<int>()]["name"] == "tinyllama-1.1b");
+    CHECK(data["ridge"]["flops_per_byte"] == Approx(295.2).epsilon(1e-3));
+    CHECK(data["ridge"]["measured"] == false);
+    CHECK(html.find("@DATA@") == std::string::npos);
+    CHECK(html.find("<title>conform anatomy: tinyllama-1.1b</title>") != std::string::npos);
+
+    // A config.json: the picker's first entry, its base the file as read.
+    p.model = load_hf_config(kConfigs + "qwen3-8b.json");
+    const std::string h2 = report::render_anatomy_html(p);
+    const size_t a2 = h2.find(open);
+    const nlohmann::json d2 = nlohmann::json::parse(h2.substr(a2 + open.size(), h2.find("</script>", a2) - a2 - open.size()));
+    CHECK(d2["given"]["flag"] == "--config " + kConfigs + "qwen3-8b.json");
+    CHECK(d2["given"]["base"]["n_kv_heads"] == 8);
+    CHECK(d2["initial"]["choice"] == 0);
+}
+
+TEST_CASE("anatomy page: where it may be written", "[config][anatomy]") {
+    const std::string dir = std::string(CONFORM_SOURCE_DIR) + "/fixtures";
+    CHECK(report::html_target_problem("") == "empty file name");
+    CHECK_THAT(report::html_target_problem("/nonexistent-dir/a.html"), Catch::Contains("/nonexistent-dir does not exist"));
+    CHECK_THAT(report::html_target_problem(dir), Catch::Contains("is a directory"));
+    CHECK_THAT(report::html_target_problem("/dev/null"), Catch::Contains("not a regular file"));
+    CHECK_THAT(report::html_target_problem(dir + "/SCHEMA.md/x.html"), Catch::Contains("is not a directory"));
 }
 
 TEST_CASE("a pinned configuration fixes every drawn case's conventions and sizes", "[config][gen]") {

@@ -3,15 +3,20 @@
 // configuration (harness/config/anatomy.h says how), nothing run.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cli/commands.h"
 #include "cli/gate.h"
 #include "config/anatomy.h"
 #include "config/hf_config.h"
 #include "config/options.h"
+#include "reference/ceilings.h"
+#include "report/anatomy_html.h"
+#include "report/report.h"
 
 namespace conform::cli {
 
@@ -23,11 +28,20 @@ struct AnatomyOptions {
     int64_t context = 0;
     std::string dtype = "f16";
     bool json = false;
+    std::string html;  // --html FILE
+    CLI::Option* o_html = nullptr;
+    bool with_ceilings = false;
 };
 
 nlohmann::json cost_json(const config::OpCost& c) {
-    return {{"name", c.name}, {"group", c.group},  {"params", c.params},
-            {"flops", c.flops}, {"bytes", c.bytes}, {"intensity", c.intensity()}};
+    nlohmann::json j = {{"name", c.name},   {"group", c.group}, {"params", c.params},
+                        {"flops", c.flops}, {"bytes", c.bytes}, {"intensity", c.intensity()}};
+    if (!c.outputs.empty()) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto& t : c.outputs) out.push_back({{"name", t.name}, {"shape", t.dims}});
+        j["outputs"] = out;
+    }
+    return j;
 }
 
 nlohmann::json phase_json(const std::string& name, const config::Anatomy& a) {
@@ -59,6 +73,33 @@ int run_anatomy(const AnatomyOptions& o) {
     const auto dt = parse_dtype(o.dtype);
     if (!dt) return usage("--dtype: expected f16, bf16 or f32, found '" + o.dtype + "'");
     const double es = *dt == DType::f32 ? 4.0 : 2.0;
+    if (o.o_html && o.o_html->count())
+        if (const std::string bad = report::html_target_problem(o.html); !bad.empty()) return usage("--html: " + bad);
+
+    report::Ridge ridge = report::assumed_ridge();
+    if (o.with_ceilings) {
+        const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        const ref::Ceilings c = ref::measure_ceilings(threads);
+        ridge = report::measured_ridge(c.copy_bytes_per_s, c.matmul_flops_per_s, c.threads, c.matmul_n);
+    }
+    if (o.o_html && o.o_html->count()) {
+        report::AnatomyPage page;
+        page.model = m;
+        page.tokens = o.tokens;
+        page.context = o.context;
+        page.dtype = to_string(*dt);
+        page.ridge = ridge;
+        const std::string html = report::render_anatomy_html(page);
+        try {
+            write_file_atomic(o.html, html);
+        } catch (const std::exception& e) {
+            return usage(std::string("--html: ") + e.what());
+        }
+        (o.json ? std::cerr : std::cout) << fmt::format("conform anatomy: wrote {} ({} bytes; ridge {:.1f} FLOP/B, {})\n",
+                                                        o.html, html.size(), ridge.flops_per_byte,
+                                                        ridge.measured ? "measured" : "assumed");
+        if (!o.json) return kConform;
+    }
 
     const config::Anatomy decode = config::anatomy(m, 1, o.context, es);
     const config::Anatomy prefill = config::anatomy(m, o.tokens, 0, es);
@@ -83,11 +124,7 @@ int run_anatomy(const AnatomyOptions& o) {
             {"config", config::config_json(m)},
             {"dtype", to_string(*dt)},
             {"bytes_per_element", es},
-            {"convention",
-             "matmul 2 FLOP per MAC; rmsnorm 4/elt, rope 3/rotated elt, residual 1/elt, silu*mul 5/elt, softmax 5/score; "
-             "attention 4*hd FLOP per (query head, visible key); bytes: each op unfused reads inputs and weights once, "
-             "writes its output once; KV cache = K and V of every kv head; model = layers + final norm, without "
-             "embedding and LM head"},
+            {"convention", config::anatomy_convention()},
             {"phases", {phase_json("decode", decode), phase_json("prefill", prefill)}},
             {"kv_cache",
              {{"bytes_per_token_per_layer", decode.kv_bytes_per_token_layer},
@@ -95,6 +132,10 @@ int run_anatomy(const AnatomyOptions& o) {
               {"bytes_per_token", decode.kv_bytes_per_token_model},
               {"bytes_for_prefill", prefill.kv_cache_bytes}}},
             {"intensity_by_tokens", s}};
+        if (o.with_ceilings)
+            out["ceilings"] = {{"copy_bytes_per_s", ridge.copy_bytes_per_s},
+                               {"matmul_flops_per_s", ridge.matmul_flops_per_s},
+                               {"ridge", ridge.flops_per_byte}};
         std::cout << out.dump(2) << "\n";
         return kConform;
     }
@@ -153,6 +194,7 @@ int run_anatomy(const AnatomyOptions& o) {
         std::cout << fmt::format("  {:>6}{:>10.1f}{:>18.1f}\n", t, a.layer.intensity(),
                                  a.layer.flops / (a.layer.params * es));
     }
+    if (o.with_ceilings) std::cout << "ridge point: " << ridge.label << "\n";
     return kConform;
 }
 
@@ -167,6 +209,12 @@ Command add_anatomy(CLI::App& app) {
     sub->add_option("--context", o->context, "decode: tokens already in the KV cache (default 0)");
     sub->add_option("--dtype", o->dtype, "bytes per element of weights, activations, KV cache: f16 | bf16 | f32 (default f16)");
     sub->add_flag("--json", o->json, "print the numbers as JSON (schema conform-anatomy/1)");
+    o->o_html = sub->add_option("--html", o->html,
+                                "write the numbers as one self-contained page to play with (controls for the "
+                                "configuration, T, context, dtype), instead of the table");
+    sub->add_flag("--with-ceilings", o->with_ceilings,
+                  "measure this machine's copy bandwidth and matmul rate (as bench does) for the ridge point; "
+                  "default: an H100-like 295 FLOP/B, stated as assumed");
     return {sub, [o] { return run_anatomy(*o); }};
 }
 

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <fmt/format.h>
 #include <functional>
 #include <iostream>
@@ -22,12 +21,14 @@
 
 #include "cli/commands.h"
 #include "cli/gate.h"
+#include "config/anatomy.h"
 #include "config/hf_config.h"
 #include "config/options.h"
 #include "config/presets.h"
 #include "core/case.h"
 #include "plugin/loader.h"
 #include "reference/bench_torch.h"
+#include "reference/ceilings.h"
 #include "registry.h"
 
 namespace conform::cli {
@@ -47,63 +48,46 @@ std::vector<std::string> split(const std::string& s) {
     return out;
 }
 
-// ---- ceilings --------------------------------------------------------------------
-
-// Copy bandwidth: a 256 MiB buffer copied by every thread at once (each its
-// own slice), best of several; bytes counted as read + written.
-double copy_bandwidth(int threads) {
-    const size_t bytes = size_t{256} << 20;
-    std::vector<char> src(bytes, 1), dst(bytes, 0);
-    double best = 0;
-    for (int rep = 0; rep < 6; ++rep) {
-        const auto t0 = Clock::now();
-        std::vector<std::thread> ts;
-        for (int t = 0; t < threads; ++t)
-            ts.emplace_back([&, t] {
-                const size_t b = bytes * t / threads, e = bytes * (t + 1) / threads;
-                std::memcpy(dst.data() + b, src.data() + b, e - b);
-            });
-        for (auto& t : ts) t.join();
-        const double s = seconds_since(t0);
-        if (rep > 0) best = std::max(best, 2.0 * static_cast<double>(bytes) / s);  // first run faults the pages in
-    }
-    return best;
-}
-
 // ---- what an op costs --------------------------------------------------------------
 
+// One cost model: the anatomy's table (config/anatomy.h), priced as the call
+// bench times — each op's lanes of one layer run as one call, so bytes are
+// the weights and what crosses the call (a fused SwiGLU's T x F activations
+// are not counted; a block's new K and V rows are).
 struct Cost {
     double flops = 0;         // counted: 2 per multiply-add of a product, a few per element elsewhere
-    double bytes = 0;         // the minimum an op must move: inputs, weights, outputs, once
-    double weight_bytes = 0;  // the matrices alone (decode's bandwidth target)
+    double bytes = 0;         // the minimum the call must move: inputs, weights, outputs, once
+    double weight_bytes = 0;  // the matmuls' weights alone (decode's bandwidth target)
 };
 
-Cost cost(Op op, const BlockConfig& c, int64_t T, int64_t context, double es) {
-    const double D = static_cast<double>(c.d_model), F = static_cast<double>(c.ffn_dim);
-    const double H = static_cast<double>(c.n_heads), hd = static_cast<double>(c.head_dim);
-    const double Q = static_cast<double>(c.q_width()), KVW = static_cast<double>(c.kv_width());
-    const double t = static_cast<double>(T);
-    // Query/key pairs attention computes: causal over T, or one query over the cache.
-    const double S = op == Op::decode || (op == Op::attention && T == 1) ? static_cast<double>(context + 1) : t;
-    const double pairs = T == 1 ? S : t * (t + 1) / 2;
-    const double attn_flops = 4.0 * hd * H * pairs;
-    const double weights = D * (Q + 2 * KVW) + Q * D + 3 * D * F;
-    Cost k;
+Cost cost(Op op, const config::ModelConfig& model, int64_t T, int64_t context, double es) {
+    config::ModelConfig m = model;
+    // The inputs make_inputs() gives each op: rmsnorm and swiglu on [T, D];
+    // qk_norm and rope on the queries [T, H*hd] alone; attention over T
+    // queries after `context` keys at T = 1, causal over T keys otherwise; a
+    // block from empty; a decode step after `context` cached tokens.
+    std::vector<std::string> parts;
+    int64_t C = 0;
     switch (op) {
-        case Op::rmsnorm: k = {4 * t * D, es * 2 * t * D + 4 * D, 0}; break;
-        case Op::qk_norm: k = {4 * t * Q, es * 2 * t * Q + 4 * hd, 0}; break;
-        case Op::rope: k = {3 * t * Q, es * 2 * t * Q, 0}; break;
-        case Op::attention: k = {attn_flops, es * (2 * t * Q + 2 * S * KVW), 0}; break;
-        case Op::swiglu: k = {6 * t * D * F, es * (3 * D * F + 2 * t * D), es * 3 * D * F}; break;
-        case Op::block:
+        case Op::rmsnorm: parts = {"attn_norm"}; break;
+        case Op::qk_norm:
+            m.block.qk_norm = true;  // bench times the op whether the model has it or not
+            parts = {"qk_norm:q"};
+            break;
+        case Op::rope: parts = {"rope:q"}; break;
+        case Op::attention:
+            parts = {"attention"};
+            C = T == 1 ? context : 0;
+            break;
+        case Op::swiglu: parts = {"gate_proj (w1)", "up_proj (w3)", "silu_mul", "down_proj (w2)"}; break;
+        case Op::block: parts = {"layer"}; break;
         case Op::decode:
-            k.flops = 2 * t * weights + attn_flops;
-            k.weight_bytes = es * weights;
-            // weights, x in, out, the new k/v rows; decode also reads the cache
-            k.bytes = k.weight_bytes + es * (2 * t * D + 2 * t * KVW + (op == Op::decode ? 2 * S * KVW : 0));
+            parts = {"layer"};
+            C = context;
             break;
     }
-    return k;
+    const config::CallCost k = config::call_cost(m, T, C, es, parts);
+    return {k.flops, k.bytes, k.weight_bytes};
 }
 
 // ---- inputs ------------------------------------------------------------------------
@@ -418,9 +402,9 @@ int run_bench(const Options& o) {
     for (const auto& d : model.defaults) log << "  default taken: " << d << "\n";
     for (const auto& d : model.overrides) log << "  override: " << d << "\n";
     log << "  torch: " << ref::torch_describe() << "\n";
-    const double bw = copy_bandwidth(threads);
-    const int64_t mm_n = 2048;
-    const double peak = 2.0 * std::pow(static_cast<double>(mm_n), 3) / ref::torch_matmul_seconds(mm_n, 5);
+    const ref::Ceilings ceilings = ref::measure_ceilings(threads);
+    const double bw = ceilings.copy_bytes_per_s, peak = ceilings.matmul_flops_per_s;
+    const int64_t mm_n = ceilings.matmul_n;
     log << fmt::format("  ceilings: copy {:.1f} GB/s (256 MiB, read + write), LibTorch f32 matmul {:.1f} GFLOP/s "
                        "({}^3); ridge {:.1f} FLOP/byte\n",
                        bw / 1e9, peak / 1e9, mm_n, peak / bw);
@@ -518,7 +502,7 @@ int run_bench(const Options& o) {
                 row.p75 = quantile(r.times, 0.75);
                 row.min = *std::min_element(r.times.begin(), r.times.end());
                 row.reps = static_cast<int>(r.times.size());
-                row.k = cost(op, cfg, T, o.context, r.dtype == "bf16" ? 2.0 : 4.0);
+                row.k = cost(op, model, T, o.context, r.dtype == "bf16" ? 2.0 : 4.0);
                 row.ratio = torch_r ? row.median / torch_median : NAN;
                 row.check = torch_r && r.impl != "torch" ? rel_diff(r.output(), torch_out) : NAN;
                 rows.push_back(row);
@@ -527,7 +511,7 @@ int run_bench(const Options& o) {
     }
 
     // ---- report ----------------------------------------------------------------
-    const double ridge = peak / bw;
+    const double ridge = ceilings.ridge();
     size_t iw = 6;  // impl column: plugin names may be longer than ours
     for (const Row& r : rows) iw = std::max(iw, r.impl.size() + 1);
     if (!o.json) {
