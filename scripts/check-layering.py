@@ -14,8 +14,8 @@ LAYERS = [
     ["impls/mutants", "impls/simd", "impls/cuda", "impls/plugin_example"],
     ["impls"],                                                  # the registry
     ["harness/core"],
-    ["harness/compare", "harness/config", "harness/gen", "harness/model", "harness/reference", "harness/weights"],
-    ["harness/h5", "harness/judge"],
+    ["harness/compare", "harness/config", "harness/gen", "harness/model", "harness/reference"],
+    ["harness/h5", "harness/judge", "harness/weights"],
     ["harness/diagnose"],
     ["harness/report", "harness/plugin", "harness/worker"],
     ["harness/run"],

@@ -81,4 +81,7 @@ std::string last_error();
 // A readable name for a datatype: "float32", "int64", "string", "compound".
 std::string type_name(hid_t type);
 
+// HDF5's own words for the last failure, after ours: " (HDF5: ...)", or "".
+std::string because();
+
 }  // namespace conform::h5

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "conform/impl.h"
+#include "core/child.h"
 
 namespace conform::isolate {
 
@@ -38,20 +39,9 @@ struct Options {
 // Wraps `inner` so that each of its calls runs in a forked child.
 std::unique_ptr<Implementation> isolated(std::unique_ptr<Implementation> inner, const Options& o = {});
 
-// How a child ended.
-struct ChildResult {
-    enum Kind { returned, threw, crashed, exited, timed_out, fork_failed } kind = returned;
-    int code = 0;         // crashed: the signal; exited: the status; fork_failed: errno
-    std::string text;     // returned: body's result; threw: the exception's message
-};
-
-// Runs body() in a forked child and waits at most timeout_s. body's return
-// value (or its exception's message) comes back through shared memory,
-// truncated to 4 KiB.
-ChildResult run_in_child(const std::function<std::string()>& body, double timeout_s);
-
-// "crashed with signal 11 (SIGSEGV) in rope", "timed out after 60 s in rope", ...
-// for every kind but returned and threw.
-std::string describe(const ChildResult& r, const std::string& what, double timeout_s);
+// The child process itself: harness/core/child.h.
+using child::ChildResult;
+using child::describe;
+using child::run_in_child;
 
 }  // namespace conform::isolate

@@ -1,13 +1,11 @@
-// Fixture files: reading with an error for every way a file can be wrong,
-// writing atomically. Schema: fixtures/SCHEMA.md.
+// Reading fixture files, with an error for every way a file can be wrong
+// (fixtures/SCHEMA.md); damaged files are tried in a child process first.
 #include "h5/fixture.h"
 
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -16,51 +14,13 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "core/child.h"
 #include "h5/handle.h"
+#include "h5/schema.h"
 
 namespace conform::h5 {
 
 namespace fs = std::filesystem;
-
-std::string last_error() {
-    struct Walk {
-        std::string msg;
-    } w;
-    // Upward: from where the library detected the problem to the API call;
-    // the innermost description is the one that says what is wrong.
-    H5Ewalk2(
-        H5E_DEFAULT, H5E_WALK_UPWARD,
-        [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
-            auto* w = static_cast<Walk*>(data);
-            if (w->msg.empty() && e->desc && *e->desc) w->msg = e->desc;
-            return 0;
-        },
-        &w);
-    H5Eclear2(H5E_DEFAULT);
-    return w.msg;
-}
-
-std::string type_name(hid_t type) {
-    const size_t bits = H5Tget_size(type) * 8;
-    switch (H5Tget_class(type)) {
-        case H5T_INTEGER: return (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
-        case H5T_FLOAT: return "float" + std::to_string(bits);
-        case H5T_STRING: return "string";
-        case H5T_ENUM: return "enum";
-        case H5T_COMPOUND: return "compound";
-        case H5T_ARRAY: return "array";
-        case H5T_VLEN: return "variable-length sequence";
-        case H5T_OPAQUE: return "opaque";
-        case H5T_REFERENCE: return "reference";
-        case H5T_BITFIELD: return "bitfield";
-        case H5T_TIME: return "time";
-        default: return "unknown type";
-    }
-}
-
-bool is_vector_input(const std::string& name) {
-    return name == "weight" || name == "attn_norm" || name == "ffn_norm" || name == "q_norm" || name == "k_norm";
-}
 
 namespace {
 
@@ -79,10 +39,7 @@ struct Ctx {
         throw InputError(where + ": " + (field.empty() ? "" : field + ": ") + msg);
     }
     // HDF5's own words, when it has any, after ours.
-    static std::string because() {
-        const std::string e = last_error();
-        return e.empty() ? "" : " (HDF5: " + e + ")";
-    }
+    static std::string because() { return h5::because(); }
     hid_t check(hid_t id, const std::string& field, const std::string& what) const {
         if (id < 0) fail(field, what + because());
         return id;
@@ -315,27 +272,6 @@ DTensor read_expected(const Ctx& ctx, hid_t expected, const std::string& name) {
 
 // ---- one case ---------------------------------------------------------------
 
-constexpr int64_t kMaxSize = int64_t(1) << 24;  // any config size above this is corrupt, not a model
-
-// The optional RoPE attributes beyond theta, and which ones each scaling type
-// takes (all explicit: no HF default is assumed for a missing one).
-const char* const kScalingParams[] = {"rope_factor",   "rope_low_freq_factor", "rope_high_freq_factor",
-                                      "rope_original_max_position", "rope_beta_fast", "rope_beta_slow",
-                                      "rope_attention_factor"};
-
-std::vector<std::string> scaling_params(RopeScalingType t) {
-    switch (t) {
-        case RopeScalingType::none: return {};
-        case RopeScalingType::linear: return {"rope_factor"};
-        case RopeScalingType::llama3:
-            return {"rope_factor", "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_position"};
-        case RopeScalingType::yarn:
-            return {"rope_factor", "rope_original_max_position", "rope_beta_fast", "rope_beta_slow",
-                    "rope_attention_factor"};
-        case RopeScalingType::dynamic: return {"rope_factor", "rope_original_max_position"};
-    }
-    return {};
-}
 
 // rope_scaling (+ the parameters its type takes) and rotary_dim; their values
 // are checked with the rest of the case (validate_case).
@@ -351,7 +287,7 @@ void read_rope_extras(const Ctx& ctx, hid_t g, BlockConfig& cfg) {
         s.type = *t;
     }
     const std::vector<std::string> takes = scaling_params(s.type);
-    for (const char* f : kScalingParams) {
+    for (const std::string& f : kScalingParams) {
         const bool wanted = std::find(takes.begin(), takes.end(), f) != takes.end();
         const std::string field = std::string("config/") + f;
         if (!has(f)) {
@@ -548,30 +484,6 @@ std::vector<Case> read_fixture_in_process(const std::string& path) {
     return cases;
 }
 
-namespace {
-
-void write_all(int fd, const std::string& s) {
-    size_t done = 0;
-    while (done < s.size()) {
-        const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return;
-        done += static_cast<size_t>(n);
-    }
-}
-
-std::string read_all(int fd) {
-    std::string s;
-    char buf[4096];
-    for (;;) {
-        const ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return s;
-        s.append(buf, static_cast<size_t>(n));
-    }
-}
-
-}  // namespace
 
 std::vector<Case> read_fixture(const std::string& path, double timeout_s) {
     if (timeout_s <= 0) {
@@ -579,310 +491,40 @@ std::vector<Case> read_fixture(const std::string& path, double timeout_s) {
         const auto bytes = fs::file_size(path, ec);
         timeout_s = 10.0 + (ec ? 0.0 : static_cast<double>(bytes) / 20e6);
     }
-    const unsigned seconds = static_cast<unsigned>(std::ceil(std::min(timeout_s, 1e6)));
     // HDF5 1.10 is not memory-safe on damaged files whose metadata carries no
     // checksums (h5py's default format): fuzz_fixtures found H5HG_read copying
     // past its buffer for a corrupt variable-length string. So the file is
-    // read first in a forked child; only when that child finishes is it read
-    // here. A crash, or a loop, costs the child, and the file is refused.
-    int fds[2];
-    if (::pipe(fds) != 0) return read_fixture_in_process(path);
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-        ::close(fds[0]);
-        ::close(fds[1]);
-        return read_fixture_in_process(path);
-    }
-    if (pid == 0) {
-        ::close(fds[0]);
-        // A crash report (a sanitizer's, say) is the parent's to summarise.
-        const int devnull = ::open("/dev/null", O_WRONLY);
-        if (devnull >= 0) ::dup2(devnull, 2);
-        ::alarm(seconds);
-        int code = 0;
-        std::string msg;
-        try {
-            read_fixture_in_process(path);
-        } catch (const InputError& e) {
-            code = 3;
-            msg = e.what();
-        } catch (const std::exception& e) {
-            code = 4;
-            msg = e.what();
-        } catch (...) {
-            code = 4;
-            msg = "unknown error";
-        }
-        write_all(fds[1], msg);
-        ::_exit(code);  // no atexit handlers, no flushing the parent's buffers twice
-    }
-    ::close(fds[1]);
-    const std::string msg = read_all(fds[0]);
-    ::close(fds[0]);
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return read_fixture_in_process(path);
-    if (WIFEXITED(status)) {
-        switch (WEXITSTATUS(status)) {
-            case 0: return read_fixture_in_process(path);
-            case 3: throw InputError(msg);
-            case 4: throw InputError(path + ": cannot be read: " + msg);
-            default: break;
-        }
-    }
-    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
-        throw InputError(path + ": reading it took more than " + std::to_string(seconds) +
-                         " s; refused as corrupt");
-    const std::string how = WIFSIGNALED(status) ? std::string(strsignal(WTERMSIG(status)))
-                                                : "exit status " + std::to_string(WEXITSTATUS(status));
-    throw InputError(path + ": corrupt: the HDF5 library crashed reading it (" + how + ")");
-}
-
-std::vector<std::string> fixture_files(const std::string& path) {
-    std::error_code ec;
-    const auto st = fs::status(path, ec);
-    if (ec || !fs::exists(st)) throw InputError(path + ": no such file or directory");
-    if (!fs::is_directory(st)) return {path};
-    std::vector<std::string> files;
-    fs::recursive_directory_iterator it(path, fs::directory_options::skip_permission_denied, ec), end;
-    if (ec) throw InputError(path + ": cannot list: " + ec.message());
-    for (; it != end; it.increment(ec)) {
-        if (ec) throw InputError(path + ": cannot list: " + ec.message());
-        const fs::path& p = it->path();
-        const std::string name = p.filename().string();
-        if (!name.empty() && name[0] == '.') {  // hidden, and our own temporary files
-            if (it->is_directory(ec)) it.disable_recursion_pending();
-            continue;
-        }
-        const std::string ext = p.extension().string();
-        if ((ext == ".h5" || ext == ".hdf5") && it->is_regular_file(ec)) files.push_back(p.string());
-    }
-    std::sort(files.begin(), files.end());
-    return files;
-}
-
-// ============================================================================
-// Writing
-// ============================================================================
-
-namespace {
-
-struct Writer {
-    std::string path;  // the temporary file, for messages
-    // No modification times in object headers: the same cases make the same
-    // bytes, so a regenerated fixture shows no spurious diff.
-    PropList gcpl, dcpl;
-
-    hid_t check(hid_t id, const std::string& what) const {
-        if (id < 0) throw std::runtime_error(path + ": " + what + Ctx::because());
-        return id;
-    }
-    void check_status(herr_t s, const std::string& what) const {
-        if (s < 0) throw std::runtime_error(path + ": " + what + Ctx::because());
-    }
-
-    void attr(hid_t obj, const std::string& name, const std::string& v) const {
-        // Fixed-length, NUL-terminated UTF-8: no global heap to go stale, and
-        // h5py reads it back as bytes.
-        Datatype t(check(H5Tcopy(H5T_C_S1), "H5Tcopy"));
-        check_status(H5Tset_size(t.get(), v.size() + 1), "H5Tset_size");
-        check_status(H5Tset_strpad(t.get(), H5T_STR_NULLTERM), "H5Tset_strpad");
-        check_status(H5Tset_cset(t.get(), H5T_CSET_UTF8), "H5Tset_cset");
-        Dataspace s(check(H5Screate(H5S_SCALAR), "H5Screate"));
-        Attribute a(check(H5Acreate2(obj, name.c_str(), t.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT),
-                          "cannot create attribute " + name));
-        check_status(H5Awrite(a.get(), t.get(), v.c_str()), "cannot write attribute " + name);
-    }
-    void attr(hid_t obj, const std::string& name, int64_t v) const {
-        Dataspace s(check(H5Screate(H5S_SCALAR), "H5Screate"));
-        Attribute a(check(H5Acreate2(obj, name.c_str(), H5T_STD_I64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT),
-                          "cannot create attribute " + name));
-        check_status(H5Awrite(a.get(), H5T_NATIVE_INT64, &v), "cannot write attribute " + name);
-    }
-    void attr(hid_t obj, const std::string& name, double v) const {
-        Dataspace s(check(H5Screate(H5S_SCALAR), "H5Screate"));
-        Attribute a(check(H5Acreate2(obj, name.c_str(), H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT),
-                          "cannot create attribute " + name));
-        check_status(H5Awrite(a.get(), H5T_NATIVE_DOUBLE, &v), "cannot write attribute " + name);
-    }
-
-    void dataset(hid_t g, const std::string& name, const std::vector<hsize_t>& dims, hid_t file_type, hid_t mem_type,
-                 const void* data) const {
-        Dataspace s(check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), "H5Screate_simple"));
-        Dataset d(check(H5Dcreate2(g, name.c_str(), file_type, s.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                        "cannot create dataset " + name));
-        check_status(H5Dwrite(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "cannot write dataset " + name);
-    }
-
-    Group group(hid_t loc, const std::string& name) const {
-        return Group(check(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), "cannot create group " + name));
-    }
-
-    void config(hid_t case_group, Op op, const BlockConfig& cfg) const {
-        const std::vector<std::string> fields = required_config(op);
-        if (fields.empty()) return;
-        Group g = group(case_group, "config");
-        for (const auto& f : fields) {
-            if (f == "d_model") attr(g.get(), f, cfg.d_model);
-            else if (f == "n_heads") attr(g.get(), f, cfg.n_heads);
-            else if (f == "n_kv_heads") attr(g.get(), f, cfg.n_kv_heads);
-            else if (f == "head_dim") attr(g.get(), f, cfg.head_dim);
-            else if (f == "ffn_dim") attr(g.get(), f, cfg.ffn_dim);
-            else if (f == "rope_layout") attr(g.get(), f, std::string(to_string(cfg.rope_layout)));
-            else if (f == "rope_theta") attr(g.get(), f, cfg.rope_theta);
-            else if (f == "qk_norm") attr(g.get(), f, int64_t(cfg.qk_norm ? 1 : 0));
-            else if (f == "norm_eps") attr(g.get(), f, cfg.norm_eps);
-            else throw std::logic_error("write_fixture: config field " + f + " has no writer");
-        }
-        // RoPE scaling and partial rotary only when a case has them: files
-        // without them stay what they were.
-        if (std::find(fields.begin(), fields.end(), "rope_theta") == fields.end()) return;
-        const RopeScaling& s = cfg.rope_scaling;
-        if (s.type != RopeScalingType::none) {
-            attr(g.get(), "rope_scaling", std::string(to_string(s.type)));
-            for (const auto& f : scaling_params(s.type)) {
-                if (f == "rope_factor") attr(g.get(), f, s.factor);
-                else if (f == "rope_low_freq_factor") attr(g.get(), f, s.low_freq_factor);
-                else if (f == "rope_high_freq_factor") attr(g.get(), f, s.high_freq_factor);
-                else if (f == "rope_original_max_position") attr(g.get(), f, s.original_max_position);
-                else if (f == "rope_beta_fast") attr(g.get(), f, s.beta_fast);
-                else if (f == "rope_beta_slow") attr(g.get(), f, s.beta_slow);
-                else attr(g.get(), f, s.attention_factor);
+    // read first in a forked child (core/child.h); only when that child
+    // finishes is it read here. A crash, or a loop, costs the child, and the
+    // file is refused. The child's answer: "" (sound) or our message.
+    const child::ChildResult r = child::run_in_child(
+        [&] {
+            try {
+                read_fixture_in_process(path);
+            } catch (const InputError& e) {
+                return std::string("E") + e.what();
             }
+            return std::string();
+        },
+        child::Options{timeout_s, true});
+    switch (r.kind) {
+        case child::ChildResult::returned:
+            if (r.text.empty()) return read_fixture_in_process(path);
+            throw InputError(r.text.substr(1));
+        case child::ChildResult::threw: throw InputError(path + ": cannot be read: " + r.text);
+        case child::ChildResult::fork_failed: return read_fixture_in_process(path);
+        case child::ChildResult::timed_out: {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%g", timeout_s);
+            throw InputError(path + ": reading it took more than " + buf + " s; refused as corrupt");
         }
-        if (cfg.rotary_dim != 0) attr(g.get(), "rotary_dim", cfg.rotary_dim);
+        case child::ChildResult::crashed:
+            throw InputError(path + ": corrupt: the HDF5 library crashed reading it (" + strsignal(r.code) + ")");
+        case child::ChildResult::exited:
+            throw InputError(path + ": corrupt: the HDF5 library exited reading it (exit status " +
+                             std::to_string(r.code) + ")");
     }
-
-    void write_case(hid_t root, const std::string& name, const FixtureCase& fc) const {
-        const Case& c = fc.c;
-        Group g = group(root, name);
-        attr(g.get(), "op", std::string(to_string(c.op)));
-        if (!c.description.empty()) attr(g.get(), "description", c.description);
-        if (c.op == Op::decode) attr(g.get(), "prefill", c.prefill);
-        for (const auto& [k, v] : fc.attrs) {
-            if (k == "op" || k == "description" || k == "prefill")
-                throw InputError("write_fixture: attribute '" + k + "' is written from the case itself");
-            std::visit([&](const auto& x) { attr(g.get(), k, x); }, v);
-        }
-        config(g.get(), c.op, c.config);
-
-        Group in = group(g.get(), "inputs");
-        for (const auto& n : float_inputs(c.op, c.config)) {
-            const Tensor& t = c.in(n);
-            const std::vector<hsize_t> dims = is_vector_input(n)
-                                                  ? std::vector<hsize_t>{hsize_t(t.numel())}
-                                                  : std::vector<hsize_t>{hsize_t(t.rows()), hsize_t(t.cols())};
-            dataset(in.get(), n, dims, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, t.data.data());
-        }
-        for (const auto& n : position_inputs(c.op)) {
-            const auto& p = c.pos(n);
-            dataset(in.get(), n, {hsize_t(p.size())}, H5T_STD_I64LE, H5T_NATIVE_INT64, p.data());
-        }
-
-        Group ex = group(g.get(), "expected");
-        for (const auto& n : output_names(c.op)) {
-            auto it = c.expected.find(n);
-            if (it == c.expected.end()) continue;
-            const DTensor& t = it->second;
-            dataset(ex.get(), n, {hsize_t(t.rows()), hsize_t(t.cols())}, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
-                    t.data.data());
-        }
-    }
-};
-
-void fsync_path(const std::string& p, bool directory) {
-    const int fd = ::open(p.c_str(), O_RDONLY | (directory ? O_DIRECTORY : 0));
-    if (fd < 0) return;
-    ::fsync(fd);
-    ::close(fd);
-}
-
-}  // namespace
-
-void write_fixture(const std::string& path, const std::vector<FixtureCase>& cases, bool force) {
-    if (cases.empty()) throw InputError(path + ": no cases to write");
-    std::vector<std::string> names;
-    for (size_t i = 0; i < cases.size(); ++i) {
-        const Case& c = cases[i].c;
-        const std::string name = c.group.empty() ? "case_" + std::to_string(i) : c.group;
-        if (name.find('/') != std::string::npos || name == "." || name == "..")
-            throw InputError(path + ": case name '" + name + "' is not a valid group name");
-        if (std::find(names.begin(), names.end(), name) != names.end())
-            throw InputError(path + ": two cases named '" + name + "'");
-        if (c.expected.empty()) throw InputError(path + ":/" + name + ": expected: no golden outputs to write");
-        validate_case(c);
-        names.push_back(name);
-    }
-    std::error_code ec;
-    if (!force && fs::exists(path, ec)) throw InputError(path + ": exists (use --force to overwrite)");
-
-    const fs::path target(path);
-    const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-    fs::create_directories(dir, ec);
-    if (ec) throw std::runtime_error(dir.string() + ": cannot create directory: " + ec.message());
-    static std::atomic<unsigned> counter{0};
-    // Hidden, so a directory walk never picks up a half-written file.
-    const std::string tmp = (dir / ("." + target.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
-                                    std::to_string(counter++)))
-                                .string();
-    Silence quiet;
-    try {
-        Writer w{tmp, PropList(H5Pcreate(H5P_GROUP_CREATE)), PropList(H5Pcreate(H5P_DATASET_CREATE))};
-        w.check(w.gcpl.get(), "H5Pcreate");
-        w.check(w.dcpl.get(), "H5Pcreate");
-        w.check_status(H5Pset_obj_track_times(w.gcpl.get(), false), "H5Pset_obj_track_times");
-        w.check_status(H5Pset_obj_track_times(w.dcpl.get(), false), "H5Pset_obj_track_times");
-        PropList fapl(w.check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"));
-        // The 1.8 object formats checksum every metadata block, so a damaged
-        // file fails cleanly on read instead of being misparsed.
-        w.check_status(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST), "H5Pset_libver_bounds");
-        PropList fcpl(w.check(H5Pcreate(H5P_FILE_CREATE), "H5Pcreate"));
-        w.check_status(H5Pset_obj_track_times(fcpl.get(), false), "H5Pset_obj_track_times");  // the root group
-        File f(w.check(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, fcpl.get(), fapl.get()), "cannot create"));
-        {
-            Group root(w.check(H5Gopen2(f.get(), "/", H5P_DEFAULT), "cannot open the root group"));
-            w.attr(root.get(), "conform_schema", std::string(kSchema));
-            for (size_t i = 0; i < cases.size(); ++i) w.write_case(root.get(), names[i], cases[i]);
-        }
-        if (!f.close()) throw std::runtime_error(tmp + ": cannot close (disk full?)" + Ctx::because());
-        fsync_path(tmp, false);
-    } catch (...) {
-        fs::remove(tmp, ec);
-        throw;
-    }
-    if (force) {
-        if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-            const int e = errno;
-            fs::remove(tmp, ec);
-            throw std::runtime_error(path + ": cannot rename into place: " + std::strerror(e));
-        }
-    } else {
-        // link(2) fails with EEXIST if the name appeared meanwhile: never a
-        // silent overwrite, even racing another writer.
-        if (::link(tmp.c_str(), path.c_str()) != 0) {
-            const int e = errno;
-            if (e == EEXIST) {
-                fs::remove(tmp, ec);
-                throw InputError(path + ": exists (use --force to overwrite)");
-            }
-            if (e == EPERM || e == ENOTSUP || e == EOPNOTSUPP) {
-                // A file system without hard links: check, then rename (a
-                // narrow race instead of none).
-                if (fs::exists(path, ec)) {
-                    fs::remove(tmp, ec);
-                    throw InputError(path + ": exists (use --force to overwrite)");
-                }
-                if (std::rename(tmp.c_str(), path.c_str()) == 0) {
-                    fsync_path(dir.string(), true);
-                    return;
-                }
-            }
-            fs::remove(tmp, ec);
-            throw std::runtime_error(path + ": cannot link into place: " + std::strerror(e));
-        }
-        fs::remove(tmp, ec);
-    }
-    fsync_path(dir.string(), true);
+    throw std::logic_error("read_fixture: an unknown child result");
 }
 
 }  // namespace conform::h5
