@@ -1,0 +1,280 @@
+#!/usr/bin/python3
+"""numpy_worker — every op of the block in float32 numpy, as a conform worker.
+
+    conform --impl-cmd '/usr/bin/python3 impls/worker_example/numpy_worker.py'
+
+The arithmetic follows HF transformers (Llama, Qwen3): float32 throughout,
+RoPE angles as HF computes them (inv_freq a float32 buffer, angle =
+float32(pos) * inv_freq in float32), every config field honoured: the rope
+layout, theta, rotary_dim, the five rope_scaling types, qk_norm, norm_eps, GQA.
+
+It announces f32 only; `--dtypes f32,bf16` also offers bf16 (and f16): the
+arithmetic stays float32 and conform_worker rounds the outputs to the dtype.
+
+numpy_twin.py reuses these functions with one of them wrong.
+"""
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+from conform_worker import InvalidArgument, Worker  # noqa: E402
+
+f32 = np.float32
+
+# HF computes RoPE angles in float32 (its inv_freq buffer is float32, and
+# float32(pos) * inv_freq is a float32 product): ~1e-3 rad off at position
+# 32768. conform's f32 baseline does the same, so this is within its
+# tolerance. tests/workers/check_numpy_worker.py also runs with float64 here,
+# to check every convention exactly against the golden files.
+ANGLE_DTYPE = np.float32
+
+
+def need(ok, message):
+    if not ok:
+        raise InvalidArgument(message)
+
+
+# ---- rmsnorm, qk_norm -----------------------------------------------------------
+
+def rmsnorm(x, weight, *, config):
+    """out = x * rsqrt(mean(x^2, -1) + eps) * weight, over the last axis."""
+    need(weight.shape == x.shape[-1:], "rmsnorm: weight %s does not match x %s" % (weight.shape, x.shape))
+    ms = np.mean(x * x, axis=-1, keepdims=True, dtype=f32)
+    return x * (f32(1) / np.sqrt(ms + f32(config["norm_eps"]))) * weight
+
+
+def qk_norm(x, weight, *, config):
+    """Qwen3: RMSNorm of each head's head_dim slice, weight [head_dim]."""
+    hd = config["head_dim"]
+    need(x.ndim == 2 and x.shape[1] % hd == 0, "qk_norm: x %s is not [T, n * head_dim=%d]" % (x.shape, hd))
+    T = x.shape[0]
+    return rmsnorm(x.reshape(T, -1, hd), weight, config=config).reshape(T, -1)
+
+
+# ---- rope -----------------------------------------------------------------------
+
+def rotary_dims(config):
+    return config.get("rotary_dim") or config["head_dim"]
+
+
+def inv_freq(config, seq_len):
+    """The (scaled) inverse frequencies [rd/2], formula in float64, kept as
+    float32 as HF keeps its inv_freq buffer (modeling_rope_utils.py)."""
+    rd = rotary_dims(config)
+    theta = np.float64(config["rope_theta"])
+    sc = config.get("rope_scaling") or {"type": "none"}
+    kind = sc["type"]
+    i2 = np.arange(0, rd, 2, dtype=np.float64)  # 2i
+    with np.errstate(divide="ignore", over="ignore"):
+        if kind == "dynamic":
+            # NTK-aware base, only past the original context: inside it, plain RoPE exactly.
+            orig = np.float64(sc["original_max_position"])
+            if seq_len > orig:
+                theta = theta * (sc["factor"] * seq_len / orig - (sc["factor"] - 1)) ** (np.float64(rd) / (rd - 2))
+        inv = 1.0 / theta ** (i2 / rd)
+    if kind == "linear":
+        inv = inv / sc["factor"]
+    elif kind == "llama3":
+        orig, lo, hi, factor = sc["original_max_position"], sc["low_freq_factor"], sc["high_freq_factor"], sc["factor"]
+        wavelen = 2 * math.pi / inv
+        smooth = (orig / wavelen - lo) / (hi - lo)
+        inv = np.where(wavelen < orig / hi, inv,
+                       np.where(wavelen > orig / lo, inv / factor, (1 - smooth) * inv / factor + smooth * inv))
+    elif kind == "yarn":
+        orig, factor = sc["original_max_position"], sc["factor"]
+
+        def correction_dim(rotations):
+            return rd * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(config["rope_theta"]))
+        low = max(math.floor(correction_dim(sc["beta_fast"])), 0)
+        high = min(math.ceil(correction_dim(sc["beta_slow"])), rd - 1)
+        if low == high:
+            high += 0.001
+        ramp = np.clip((np.arange(rd // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+        inv = inv / factor * ramp + inv * (1 - ramp)
+    return inv.astype(ANGLE_DTYPE)
+
+
+def attention_factor(config):
+    sc = config.get("rope_scaling") or {"type": "none"}
+    return sc["attention_factor"] if sc["type"] == "yarn" else 1.0
+
+
+def seq_len_of(positions):
+    """Dynamic NTK's L: the largest position of the call, plus one."""
+    return int(positions.max()) + 1 if positions.size else 1
+
+
+def rotate(x, positions, config, seq_len):
+    """RoPE of x [T, n * hd] at positions [T]; the first rotary_dim dims of
+    each head turn, pairs (i, i + rd/2) (neox) or (2i, 2i + 1) (interleaved)."""
+    hd, rd = config["head_dim"], rotary_dims(config)
+    need(x.ndim == 2 and x.shape[1] % hd == 0, "rope: x %s is not [T, n * head_dim=%d]" % (x.shape, hd))
+    need(positions.shape == (x.shape[0],), "rope: positions %s do not match x %s" % (positions.shape, x.shape))
+    need(0 < rd <= hd and rd % 2 == 0, "rope: rotary_dim %d must be even and in (0, head_dim=%d]" % (rd, hd))
+    T = x.shape[0]
+    angle = positions.astype(ANGLE_DTYPE)[:, None] * inv_freq(config, seq_len)[None, :]  # [T, rd/2]
+    mscale = ANGLE_DTYPE(attention_factor(config))
+    cos = (np.cos(angle) * mscale).astype(f32)[:, None, :]  # [T, 1, rd/2]
+    sin = (np.sin(angle) * mscale).astype(f32)[:, None, :]
+    xh = x.reshape(T, -1, hd)
+    out = xh.copy()
+    if config["rope_layout"] == "neox":
+        a, b = xh[..., : rd // 2], xh[..., rd // 2: rd]
+        out[..., : rd // 2] = a * cos - b * sin
+        out[..., rd // 2: rd] = b * cos + a * sin
+    else:
+        a, b = xh[..., 0:rd:2], xh[..., 1:rd:2]
+        out[..., 0:rd:2] = a * cos - b * sin
+        out[..., 1:rd:2] = b * cos + a * sin
+    return out.reshape(T, -1)
+
+
+def rope(x, positions, *, config):
+    return rotate(x, positions, config, seq_len_of(positions))
+
+
+# ---- attention ------------------------------------------------------------------
+
+def kv_head(h, n_heads, n_kv_heads):
+    """GQA: query head h reads kv head h // (H / KV) (HF repeat_kv)."""
+    return h // (n_heads // n_kv_heads)
+
+
+def attention(q, k, v, q_positions, k_positions, *, config):
+    """softmax(q k^T / sqrt(hd), causal by position) v; a query that sees no key gets zeros."""
+    H, KV, hd = config["n_heads"], config["n_kv_heads"], config["head_dim"]
+    need(H % KV == 0, "attention: n_heads %d is not a multiple of n_kv_heads %d" % (H, KV))
+    T, S = q.shape[0], k.shape[0]
+    need(q.shape == (T, H * hd), "attention: q %s is not [T, %d]" % (q.shape, H * hd))
+    need(k.shape == (S, KV * hd) and v.shape == (S, KV * hd), "attention: k %s, v %s are not [S, %d]" % (k.shape, v.shape, KV * hd))
+    heads = np.array([kv_head(h, H, KV) for h in range(H)], dtype=np.int64)
+    qh = q.reshape(T, H, hd).transpose(1, 0, 2)                 # [H, T, hd]
+    kh = k.reshape(S, KV, hd)[:, heads].transpose(1, 2, 0)      # [H, hd, S]
+    vh = v.reshape(S, KV, hd)[:, heads].transpose(1, 0, 2)      # [H, S, hd]
+    scores = (qh @ kh) * f32(1.0 / math.sqrt(hd))               # [H, T, S]
+    visible = (k_positions[None, :] <= q_positions[:, None])[None]  # [1, T, S]
+    scores = np.where(visible, scores, f32(-np.inf))
+    top = np.max(scores, axis=-1, keepdims=True, initial=f32(-np.inf))
+    top = np.where(np.isfinite(top), top, f32(0))
+    e = np.where(visible, np.exp(scores - top), f32(0))
+    total = np.sum(e, axis=-1, keepdims=True)
+    p = e / np.where(total > 0, total, f32(1))                  # rows that see nothing: all zeros
+    return (p @ vh).transpose(1, 0, 2).reshape(T, H * hd).astype(f32)
+
+
+# ---- swiglu ---------------------------------------------------------------------
+
+def swiglu(x, w1, w3, w2, *, config=None):
+    """(silu(x @ w1) * (x @ w3)) @ w2."""
+    gate = x @ w1
+    with np.errstate(over="ignore"):
+        silu = gate / (f32(1) + np.exp(-gate))
+    return (silu * (x @ w3)) @ w2
+
+
+# ---- block, decode --------------------------------------------------------------
+
+class KvCache:
+    """What persists between decode steps: rotated keys and (never rotated) values."""
+
+    def __init__(self, width):
+        self.k = np.zeros((0, width), f32)
+        self.v = np.zeros((0, width), f32)
+        self.pos = np.zeros((0,), np.int64)
+
+    def append(self, k_rot, v, positions):
+        self.k = np.concatenate([self.k, k_rot])
+        self.v = np.concatenate([self.v, v])
+        self.pos = np.concatenate([self.pos, positions])
+
+
+def forward(x, positions, w, config, cache, seq_len):
+    """One forward of the layer over the rows of x, attending over the cache
+    plus these rows; returns every tap."""
+    t = {}
+    t["attn_in"] = rmsnorm(x, w["attn_norm"], config=config)
+    t["q"], t["k"], t["v"] = t["attn_in"] @ w["wq"], t["attn_in"] @ w["wk"], t["attn_in"] @ w["wv"]
+    q, k = t["q"], t["k"]
+    if config["qk_norm"]:  # Qwen3: per head, before RoPE; v never
+        q, k = qk_norm(q, w["q_norm"], config=config), qk_norm(k, w["k_norm"], config=config)
+    t["q_rot"], t["k_rot"] = rotate(q, positions, config, seq_len), rotate(k, positions, config, seq_len)
+    cache.append(t["k_rot"], t["v"], positions)
+    t["attn"] = attention(t["q_rot"], cache.k, cache.v, positions, cache.pos, config=config)
+    t["h"] = x + t["attn"] @ w["wo"]
+    t["ffn_in"] = rmsnorm(t["h"], w["ffn_norm"], config=config)
+    t["ffn_out"] = swiglu(t["ffn_in"], w["w1"], w["w3"], w["w2"])
+    t["out"] = t["h"] + t["ffn_out"]
+    return t
+
+
+def check_block(x, positions, w, config):
+    need(x.ndim == 2 and x.shape[1] == config["d_model"], "block: x %s is not [T, d_model=%d]" % (x.shape, config["d_model"]))
+    need(positions.shape == (x.shape[0],), "block: positions %s do not match x %s" % (positions.shape, x.shape))
+    if config["qk_norm"]:
+        need(w.get("q_norm") is not None and w.get("k_norm") is not None, "block: qk_norm is on but q_norm, k_norm are missing")
+
+
+def block(x, positions, *, config, **weights):
+    check_block(x, positions, weights, config)
+    cache = KvCache(config["n_kv_heads"] * config["head_dim"])
+    return forward(x, positions, weights, config, cache, seq_len_of(positions))
+
+
+def decode(x, positions, *, config, prefill, **weights):
+    """The first `prefill` tokens in one forward, then one token at a time
+    through the KV cache. RoPE is the whole call's (dynamic NTK's L from
+    every position), so the result equals block() over all T."""
+    check_block(x, positions, weights, config)
+    T = x.shape[0]
+    need(0 <= prefill <= T, "decode: prefill %d is not in [0, T=%d]" % (prefill, T))
+    cache = KvCache(config["n_kv_heads"] * config["head_dim"])
+    L = seq_len_of(positions)
+    rows = []
+    if prefill > 0:
+        rows.append(forward(x[:prefill], positions[:prefill], weights, config, cache, L)["out"])
+    for t in range(prefill, T):
+        rows.append(forward(x[t:t + 1], positions[t:t + 1], weights, config, cache, L)["out"])
+    return np.concatenate(rows) if rows else np.zeros((0, config["d_model"]), f32)
+
+
+# ---- the worker -----------------------------------------------------------------
+
+KNOWN_SCALING = ("none", "linear", "llama3", "yarn", "dynamic")
+OPS = {"rmsnorm": rmsnorm, "rope": rope, "qk_norm": qk_norm, "attention": attention,
+       "swiglu": swiglu, "block": block, "decode": decode}
+
+
+def supports(op, config, dtype):
+    """Decline what this file does not know (a later protocol may add
+    layouts or scaling types): a case declined is not run, never passed."""
+    if op in ("rope", "block", "decode"):
+        if config.get("rope_layout") not in ("neox", "interleaved"):
+            return False, "rope_layout %r is not one this worker knows" % (config.get("rope_layout"),)
+        kind = (config.get("rope_scaling") or {"type": "none"}).get("type")
+        if kind not in KNOWN_SCALING:
+            return False, "rope_scaling type %r is not one this worker knows" % (kind,)
+    return True, ""
+
+
+def make_worker(name="numpy", description="float32 numpy, HF conventions", dtypes=("f32",)):
+    w = Worker(name, dtypes=dtypes, description=description)
+    for op, fn in OPS.items():
+        w.op(op)(fn)
+    w.supports(supports)
+    return w
+
+
+def main(name="numpy", description="float32 numpy, HF conventions"):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap.add_argument("--dtypes", default="f32", help="comma-separated dtypes to announce (f32, bf16, f16)")
+    args = ap.parse_args()
+    make_worker(name, description, args.dtypes.split(",")).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""Checks impls/worker_example/numpy_worker.py against the repo's golden files.
+
+    /usr/bin/python3 tests/workers/check_numpy_worker.py [fixtures/*.h5 ...]
+
+Every case of every file (fixtures/SCHEMA.md) is run through the worker's op
+functions directly (no protocol) and each `expected` dataset is compared; the
+error of a tensor is max|got - expected| / max|expected|. Two runs:
+
+  exact   RoPE angles in float64 (numpy_worker.ANGLE_DTYPE): every convention
+          is checked, each tensor within 1e-4 (the maths is right);
+  hf      the worker as shipped, angles in float32 as HF computes them: each
+          tensor within 1e-4 plus what float32 angles cost at the case's
+          largest position p, 2^-22 p (the angle's rounding is at most
+          2^-23 p rad; twice that for what attention carries downstream).
+
+Prints the worst tensor of each run per file; exit 1 if any fails, 2 on a
+file this script cannot read.
+"""
+
+import glob
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "impls" / "worker_example"))
+import numpy_worker as nw  # noqa: E402
+
+LIMIT = 1e-4
+
+
+def text(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def protocol_config(attrs, op, inputs):
+    """A fixture's config/ attributes as the protocol's resolved config dict."""
+    a = dict(attrs)
+    hd = int(a.get("head_dim", 0))
+    sc = {"type": text(a.get("rope_scaling", "none")), "factor": float(a.get("rope_factor", 1.0)),
+          "low_freq_factor": float(a.get("rope_low_freq_factor", 1.0)),
+          "high_freq_factor": float(a.get("rope_high_freq_factor", 4.0)),
+          "original_max_position": int(a.get("rope_original_max_position", 0)),
+          "beta_fast": float(a.get("rope_beta_fast", 32.0)), "beta_slow": float(a.get("rope_beta_slow", 1.0)),
+          "attention_factor": float(a.get("rope_attention_factor", 1.0))}
+    c = {"d_model": int(a.get("d_model", 0)), "n_heads": int(a.get("n_heads", 0)),
+         "n_kv_heads": int(a.get("n_kv_heads", 0)), "head_dim": hd, "ffn_dim": int(a.get("ffn_dim", 0)),
+         "rope_layout": text(a.get("rope_layout", "neox")), "rope_theta": float(a.get("rope_theta", 10000.0)),
+         "rotary_dim": int(a.get("rotary_dim", 0)) or hd, "qk_norm": bool(a.get("qk_norm", 0)),
+         "norm_eps": float(a.get("norm_eps", 1e-5)), "rope_scaling": sc}
+    # the sizes a single op's inputs imply, as conform fills them in
+    if op in ("rmsnorm", "swiglu"):
+        c["d_model"] = inputs["x"].shape[1]
+    if op == "swiglu":
+        c["ffn_dim"] = inputs["w1"].shape[1]
+    if op in ("rope", "qk_norm"):
+        c["n_heads"] = c["n_kv_heads"] = inputs["x"].shape[1] // hd
+    return c
+
+
+def run_case(group):
+    op = text(group.attrs["op"])
+    inputs = {n: d[()] for n, d in group["inputs"].items()}
+    inputs = {n: (v.astype(np.int64) if "positions" in n else v.astype(np.float32)) for n, v in inputs.items()}
+    config = protocol_config(group["config"].attrs if "config" in group else {}, op, inputs)
+    kwargs = {"config": config}
+    if op == "decode":
+        kwargs["prefill"] = int(group.attrs["prefill"])
+    got = nw.OPS[op](**inputs, **kwargs)
+    got = got if isinstance(got, dict) else {"out": got}
+    errors = {}
+    max_pos = max([int(v.max()) for n, v in inputs.items() if "positions" in n and v.size] or [0])
+    for name, d in group["expected"].items():
+        exp = d[()].astype(np.float64)
+        if name not in got:
+            raise SystemExit("%s: expected/%s: the worker returned no such output" % (group.name, name))
+        g = np.asarray(got[name], dtype=np.float64)
+        if g.shape != exp.shape or g.dtype.kind != "f":
+            errors[name] = float("inf")
+            continue
+        errors[name] = float(np.max(np.abs(g - exp)) / max(np.max(np.abs(exp)), 1e-30))
+    return op, errors, max_pos
+
+
+def main(paths):
+    paths = paths or sorted(glob.glob(str(ROOT / "fixtures" / "*.h5")))
+    if not paths:
+        print("check_numpy_worker: no fixture files", file=sys.stderr)
+        return 2
+    failed = 0
+    print("%-4s %-38s %-9s %-26s %-26s %s" % ("", "file", "op", "exact: worst tensor", "hf: worst tensor", "hf limit"))
+    for path in paths:
+        try:
+            f = h5py.File(path, "r")
+        except OSError as e:
+            print("check_numpy_worker: %s: %s" % (path, e), file=sys.stderr)
+            return 2
+        with f:
+            cases = [c for c in f if isinstance(f.get(c, getlink=True), h5py.HardLink) and isinstance(f[c], h5py.Group)]
+            ok, cols, op = True, [], ""
+            for angles in (np.float64, np.float32):
+                nw.ANGLE_DTYPE = angles
+                worst = (-1.0, "")
+                for case in cases:
+                    op, errors, max_pos = run_case(f[case])
+                    rotates = op in ("rope", "block", "decode")
+                    limit = LIMIT + (2.0 ** -22 * max_pos if angles is np.float32 and rotates else 0)
+                    ok = ok and all(e <= limit for e in errors.values())
+                    for name, e in errors.items():
+                        if e > worst[0]:
+                            worst = (e, "%s/%s" % (case, name), limit)
+                cols.append("%-15s %.3e" % (worst[1], worst[0]))
+            nw.ANGLE_DTYPE = np.float32
+        failed += not ok
+        print("%-4s %-38s %-9s %-26s %-26s %.1e" % ("ok" if ok else "FAIL", Path(path).name, op, cols[0], cols[1], worst[2]))
+    print("%d of %d files pass" % (len(paths) - failed, len(paths)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
