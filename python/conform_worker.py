@@ -272,6 +272,7 @@ class Worker:
         self._torch = None
         self._ops = {}
         self._supports = None
+        self.request = None  # the header of the request being served, for a kernel that wants its id or dtype
 
     # ---- registration ----
 
@@ -333,6 +334,7 @@ class Worker:
             if kind == "bye":
                 return 0
             rid = header.get("id")
+            self.request = header
             try:
                 if kind == "call":
                     self._call(header, payload)

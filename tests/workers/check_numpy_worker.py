@@ -16,6 +16,11 @@ error of a tensor is max|got - expected| / max|expected|. Two runs:
 
 Prints the worst tensor of each run per file; exit 1 if any fails, 2 on a
 file this script cannot read.
+
+    /usr/bin/python3 tests/workers/check_numpy_worker.py --torch
+
+checks impls/worker_example/torch_worker.py the same way (its rmsnorm, rope
+and attention; the cases its supports() declines are listed as declined).
 """
 
 import glob
@@ -85,8 +90,45 @@ def run_case(group):
     return op, errors, max_pos
 
 
-def main(paths):
+def check_torch(paths):
+    import torch
+    import torch_worker as tw
+    ops = {"rmsnorm": tw.rmsnorm, "rope": tw.rope, "attention": tw.attention}
+    failed = checked = 0
+    for path in paths:
+        with h5py.File(path, "r") as f:
+            for case in f:
+                g = f[case]
+                op = text(g.attrs["op"])
+                if op not in ops:
+                    continue
+                inputs = {n: d[()] for n, d in g["inputs"].items()}
+                config = protocol_config(g["config"].attrs if "config" in g else {}, op, inputs)
+                ok, reason = tw.supports(op, config, "f32")
+                if not ok:
+                    print("--   %-38s %-9s declined: %s" % (Path(path).name, op, reason))
+                    continue
+                args = {n: torch.from_numpy(v.astype(np.int64) if "positions" in n else v.astype(np.float32))
+                        for n, v in inputs.items()}
+                got = ops[op](**args, config=config).numpy().astype(np.float64)
+                exp = g["expected/out"][()].astype(np.float64)
+                max_pos = max([int(v.max()) for n, v in inputs.items() if "positions" in n] or [0])
+                limit = LIMIT + (2.0 ** -22 * max_pos if op == "rope" else 0)
+                e = float(np.max(np.abs(got - exp)) / np.max(np.abs(exp))) if got.shape == exp.shape else float("inf")
+                checked += 1
+                failed += not e <= limit
+                print("%-4s %-38s %-9s %-15s %.3e  limit %.1e" % ("ok" if e <= limit else "FAIL", Path(path).name, op,
+                                                                   case + "/out", e, limit))
+    print("torch_worker: %d of %d cases pass" % (checked - failed, checked))
+    return 1 if failed else 0
+
+
+def main(args):
+    use_torch = "--torch" in args
+    paths = [a for a in args if a != "--torch"]
     paths = paths or sorted(glob.glob(str(ROOT / "fixtures" / "*.h5")))
+    if use_torch:
+        return check_torch(paths)
     if not paths:
         print("check_numpy_worker: no fixture files", file=sys.stderr)
         return 2

@@ -1,0 +1,30 @@
+#!/usr/bin/python3
+"""A worker whose hello is wrong, then waits for the end of stdin.
+
+    bad_hello.py [MODE]   name (default): a name with a space and a '/'
+                          protocol: protocol 99
+                          type: answers the hello with a result
+                          ops: lists an op that does not exist
+                          garbage: text instead of a frame
+"""
+import sys
+from common import conform_worker, frame_bytes, write_raw
+
+MODE = sys.argv[1] if len(sys.argv) > 1 else "name"
+hello = {"type": "hello", "protocol": 1, "name": "bad_hello", "ops": ["rmsnorm"], "dtypes": ["f32"], "supports": False}
+if MODE == "name":
+    hello["name"] = "bad hello/1"
+elif MODE == "protocol":
+    hello["protocol"] = 99
+elif MODE == "type":
+    hello = {"type": "result", "id": 0, "outputs": []}
+elif MODE == "ops":
+    hello["ops"] = ["rmsnorm", "flash_attention"]
+elif MODE != "garbage":
+    sys.exit("bad_hello.py: unknown mode %r" % MODE)
+
+in_fd, _ = conform_worker._take_stdio()
+conform_worker._Reader(in_fd).frame()  # conform's hello: conform speaks first
+write_raw(b"Welcome!\n" if MODE == "garbage" else frame_bytes(hello))
+while conform_worker.os.read(in_fd, 1 << 16):
+    pass
