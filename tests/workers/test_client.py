@@ -352,6 +352,24 @@ class Conversation(WorkerTest):
         self.assertEqual(j.stderr(), "")
 
 
+class Conversions(unittest.TestCase):
+    """The client's 16-bit conversions against this file's one-value-at-a-time ones, on the hard values."""
+
+    def test_bf16_round_trip(self):
+        sys.path.insert(0, str(ROOT / "python"))
+        import conform_worker as cw
+        bits = [0x3F808000, 0x3F818000, 0x3F80FFFF, 0x3F807FFF, 0xBF808000, 0x7F7FFFFF, 0x7F800000, 0xFF800000,
+                0x7FC00001, 0xFFFFFFFF, 0x7F800001, 0x00000001, 0x80000000, 0x00008000, 0x00018000, 0x7F7F8000]
+        x = np.array(bits, np.uint32).view(np.float32)
+        got = cw.f32_to_bf16_bits(x)
+        want = [bf16_bits(v) for v in x]
+        self.assertEqual([hex(int(g)) for g in got], [hex(w) for w in want])
+        self.assertTrue(np.isnan(cw.bf16_to_f32(got[8:11])).all())
+        every = np.arange(1 << 16, dtype=np.uint16)  # widening is exact: every bf16 value survives the trip
+        self.assertTrue(np.array_equal(cw.f32_to_bf16_bits(cw.bf16_to_f32(every))[~np.isnan(cw.bf16_to_f32(every))],
+                                       every[~np.isnan(cw.bf16_to_f32(every))]))
+
+
 class BadFramesToTheWorker(WorkerTest):
     def expect_refusal(self, data, words, hello=True):
         j = self.numpy_worker()
