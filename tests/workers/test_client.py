@@ -337,6 +337,17 @@ class Conversation(WorkerTest):
             truth = nw.rmsnorm(wide(x), wide(w), config=c)  # float32 arithmetic on the exact inputs
             np.testing.assert_array_equal(out["out"], wide(truth), err_msg=dtype)
 
+    def test_a_tensor_at_an_unaligned_offset(self):
+        j = self.numpy_worker("--dtypes", "bf16")
+        j.hello()
+        c = config(head_dim=2, rotary_dim=2)
+        x = np.array([[1.0, 0.5], [0.25, -2.0], [3.0, 1.0]], np.float32)  # 12 bytes of bf16: positions start unaligned
+        ins = [("x", x, "bf16"), ("positions", np.array([1, 2, 4000]), "i64")]
+        h, out = j.call("rope", c, ins, [("out", (3, 2))], dtype="bf16")
+        self.assertEqual(h["type"], "result", h)
+        truth = direct(nw.rope, [("x", x, 0), ("positions", np.array([1, 2, 4000]), 0)], config=c)
+        np.testing.assert_array_equal(out["out"], tensor_from(tensor_bytes(truth, "bf16"), "bf16", (3, 2)))
+
     def test_bye_ends_the_worker_with_0(self):
         j = self.numpy_worker()
         j.hello()
