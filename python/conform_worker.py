@@ -311,7 +311,11 @@ class Worker:
         stream that is not this protocol: a message on stderr, exit 2."""
         in_fd, out_fd = _take_stdio()
         if self.torch:
-            import torch  # noqa: F401  (imported here so that a numpy worker never needs it)
+            try:
+                import torch  # here, so that a numpy worker never needs it
+            except ImportError as e:
+                sys.stderr.write("conform_worker[%s]: Worker(torch=True) but torch is not importable: %s\n" % (self.name, e))
+                sys.exit(1)  # before the hello: conform reports the worker unavailable, with this line
             self._torch = torch
         self._out = out_fd
         reader = _Reader(in_fd)
