@@ -3,7 +3,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS conform RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS conform conform-worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # LibTorch and friends may live outside the loader's default paths.
 set_target_properties(conform PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(FILES ${PROJECT_SOURCE_DIR}/impls/include/conform/plugin.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/conform)

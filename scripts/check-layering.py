@@ -17,7 +17,8 @@ LAYERS = [
     ["harness/compare", "harness/config", "harness/gen", "harness/model", "harness/reference"],
     ["harness/h5", "harness/judge", "harness/weights"],
     ["harness/diagnose"],
-    ["harness/report", "harness/plugin", "harness/worker"],
+    ["harness/report", "harness/plugin"],
+    ["harness/worker"],
     ["harness/run"],
     ["harness/cli"],
 ]

@@ -26,7 +26,8 @@
 #include "config/options.h"
 #include "config/presets.h"
 #include "core/case.h"
-#include "plugin/loader.h"
+#include "cli/flags.h"
+#include "run/plan.h"
 #include "reference/bench_torch.h"
 #include "reference/ceilings.h"
 #include "registry.h"
@@ -310,7 +311,7 @@ struct Options {
     int min_reps = 5;
     int max_reps = 200;
     int threads = 0;
-    std::vector<std::string> impl_libs;
+    WorkerFlags workers;
     double settle_ms = 2;
     std::string simd_target;
     bool json = false;
@@ -362,22 +363,35 @@ int run_bench(const Options& o) {
         }
         dtypes.push_back(*dt);
     }
-    std::vector<plugin::Plugin> plugins;
-    try {
-        plugin::LoadOptions lo;
-        lo.isolate = false;
-        plugins = plugin::load_plugins(o.impl_libs, lo);
-    } catch (const plugin::PluginError& e) {
-        std::cerr << "conform bench: --impl-lib: " << e.what() << "\n";
-        return kUsage;
+    // Workers (--impl-lib, --impl-cmd): each a process, timed per round trip.
+    run::ImplRequest wr;
+    apply_worker_flags(o.workers, wr);
+    wr.names = {"-"};  // only the workers: no in-repo implementation is made here
+    std::vector<std::shared_ptr<worker::WorkerImpl>> workers;
+    {
+        run::ImplRequest only = wr;
+        only.names.clear();
+        if (!only.impl_libs.empty() || !only.impl_cmds.empty()) {
+            run::ImplSet set = run::choose_implementations(only);
+            for (auto& c : set.impls)
+                if (c.worker) {
+                    c.impl.release();
+                    workers.emplace_back(c.worker);
+                }
+        }
     }
-    // Given only --impl-lib, the plugins against torch.
+    auto find_worker = [&](const std::string& n) -> std::shared_ptr<worker::WorkerImpl> {
+        for (const auto& w : workers)
+            if (w->hello().name == n) return w;
+        return nullptr;
+    };
+    // Given only workers, the workers against torch.
     std::string impl_list = o.impls;
     if (impl_list.empty()) {
         impl_list = "simd,torch";
-        if (!plugins.empty()) {
+        if (!workers.empty()) {
             impl_list = "torch";
-            for (const auto& p : plugins) impl_list += "," + p.entry.name;
+            for (const auto& w : workers) impl_list += "," + w->hello().name;
         }
     }
     const std::vector<std::string> impls = split(impl_list == "all" ? "simd,torch,scalar" : impl_list);
@@ -387,9 +401,9 @@ int run_bench(const Options& o) {
         if (e.bench) benched += ", " + e.name;
     for (const auto& i : impls) {
         const ImplEntry* e = find_implementation(i);
-        if (i != "torch" && i != "scalar" && !(e && e->bench) && !plugin::find_plugin(plugins, i)) {
+        if (i != "torch" && i != "scalar" && !(e && e->bench) && !find_worker(i)) {
             std::cerr << "conform bench: --impl: '" << i << "' is not benchmarked (" << benched
-                      << (plugins.empty() ? "" : ", or a plugin of --impl-lib") << ")\n";
+                      << (workers.empty() ? "" : ", or a worker of --impl-lib / --impl-cmd") << ")\n";
             return kUsage;
         }
     }
@@ -435,11 +449,10 @@ int run_bench(const Options& o) {
                     if (op == Op::decode || T > 64) continue;  // no cache in the interface; too slow past 64
                     runners.push_back(interface_runner(
                         "scalar", std::shared_ptr<Implementation>(find_implementation("scalar")->create({})), in));
-                } else if (const plugin::Plugin* p = plugin::find_plugin(plugins, impl)) {
+                } else if (auto w = find_worker(impl)) {
                     if (op == Op::decode) continue;  // no cache in the interface
-                    std::shared_ptr<Implementation> pi(p->entry.create({}));
-                    if (!pi->supports(op, in.c.config).ok) continue;  // e.g. a rope-only plugin
-                    runners.push_back(interface_runner(impl, std::move(pi), in));
+                    if (!w->supports(op, in.c.config).ok) continue;  // e.g. a rope-only plugin
+                    runners.push_back(interface_runner(impl, w, in));
                 } else {
                     // An implementation with its own bench op (its registry
                     // entry's factory, conform/bench.h): simd, cuda.
@@ -600,9 +613,7 @@ Command add_bench(CLI::App& app) {
     sub->add_option("--impl", o->impls,
                     "simd, torch, scalar, cuda, a plugin's name, comma-separated, or all (default simd,torch; with "
                     "--impl-lib: torch and the plugins)");
-    sub->add_option("--impl-lib", o->impl_libs,
-                    "also time the implementations in these plugin libraries (conform/plugin.h), in process")
-        ->allow_extra_args(false);
+    add_worker_flags(*sub, o->workers, false);
     sub->add_option("--op", o->ops, "ops, comma-separated, or all (default all; decode is one token after --context)");
     // --preset, --config, --d-model, ... (config/options.h); default the tinyllama-1.1b preset
     config::add_config_options(*sub, o->config);

@@ -46,6 +46,45 @@ void add_case_flags(CLI::App& app, CaseFlags& f) {
                                "inputs are still drawn. The repo's fixtures then run only when named (--fixtures)");
 }
 
+void add_worker_flags(CLI::App& app, WorkerFlags& f, bool gate) {
+    app.add_option("--impl-lib", f.impl_libs,
+                   "an out-of-tree implementation: a shared library built against conform/plugin.h (repeatable); it "
+                   "runs in a sandboxed worker process, never inside conform. Its name is usable in --impl; without "
+                   "--impl only the workers run")
+        ->allow_extra_args(false);
+    app.add_option("--impl-cmd", f.impl_cmds,
+                   "an out-of-tree implementation: a command speaking the worker protocol (impls/WORKERS.md), e.g. "
+                   "'python3 my_kernels.py' (repeatable); started once, in its own sandboxed process group")
+        ->allow_extra_args(false);
+    app.add_option("--call-timeout", f.call_timeout_s,
+                   "seconds a worker may take for one call before the case fails and the worker is restarted (default 120)")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--worker-memory", f.memory_gb,
+                   "address-space limit of each worker process in GB (default: none for --impl-cmd, which may map a GPU; "
+                   "16 or half this machine's memory for --impl-lib)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--worker-cpu", f.cpu_s, "CPU-time limit of each worker process in seconds (default 3600; 0: none)")
+        ->check(CLI::NonNegativeNumber);
+    if (!gate) return;
+    app.add_flag("--isolate", f.isolate,
+                 "run the in-repo implementations in worker processes too (plugins and commands always are), so a "
+                 "crash in one fails its case instead of ending conform");
+    app.add_flag("--no-isolate", f.no_isolate, "(refused: plugins always run in a worker process)");
+}
+
+void apply_worker_flags(const WorkerFlags& f, run::ImplRequest& r) {
+    if (f.no_isolate)
+        throw InputError("--no-isolate: plugins and commands always run in a sandboxed worker process, never inside "
+                         "conform (impls/PLUGINS.md, the threat model); the in-repo implementations run in process "
+                         "unless --isolate");
+    r.impl_libs = f.impl_libs;
+    r.impl_cmds = f.impl_cmds;
+    r.isolate = f.isolate;
+    r.call_timeout_s = f.call_timeout_s;
+    r.worker_memory = static_cast<uint64_t>(f.memory_gb * double(uint64_t(1) << 30));
+    r.worker_cpu_s = static_cast<uint64_t>(f.cpu_s);
+}
+
 Resolved resolve_case_flags(const CaseFlags& f) {
     Resolved r;
     run::Selection& s = r.selection;

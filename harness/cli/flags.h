@@ -28,6 +28,20 @@ struct CaseFlags {
 // --no-default-fixtures --fixture-case, and the CONFIG flags.
 void add_case_flags(CLI::App& app, CaseFlags& f);
 
+// Out-of-tree implementations: --impl-lib, --impl-cmd, and the limits of
+// the worker processes they run in (impls/WORKERS.md); --isolate.
+struct WorkerFlags {
+    std::vector<std::string> impl_libs, impl_cmds;
+    double call_timeout_s = 120;
+    double memory_gb = 0;  // 0: the default (none for commands; 16 GB or half the RAM for plugins)
+    int64_t cpu_s = 3600;
+    bool isolate = false;
+    bool no_isolate = false;  // refused: nothing foreign runs in the judge any more
+};
+void add_worker_flags(CLI::App& app, WorkerFlags& f, bool gate);
+// Into the request; throws InputError on a bad value.
+void apply_worker_flags(const WorkerFlags& f, run::ImplRequest& r);
+
 struct Resolved {
     run::Selection selection;
     run::ImplRequest impls;

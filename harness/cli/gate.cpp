@@ -26,18 +26,7 @@ void add_gate_flags(CLI::App& app, GateOptions& g) {
     app.add_option("--save-failures", g.save_failures,
                    "write each failing property case, shrunk, as a one-case fixture into DIR");
     app.add_flag("--force", g.force, "let --save-failures overwrite existing files");
-    app.add_option("--impl-lib", g.impl_libs,
-                   "an out-of-tree implementation to test (a shared library built against conform/plugin.h; "
-                   "repeatable). Its name is usable in --impl; without --impl only the plugins run")
-        ->allow_extra_args(false);
-    using Isolation = run::ImplRequest::Isolation;
-    CLI::Option* isolate = app.add_flag_callback(
-        "--isolate", [&g] { g.isolation = Isolation::all; },
-        "run every implementation call in a child process, so a crash fails the case (the default for --impl-lib)");
-    app.add_flag_callback(
-           "--no-isolate", [&g] { g.isolation = Isolation::none; },
-           "run plugin calls in this process: faster, but a crash in the plugin ends conform")
-        ->excludes(isolate);
+    add_worker_flags(app, g.workers, true);
 }
 
 int run_gate(const GateOptions& g) {
@@ -56,13 +45,12 @@ int run_gate(const GateOptions& g) {
     Resolved r = resolve_case_flags(g.cases);
     r.impls.options.simd_target = g.simd_target;
     r.impls.options.threads = g.threads;
-    r.impls.impl_libs = g.impl_libs;
-    r.impls.isolation = g.isolation;
-    r.selection.plugins_only = !g.impl_libs.empty();
+    apply_worker_flags(g.workers, r.impls);
+    // The plan first: every fixture file is read before any worker exists.
+    const run::Plan plan = run::make_plan(r.selection);
     run::ImplSet impls = run::choose_implementations(r.impls);
     if (!g.quiet)
         for (const auto& s : impls.skipped) log << "skipping " << s << "\n";
-    const run::Plan plan = run::make_plan(r.selection);
     const run::Selection& s = plan.selection;
 
     if (chatty) {

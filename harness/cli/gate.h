@@ -22,8 +22,7 @@ struct GateOptions {
     int threads = 0;                 // implementations' thread count (0 = their default)
     std::string save_failures;       // directory: each failing property case, shrunk, as a fixture
     bool force = false;              // --save-failures may overwrite existing files
-    std::vector<std::string> impl_libs;  // --impl-lib: plugin libraries (conform/plugin.h); their names join --impl
-    run::ImplRequest::Isolation isolation = run::ImplRequest::Isolation::plugins;
+    WorkerFlags workers;             // --impl-lib, --impl-cmd, their limits, --isolate
 };
 
 // The gate's flags on the root app.

@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "cli/gate.h"
-#include "plugin/loader.h"
+#include "cli/flags.h"
+#include "run/plan.h"
 #include "registry.h"
 
 namespace conform::cli {
@@ -12,27 +12,24 @@ namespace conform::cli {
 Command add_list(CLI::App& app) {
     struct Opts {
         bool ops = false, impls = false;
-        std::vector<std::string> libs;
+        WorkerFlags workers;
     };
     auto o = std::make_shared<Opts>();
     CLI::App* sub = app.add_subcommand("list", "implementations (available or why not) and ops");
     sub->add_flag("--ops", o->ops, "only op names, one per line");
     sub->add_flag("--impls", o->impls, "only implementation names, one per line");
-    sub->add_option("--impl-lib", o->libs, "also list the implementations in these plugin libraries")
-        ->allow_extra_args(false);
+    add_worker_flags(*sub, o->workers, false);
     return {sub, [o] {
                 if (!o->impls) {
                     if (!o->ops) std::cout << "ops:\n";
                     for (Op op : kAllOps) std::cout << (o->ops ? "" : "  ") << to_string(op) << "\n";
                 }
                 if (o->ops) return int(kConform);
-                std::vector<plugin::Plugin> plugins;
-                try {
-                    plugins = plugin::load_plugins(o->libs);
-                } catch (const plugin::PluginError& e) {
-                    std::cerr << "conform: --impl-lib " << e.what() << "\n";
-                    return int(kUsage);
-                }
+                // Asked in their own worker processes (never loaded here): their hello.
+                run::ImplRequest r;
+                apply_worker_flags(o->workers, r);
+                run::ImplSet workers;
+                if (!r.impl_libs.empty() || !r.impl_cmds.empty()) workers = run::choose_implementations(r);
                 if (!o->impls) std::cout << "implementations:\n";
                 for (const auto& e : implementations()) {
                     const Availability a = e.available();
@@ -43,10 +40,18 @@ Command add_list(CLI::App& app) {
                                   << "  - " << e.description << "\n";
                     if (!o->impls && a.available && e.details) std::cout << "      " << e.details() << "\n";
                 }
-                if (!o->impls && !plugins.empty()) std::cout << "plugins (--impl-lib):\n";
-                for (const auto& p : plugins)
-                    std::cout << (o->impls ? "" : "  ") << p.entry.name
-                              << (o->impls ? "" : "  available  - " + p.entry.description) << "\n";
+                if (!o->impls && !workers.impls.empty()) std::cout << "workers (--impl-lib, --impl-cmd):\n";
+                for (const auto& c : workers.impls) {
+                    const worker::Hello& h = c.worker->hello();
+                    std::string ops, dtypes;
+                    for (Op op : h.ops) ops += (ops.empty() ? "" : ", ") + std::string(to_string(op));
+                    for (DType d : h.dtypes) dtypes += (dtypes.empty() ? "" : ", ") + std::string(to_string(d));
+                    std::cout << (o->impls ? "" : "  ") << h.name
+                              << (o->impls ? "" : "  available  - " + c.worker->spec().flag() +
+                                                      (h.description.empty() ? "" : ": " + h.description) +
+                                                      " (ops: " + ops + "; dtypes: " + dtypes + ")")
+                              << "\n";
+                }
                 if (!o->impls && !mutant_implementations().empty()) {
                     std::cout << "mutants (never in the default gate; see `conform mutants`):\n";
                     for (const auto& e : mutant_implementations())

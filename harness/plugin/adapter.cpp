@@ -190,6 +190,8 @@ std::string rope_beyond_abi(const BlockConfig& c) {
     return "";
 }
 
+}  // namespace
+
 bool implements(const conform_plugin& t, Op op) {
     switch (op) {
         case Op::rmsnorm: return t.rmsnorm != nullptr;
@@ -202,6 +204,8 @@ bool implements(const conform_plugin& t, Op op) {
     }
     return false;
 }
+
+namespace {
 
 class Adapter final : public Implementation {
    public:

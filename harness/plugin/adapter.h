@@ -2,12 +2,13 @@
 // conform::Implementation, so the gate, fixtures, diagnosis, reports and
 // bench run it like an in-repo implementation.
 //
-// In process: the adapter only translates. Views become tensor descriptors in
+// It runs inside conform-worker (harness/worker/), never in the judge. The
+// adapter only translates. Views become tensor descriptors in
 // the run's dtype, status codes become ImplError, and the output buffers the
 // harness guarded are handed straight to the plugin when the run is float32,
 // so run_impl's poison and sentinels judge the plugin's own writes. In
 // bfloat16 / float16 the plugin writes 16-bit staging buffers that carry the
-// same kind of poison and sentinels, checked here. Crashes are isolate.h's job.
+// same kind of poison and sentinels, checked here. Crashes are the worker process's to have.
 #pragma once
 
 #include <memory>
@@ -36,6 +37,9 @@ std::string status_name(int32_t code);
 // Op names a table implements, "rope, rmsnorm"; dtypes it runs in, "f32, bf16".
 std::string ops_of(const conform_plugin& t);
 std::string dtypes_of(const conform_plugin& t);
+
+// Whether the table has a function for op.
+bool implements(const conform_plugin& t, Op op);
 
 // CONFORM_DTYPE_* for a DType.
 uint32_t dtype_code(DType d);

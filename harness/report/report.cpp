@@ -1,5 +1,11 @@
 #include "report/report.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -271,23 +277,49 @@ nlohmann::json to_json(const RunReport& r) {
 void write_file_atomic(const std::string& path, const std::string& content) {
     namespace fs = std::filesystem;
     const fs::path p(path);
-    if (p.has_parent_path()) {
-        std::error_code ec;
-        fs::create_directories(p.parent_path(), ec);
-        if (ec) throw std::runtime_error(path + ": cannot create directory: " + ec.message());
-    }
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    {
-        std::ofstream f(tmp, std::ios::binary);
-        if (!f) throw std::runtime_error(tmp + ": cannot open for writing");
-        f << content;
-        if (!f) throw std::runtime_error(tmp + ": write failed");
-    }
+    const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
     std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) {
-        fs::remove(tmp, ec);
-        throw std::runtime_error(path + ": cannot rename into place");
+    fs::create_directories(dir, ec);
+    if (ec) throw std::runtime_error(path + ": cannot create directory: " + ec.message());
+    // A name nobody can predict, created exclusively and never through a
+    // link (mkstemp: O_CREAT | O_EXCL), so nothing planted beforehand — a
+    // symlink at the temporary name, a file of the same name — is written
+    // through; fsync'd before the rename so a crash leaves the old report or
+    // the new one, never half of one. rename(2) replaces a link at `path`
+    // itself, never its target.
+    std::string tmpl = (dir / ("." + p.filename().string() + ".XXXXXX")).string();
+    std::vector<char> name(tmpl.begin(), tmpl.end());
+    name.push_back('\0');
+    const int fd = ::mkstemp(name.data());
+    if (fd < 0) throw std::runtime_error(path + ": cannot create a temporary file: " + std::strerror(errno));
+    const std::string tmp(name.data());
+    auto fail = [&](const std::string& what) {
+        const int e = errno;
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        throw std::runtime_error(path + ": " + what + ": " + std::strerror(e));
+    };
+    for (size_t off = 0; off < content.size();) {
+        const ssize_t n = ::write(fd, content.data() + off, content.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) fail("write failed");
+        off += static_cast<size_t>(n);
+    }
+    if (::fchmod(fd, 0644) != 0) fail("cannot set permissions");
+    if (::fsync(fd) != 0) fail("fsync failed");
+    if (::close(fd) != 0) {
+        ::unlink(tmp.c_str());
+        throw std::runtime_error(path + ": close failed: " + std::strerror(errno));
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int e = errno;
+        ::unlink(tmp.c_str());
+        throw std::runtime_error(path + ": cannot rename into place: " + std::strerror(e));
+    }
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        ::fsync(dfd);
+        ::close(dfd);
     }
 }
 

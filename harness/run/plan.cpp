@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "h5/fixture.h"
-#include "plugin/isolate.h"
 #include "registry.h"
 
 namespace conform::run {
@@ -17,29 +18,85 @@ Chosen* ImplSet::find(const std::string& name) {
     return nullptr;
 }
 
+uint64_t default_plugin_memory() {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    const uint64_t half = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2 : 0;
+    const uint64_t cap = uint64_t(16) << 30;
+    return half > 0 && half < cap ? half : cap;
+}
+
+namespace {
+
+worker::WorkerSpec spec_for(const ImplRequest& r, worker::WorkerSpec::Kind kind, const std::string& target) {
+    worker::WorkerSpec w;
+    w.kind = kind;
+    w.target = target;
+    w.call_timeout_s = r.call_timeout_s;
+    w.limits.memory_bytes = r.worker_memory ? r.worker_memory
+                                            : (kind == worker::WorkerSpec::Kind::command ? 0 : default_plugin_memory());
+    w.limits.cpu_seconds = r.worker_cpu_s;
+    w.seed = r.seed;
+    return w;
+}
+
+std::unique_ptr<worker::WorkerImpl> start_worker(const worker::WorkerSpec& spec, DType dtype, bool named) {
+    try {
+        return worker::WorkerImpl::start(spec, dtype);
+    } catch (const worker::StartError& e) {
+        if (e.bad_input) throw InputError(e.what());
+        (void)named;
+        throw UnavailableError(e.what());
+    }
+}
+
+}  // namespace
+
 ImplSet choose_implementations(const ImplRequest& r) {
     ImplSet set;
-    try {
-        plugin::LoadOptions lo;
-        lo.isolate = r.isolation != ImplRequest::Isolation::none;
-        set.plugins = plugin::load_plugins(r.impl_libs, lo);
-    } catch (const plugin::PluginError& e) {
-        throw InputError(std::string("--impl-lib ") + e.what());
+    // Workers first: their names come from their hello.
+    std::vector<std::unique_ptr<worker::WorkerImpl>> workers;
+    auto add_worker = [&](worker::WorkerSpec::Kind kind, const std::string& target) {
+        auto w = start_worker(spec_for(r, kind, target), r.options.dtype, true);
+        const std::string& n = w->hello().name;
+        if (find_implementation(n))
+            throw InputError(w->spec().flag() + ": its name '" + n +
+                             "' is an in-repo implementation's; give it another name (its hello, or the plugin's table)");
+        for (const auto& o : workers)
+            if (o->hello().name == n)
+                throw InputError(w->spec().flag() + ": its name '" + n + "' is also the name of " + o->spec().flag());
+        workers.push_back(std::move(w));
+    };
+    std::vector<std::string> libs_seen;  // the same file named twice is loaded once
+    for (const auto& lib : r.impl_libs) {
+        std::error_code ec;
+        const std::string real = std::filesystem::weakly_canonical(lib, ec).string();
+        if (std::find(libs_seen.begin(), libs_seen.end(), real) != libs_seen.end()) continue;
+        libs_seen.push_back(real);
+        add_worker(worker::WorkerSpec::Kind::plugin, lib);
     }
+    for (const auto& cmd : r.impl_cmds) add_worker(worker::WorkerSpec::Kind::command, cmd);
+
     std::vector<std::string> names = r.names;
-    // Given libraries, the run is about them: the in-repo ones only when named.
+    // Given workers, the run is about them: the in-repo ones only when named.
     if (names.empty())
-        for (const auto& p : set.plugins) names.push_back(p.entry.name);
+        for (const auto& w : workers) names.push_back(w->hello().name);
     if (names.empty())
         for (const auto& e : implementations()) names.push_back(e.name);
     for (const auto& n : names) {
-        const plugin::Plugin* from_lib = plugin::find_plugin(set.plugins, n);
-        const ImplEntry* e = from_lib ? &from_lib->entry : find_implementation(n);
+        auto wit = std::find_if(workers.begin(), workers.end(), [&](const auto& w) { return w && w->hello().name == n; });
+        if (wit != workers.end()) {
+            worker::WorkerImpl* raw = wit->get();
+            const std::string flags = " " + raw->spec().flag();
+            set.impls.push_back({n, std::move(*wit), flags, raw});
+            continue;
+        }
+        const ImplEntry* e = find_implementation(n);
         if (!e) {
             std::string known = "see `conform list`";
-            if (!set.plugins.empty()) {
-                known += "; the --impl-lib libraries provide:";
-                for (const auto& p : set.plugins) known += " " + p.entry.name;
+            if (!workers.empty()) {
+                known += "; the workers given are:";
+                for (const auto& w : workers)
+                    if (w) known += " " + w->hello().name;
             }
             throw InputError("unknown implementation '" + n + "' (" + known + ")");
         }
@@ -50,16 +107,20 @@ ImplSet choose_implementations(const ImplRequest& r) {
             set.skipped.push_back(n + ": " + a.reason);
             continue;
         }
-        std::unique_ptr<Implementation> impl;
+        if (r.isolate) {
+            worker::WorkerSpec spec = spec_for(r, worker::WorkerSpec::Kind::builtin, n);
+            auto w = start_worker(spec, r.options.dtype, r.names_explicit);
+            worker::WorkerImpl* raw = w.get();
+            set.impls.push_back({n, std::move(w), " --isolate", raw});
+            continue;
+        }
         try {
-            impl = e->create(r.options);
+            set.impls.push_back({n, e->create(r.options), "", nullptr});
         } catch (const std::exception& ex) {
             const std::string why = "implementation '" + n + "' cannot run: " + ex.what();
             if (r.names_explicit) throw UnavailableError(why);
             throw InputError(why);
         }
-        if (!from_lib && r.isolation == ImplRequest::Isolation::all) impl = isolate::isolated(std::move(impl));
-        set.impls.push_back({n, std::move(impl), from_lib ? " --impl-lib " + from_lib->path : std::string()});
     }
     return set;
 }
@@ -82,10 +143,11 @@ namespace {
 FixtureSelection select_fixtures(const Selection& o, const std::vector<Op>& ops) {
     FixtureSelection sel;
     // A --case replay is exactly one case; the regression set would blur it.
-    // A run of plugins, or pinned to a model, is about that: the set joins
-    // when named (--fixtures fixtures).
+    // A run pinned to a model is about that model: the set (of other
+    // models) joins when named (--fixtures fixtures). Workers and plugins
+    // get it like every implementation.
     sel.paths = o.fixtures;
-    sel.by_default = sel.paths.empty() && o.default_fixtures && o.case_id.empty() && !o.plugins_only && !o.pin;
+    sel.by_default = sel.paths.empty() && o.default_fixtures && o.case_id.empty() && !o.pin;
     if (sel.by_default) {
         const std::string d = default_fixture_dir();
         if (!d.empty()) sel.paths.push_back(d);

@@ -18,7 +18,7 @@
 
 #include "core/case.h"
 #include "gen/gen.h"
-#include "plugin/loader.h"
+#include "worker/client.h"
 #include "run/select.h"
 
 namespace conform::run {
@@ -31,29 +31,40 @@ struct UnavailableError : std::runtime_error {
 // ---- implementations ---------------------------------------------------------------
 
 struct ImplRequest {
-    std::vector<std::string> names;  // empty: the plugins given, else every available gate implementation
+    std::vector<std::string> names;  // empty: the workers given, else every available gate implementation
     bool names_explicit = false;     // named by the user: unavailable is then an error, not a skip
     ImplOptions options;             // dtype, simd target, threads
-    std::vector<std::string> impl_libs;  // --impl-lib: out-of-tree implementations (conform/plugin.h)
-    // Which implementations run each call in a forked child.
-    enum class Isolation { plugins, all, none } isolation = Isolation::plugins;
+    std::vector<std::string> impl_libs;  // --impl-lib: C plugins (conform/plugin.h), each hosted by conform-worker
+    std::vector<std::string> impl_cmds;  // --impl-cmd: commands speaking the worker protocol (impls/WORKERS.md)
+    bool isolate = false;                // --isolate: the in-repo implementations in workers too
+    // Worker limits (impls/WORKERS.md): per call, memory (0: the default for
+    // the kind), CPU time; the seed of the repeated calls and the poison.
+    double call_timeout_s = 120;
+    uint64_t worker_memory = 0;
+    uint64_t worker_cpu_s = 3600;
+    uint64_t seed = 0;
 };
 
 struct Chosen {
     std::string name;
     std::unique_ptr<Implementation> impl;
     std::string replay_flags;  // what a replay command needs to find it again (" --impl-lib PATH")
+    worker::WorkerImpl* worker = nullptr;  // impl, when it is a worker process (bench, stats)
 };
 
 struct ImplSet {
     std::vector<Chosen> impls;
     std::vector<std::string> skipped;  // "cuda: no CUDA device visible", not named and unavailable
-    std::vector<plugin::Plugin> plugins;
     Chosen* find(const std::string& name);
 };
 
-// Loads plugins, looks each name up and makes the implementation. Throws
-// InputError (unknown name, unusable plugin) or UnavailableError.
+// The default memory limit of a plugin worker: 16 GiB or half this machine's memory, the smaller.
+uint64_t default_plugin_memory();
+
+// Starts the workers (their names come from their hello), looks each name up
+// and makes the implementation. Throws InputError (unknown name, a library
+// that is not a plugin, a name taken twice) or UnavailableError (a named
+// implementation or a worker that cannot run here).
 ImplSet choose_implementations(const ImplRequest& r);
 
 // ---- cases -------------------------------------------------------------------------
@@ -69,7 +80,6 @@ struct Selection {
     std::vector<std::string> fixtures;  // --fixtures: files or directories (replace the regression set)
     bool default_fixtures = true;       // without --fixtures: the repo's fixtures/ (not with --case)
     std::string fixture_case;           // only fixture cases whose group has this name
-    bool plugins_only = false;          // a run of --impl-lib plugins: the regression set only when named
     // --preset / --config: every property case pinned to this block (widths
     // already scaled down); the regression set then runs only when named.
     std::optional<BlockConfig> pin;

@@ -1,20 +1,16 @@
-#include "plugin/loader.h"
+#include "plugin/library.h"
 
 #include <dlfcn.h>
 #include <sys/stat.h>
 
-#include <algorithm>
-#include <climits>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 
 #include "plugin/adapter.h"
-#include "plugin/isolate.h"
 
 namespace conform::plugin {
 
 namespace {
+
 
 // ABI 1 is the first version, so today's table is exactly its size. When a
 // field is appended, this stays the size of version 1's fields: a table that
@@ -55,10 +51,12 @@ std::string check_table(const conform_plugin* t) {
 }
 
 // dlopen + dlsym + the table's checks; throws PluginError naming the file.
-std::shared_ptr<Library> open_library(const std::string& path) {
+}  // namespace
+
+std::shared_ptr<const Library> open_library(const std::string& path) {
     struct stat st{};
-    if (stat(path.c_str(), &st) != 0) throw PluginError(path + ": no such file");
-    if (!S_ISREG(st.st_mode)) throw PluginError(path + ": not a regular file");
+    if (stat(path.c_str(), &st) != 0) throw LibraryError(path + ": no such file");
+    if (!S_ISREG(st.st_mode)) throw LibraryError(path + ": not a regular file");
     // Without a slash dlopen would search the library path instead of opening this file.
     const std::string file = path.find('/') == std::string::npos ? "./" + path : path;
     dlerror();
@@ -67,19 +65,19 @@ std::shared_ptr<Library> open_library(const std::string& path) {
     void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
         const char* e = dlerror();
-        throw PluginError(path + ": cannot load it: " + (e ? e : "dlopen failed"));
+        throw LibraryError(path + ": cannot load it: " + (e ? e : "dlopen failed"));
     }
     dlerror();
     void* sym = dlsym(handle, CONFORM_PLUGIN_ENTRY_SYMBOL);
     if (sym == nullptr)
-        throw PluginError(path + ": not a conform plugin: it exports no " CONFORM_PLUGIN_ENTRY_SYMBOL
+        throw LibraryError(path + ": not a conform plugin: it exports no " CONFORM_PLUGIN_ENTRY_SYMBOL
                                  " (define it with CONFORM_PLUGIN_EXPORT, extern \"C\" in C++; see impls/PLUGINS.md)");
     conform_plugin_get_fn get;
     static_assert(sizeof get == sizeof sym, "function and object pointers differ in size");
     std::memcpy(&get, &sym, sizeof get);
     const conform_plugin* table = get();
     const std::string wrong = check_table(table);
-    if (!wrong.empty()) throw PluginError(path + ": " + wrong);
+    if (!wrong.empty()) throw LibraryError(path + ": " + wrong);
 
     auto lib = std::make_shared<Library>();
     lib->path = path;
@@ -92,66 +90,5 @@ std::shared_ptr<Library> open_library(const std::string& path) {
     return lib;
 }
 
-}  // namespace
-
-std::vector<Plugin> load_plugins(const std::vector<std::string>& paths, const LoadOptions& o) {
-    std::vector<Plugin> out;
-    std::vector<std::string> seen;  // real paths: the same file named twice is loaded once
-    for (const std::string& path : paths) {
-        char resolved[PATH_MAX];
-        if (realpath(path.c_str(), resolved) != nullptr) {
-            if (std::find(seen.begin(), seen.end(), resolved) != seen.end()) continue;
-            seen.emplace_back(resolved);
-        }
-        if (o.isolate) {
-            // A library's constructors and conform_plugin_get() are foreign code
-            // too: try them in a child first, so a crash is reported, not suffered.
-            const isolate::ChildResult r = isolate::run_in_child(
-                [&] {
-                    open_library(path);
-                    return std::string();
-                },
-                o.timeout_s);
-            if (r.kind == isolate::ChildResult::threw) throw PluginError(r.text);
-            if (r.kind != isolate::ChildResult::returned)
-                throw PluginError(path + ": " +
-                                  isolate::describe(r, CONFORM_PLUGIN_ENTRY_SYMBOL "() or a constructor of the library, while loading it",
-                                                    o.timeout_s));
-        }
-        std::shared_ptr<const Library> lib = open_library(path);
-        if (find_implementation(lib->name) != nullptr)
-            throw PluginError(path + ": its name '" + lib->name +
-                              "' is an in-repo implementation's; give the plugin another name in its table");
-        for (const Plugin& p : out)
-            if (p.entry.name == lib->name)
-                throw PluginError(path + ": its name '" + lib->name + "' is also the name of the plugin in " + p.path);
-
-        Plugin p;
-        p.path = path;
-        p.ops = ops_of(*lib->table);
-        p.dtypes = dtypes_of(*lib->table);
-        p.entry.name = lib->name;
-        p.entry.description = "plugin " + path + (lib->description.empty() ? "" : ": " + lib->description) +
-                              " (ops: " + p.ops + "; dtypes: " + p.dtypes + ")";
-        p.entry.available = [] { return Availability{}; };
-        p.entry.create = [lib, o](const ImplOptions& io) {
-            std::unique_ptr<Implementation> impl = make_adapter(lib, io.dtype);
-            if (!o.isolate) return impl;
-            isolate::Options iso;
-            iso.timeout_s = o.timeout_s;
-            // Without a supports function the answer is the table's, computed here in C++.
-            iso.supports_too = lib->table->supports != nullptr;
-            return isolate::isolated(std::move(impl), iso);
-        };
-        out.push_back(std::move(p));
-    }
-    return out;
-}
-
-const Plugin* find_plugin(const std::vector<Plugin>& plugins, const std::string& name) {
-    for (const Plugin& p : plugins)
-        if (p.entry.name == name) return &p;
-    return nullptr;
-}
 
 }  // namespace conform::plugin

@@ -1,0 +1,531 @@
+#include "worker/client.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <random>
+
+#include "conform/dtype.h"
+#include "worker/protocol.h"
+
+namespace conform::worker {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string WorkerSpec::flag() const {
+    switch (kind) {
+        case Kind::command: return "--impl-cmd '" + target + "'";
+        case Kind::plugin: return "--impl-lib " + target;
+        case Kind::builtin: return "--isolate";
+    }
+    return "";
+}
+
+std::string worker_binary() {
+    if (const char* env = std::getenv("CONFORM_WORKER"); env && *env) return env;
+    char self[PATH_MAX];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        const auto beside = std::filesystem::path(self).parent_path() / "conform-worker";
+        std::error_code ec;
+        if (std::filesystem::exists(beside, ec)) return beside.string();
+    }
+    return "conform-worker";  // on PATH (an installed conform)
+}
+
+// What a call asks for: a name and the judge's buffer to fill.
+struct Want {
+    std::string name;
+    MutView dst;
+};
+
+namespace {
+
+std::string last_lines(const std::string& text, size_t n) {
+    std::vector<std::string> lines;
+    size_t start = 0;
+    while (start <= text.size()) {
+        const size_t nl = text.find('\n', start);
+        lines.push_back(text.substr(start, nl == std::string::npos ? std::string::npos : nl - start));
+        if (nl == std::string::npos) break;
+        start = nl + 1;
+    }
+    std::string out;
+    for (size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i)
+        out += (out.empty() ? "" : " / ") + lines[i];
+    return out;
+}
+
+}  // namespace
+
+struct WorkerImpl::State {
+    std::optional<Process> proc;
+    int64_t next_id = 1;
+    std::mt19937_64 rng;
+    bool dead = true;
+    std::string label;
+};
+
+WorkerImpl::WorkerImpl(const WorkerSpec& spec, DType dtype) : spec_(spec), dtype_(dtype), s_(std::make_unique<State>()) {
+    const uint64_t seed = spec.seed ? spec.seed : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+    s_->rng.seed(seed ^ 0x9E3779B97F4A7C15ull);
+}
+
+WorkerImpl::~WorkerImpl() {
+    if (s_ && s_->proc && !s_->dead) {
+        try {
+            write_frame(s_->proc->to_worker(), {{"type", "bye"}}, {}, nullptr);
+        } catch (const std::exception&) {
+        }
+        if (!s_->proc->wait(2.0)) s_->proc->kill();
+        s_->proc->kill();  // its group too
+    }
+}
+
+namespace {
+
+std::vector<std::string> argv_for(const WorkerSpec& s) {
+    std::vector<std::string> a = {worker_binary()};
+    if (s.limits.memory_bytes) a.insert(a.end(), {"--memory", std::to_string(s.limits.memory_bytes)});
+    a.insert(a.end(), {"--cpu", std::to_string(s.limits.cpu_seconds)});
+    switch (s.kind) {
+        case WorkerSpec::Kind::command: a.insert(a.end(), {"--exec", "--", "/bin/sh", "-c", "exec " + s.target}); break;
+        case WorkerSpec::Kind::plugin: a.insert(a.end(), {"--plugin", s.target}); break;
+        case WorkerSpec::Kind::builtin: a.insert(a.end(), {"--builtin", s.target}); break;
+    }
+    return a;
+}
+
+Hello parse_hello(const json& h) {
+    Hello out;
+    const std::string where = "hello: ";
+    if (h.value("protocol", 0) != kProtocol)
+        throw ProtocolError(where + "protocol: expected " + std::to_string(kProtocol) + ", found " +
+                            (h.contains("protocol") ? h["protocol"].dump() : std::string("nothing")));
+    if (!h.contains("name") || !h["name"].is_string()) throw ProtocolError(where + "name: missing or not a string");
+    out.name = h["name"].get<std::string>();
+    bool ok = !out.name.empty() && out.name.size() <= 64;
+    for (char c : out.name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
+    if (!ok) throw ProtocolError(where + "name: must be 1 to 64 characters of [A-Za-z0-9_.-], found " + h["name"].dump());
+    out.description = h.value("description", std::string());
+    if (!h.contains("ops") || !h["ops"].is_array()) throw ProtocolError(where + "ops: missing or not an array");
+    for (const auto& o : h["ops"]) {
+        const auto op = o.is_string() ? parse_op(o.get<std::string>()) : std::nullopt;
+        if (!op) throw ProtocolError(where + "ops: unknown op " + o.dump() + " (ops: " + op_names() + ")");
+        out.ops.push_back(*op);
+    }
+    if (out.ops.empty()) throw ProtocolError(where + "ops: empty: the worker implements no op");
+    if (!h.contains("dtypes") || !h["dtypes"].is_array()) throw ProtocolError(where + "dtypes: missing or not an array");
+    for (const auto& d : h["dtypes"]) {
+        const auto dt = d.is_string() ? parse_dtype(d.get<std::string>()) : std::nullopt;
+        if (!dt) throw ProtocolError(where + "dtypes: unknown dtype " + d.dump() + " (f32, bf16, f16)");
+        out.dtypes.push_back(*dt);
+    }
+    if (out.dtypes.empty()) throw ProtocolError(where + "dtypes: empty");
+    out.supports = h.value("supports", false);
+    return out;
+}
+
+}  // namespace
+
+// Spawns the worker and reads its hello into s; throws StartError.
+Hello launch(const WorkerSpec& spec, WorkerImpl::State& s);
+
+std::unique_ptr<WorkerImpl> WorkerImpl::start(const WorkerSpec& spec, DType dtype) {
+    std::unique_ptr<WorkerImpl> w(new WorkerImpl(spec, dtype));
+    w->hello_ = launch(spec, *w->s_);
+    const std::string who = spec.flag();
+    if (std::find(w->hello_.dtypes.begin(), w->hello_.dtypes.end(), dtype) == w->hello_.dtypes.end()) {
+        std::string ds;
+        for (DType d : w->hello_.dtypes) ds += (ds.empty() ? "" : ", ") + std::string(to_string(d));
+        throw StartError(w->hello_.name + " (" + who + ") runs in " + ds + " only, not " + to_string(dtype), false);
+    }
+    return w;
+}
+
+Hello launch(const WorkerSpec& spec, WorkerImpl::State& s) {
+    const std::string who = spec.flag();
+    s.dead = true;
+    try {
+        s.proc.emplace(Process::spawn(argv_for(spec), s.label.empty() ? who : s.label));
+    } catch (const std::exception& e) {
+        throw StartError(who + ": " + e.what(), false);
+    }
+    const Deadline deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(spec.start_timeout_s));
+    auto tail = [&] {
+        const std::string t = s.proc->stderr_tail();
+        return t.empty() ? std::string() : "; its stderr: " + last_lines(t, 6);
+    };
+    Hello hello;
+    try {
+        write_frame(s.proc->to_worker(), {{"type", "hello"}, {"protocol", kProtocol}}, {}, nullptr);
+        Frame f = read_frame(s.proc->from_worker(), nullptr, deadline);
+        const std::string type = f.header["type"].get<std::string>();
+        if (type == "error") {
+            // A worker that knows it cannot serve (conform-worker: not a plugin).
+            const bool bad = spec.kind == WorkerSpec::Kind::plugin && f.header.value("kind", "") == "invalid_argument";
+            throw StartError(f.header.value("message", who + ": refused to start"), bad);
+        }
+        if (type != "hello") throw ProtocolError("hello: type: expected hello, found " + f.header["type"].dump());
+        hello = parse_hello(f.header);
+    } catch (const StartError&) {
+        s.proc->kill();
+        throw;
+    } catch (const TimedOut&) {
+        s.proc->kill();
+        throw StartError(who + ": said no hello within " + std::to_string(static_cast<int>(spec.start_timeout_s)) +
+                             " s" + tail(),
+                         false);
+    } catch (const Closed&) {
+        s.proc->wait(2.0);
+        throw StartError(who + ": " + s.proc->how_it_ended() + " before its hello" + tail(), false);
+    } catch (const ProtocolError& e) {
+        s.proc->kill();
+        throw StartError(who + ": protocol violation: " + e.what() + tail(), false);
+    }
+    s.label = hello.name;
+    s.proc->set_label(s.label);
+    s.dead = false;
+    return hello;
+}
+
+// ---- calls -----------------------------------------------------------------------------
+
+namespace {
+
+
+std::string shape_text(const std::vector<int64_t>& s) {
+    std::string o = "[";
+    for (size_t i = 0; i < s.size(); ++i) o += (i ? "," : "") + std::to_string(s[i]);
+    return o + "]";
+}
+
+}  // namespace
+
+// One round trip; returns the outputs received (validated against `want`).
+// Throws ImplError with the reason; kills the worker (to be restarted) when
+// it crashed, hung or broke the protocol.
+std::vector<WireTensor> round_trip(const WorkerSpec& spec, const Hello& hello, DType dtype, WorkerImpl::Stats& stats,
+                                   WorkerImpl::State& s, Op op, const BlockConfig& config,
+                                   const std::vector<WireTensor>& inputs, const std::vector<Want>& want,
+                                   const json& extra, uint32_t poison) {
+    const char* opname = to_string(op);
+    if (s.dead) {
+        // The last call killed it: a fresh one for this call.
+        try {
+            const Hello again = launch(spec, s);
+            if (again.name != hello.name)
+                throw ImplError("the restarted worker calls itself '" + again.name + "', not '" + hello.name + "'");
+            ++stats.restarts;
+        } catch (const StartError& e) {
+            throw ImplError(std::string("the worker could not be restarted: ") + e.what());
+        }
+    }
+    auto tail = [&] {
+        const std::string t = s.proc->stderr_tail();
+        return t.empty() ? std::string() : "; its stderr: " + last_lines(t, 4);
+    };
+    auto died = [&](const std::string& why) -> ImplError {
+        s.dead = true;
+        s.proc->kill();
+        return ImplError(why + " (the worker is restarted for the next call)");
+    };
+    const int64_t id = s.next_id++;
+    json h = {{"type", "call"},  {"id", id}, {"op", opname}, {"dtype", to_string(dtype)},
+              {"config", config_to_json(config)}, {"poison", poison}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) h[it.key()] = it.value();
+    json outs = json::array();
+    for (const Want& w : want)
+        outs.push_back({{"name", w.name}, {"dtype", to_string(wire_of(dtype))}, {"shape", {w.dst.rows, w.dst.cols}}});
+    h["outputs"] = outs;
+    ++stats.calls;
+    Frame f;
+    try {
+        write_frame(s.proc->to_worker(), h, inputs, "inputs");
+        for (const auto& t : inputs) stats.bytes_sent += t.bytes.size();
+        const Deadline deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                     std::chrono::duration<double>(spec.call_timeout_s));
+        f = read_frame(s.proc->from_worker(), "outputs", deadline);
+    } catch (const TimedOut&) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", spec.call_timeout_s);
+        throw died(std::string("timed out after ") + buf + " s in " + opname +
+                   " and was killed (--call-timeout raises the limit)");
+    } catch (const Closed&) {
+        s.proc->wait(1.0);
+        throw died("the worker " + s.proc->how_it_ended() + " in " + opname + tail());
+    } catch (const ProtocolError& e) {
+        throw died(std::string("protocol violation in ") + opname + ": " + e.what());
+    }
+    for (const auto& t : f.tensors) stats.bytes_received += t.bytes.size();
+    const std::string type = f.header["type"].get<std::string>();
+    if (f.header.value("id", int64_t(-1)) != id)
+        throw died(std::string("protocol violation in ") + opname + ": id: expected " + std::to_string(id) +
+                   ", found " + (f.header.contains("id") ? f.header["id"].dump() : std::string("nothing")));
+    if (type == "error") {
+        std::string msg = std::string(opname) + ": the worker reports " + f.header.value("kind", std::string("an error")) +
+                          ": " + f.header.value("message", std::string("(no message)"));
+        if (f.header.contains("traceback") && f.header["traceback"].is_string())
+            msg += " [traceback: " + last_lines(f.header["traceback"].get<std::string>(), 3) + "]";
+        throw ImplError(msg);
+    }
+    if (type != "result")
+        throw died(std::string("protocol violation in ") + opname + ": type: expected result or error, found '" + type + "'");
+    if (f.header.contains("seconds") && f.header["seconds"].is_number()) {
+        stats.last_worker_seconds = f.header["seconds"].get<double>();
+        stats.worker_seconds += stats.last_worker_seconds;
+    }
+    bool have_out = false;
+    for (size_t i = 0; i < f.tensors.size(); ++i) {
+        const WireTensor& t = f.tensors[i];
+        const std::string where = "outputs[" + std::to_string(i) + "] ('" + t.name + "')";
+        const Want* w = nullptr;
+        for (const Want& x : want)
+            if (x.name == t.name) w = &x;
+        if (!w) throw ImplError(std::string(opname) + ": " + where + ": name: not an output that was asked for");
+        for (size_t j = 0; j < i; ++j)
+            if (f.tensors[j].name == t.name) throw ImplError(std::string(opname) + ": " + where + ": returned twice");
+        if (t.dtype != wire_of(dtype))
+            throw ImplError(std::string(opname) + ": " + where + ": dtype: expected " + to_string(wire_of(dtype)) +
+                            " (the call's), found " + to_string(t.dtype));
+        const std::vector<int64_t> expect = {w->dst.rows, w->dst.cols};
+        if (t.shape != expect)
+            throw ImplError(std::string(opname) + ": " + where + ": shape: expected " + shape_text(expect) + ", found " +
+                            shape_text(t.shape));
+        have_out = have_out || t.name == "out";
+    }
+    if (!have_out) throw ImplError(std::string(opname) + ": the result has no output 'out'");
+    return f.tensors;
+}
+
+namespace {
+
+// Into the judge's buffers; an element still at this call's poison stays as
+// the harness poisoned it, so the harness reports it unwritten.
+void deliver(const std::vector<WireTensor>& got, const std::vector<Want>& want, DType dtype, uint32_t poison) {
+    for (const auto& t : got)
+        for (const Want& w : want) {
+            if (w.name != t.name) continue;
+            if (dtype == DType::f32) {
+                const size_t n = static_cast<size_t>(t.numel());
+                for (size_t i = 0; i < n; ++i) {
+                    uint32_t b;
+                    std::memcpy(&b, t.bytes.data() + 4 * i, 4);
+                    if (b != poison) std::memcpy(w.dst.data + i, &b, 4);
+                }
+            } else {
+                const std::vector<float> v = widen(t);
+                std::copy(v.begin(), v.end(), w.dst.data);
+            }
+        }
+}
+
+}  // namespace
+
+// ---- the Implementation ------------------------------------------------------------------
+
+namespace {
+
+WireTensor matrix(const char* name, View v, DType d) { return to_wire(name, v.data, {v.rows, v.cols}, wire_of(d)); }
+WireTensor vector1(const char* name, View v, DType d) { return to_wire(name, v.data, {v.size()}, wire_of(d)); }
+WireTensor positions(const char* name, Positions p) { return to_wire(name, p.data, p.n); }
+
+void add_weights(std::vector<WireTensor>& in, const BlockWeights& w, bool qk_norm, DType d) {
+    in.push_back(vector1("attn_norm", w.attn_norm, d));
+    in.push_back(matrix("wq", w.wq, d));
+    in.push_back(matrix("wk", w.wk, d));
+    in.push_back(matrix("wv", w.wv, d));
+    in.push_back(matrix("wo", w.wo, d));
+    in.push_back(vector1("ffn_norm", w.ffn_norm, d));
+    in.push_back(matrix("w1", w.w1, d));
+    in.push_back(matrix("w3", w.w3, d));
+    in.push_back(matrix("w2", w.w2, d));
+    if (qk_norm) {
+        in.push_back(vector1("q_norm", w.q_norm, d));
+        in.push_back(vector1("k_norm", w.k_norm, d));
+    }
+}
+
+// A single op's config: the sizes its inputs imply, the op's parameters.
+BlockConfig single(const RopeParams& p, int64_t cols) {
+    BlockConfig c;
+    c.head_dim = p.head_dim;
+    c.n_heads = c.n_kv_heads = p.head_dim > 0 ? cols / p.head_dim : 0;
+    c.rope_layout = p.layout;
+    c.rope_theta = p.theta;
+    c.rope_scaling = p.scaling;
+    c.rotary_dim = p.rotary_dim;
+    return c;
+}
+
+}  // namespace
+
+Support WorkerImpl::supports(Op op, const BlockConfig& config) const {
+    if (std::find(hello_.ops.begin(), hello_.ops.end(), op) == hello_.ops.end())
+        return Support::no(hello_.name + " does not implement " + to_string(op));
+    if (!hello_.supports) return Support::yes();
+    State& s = *s_;
+    if (s.dead) return Support::yes();  // the call will restart it, and fail with the reason if it cannot
+    try {
+        const int64_t id = s.next_id++;
+        write_frame(s.proc->to_worker(),
+                    {{"type", "supports"}, {"id", id}, {"op", to_string(op)}, {"dtype", to_string(dtype_)},
+                     {"config", config_to_json(config)}},
+                    {}, nullptr);
+        const Deadline deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                     std::chrono::duration<double>(spec_.call_timeout_s));
+        const Frame f = read_frame(s.proc->from_worker(), nullptr, deadline);
+        if (f.header["type"] != "supports" || f.header.value("id", int64_t(-1)) != id || !f.header.contains("ok"))
+            throw ProtocolError("supports: expected {type: supports, id, ok}, found " + f.header.dump());
+        if (f.header["ok"] == true) return Support::yes();
+        return Support::no(f.header.value("reason", hello_.name + " declines this case"));
+    } catch (const std::exception&) {
+        // Saying "no" would silently skip the case; running it instead fails
+        // it, with the call's own report of what went wrong.
+        s.dead = true;
+        if (s.proc) s.proc->kill();
+        return Support::yes();
+    }
+}
+
+struct WorkerImpl::Call {
+    Call(Op o, BlockConfig c, std::vector<WireTensor> in, std::vector<Want> w)
+        : op(o), config(std::move(c)), inputs(std::move(in)), want(std::move(w)) {}
+    Op op;
+    BlockConfig config;
+    std::vector<WireTensor> inputs;
+    std::vector<Want> want;
+    json extra = json::object();
+    std::vector<std::string> returned;  // the names the worker answered with
+};
+
+namespace {
+
+// Two answers to the same call, bit for bit (elements left at each call's poison count as equal).
+void check_same(Op op, const std::vector<WireTensor>& a, const std::vector<WireTensor>& b, uint32_t pa, uint32_t pb,
+                DType dtype) {
+    const char* opname = to_string(op);
+    for (const auto& x : a) {
+        const WireTensor* y = nullptr;
+        for (const auto& t : b)
+            if (t.name == x.name) y = &t;
+        if (!y) throw ImplError(std::string("nondeterministic: ") + opname + " was called twice with the same inputs and "
+                                "returned output '" + x.name + "' only the first time");
+        if (x.bytes == y->bytes) continue;
+        const size_t w = itemsize(x.dtype), n = x.bytes.size() / w;
+        for (size_t i = 0; i < n; ++i) {
+            if (std::memcmp(x.bytes.data() + w * i, y->bytes.data() + w * i, w) == 0) continue;
+            if (dtype == DType::f32) {
+                uint32_t u, v;
+                std::memcpy(&u, x.bytes.data() + 4 * i, 4);
+                std::memcpy(&v, y->bytes.data() + 4 * i, 4);
+                if (u == pa && v == pb) continue;
+                throw ImplError(std::string("nondeterministic: ") + opname + " was called twice with the same inputs "
+                                "(at fresh addresses) and output '" + x.name + "' differs at element " +
+                                std::to_string(i) + ": " + std::to_string(bits_float(u)) + " then " +
+                                std::to_string(bits_float(v)) + " (results must not depend on addresses, timing or "
+                                "earlier calls)");
+            }
+            throw ImplError(std::string("nondeterministic: ") + opname + " was called twice with the same inputs and "
+                            "output '" + x.name + "' differs at element " + std::to_string(i));
+        }
+    }
+}
+
+uint32_t draw_poison(std::mt19937_64& rng) {
+    return 0x7FC00000u | (static_cast<uint32_t>(rng()) & 0x3FFFFFu) | 1u;  // a quiet NaN no arithmetic makes
+}
+
+}  // namespace
+
+void WorkerImpl::invoke(Call& c) {
+    const uint32_t poison = draw_poison(s_->rng);
+    std::vector<WireTensor> got =
+        round_trip(spec_, hello_, dtype_, stats_, *s_, c.op, c.config, c.inputs, c.want, c.extra, poison);
+    std::uniform_real_distribution<double> u(0, 1);
+    if (u(s_->rng) < spec_.repeat_fraction) {
+        ++stats_.repeats;
+        const uint32_t again = draw_poison(s_->rng);
+        const auto second =
+            round_trip(spec_, hello_, dtype_, stats_, *s_, c.op, c.config, c.inputs, c.want, c.extra, again);
+        check_same(c.op, got, second, poison, again, dtype_);
+    }
+    deliver(got, c.want, dtype_, poison);
+    for (const auto& t : got) c.returned.push_back(t.name);
+}
+
+void WorkerImpl::rmsnorm(View x, View w, const RmsNormParams& p, MutView out) {
+    BlockConfig c;
+    c.d_model = x.cols;
+    c.norm_eps = p.eps;
+    Call call{Op::rmsnorm, c, {matrix("x", x, dtype_), vector1("weight", w, dtype_)}, {{"out", out}}};
+    invoke(call);
+}
+
+void WorkerImpl::rope(View x, Positions pos, const RopeParams& p, MutView out) {
+    Call call{Op::rope, single(p, x.cols), {matrix("x", x, dtype_), positions("positions", pos)}, {{"out", out}}};
+    invoke(call);
+}
+
+void WorkerImpl::qk_norm(View x, View w, const QkNormParams& p, MutView out) {
+    BlockConfig c;
+    c.head_dim = p.head_dim;
+    c.n_heads = c.n_kv_heads = p.head_dim > 0 ? x.cols / p.head_dim : 0;
+    c.norm_eps = p.eps;
+    Call call{Op::qk_norm, c, {matrix("x", x, dtype_), vector1("weight", w, dtype_)}, {{"out", out}}};
+    invoke(call);
+}
+
+void WorkerImpl::attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
+                           MutView out) {
+    BlockConfig c;
+    c.n_heads = p.n_heads;
+    c.n_kv_heads = p.n_kv_heads;
+    c.head_dim = p.head_dim;
+    Call call{Op::attention, c,
+              {matrix("q", q, dtype_), matrix("k", k, dtype_), matrix("v", v, dtype_), positions("q_positions", q_pos),
+               positions("k_positions", k_pos)},
+              {{"out", out}}};
+    invoke(call);
+}
+
+void WorkerImpl::swiglu(View x, View w1, View w3, View w2, MutView out) {
+    BlockConfig c;
+    c.d_model = x.cols;
+    c.ffn_dim = w1.cols;
+    Call call{Op::swiglu, c,
+              {matrix("x", x, dtype_), matrix("w1", w1, dtype_), matrix("w3", w3, dtype_), matrix("w2", w2, dtype_)},
+              {{"out", out}}};
+    invoke(call);
+}
+
+TapSet WorkerImpl::block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) {
+    Call call{Op::block, c, {matrix("x", x, dtype_), positions("positions", pos)}, {}};
+    add_weights(call.inputs, w, c.qk_norm, dtype_);
+    for (Tap t : kAllTaps)
+        if (out[t].data) call.want.push_back({to_string(t), out[t]});
+    invoke(call);
+    TapSet ts;
+    for (Tap t : kAllTaps)
+        if (t != Tap::out && std::find(call.returned.begin(), call.returned.end(), to_string(t)) != call.returned.end())
+            ts.add(t);
+    return ts;
+}
+
+void WorkerImpl::decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c,
+                        MutView out) {
+    Call call{Op::decode, c, {matrix("x", x, dtype_), positions("positions", pos)}, {{"out", out}}};
+    add_weights(call.inputs, w, c.qk_norm, dtype_);
+    call.extra["prefill"] = prefill;
+    invoke(call);
+}
+
+}  // namespace conform::worker

@@ -1,0 +1,244 @@
+#include "worker/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <deque>
+#include <iostream>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+namespace conform::worker {
+
+namespace {
+
+std::mutex& stderr_mutex() {
+    static std::mutex m;
+    return m;
+}
+
+// ---- the child, between fork and exec: async-signal-safe calls only --------------
+
+[[noreturn]] void child_fail(int status_fd, int err) {
+    const int e = err;
+    (void)!::write(status_fd, &e, sizeof e);
+    ::_exit(127);
+}
+
+[[noreturn]] void run_child(int in_r, int out_w, int err_w, int status_w, pid_t parent, const char* path,
+                            char* const* argv) {
+    ::setpgid(0, 0);  // its own group: killed as a whole
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    // The pipes become 0, 1, 2; the status pipe stays (close-on-exec), everything else is closed.
+    if (::dup2(in_r, 0) < 0 || ::dup2(out_w, 1) < 0 || ::dup2(err_w, 2) < 0) child_fail(status_w, errno);
+    for (int fd = 3; fd < 65536; ++fd)
+        if (fd != status_w) ::close(fd);
+    for (int sig = 1; sig < 32; ++sig) ::signal(sig, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execvp(path, argv);
+    child_fail(status_w, errno);
+}
+
+std::string clean_line(const std::string& line) {
+    std::string out;
+    for (unsigned char c : line) {
+        if (c == '\t') out += "    ";
+        else if (c < 0x20 || c == 0x7f) out += '?';  // no \r, no escape sequences: it cannot rewrite the screen
+        else out += static_cast<char>(c);
+    }
+    return out;
+}
+
+const char* signal_name(int sig) {
+    switch (sig) {
+        case SIGSEGV: return "SIGSEGV";
+        case SIGBUS: return "SIGBUS";
+        case SIGFPE: return "SIGFPE";
+        case SIGILL: return "SIGILL";
+        case SIGABRT: return "SIGABRT";
+        case SIGKILL: return "SIGKILL";
+        case SIGTERM: return "SIGTERM";
+        case SIGXCPU: return "SIGXCPU: its CPU time limit";
+        case SIGSYS: return "SIGSYS: a system call its sandbox forbids";
+        case SIGPIPE: return "SIGPIPE";
+        default: return "";
+    }
+}
+
+}  // namespace
+
+struct Process::State {
+    pid_t pid = -1;
+    int to = -1, from = -1, err = -1;
+    bool reaped = false;
+    int status = 0;
+    std::thread relay;
+    std::mutex m;
+    std::string label;
+    std::deque<std::string> tail;
+
+    ~State() {
+        if (pid > 0 && !reaped) {
+            ::kill(-pid, SIGKILL);
+            ::kill(pid, SIGKILL);
+            while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+            }
+        }
+        if (to >= 0) ::close(to);
+        if (from >= 0) ::close(from);
+        if (relay.joinable()) relay.join();  // its pipe is at EOF once every writer in the group is dead
+        if (err >= 0) ::close(err);
+    }
+};
+
+Process::Process(std::unique_ptr<State> s) : s_(std::move(s)) {}
+Process::Process(Process&&) noexcept = default;
+Process& Process::operator=(Process&&) noexcept = default;
+Process::~Process() = default;
+
+int Process::to_worker() const { return s_->to; }
+int Process::from_worker() const { return s_->from; }
+pid_t Process::pid() const { return s_->pid; }
+
+void Process::set_label(const std::string& label) {
+    std::lock_guard<std::mutex> g(s_->m);
+    s_->label = label;
+}
+
+Process Process::spawn(const std::vector<std::string>& argv, const std::string& label) {
+    if (argv.empty()) throw std::runtime_error("an empty command");
+    int in[2], out[2], err[2], status[2];
+    if (::pipe2(in, O_CLOEXEC) || ::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC) || ::pipe2(status, O_CLOEXEC))
+        throw std::runtime_error(std::string("cannot make pipes: ") + std::strerror(errno));
+    std::vector<std::string> args = argv;
+    std::vector<char*> cargv;
+    for (auto& a : args) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    std::cout.flush();
+    std::cerr.flush();
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1], status[0], status[1]}) ::close(fd);
+        throw std::runtime_error(std::string("cannot fork: ") + std::strerror(errno));
+    }
+    if (pid == 0) run_child(in[0], out[1], err[1], status[1], parent, cargv[0], cargv.data());
+    ::close(in[0]);
+    ::close(out[1]);
+    ::close(err[1]);
+    ::close(status[1]);
+    int child_errno = 0;
+    ssize_t n;
+    while ((n = ::read(status[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {
+    }
+    ::close(status[0]);
+    auto s = std::make_unique<State>();
+    s->pid = pid;
+    s->to = in[1];
+    s->from = out[0];
+    s->err = err[0];
+    s->label = label;
+    if (n == static_cast<ssize_t>(sizeof child_errno)) {
+        // exec failed (or a sandbox step): reap and say why.
+        while (::waitpid(pid, &s->status, 0) < 0 && errno == EINTR) {
+        }
+        s->reaped = true;
+        throw std::runtime_error("cannot start '" + argv[0] + "': " + std::strerror(child_errno));
+    }
+    State* st = s.get();
+    s->relay = std::thread([st] {
+        std::string pending;
+        char buf[4096];
+        for (;;) {
+            const ssize_t got = ::read(st->err, buf, sizeof buf);
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) break;
+            pending.append(buf, static_cast<size_t>(got));
+            size_t nl;
+            while ((nl = pending.find('\n')) != std::string::npos || pending.size() > 8192) {
+                const size_t cut = nl == std::string::npos ? 8192 : nl;
+                const std::string line = clean_line(pending.substr(0, cut));
+                pending.erase(0, nl == std::string::npos ? cut : cut + 1);
+                std::lock_guard<std::mutex> g(st->m);
+                st->tail.push_back(line);
+                if (st->tail.size() > 20) st->tail.pop_front();
+                std::lock_guard<std::mutex> o(stderr_mutex());
+                std::cerr << "  worker[" << st->label << "] | " << line << "\n";
+            }
+        }
+        if (!pending.empty()) {
+            std::lock_guard<std::mutex> g(st->m);
+            st->tail.push_back(clean_line(pending));
+            std::lock_guard<std::mutex> o(stderr_mutex());
+            std::cerr << "  worker[" << st->label << "] | " << clean_line(pending) << "\n";
+        }
+    });
+    return Process(std::move(s));
+}
+
+void Process::kill() {
+    if (s_->pid <= 0 || s_->reaped) return;
+    ::kill(-s_->pid, SIGKILL);  // the group: helpers it started die with it
+    ::kill(s_->pid, SIGKILL);
+    while (::waitpid(s_->pid, &s_->status, 0) < 0 && errno == EINTR) {
+    }
+    s_->reaped = true;
+}
+
+bool Process::ended() {
+    if (s_->reaped) return true;
+    const pid_t w = ::waitpid(s_->pid, &s_->status, WNOHANG);
+    if (w == s_->pid) {
+        s_->reaped = true;
+        ::kill(-s_->pid, SIGKILL);  // whatever it left in its group
+    }
+    return s_->reaped;
+}
+
+bool Process::wait(double seconds) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (!ended()) {
+        if (std::chrono::steady_clock::now() >= until) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
+}
+
+std::string Process::how_it_ended() const {
+    if (!s_->reaped) return "still running";
+    const int st = s_->status;
+    if (WIFEXITED(st)) return "exited with status " + std::to_string(WEXITSTATUS(st));
+    if (WIFSIGNALED(st)) {
+        const char* name = signal_name(WTERMSIG(st));
+        return "was killed by signal " + std::to_string(WTERMSIG(st)) + (*name ? std::string(" (") + name + ")" : "");
+    }
+    return "ended";
+}
+
+std::string Process::stderr_tail() const {
+    // The relay may still be reading: give it a moment to drain what was written.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::lock_guard<std::mutex> g(s_->m);
+    std::string out;
+    for (const auto& l : s_->tail) out += (out.empty() ? "" : "\n") + l;
+    return out;
+}
+
+void protect_judge() {
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    ::signal(SIGPIPE, SIG_IGN);
+}
+
+}  // namespace conform::worker

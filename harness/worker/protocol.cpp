@@ -1,0 +1,281 @@
+#include "worker/protocol.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "conform/dtype.h"
+
+namespace conform::worker {
+
+using nlohmann::json;
+
+const char* to_string(Wire w) {
+    switch (w) {
+        case Wire::f32: return "f32";
+        case Wire::bf16: return "bf16";
+        case Wire::f16: return "f16";
+        case Wire::i64: return "i64";
+    }
+    return "?";
+}
+
+std::optional<Wire> parse_wire(const std::string& s) {
+    for (Wire w : {Wire::f32, Wire::bf16, Wire::f16, Wire::i64})
+        if (s == to_string(w)) return w;
+    return std::nullopt;
+}
+
+size_t itemsize(Wire w) { return w == Wire::i64 ? 8 : w == Wire::f32 ? 4 : 2; }
+
+Wire wire_of(DType d) { return d == DType::bf16 ? Wire::bf16 : d == DType::f16 ? Wire::f16 : Wire::f32; }
+
+int64_t WireTensor::numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+}
+
+namespace {
+
+// ---- raw I/O ---------------------------------------------------------------------
+
+void write_all(int fd, const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+        const ssize_t w = ::write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) throw Closed(std::string("the pipe is closed (") + std::strerror(errno) + ")");
+        p += w;
+        n -= static_cast<size_t>(w);
+    }
+}
+
+// Exactly n bytes, or Closed / TimedOut.
+void read_all(int fd, void* data, size_t n, const Deadline& deadline, const char* what) {
+    char* p = static_cast<char*>(data);
+    while (n > 0) {
+        if (deadline) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline -
+                                                                                    std::chrono::steady_clock::now());
+            if (left.count() <= 0) throw TimedOut(std::string("no answer in time (waiting for ") + what + ")");
+            pollfd pfd{fd, POLLIN, 0};
+            const int r = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
+            if (r < 0 && errno == EINTR) continue;
+            if (r == 0) continue;  // the deadline check above decides
+            if (r < 0) throw Closed(std::string("poll failed: ") + std::strerror(errno));
+        }
+        const ssize_t got = ::read(fd, p, n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0 && errno == EAGAIN) continue;
+        if (got <= 0) throw Closed(std::string("the pipe closed while reading ") + what);
+        p += got;
+        n -= static_cast<size_t>(got);
+    }
+}
+
+template <typename T>
+T get(const json& j, const char* field, const std::string& where) {
+    if (!j.contains(field)) throw ProtocolError(where + field + ": missing");
+    try {
+        return j.at(field).get<T>();
+    } catch (const json::exception&) {
+        throw ProtocolError(where + field + ": wrong type, found " + j.at(field).dump());
+    }
+}
+
+}  // namespace
+
+void write_frame(int fd, json header, const std::vector<WireTensor>& tensors, const char* list) {
+    uint64_t payload = 0;
+    if (list) {
+        json& l = header[list] = json::array();
+        for (const auto& t : tensors) {
+            l.push_back({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape}});
+            payload += t.bytes.size();
+        }
+    }
+    const std::string h = header.dump(-1, ' ', false, json::error_handler_t::replace);
+    unsigned char pre[16];
+    const uint32_t hl = static_cast<uint32_t>(h.size());
+    for (int i = 0; i < 4; ++i) pre[i] = static_cast<unsigned char>(kMagic >> (8 * i));
+    for (int i = 0; i < 4; ++i) pre[4 + i] = static_cast<unsigned char>(hl >> (8 * i));
+    for (int i = 0; i < 8; ++i) pre[8 + i] = static_cast<unsigned char>(payload >> (8 * i));
+    write_all(fd, pre, sizeof pre);
+    write_all(fd, h.data(), h.size());
+    for (const auto& t : tensors) write_all(fd, t.bytes.data(), t.bytes.size());
+}
+
+Frame read_frame(int fd, const char* list, const Deadline& deadline) {
+    unsigned char pre[16];
+    read_all(fd, pre, sizeof pre, deadline, "a frame");
+    uint32_t magic = 0, hl = 0;
+    uint64_t pl = 0;
+    for (int i = 0; i < 4; ++i) magic |= static_cast<uint32_t>(pre[i]) << (8 * i);
+    for (int i = 0; i < 4; ++i) hl |= static_cast<uint32_t>(pre[4 + i]) << (8 * i);
+    for (int i = 0; i < 8; ++i) pl |= static_cast<uint64_t>(pre[8 + i]) << (8 * i);
+    if (magic != kMagic) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%02x %02x %02x %02x", pre[0], pre[1], pre[2], pre[3]);
+        throw ProtocolError(std::string("frame: magic: expected 43 46 57 4b (\"CFWK\"), found ") + buf +
+                            " (is something printing to the worker's stdout?)");
+    }
+    if (hl == 0 || hl > kMaxHeader)
+        throw ProtocolError("frame: header length " + std::to_string(hl) + " is not in [1, " +
+                            std::to_string(kMaxHeader) + "]");
+    if (pl > kMaxPayload) throw ProtocolError("frame: payload length " + std::to_string(pl) + " is implausibly large");
+    std::string h(hl, '\0');
+    read_all(fd, h.data(), hl, deadline, "a frame's header");
+    Frame f;
+    try {
+        f.header = json::parse(h);
+    } catch (const json::exception& e) {
+        throw ProtocolError(std::string("frame: header: not JSON: ") + e.what());
+    }
+    if (!f.header.is_object()) throw ProtocolError("frame: header: expected a JSON object, found " + f.header.dump());
+    if (!f.header.contains("type") || !f.header["type"].is_string())
+        throw ProtocolError("frame: header: type: missing or not a string");
+    uint64_t listed = 0;
+    if (list && f.header.contains(list)) {
+        const json& l = f.header[list];
+        if (!l.is_array()) throw ProtocolError(std::string(list) + ": expected an array");
+        for (size_t i = 0; i < l.size(); ++i) {
+            const std::string where = std::string(list) + "[" + std::to_string(i) + "].";
+            if (!l[i].is_object()) throw ProtocolError(where.substr(0, where.size() - 1) + ": expected an object");
+            WireTensor t;
+            t.name = get<std::string>(l[i], "name", where);
+            const auto d = parse_wire(get<std::string>(l[i], "dtype", where));
+            if (!d) throw ProtocolError(where + "dtype: expected f32, bf16, f16 or i64, found " + l[i]["dtype"].dump());
+            t.dtype = *d;
+            t.shape = get<std::vector<int64_t>>(l[i], "shape", where);
+            uint64_t n = 1;
+            for (int64_t s : t.shape) {
+                if (s < 0 || s > (int64_t(1) << 40)) throw ProtocolError(where + "shape: dimension " + std::to_string(s));
+                n *= static_cast<uint64_t>(s);
+                if (n > kMaxPayload) throw ProtocolError(where + "shape: implausibly large");
+            }
+            listed += n * itemsize(t.dtype);
+            f.tensors.push_back(std::move(t));
+        }
+    }
+    if (listed != pl)
+        throw ProtocolError("frame: payload length " + std::to_string(pl) + " is not the " + std::to_string(listed) +
+                            " bytes its " + (list ? list : "header") + " list");
+    for (auto& t : f.tensors) {
+        t.bytes.resize(static_cast<size_t>(t.numel()) * itemsize(t.dtype));
+        read_all(fd, t.bytes.data(), t.bytes.size(), deadline, "a frame's payload");
+    }
+    return f;
+}
+
+WireTensor to_wire(const std::string& name, const float* data, std::vector<int64_t> shape, Wire dtype) {
+    WireTensor t;
+    t.name = name;
+    t.dtype = dtype;
+    t.shape = std::move(shape);
+    const size_t n = static_cast<size_t>(t.numel());
+    t.bytes.resize(n * itemsize(dtype));
+    if (dtype == Wire::f32) {
+        std::memcpy(t.bytes.data(), data, n * 4);
+    } else {
+        for (size_t i = 0; i < n; ++i) {
+            const uint16_t h = dtype == Wire::bf16 ? bf16_bits(data[i]) : f16_bits(data[i]);
+            std::memcpy(t.bytes.data() + 2 * i, &h, 2);
+        }
+    }
+    return t;
+}
+
+WireTensor to_wire(const std::string& name, const int64_t* data, int64_t n) {
+    WireTensor t;
+    t.name = name;
+    t.dtype = Wire::i64;
+    t.shape = {n};
+    t.bytes.assign(reinterpret_cast<const char*>(data), static_cast<size_t>(n) * 8);
+    return t;
+}
+
+std::vector<float> widen(const WireTensor& t) {
+    const size_t n = static_cast<size_t>(t.numel());
+    std::vector<float> out(n);
+    switch (t.dtype) {
+        case Wire::f32: std::memcpy(out.data(), t.bytes.data(), n * 4); break;
+        case Wire::bf16:
+        case Wire::f16:
+            for (size_t i = 0; i < n; ++i) {
+                uint16_t h;
+                std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+                out[i] = t.dtype == Wire::bf16 ? bf16_float(h) : f16_float(h);
+            }
+            break;
+        case Wire::i64: throw ProtocolError(t.name + ": dtype: expected a float dtype, found i64");
+    }
+    return out;
+}
+
+std::vector<int64_t> as_i64(const WireTensor& t) {
+    if (t.dtype != Wire::i64) throw ProtocolError(t.name + ": dtype: expected i64, found " + to_string(t.dtype));
+    std::vector<int64_t> out(static_cast<size_t>(t.numel()));
+    std::memcpy(out.data(), t.bytes.data(), out.size() * 8);
+    return out;
+}
+
+json config_to_json(const BlockConfig& c) {
+    const RopeScaling& s = c.rope_scaling;
+    return {{"d_model", c.d_model},
+            {"n_heads", c.n_heads},
+            {"n_kv_heads", c.n_kv_heads},
+            {"head_dim", c.head_dim},
+            {"ffn_dim", c.ffn_dim},
+            {"rope_layout", to_string(c.rope_layout)},
+            {"rope_theta", c.rope_theta},
+            {"rotary_dim", c.rotary()},
+            {"qk_norm", c.qk_norm},
+            {"norm_eps", c.norm_eps},
+            {"rope_scaling",
+             {{"type", to_string(s.type)},
+              {"factor", s.factor},
+              {"low_freq_factor", s.low_freq_factor},
+              {"high_freq_factor", s.high_freq_factor},
+              {"original_max_position", s.original_max_position},
+              {"beta_fast", s.beta_fast},
+              {"beta_slow", s.beta_slow},
+              {"attention_factor", s.attention_factor}}}};
+}
+
+BlockConfig config_from_json(const json& j) {
+    if (!j.is_object()) throw ProtocolError("config: expected an object");
+    const std::string w = "config.";
+    BlockConfig c;
+    c.d_model = get<int64_t>(j, "d_model", w);
+    c.n_heads = get<int64_t>(j, "n_heads", w);
+    c.n_kv_heads = get<int64_t>(j, "n_kv_heads", w);
+    c.head_dim = get<int64_t>(j, "head_dim", w);
+    c.ffn_dim = get<int64_t>(j, "ffn_dim", w);
+    const auto layout = parse_rope_layout(get<std::string>(j, "rope_layout", w));
+    if (!layout) throw ProtocolError("config.rope_layout: expected neox or interleaved");
+    c.rope_layout = *layout;
+    c.rope_theta = get<double>(j, "rope_theta", w);
+    const int64_t rd = get<int64_t>(j, "rotary_dim", w);
+    c.rotary_dim = rd == c.head_dim ? 0 : rd;
+    c.qk_norm = get<bool>(j, "qk_norm", w);
+    c.norm_eps = get<double>(j, "norm_eps", w);
+    if (!j.contains("rope_scaling")) throw ProtocolError("config.rope_scaling: missing");
+    const json& s = j["rope_scaling"];
+    const std::string ws = "config.rope_scaling.";
+    const auto type = parse_rope_scaling_type(get<std::string>(s, "type", ws));
+    if (!type) throw ProtocolError("config.rope_scaling.type: unknown");
+    c.rope_scaling.type = *type;
+    c.rope_scaling.factor = get<double>(s, "factor", ws);
+    c.rope_scaling.low_freq_factor = get<double>(s, "low_freq_factor", ws);
+    c.rope_scaling.high_freq_factor = get<double>(s, "high_freq_factor", ws);
+    c.rope_scaling.original_max_position = get<int64_t>(s, "original_max_position", ws);
+    c.rope_scaling.beta_fast = get<double>(s, "beta_fast", ws);
+    c.rope_scaling.beta_slow = get<double>(s, "beta_slow", ws);
+    c.rope_scaling.attention_factor = get<double>(s, "attention_factor", ws);
+    return c;
+}
+
+}  // namespace conform::worker

@@ -1,0 +1,283 @@
+#include "worker/server.h"
+
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <random>
+
+#include "conform/dtype.h"
+#include "worker/protocol.h"
+
+namespace conform::worker {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int64_t kGuard = 64;  // sentinel floats after each output
+
+// A float input widened to float32 (exact: the judge sent values of the
+// call's dtype), with a copy of its wire bytes to notice a write into it.
+struct Input {
+    WireTensor wire;
+    std::vector<float> f32;
+    std::vector<int64_t> i64;
+};
+
+// An output buffer: [random offset][poison × n][sentinels], at a fresh address per call.
+class Output {
+   public:
+    Output(std::string name, int64_t rows, int64_t cols, uint32_t poison, uint32_t sentinel, size_t offset)
+        : name_(std::move(name)), rows_(rows), cols_(cols), sentinel_(sentinel), offset_(offset) {
+        const size_t n = static_cast<size_t>(rows * cols);
+        buf_.assign(offset + n + kGuard, bits_float(sentinel));
+        std::fill(buf_.begin() + static_cast<std::ptrdiff_t>(offset),
+                  buf_.begin() + static_cast<std::ptrdiff_t>(offset + n), bits_float(poison));
+    }
+    MutView view() { return {buf_.data() + offset_, rows_, cols_}; }
+    const std::string& name() const { return name_; }
+    std::string overrun() const {
+        const size_t n = static_cast<size_t>(rows_ * cols_);
+        for (size_t i = 0; i < offset_; ++i)
+            if (float_bits(buf_[i]) != sentinel_)
+                return "wrote before the start of output '" + name_ + "' (element " +
+                       std::to_string(static_cast<long long>(i) - static_cast<long long>(offset_)) + ")";
+        for (size_t i = 0; i < static_cast<size_t>(kGuard); ++i)
+            if (float_bits(buf_[offset_ + n + i]) != sentinel_)
+                return "wrote past the end of output '" + name_ + "' (sentinel " + std::to_string(i) + " after its " +
+                       std::to_string(n) + " elements was overwritten)";
+        return "";
+    }
+    WireTensor wire(Wire dtype) const {
+        return to_wire(name_, buf_.data() + offset_, {rows_, cols_}, dtype);
+    }
+
+   private:
+    std::string name_;
+    int64_t rows_, cols_;
+    uint32_t sentinel_;
+    size_t offset_;
+    std::vector<float> buf_;
+};
+
+struct Failure {
+    std::string kind, message;
+};
+
+class Server {
+   public:
+    Server(const ServerInfo& info, int in, int out) : info_(info), in_(in), out_(out), rng_(std::random_device{}()) {}
+
+    int run() {
+        for (;;) {
+            Frame f;
+            try {
+                f = read_frame(in_, "inputs");
+            } catch (const Closed&) {
+                return 0;
+            } catch (const ProtocolError& e) {
+                std::cerr << "conform-worker: protocol: " << e.what() << "\n";
+                return 2;
+            }
+            const std::string type = f.header["type"].get<std::string>();
+            try {
+                if (type == "hello") hello();
+                else if (type == "supports") supports(f.header);
+                else if (type == "call") call(f);
+                else if (type == "bye") return 0;
+                else throw ProtocolError("type: unknown message type '" + type + "'");
+            } catch (const ProtocolError& e) {
+                std::cerr << "conform-worker: protocol: " << e.what() << "\n";
+                return 2;
+            } catch (const Closed&) {
+                return 0;
+            }
+        }
+    }
+
+   private:
+    void hello() {
+        json ops = json::array(), dtypes = json::array();
+        for (Op op : info_.ops) ops.push_back(to_string(op));
+        for (DType d : info_.dtypes) dtypes.push_back(to_string(d));
+        write_frame(out_, {{"type", "hello"}, {"protocol", kProtocol}, {"name", info_.name},
+                           {"description", info_.description}, {"ops", ops}, {"dtypes", dtypes},
+                           {"supports", info_.supports}},
+                    {}, nullptr);
+    }
+
+    Implementation& impl(DType d) {
+        auto it = impls_.find(d);
+        if (it == impls_.end()) it = impls_.emplace(d, info_.make(d)).first;
+        return *it->second;
+    }
+
+    static Op op_of(const json& h) {
+        if (!h.contains("op") || !h["op"].is_string()) throw ProtocolError("op: missing or not a string");
+        const auto op = parse_op(h["op"].get<std::string>());
+        if (!op) throw ProtocolError("op: unknown op " + h["op"].dump());
+        return *op;
+    }
+    static DType dtype_of(const json& h) {
+        if (!h.contains("dtype") || !h["dtype"].is_string()) throw ProtocolError("dtype: missing or not a string");
+        const auto d = parse_dtype(h["dtype"].get<std::string>());
+        if (!d) throw ProtocolError("dtype: unknown dtype " + h["dtype"].dump());
+        return *d;
+    }
+
+    void supports(const json& h) {
+        const Op op = op_of(h);
+        const DType d = dtype_of(h);
+        if (!h.contains("config")) throw ProtocolError("config: missing");
+        const BlockConfig c = config_from_json(h["config"]);
+        Support s;
+        try {
+            s = impl(d).supports(op, c);
+        } catch (const std::exception& e) {
+            s = Support::no(e.what());
+        }
+        json r = {{"type", "supports"}, {"id", h.value("id", 0)}, {"ok", s.ok}};
+        if (!s.ok) r["reason"] = s.reason;
+        write_frame(out_, r, {}, nullptr);
+    }
+
+    void call(Frame& f) {
+        const json& h = f.header;
+        const int64_t id = h.value("id", int64_t(0));
+        const Op op = op_of(h);
+        const DType d = dtype_of(h);
+        if (!h.contains("config")) throw ProtocolError("config: missing");
+        const BlockConfig c = config_from_json(h["config"]);
+        std::map<std::string, Input> in;
+        for (auto& t : f.tensors) {
+            Input x;
+            if (t.dtype == Wire::i64) x.i64 = as_i64(t);
+            else x.f32 = widen(t);
+            x.wire = t;
+            in[t.name] = std::move(x);
+        }
+        const uint32_t poison = h.value("poison", 0x7FC0DEADu);
+        const uint32_t sentinel = 0x7F800000u | (static_cast<uint32_t>(rng_()) & 0x3FFFFFu) | 0x200001u;
+        std::vector<std::unique_ptr<Output>> outs;
+        if (!h.contains("outputs") || !h["outputs"].is_array()) throw ProtocolError("outputs: missing or not an array");
+        for (const auto& o : h["outputs"]) {
+            const auto shape = o.value("shape", std::vector<int64_t>{});
+            if (shape.size() != 2 || shape[0] < 0 || shape[1] < 0)
+                throw ProtocolError("outputs: shape: expected [rows, cols], found " + o.value("shape", json()).dump());
+            outs.push_back(std::make_unique<Output>(o.value("name", std::string()), shape[0], shape[1], poison,
+                                                    sentinel, static_cast<size_t>(rng_() % 64)));
+        }
+        std::vector<std::string> written;
+        Failure fail;
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+            written = dispatch(impl(d), op, c, h, in, outs);
+        } catch (const ImplError& e) {
+            fail = {"internal", e.what()};
+        } catch (const std::exception& e) {
+            fail = {"internal", e.what()};
+        }
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (fail.kind.empty())
+            for (const auto& o : outs)
+                if (std::string broke = o->overrun(); !broke.empty()) fail = {"internal", broke};
+        if (fail.kind.empty())
+            for (const auto& [name, x] : in) {
+                const std::string again = x.i64.empty() ? to_wire(name, x.f32.data(), x.wire.shape, x.wire.dtype).bytes
+                                                        : std::string(reinterpret_cast<const char*>(x.i64.data()),
+                                                                      x.i64.size() * 8);
+                if (again != x.wire.bytes)
+                    fail = {"internal", std::string(to_string(op)) + " wrote into its input '" + name +
+                                            "' (inputs are read-only)"};
+            }
+        if (!fail.kind.empty()) {
+            write_frame(out_, {{"type", "error"}, {"id", id}, {"kind", fail.kind}, {"message", fail.message}}, {}, nullptr);
+            return;
+        }
+        std::vector<WireTensor> reply;
+        for (const auto& o : outs)
+            if (std::find(written.begin(), written.end(), o->name()) != written.end()) reply.push_back(o->wire(wire_of(d)));
+        write_frame(out_, {{"type", "result"}, {"id", id}, {"seconds", seconds}}, reply, "outputs");
+    }
+
+    static View view(std::map<std::string, Input>& in, const char* name, bool vector = false) {
+        auto it = in.find(name);
+        if (it == in.end()) return View{};
+        const auto& s = it->second.wire.shape;
+        if (vector) return View{it->second.f32.data(), 1, s.empty() ? 0 : s[0]};
+        if (s.size() != 2) throw ProtocolError(std::string("inputs: ") + name + ": shape: expected [rows, cols]");
+        return View{it->second.f32.data(), s[0], s[1]};
+    }
+    static Positions pos(std::map<std::string, Input>& in, const char* name) {
+        auto it = in.find(name);
+        if (it == in.end()) return Positions{};
+        return Positions{it->second.i64.data(), static_cast<int64_t>(it->second.i64.size())};
+    }
+    static MutView out(std::vector<std::unique_ptr<Output>>& outs, const std::string& name) {
+        for (auto& o : outs)
+            if (o->name() == name) return o->view();
+        throw ProtocolError("outputs: no output named '" + name + "' was requested");
+    }
+
+    // The op's method, with the call's tensors; returns the outputs written.
+    static std::vector<std::string> dispatch(Implementation& impl, Op op, const BlockConfig& c, const json& h,
+                                             std::map<std::string, Input>& in,
+                                             std::vector<std::unique_ptr<Output>>& outs) {
+        BlockWeights w;
+        if (op_info(op).uses(kResidual)) {
+            w.attn_norm = view(in, "attn_norm", true);
+            w.wq = view(in, "wq");
+            w.wk = view(in, "wk");
+            w.wv = view(in, "wv");
+            w.wo = view(in, "wo");
+            w.ffn_norm = view(in, "ffn_norm", true);
+            w.w1 = view(in, "w1");
+            w.w3 = view(in, "w3");
+            w.w2 = view(in, "w2");
+            w.q_norm = view(in, "q_norm", true);
+            w.k_norm = view(in, "k_norm", true);
+        }
+        switch (op) {
+            case Op::rmsnorm: impl.rmsnorm(view(in, "x"), view(in, "weight", true), rmsnorm_params(c), out(outs, "out")); break;
+            case Op::rope: impl.rope(view(in, "x"), pos(in, "positions"), rope_params(c), out(outs, "out")); break;
+            case Op::qk_norm: impl.qk_norm(view(in, "x"), view(in, "weight", true), qk_norm_params(c), out(outs, "out")); break;
+            case Op::attention:
+                impl.attention(view(in, "q"), view(in, "k"), view(in, "v"), pos(in, "q_positions"),
+                               pos(in, "k_positions"), attention_params(c), out(outs, "out"));
+                break;
+            case Op::swiglu:
+                impl.swiglu(view(in, "x"), view(in, "w1"), view(in, "w3"), view(in, "w2"), out(outs, "out"));
+                break;
+            case Op::block: {
+                BlockOutputs bo;
+                for (Tap t : kAllTaps)
+                    for (auto& o : outs)
+                        if (o->name() == to_string(t)) bo[t] = o->view();
+                if (bo[Tap::out].data == nullptr) throw ProtocolError("outputs: a block call must request 'out'");
+                const TapSet ts = impl.block(view(in, "x"), w, pos(in, "positions"), c, bo);
+                std::vector<std::string> written = {"out"};
+                for (Tap t : kAllTaps)
+                    if (t != Tap::out && ts.has(t) && bo[t].data) written.push_back(to_string(t));
+                return written;
+            }
+            case Op::decode:
+                impl.decode(view(in, "x"), w, pos(in, "positions"), h.value("prefill", int64_t(0)), c, out(outs, "out"));
+                break;
+        }
+        return {"out"};
+    }
+
+    const ServerInfo& info_;
+    int in_, out_;
+    std::mt19937_64 rng_;
+    std::map<DType, std::unique_ptr<Implementation>> impls_;
+};
+
+}  // namespace
+
+int serve(const ServerInfo& info, int in_fd, int out_fd) {
+    return Server(info, in_fd, out_fd).run();
+}
+
+}  // namespace conform::worker
