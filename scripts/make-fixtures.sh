@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates fixtures/*.h5 — the regression set `conform` runs by default —
-# from the LibTorch reference in float64 (`conform generate`).
+# from the LibTorch reference in float64 (`conform generate`), and the
+# rope-f32-recurrence-*.h5 files from scripts/rope_f32_fixtures.py, an
+# independent float32 RoPE producer (numpy, not conform: its expected values
+# are a float32 implementation's, which conform must accept).
 #
 # Real head_dim, theta, eps, layout and qk_norm of each preset; d_model and
 # ffn_dim scaled down and head counts reduced (keeping MHA / GQA / MQA) so the
@@ -60,5 +63,14 @@ gen decode-qwen3-0.6b-qknorm   --op decode --preset qwen3-0.6b --scale-down 32 -
 gen rope-llama3.1-8b-scaled    --op rope --preset llama3.1-8b --n-heads 2 --tokens 4 --positions 16380
 gen block-qwen3-8b-yarn        --op block --config scripts/fixture-configs/qwen3-8b-yarn.json --scale-down 128 --n-heads 4 --n-kv-heads 2 --tokens 4 --positions 40000
 gen rope-phi4-mini-partial-rotary --op rope --config scripts/fixture-configs/phi-4-mini-partial-rotary.json --n-heads 2 --tokens 3 --positions 4100
+
+# Float32 RoPE from a second producer (see fixtures/README.md). Debian's
+# numpy and h5py live in /usr/bin/python3, which a pyenv python3 may shadow.
+PY=""
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c "import h5py, numpy" 2>/dev/null; then PY=$p; break; fi
+done
+[ -n "$PY" ] || { echo "make-fixtures.sh: no python3 with h5py and numpy (scripts/setup.sh installs them)" >&2; exit 2; }
+"$PY" scripts/rope_f32_fixtures.py --out "$out"
 
 du -ch "$out"/*.h5 | tail -1

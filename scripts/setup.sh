@@ -12,7 +12,7 @@ PACKAGES=(
   libhdf5-dev                            # fixtures
   libhwy-dev                             # SIMD implementation (Highway)
   libcli11-dev nlohmann-json3-dev libfmt-dev
-  python3 python3-h5py python3-numpy     # scripts/h5py_example.py
+  python3 python3-h5py python3-numpy     # scripts/h5py_example.py, scripts/rope_f32_fixtures.py
 )
 
 missing=()
