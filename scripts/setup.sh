@@ -12,7 +12,8 @@ PACKAGES=(
   libhdf5-dev                            # fixtures
   libhwy-dev                             # SIMD implementation (Highway)
   libcli11-dev nlohmann-json3-dev libfmt-dev
-  python3 python3-h5py python3-numpy     # scripts/h5py_example.py, scripts/rope_f32_fixtures.py
+  python3 python3-h5py python3-numpy     # scripts/h5py_example.py, the numpy worker (impls/worker_example/)
+  python3-torch                          # the PyTorch worker example (impls/worker_example/torch_worker.py), scripts/rope_f32_fixtures.py
 )
 
 missing=()

@@ -27,5 +27,6 @@ Command add_coverage(CLI::App& app);       // coverage.cpp
 Command add_merge_reports(CLI::App& app);  // merge.cpp
 Command add_forward(CLI::App& app);        // forward.cpp
 Command add_anatomy(CLI::App& app);        // anatomy.cpp
+Command add_detection_floor(CLI::App& app);  // detection.cpp
 
 }  // namespace conform::cli

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
         add_merge_reports(app),
         add_forward(app),
         add_anatomy(app),
+        add_detection_floor(app),
     };
 
     try {

@@ -32,7 +32,13 @@ Verdict judge(Op op, DType dtype, const double* a, const Metrics& m, const Basel
     v.base = base;
     v.k = row.k;
     const double worst_base = std::max(base.err_library, base.err_sequential);
-    const int64_t n = ref.numel();
+    const int64_t n = ref.numel(), cols = std::max<int64_t>(1, ref.cols());
+    // The baseline of element i's row: a large-position row's angle error,
+    // or an outlier row's, must not loosen the other rows.
+    auto base_at = [&](int64_t i) {
+        const size_t r = static_cast<size_t>(i / cols);
+        return r < base.row.size() ? base.row[r] : worst_base;
+    };
     if (noise && noise->numel() != n) throw std::logic_error("a-priori noise has another shape than its output");
 
     // Per element: allowed_i, and the element with the largest err_i / allowed_i.
@@ -40,7 +46,7 @@ Verdict judge(Op op, DType dtype, const double* a, const Metrics& m, const Basel
     double worst_ratio = -1, noise_sq = 0, ref_sq = 0;
     for (int64_t i = 0; i < n; ++i) {
         const double r = ref.data[i], nz = noise ? noise->data[i] : 0.0;
-        const double allowed = row.k * worst_base + std::max(rounding_floor(r, dtype), nz);
+        const double allowed = row.k * base_at(i) + std::max(rounding_floor(r, dtype), nz);
         const double d = std::abs(a[i] - r);
         v.noise_max = std::max(v.noise_max, nz);
         noise_sq += nz * nz;
@@ -59,7 +65,8 @@ Verdict judge(Op op, DType dtype, const double* a, const Metrics& m, const Basel
         v.err = std::abs(a[at] - ref.data[at]);
         v.floor = rounding_floor(ref.data[at], dtype);
         v.noise = noise ? noise->data[at] : 0.0;
-        v.allowed = row.k * worst_base + std::max(v.floor, v.noise);
+        v.baseline = base_at(at);
+        v.allowed = row.k * v.baseline + std::max(v.floor, v.noise);
     }
     v.mismatch_pct = n ? 100.0 * static_cast<double>(v.mismatches) / static_cast<double>(n) : 0;
     const double table_nmse = dtype == DType::f32 ? row.nmse_f32 : dtype == DType::bf16 ? row.nmse_bf16 : row.nmse_f16;
@@ -67,7 +74,7 @@ Verdict judge(Op op, DType dtype, const double* a, const Metrics& m, const Basel
     v.nmse_allowed = std::max({table_nmse, row.k * row.k * base.nmse, noise_nmse});
     v.margin = v.err > 0 ? v.allowed / v.err : std::numeric_limits<double>::infinity();
     const double small = std::max(v.floor, v.noise);
-    v.decided_by = row.k * worst_base >= small ? "baseline" : (v.noise > v.floor ? "a-priori" : "floor");
+    v.decided_by = row.k * v.baseline >= small ? "baseline" : (v.noise > v.floor ? "a-priori" : "floor");
 
     std::ostringstream why;
     if (m.nonfinite) {

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "compare/metrics.h"
 #include "conform/config.h"
@@ -52,6 +53,9 @@ struct Baseline {
     double err_library = 0;     // max |ref_dtype(library order) - ref64|
     double err_sequential = 0;  // max |ref_dtype(sequential order) - ref64|
     double nmse = 0;            // the larger of the two baselines' NMSE
+    // Per row (token), the larger of the two orders' max error in that row:
+    // what the baseline allows there. Empty: the tensor-wide maximum everywhere.
+    std::vector<double> row;
 };
 
 struct Verdict {
@@ -62,6 +66,7 @@ struct Verdict {
     // differs, the largest |ref|). The terms below are its own.
     Location at;
     double err = 0;          // err_i there
+    double baseline = 0;     // the baseline of its row
     double floor = 0;        // floor_i there
     double noise = 0;        // noise_i there
     double allowed = 0;      // allowed_i there

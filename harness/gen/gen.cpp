@@ -1,8 +1,10 @@
 #include "gen/gen.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <rapidcheck.h>
 #include <sstream>
 
@@ -41,11 +43,6 @@ Tensor norm_weight(Rng& r, int64_t n, double spread) {
     return t;
 }
 
-std::vector<int64_t> contiguous(int64_t start, int64_t n) {
-    std::vector<int64_t> p(n);
-    for (int64_t i = 0; i < n; ++i) p[i] = start + i;
-    return p;
-}
 
 // ---- generator pieces ------------------------------------------------------------
 // Every pick shrinks toward the first alternative, so counterexamples shrink to
@@ -102,12 +99,34 @@ double pick_theta() {
     }
 }
 
+// Small widths most of the time (cheap, and where indexing bugs show), and
+// the head sizes real kernels tile for: 64, 80, 96 (Phi), 128 (Llama 3,
+// Qwen3), 256 (Gemma).
 int64_t pick_head_dim(int64_t max_hd) {
     for (;;) {
-        const int64_t hd = weighted<int64_t>(
-            {{4, 4}, {3, 8}, {3, 16}, {1, 2}, {2, 6}, {2, 32}, {2, 64}, {1, 10}, {1, 128}});
+        const int64_t hd = weighted<int64_t>({{4, 4}, {3, 8}, {3, 16}, {1, 2}, {2, 6}, {2, 32}, {2, 64}, {1, 10},
+                                              {2, 128}, {1, 80}, {1, 96}, {1, 256}});
         if (hd <= max_hd) return hd;
     }
+}
+
+int64_t pick_rows(int64_t max) {
+    // 1 and sizes that are not multiples of 4/8/16 are the interesting ones.
+    const int cls = weighted<int>({{2, 0}, {5, 1}, {1, 2}});
+    if (cls == 0) return 1;
+    if (cls == 1) return *rc::gen::inRange<int64_t>(1, max + 1);
+    return std::min<int64_t>(max, one_of<int64_t>(17, 33, 31, 15));
+}
+
+// Keys for attention: mostly a few, a steady fraction crossing the tiles
+// kernels use (64, 128 keys) with a remainder, and some long (past 2048)
+// with a remainder off every power of two from 16 to 256.
+int64_t pick_keys(const GenReach& reach) {
+    const int cls = weighted<int>({{6, 0}, {2, 1}, {1, 2}});
+    if (cls == 0) return pick_rows(reach.rows);
+    // One past a tile, one short of one, and between: 16, 32, 64, 128, 256 keys.
+    if (cls == 1) return one_of<int64_t>(65, 127, 129, 191, 257, 100, 33, 17, 200, 80);
+    return one_of<int64_t>(2049, 1000, 2100, 1537, 777);
 }
 
 // MHA (KV = H), GQA (1 < KV < H), MQA (KV = 1), all common.
@@ -125,13 +144,6 @@ void pick_heads(CaseSpec& s, int64_t max_heads) {
     }
 }
 
-int64_t pick_rows(int64_t max) {
-    // 1 and sizes that are not multiples of 4/8/16 are the interesting ones.
-    const int cls = weighted<int>({{2, 0}, {5, 1}, {1, 2}});
-    if (cls == 0) return 1;
-    if (cls == 1) return *rc::gen::inRange<int64_t>(1, max + 1);
-    return std::min<int64_t>(max, one_of<int64_t>(17, 33, 31, 15));
-}
 
 int64_t pick_width(int64_t small_max, std::initializer_list<int64_t> large) {
     const bool big = weighted<int>({{5, 0}, {1, 1}}) == 1;
@@ -188,7 +200,8 @@ void pick_rope_extras(CaseSpec& s) {
             // a failing case failing.
             sc.factor = one_of(2.0, 3.0, 4.0);
             const int cls = weighted<int>({{2, 0}, {1, 1}, {1, 2}, {1, 3}});
-            const int64_t L = s.pos + s.T;  // max position + 1
+            const auto ps = positions_of(s.pos, s.T, s.shape);
+            const int64_t L = *std::max_element(ps.begin(), ps.end()) + 1;  // max position + 1
             if (cls == 0) {
                 sc.original_max_position = std::max<int64_t>(1, L + *rc::gen::inRange<int64_t>(-16, 17));
             } else if (cls == 1) {
@@ -231,20 +244,24 @@ CaseSpec make(Op op, const std::optional<BlockConfig>& pinned) {
     const GenReach& reach = op_info(op).reach;
     switch (op) {
         case Op::rmsnorm:
-            s.T = pick_rows(reach.rows_max);
-            s.d_model = pick_width(130, {1024, 2048, 4096, 5120});
+            s.T = pick_rows(reach.rows);
+            s.d_model = pick_width(130, {1024, 2048, 4096, 5120, 1031, 4100});  // and tails off the vector width
             s.eps = one_of(1e-5, 1e-6);
             break;
         case Op::rope:
-            s.T = pick_rows(reach.rows_max);
+            s.T = pick_rows(reach.rows);
             s.head_dim = pick_head_dim(reach.head_dim_max);
             s.n_heads = *rc::gen::inRange<int64_t>(1, 6);
             s.layout = one_of(RopeLayout::neox, RopeLayout::interleaved);
             s.theta = pick_theta();
             s.pos = pick_position();
+            s.shape = weighted<CaseSpec::Shape>({{6, CaseSpec::Shape::contiguous},
+                                                 {1, CaseSpec::Shape::gaps},
+                                                 {1, CaseSpec::Shape::restarts},
+                                                 {1, CaseSpec::Shape::shuffled}});
             break;
         case Op::qk_norm:
-            s.T = pick_rows(reach.rows_max);
+            s.T = pick_rows(reach.rows);
             s.head_dim = pick_head_dim(reach.head_dim_max);
             s.n_heads = *rc::gen::inRange<int64_t>(1, 6);
             s.eps = one_of(1e-6, 1e-5);
@@ -252,8 +269,17 @@ CaseSpec make(Op op, const std::optional<BlockConfig>& pinned) {
         case Op::attention: {
             pick_heads(s, 8);
             s.head_dim = pick_head_dim(reach.head_dim_max);
-            s.S = pick_rows(reach.rows_max);
-            s.T = *rc::gen::inRange<int64_t>(1, s.S + 1);
+            s.S = pick_keys(reach);
+            // Every pairing: a prefill (T = S), a chunk after a cached prefix
+            // (T < S), one decoding query (T = 1), a few queries over many keys.
+            const int tq = weighted<int>({{3, 0}, {3, 1}, {1, 2}, {1, 3}});
+            switch (tq) {
+                case 0: s.T = s.S <= 300 ? s.S : 64; break;  // a prefill (past 300 keys: its last 64 queries)
+                case 1: s.T = *rc::gen::inRange<int64_t>(1, std::min<int64_t>(s.S, 64) + 1); break;
+                case 2: s.T = 1; break;
+                default: s.T = std::min<int64_t>(s.S, one_of<int64_t>(2, 5, 8)); break;
+            }
+            if (s.S > 256) s.head_dim = std::min<int64_t>(s.head_dim, 128);  // long keys: keep T·S·hd small
             s.kpos = pick_position();
             // Mostly the queries are the tail of the keys (prefill, chunked
             // prefill, decode); sometimes elsewhere, so some rows see few or no keys.
@@ -262,27 +288,39 @@ CaseSpec make(Op op, const std::optional<BlockConfig>& pinned) {
             // Queries before the first key stay there (keys moved up), so that
             // rows seeing no key at all occur from position 0 on as well.
             if (s.pos < 0) s.kpos -= s.pos, s.pos = 0;
+            s.shape = weighted<CaseSpec::Shape>({{6, CaseSpec::Shape::contiguous},
+                                                 {1, CaseSpec::Shape::gaps},
+                                                 {1, CaseSpec::Shape::restarts},
+                                                 {1, CaseSpec::Shape::shuffled}});
             break;
         }
         case Op::swiglu:
-            s.T = pick_rows(reach.rows_max);
-            s.d_model = pick_width(96, {512});
-            s.ffn_dim = pick_width(200, {1376, 2816});
+            s.T = pick_rows(reach.rows);
+            s.d_model = pick_width(96, {512, 520});
+            s.ffn_dim = pick_width(200, {1376, 2816, 1400});
             break;
         case Op::block:
-        case Op::decode:
-            s.T = pick_rows(reach.rows_max);
-            pick_heads(s, 8);
-            s.head_dim = pick_head_dim(reach.head_dim_max);
-            s.d_model = *rc::gen::inRange<int64_t>(4, 97);
-            s.ffn_dim = *rc::gen::inRange<int64_t>(4, 193);
+        case Op::decode: {
+            // Mostly short; some long (a block of up to 512 tokens; a decode
+            // of 300+ steps after its prefill), then with narrow widths so
+            // the case stays cheap.
+            const bool long_run = weighted<int>({{9, 0}, {1, 1}}) == 1;
+            s.T = !long_run ? pick_rows(reach.rows)
+                            : op == Op::block ? one_of<int64_t>(64, 130, 257, 512) : one_of<int64_t>(317, 40, 129, 333);
+            pick_heads(s, long_run ? 4 : 8);
+            s.head_dim = pick_head_dim(long_run ? 32 : reach.head_dim_max);
+            s.d_model = *rc::gen::inRange<int64_t>(4, long_run ? 49 : 97);
+            s.ffn_dim = *rc::gen::inRange<int64_t>(4, long_run ? 97 : 193);
             s.layout = one_of(RopeLayout::neox, RopeLayout::interleaved);
             s.theta = pick_theta();
             s.qk_norm = *rc::gen::arbitrary<bool>();
             s.eps = one_of(1e-5, 1e-6);
             s.pos = pick_position();
-            if (op == Op::decode) s.prefill = *rc::gen::inRange<int64_t>(0, s.T + 1);
+            s.shape = weighted<CaseSpec::Shape>({{5, CaseSpec::Shape::contiguous}, {1, CaseSpec::Shape::gaps}});
+            if (op == Op::decode)
+                s.prefill = long_run ? one_of<int64_t>(0, 7, s.T / 2) : *rc::gen::inRange<int64_t>(0, s.T + 1);
             break;
+        }
     }
     pick_inputs(s);
     if (op_info(op).uses(kRope)) pick_rope_extras(s);
@@ -321,6 +359,11 @@ void rope_extras(const CaseSpec& s, Fields& f) {
     }
 }
 
+// The positions' shape, only when not contiguous (so older ids still parse to the same case).
+void shape_field(const CaseSpec& s, Fields& f) {
+    if (s.shape != CaseSpec::Shape::contiguous) f.emplace_back("positions", to_string(s.shape));
+}
+
 bool is_rope_extra(const std::string& k) {
     for (const char* e : {"rd", "scaling", "factor", "low_freq", "high_freq", "orig", "beta_fast", "beta_slow",
                           "attn_factor"})
@@ -337,11 +380,13 @@ Fields fields(const CaseSpec& s) {
         case Op::rope:
             add("T", I(s.T)); add("n", I(s.n_heads)); add("hd", I(s.head_dim));
             add("layout", to_string(s.layout)); add("theta", num(s.theta)); rope_extras(s, f); add("pos", I(s.pos));
+            shape_field(s, f);
             break;
         case Op::qk_norm: add("T", I(s.T)); add("n", I(s.n_heads)); add("hd", I(s.head_dim)); add("eps", num(s.eps)); break;
         case Op::attention:
             add("T", I(s.T)); add("S", I(s.S)); add("H", I(s.n_heads)); add("KV", I(s.n_kv_heads));
             add("hd", I(s.head_dim)); add("qpos", I(s.pos)); add("kpos", I(s.kpos));
+            shape_field(s, f);
             break;
         case Op::swiglu: add("T", I(s.T)); add("D", I(s.d_model)); add("F", I(s.ffn_dim)); break;
         case Op::block:
@@ -350,6 +395,7 @@ Fields fields(const CaseSpec& s) {
             add("hd", I(s.head_dim)); add("F", I(s.ffn_dim)); add("layout", to_string(s.layout));
             add("theta", num(s.theta)); rope_extras(s, f); add("qk_norm", s.qk_norm ? "1" : "0"); add("eps", num(s.eps));
             add("pos", I(s.pos));
+            shape_field(s, f);
             if (s.op == Op::decode) add("prefill", I(s.prefill));
             break;
     }
@@ -360,6 +406,35 @@ Fields fields(const CaseSpec& s) {
 }
 
 }  // namespace
+
+const char* to_string(CaseSpec::Shape s) {
+    switch (s) {
+        case CaseSpec::Shape::contiguous: return "contiguous";
+        case CaseSpec::Shape::gaps: return "gaps";
+        case CaseSpec::Shape::restarts: return "restarts";
+        case CaseSpec::Shape::shuffled: return "shuffled";
+    }
+    return "?";
+}
+
+std::vector<int64_t> positions_of(int64_t start, int64_t n, CaseSpec::Shape shape) {
+    std::vector<int64_t> p(static_cast<size_t>(std::max<int64_t>(n, 0)));
+    int64_t gap = 0;
+    int64_t k = 1;
+    if (shape == CaseSpec::Shape::shuffled && n > 1) {
+        k = (n / 2) | 1;  // odd, and stepped until coprime with n
+        while (std::gcd(k, n) != 1) k += 2;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        switch (shape) {
+            case CaseSpec::Shape::contiguous: p[i] = start + i; break;
+            case CaseSpec::Shape::gaps: gap += (i * 7) % 3; p[i] = start + i + gap; break;
+            case CaseSpec::Shape::restarts: p[i] = start + i % ((n + 1) / 2); break;
+            case CaseSpec::Shape::shuffled: p[i] = start + (i * k) % n; break;
+        }
+    }
+    return p;
+}
 
 rc::Gen<CaseSpec> spec_gen(Op op, const std::optional<BlockConfig>& pin) {
     return rc::gen::exec([op, pin] { return make(op, pin); });
@@ -421,6 +496,17 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             else if (k == "mag") s.mag = std::stod(v);
             else if (k == "outliers") s.outliers = std::stoll(v);
             else if (k == "seed") s.seed = std::stoull(v);
+            else if (k == "positions") {
+                // A block's positions are one sequence: increasing, holes allowed.
+                const bool any_order = !op_info(s.op).uses(kResidual);
+                if (op_info(s.op).positions.empty()) return fail("field 'positions' does not apply to op " + std::string(to_string(s.op)));
+                bool found = false;
+                for (auto sh : {CaseSpec::Shape::gaps, CaseSpec::Shape::restarts, CaseSpec::Shape::shuffled})
+                    if (v == to_string(sh) && (any_order || sh == CaseSpec::Shape::gaps)) s.shape = sh, found = true;
+                if (!found)
+                    return fail(std::string("positions must be ") + (any_order ? "gaps, restarts or shuffled" : "gaps (a block's are increasing)") +
+                                ", found '" + v + "'");
+            }
             else if (k == "rd") s.rotary_dim = std::stoll(v);
             else if (k == "scaling") {
                 auto t = parse_rope_scaling_type(v);
@@ -497,7 +583,7 @@ Case materialize(const CaseSpec& s) {
             break;
         case Op::rope:
             c.inputs["x"] = activations(r, s.T, s.n_heads * s.head_dim, s.mag, s.outliers);
-            c.positions["positions"] = contiguous(s.pos, s.T);
+            c.positions["positions"] = positions_of(s.pos, s.T, s.shape);
             break;
         case Op::qk_norm:
             c.inputs["x"] = activations(r, s.T, s.n_heads * s.head_dim, s.mag, s.outliers);
@@ -507,8 +593,16 @@ Case materialize(const CaseSpec& s) {
             c.inputs["q"] = activations(r, s.T, s.n_heads * s.head_dim, s.mag, s.outliers);
             c.inputs["k"] = activations(r, s.S, s.n_kv_heads * s.head_dim, s.mag, 0);
             c.inputs["v"] = normal(r, s.S, s.n_kv_heads * s.head_dim, 1.0);
-            c.positions["q_positions"] = contiguous(s.pos, s.T);
-            c.positions["k_positions"] = contiguous(s.kpos, s.S);
+            // The keys' positions in the shape; the queries' the last T of them
+            // when they are the keys' tail (a query sees itself and what came
+            // before), else their own from pos.
+            c.positions["k_positions"] = positions_of(s.kpos, s.S, s.shape);
+            if (s.pos == s.kpos + s.S - s.T && s.shape != CaseSpec::Shape::shuffled) {
+                const auto& k = c.positions["k_positions"];
+                c.positions["q_positions"].assign(k.end() - s.T, k.end());
+            } else {
+                c.positions["q_positions"] = positions_of(s.pos, s.T, s.shape);
+            }
             break;
         case Op::swiglu:
             c.inputs["x"] = activations(r, s.T, s.d_model, s.mag, s.outliers);
@@ -533,7 +627,7 @@ Case materialize(const CaseSpec& s) {
                 c.inputs["q_norm"] = norm_weight(r, s.head_dim, 0.5);
                 c.inputs["k_norm"] = norm_weight(r, s.head_dim, 0.5);
             }
-            c.positions["positions"] = contiguous(s.pos, s.T);
+            c.positions["positions"] = positions_of(s.pos, s.T, s.shape);
             break;
         }
     }

@@ -42,6 +42,10 @@ struct CaseSpec {
     double eps = 1e-5;
     int64_t pos = 0;         // position of the first row (query)
     int64_t kpos = 0;        // attention: position of the first key
+    // How the positions run from pos (and kpos): positions_of() below.
+    // Attention and RoPE define their result by position, so they also get
+    // arrays that are not increasing; a block's are one sequence.
+    enum class Shape { contiguous, gaps, restarts, shuffled } shape = Shape::contiguous;
     int64_t prefill = 0;     // decode
     double mag = 1.0;        // input magnitude (x, q, k)
     int64_t outliers = 0;    // input channels scaled x50 (outlier channels)
@@ -58,6 +62,14 @@ struct Stream {
     uint64_t seed = 0;
     std::optional<BlockConfig> pin;
 };
+
+// n positions from start in a shape:
+//   contiguous  start, start+1, ...                         (a prefill, a decode)
+//   gaps        increasing with holes: start + i + Σ_{j<=i} (j*7 mod 3)  (packed, pruned)
+//   restarts    start + i mod ceil(n/2): two packed sequences, duplicates, a drop
+//   shuffled    start + (i*k mod n), k coprime to n: every position once, out of order
+std::vector<int64_t> positions_of(int64_t start, int64_t n, CaseSpec::Shape shape);
+const char* to_string(CaseSpec::Shape s);
 
 // The generator for one op's specs (pinned to `pin` when given).
 rc::Gen<CaseSpec> spec_gen(Op op, const std::optional<BlockConfig>& pin = std::nullopt);

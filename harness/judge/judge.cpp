@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 namespace conform {
@@ -232,6 +233,13 @@ CaseResult judge_case(const Case& c, DType dtype, const NamedD& outputs, const T
         b.err_library = ml.max_abs;
         b.err_sequential = ms.max_abs;
         b.nmse = std::max(ml.nmse, ms.nmse);
+        const int64_t cols = std::max<int64_t>(1, base_ref.cols());
+        b.row.assign(static_cast<size_t>(base_ref.rows()), 0.0);
+        for (int64_t i = 0; i < base_ref.numel(); ++i) {
+            const double e = std::max(std::abs(bl.data[i] - base_ref.data[i]), std::abs(bs.data[i] - base_ref.data[i]));
+            double& r = b.row[static_cast<size_t>(i / cols)];
+            if (e > r || std::isnan(e)) r = e;
+        }
         const auto nz = truth.noise.find(name);
         Verdict v = judge(c.op, dtype, o->second.data.data(), m, b, ref, nz == truth.noise.end() ? nullptr : &nz->second, hd);
         if (!v.pass) {

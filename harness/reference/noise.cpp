@@ -18,6 +18,7 @@
 // ill-conditioned stage amplifies (a QK-normed head of two dims whose q is
 // itself rounding noise).
 #include <cmath>
+#include <cstdlib>
 
 #include "reference/torch_ops.h"
 
@@ -105,8 +106,42 @@ Tensor flat(const Tensor& t) { return t.reshape({t.size(0), -1}); }
 // so scaling and yarn's attention factor are those of the config. Own noise:
 // cos and sin rounded, two products, a difference — 3u (|c x_j| + |s x_p|) in
 // the dtype's unit (the reference rotates in the dtype). Carried: |c| e_j + |s| e_p.
-// Angle error at large positions is left to the baselines (both make it).
-Tensor rope_bound(const Tensor& x, const Tensor& ex, const Tensor& positions, const RopeParams& p, const Units& u) {
+//
+// And the angle's own error. A legitimate float32 program turns pair i at
+// position p by θ_i = fl(p · f_i), f_i the (scaled) inverse frequency, and
+// computes f_i in one of several ways, each with a relative error of at most
+// ρf_i (u = 2^-24):
+//   * HF: f_i = 1 / θ^(2i/rd) in float32: the exponent's rounding moves
+//     θ^(2i/rd) by ln(θ)·(2i/rd)·u; the power and the division add ≤ 2u;
+//   * the recurrence f_i = fl(f_{i-1} · s), s = fl(θ^(-2/rd)) (ggml's CPU
+//     RoPE builds θ_i = θ_{i-1}·s the same way): s's rounding compounds to
+//     i·u, and i roundings add i·u;
+//   * scaled (linear, llama3, yarn, dynamic) in float32: a few more, 3u;
+//   * pair 0 of an unscaled RoPE has f_0 = 1 exactly whatever the program.
+// So ρf_i = (2 + 2i + ln(θ)·2i/rd + 3·scaled)·u (0 for pair 0 unscaled); and
+// the product p·f_i rounds once more, and p itself when held as float32
+// (exact below 2^24): ρp = u. A float32 cos/sin table indexed by position is
+// these angles again (its own rounding is the 3u above). The pair (x_j, x_p),
+// of norm r, turned by at most (ρf_i + ρp)·|θ_i| too far, moves by at most
+// mscale · r · (ρf_i + ρp)·|θ_i|: that is the rope op's own budget, per element.
+// It admits every computation above at any position and rejects angles,
+// positions, frequencies or cos/sin held in bf16 or f16 (2^-9 and 2^-12
+// relative, thousands of times ρ at the pairs that matter), a wrong theta and
+// a wrong or missing scaling (O(1)).
+//
+// Carried into attention, the two parts differ. The frequency's error is the
+// same at every position, so a score q_t · k_s sees it only through the
+// relative angle, (p_t − p_s)·f_i·ρf_i — zero on the diagonal, small for near
+// keys; the rounding of each angle is independent per position and pair. So
+// rope_bound returns them apart: `round` (per element, r·mscale·ρp·|θ_i|) and
+// `freq` (per element, r·mscale·f_i·ρf_i: the error per unit of position), and
+// attention sums both over a head in quadrature (different pairs, different
+// roundings), where the rest is carried linearly.
+struct RopeBound {
+    Tensor rest, round, freq, positions;
+    Tensor total() const { return rest + round + freq * positions.to(freq.scalar_type()).abs().unsqueeze(1); }
+};
+RopeBound rope_bound(const Tensor& x, const Tensor& ex, const Tensor& positions, const RopeParams& p, const Units& u) {
     const int64_t T = x.size(0), hd = p.head_dim, rd = p.rotary(), width = x.size(1);
     std::vector<int64_t> partner(static_cast<size_t>(width));
     std::vector<double> first(static_cast<size_t>(width), 0.0), rotated(static_cast<size_t>(width), 0.0);
@@ -140,9 +175,31 @@ Tensor rope_bound(const Tensor& x, const Tensor& ex, const Tensor& positions, co
     auto S = s_second + s_second.index_select(1, idx) * first_mask;
     C = torch::where(rot_mask > 0, C, torch::ones_like(C));  // dims past the rotary ones pass through
     auto xa = x.abs();
-    Tensor e = 3.0 * u.d * (C * xa + S * xa.index_select(1, idx)) * rot_mask;
-    if (ex.defined()) e = e + C * ex + S * ex.index_select(1, idx);
-    return e;
+    RopeBound b;
+    b.rest = 3.0 * u.d * (C * xa + S * xa.index_select(1, idx)) * rot_mask;
+    if (ex.defined()) b.rest = b.rest + C * ex + S * ex.index_select(1, idx);
+    // The angle's own error, per element (rows: positions; columns: pairs).
+    const int64_t half = rd / 2;
+    const bool scaled = p.scaling.type != RopeScalingType::none;
+    const auto one = torch::ones({1}, torch::kInt64);
+    auto f = rope_angles(one, p, f64).abs().reshape({1, half});  // f_i: the angles at position 1
+    std::vector<double> rho_f(static_cast<size_t>(half));
+    for (int64_t i = 0; i < half; ++i)
+        rho_f[static_cast<size_t>(i)] =
+            i == 0 && !scaled ? 0.0 : (2.0 + 2.0 * i + std::log(p.theta) * 2.0 * i / rd + (scaled ? 3.0 : 0.0)) * u.a;
+    std::vector<int64_t> pair_of(static_cast<size_t>(width), 0);
+    for (int64_t col = 0; col < width; ++col) {
+        const int64_t d = col % hd;
+        if (d < rd) pair_of[static_cast<size_t>(col)] = p.layout == RopeLayout::neox ? d % half : d / 2;
+    }
+    auto pidx = torch::tensor(pair_of, torch::kInt64);
+    const double mscale = rope_attention_factor(p, f64);
+    auto r = (x.pow(2) + x.index_select(1, idx).pow(2)).sqrt() * mscale * rot_mask;  // the pair's norm, [T, width]
+    auto theta = rope_angles(positions, p, f64).abs().index_select(1, pidx);       // |θ_i| per element
+    b.round = r * u.a * theta;
+    b.freq = r * (f * torch::tensor(rho_f, opts).reshape({1, half})).index_select(1, pidx);
+    b.positions = positions;
+    return b;
 }
 
 // Attention per element. A score moves by δs (q's and k's bounds, exactly to
@@ -152,9 +209,12 @@ Tensor rope_bound(const Tensor& x, const Tensor& ex, const Tensor& positions, co
 // small, and never by more than the spread of the visible v; plus p-weighted v
 // bounds, and its own sum of S terms.
 // Returns what moves a head's dims together (the softmax's part) and the rest.
+// rq / rk, when given: RoPE's angle errors of q and k (rope_bound), carried
+// into the scores in quadrature — the roundings per element, and the
+// frequencies' error through the relative position |p_t − p_s|.
 std::pair<Tensor, Tensor> attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, const Tensor& ek, const Tensor& v,
                        const Tensor& ev, const Tensor& q_pos, const Tensor& k_pos, int64_t H, int64_t KV, int64_t hd,
-                       const Units& u) {
+                       const Units& u, const RopeBound* rq = nullptr, const RopeBound* rk = nullptr) {
     const int64_t T = q.size(0), S = k.size(0), rep = H / KV;
     auto per_head = [&](const Tensor& t, int64_t rows, int64_t n) {
         auto h = t.reshape({rows, n, hd}).transpose(0, 1);
@@ -169,6 +229,14 @@ std::pair<Tensor, Tensor> attention_bound(const Tensor& q, const Tensor& eq, con
     auto ds = scale * (torch::matmul(eqh, kt(kh.abs())) + torch::matmul(qh.abs(), kt(ekh)) + torch::matmul(eqh, kt(ekh))) +
               (std::sqrt(static_cast<double>(hd)) + 2.0) * u.a * scale * torch::matmul(qh.abs(), kt(kh.abs())) +
               u.store(s, 2.0);
+    if (rq && rk) {
+        auto aqh = per_head(rq->round, T, H), akh = per_head(rk->round, S, KV);
+        auto fqh = per_head(rq->freq, T, H), fkh = per_head(rk->freq, S, KV);
+        auto dp = (q_pos.unsqueeze(1) - k_pos.unsqueeze(0)).abs().to(s.scalar_type()).unsqueeze(0);  // [1, T, S]
+        auto k2 = kt(kh.pow(2));
+        ds = ds + scale * (torch::matmul(aqh.pow(2), k2) + torch::matmul(qh.pow(2), kt(akh.pow(2)))).sqrt() +
+             scale * dp * (torch::matmul(fqh.pow(2), k2) + torch::matmul(qh.pow(2), kt(fkh.pow(2)))).sqrt();
+    }
     auto vis = (k_pos.unsqueeze(0) <= q_pos.unsqueeze(1)).unsqueeze(0);  // [1, T, S]
     auto p = torch::softmax(s.masked_fill(vis.logical_not(), -INFINITY), -1);
     auto any = vis.any(-1, true);  // [1, T, 1]
@@ -248,7 +316,7 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype) {
             e["out"] = flat(norm_bound(x, none, w, cfg.norm_eps, y, u).total(y));
             break;
         }
-        case Op::rope: e["out"] = rope_bound(in("x"), none, pos("positions"), rope_params(cfg), u); break;
+        case Op::rope: e["out"] = rope_bound(in("x"), none, pos("positions"), rope_params(cfg), u).total(); break;
         case Op::attention:
         {
             const auto [together, apart] = attention_bound(in("q"), none, in("k"), none, in("v"), none, pos("q_positions"),
@@ -285,11 +353,13 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype) {
                 ek = flat(norm_bound(heads(k, hd), heads(ek, hd), wk, cfg.norm_eps, knh, u).total(knh));
             }
             auto positions = pos("positions");
-            e["q_rot"] = rope_bound(qn, eq, positions, rope_params(cfg), u);
-            e["k_rot"] = rope_bound(kn, ek, positions, rope_params(cfg), u);
+            const RopeBound rq = rope_bound(qn, eq, positions, rope_params(cfg), u);
+            const RopeBound rk = rope_bound(kn, ek, positions, rope_params(cfg), u);
+            e["q_rot"] = rq.total();
+            e["k_rot"] = rk.total();
             auto attn = tap("attn");
-            const auto [together, apart] = attention_bound(tap("q_rot"), e["q_rot"], tap("k_rot"), e["k_rot"], v, e["v"],
-                                                           positions, positions, cfg.n_heads, cfg.n_kv_heads, hd, u);
+            const auto [together, apart] = attention_bound(tap("q_rot"), rq.rest, tap("k_rot"), rk.rest, v, e["v"], positions,
+                                                           positions, cfg.n_heads, cfg.n_kv_heads, hd, u, &rq, &rk);
             e["attn"] = together + apart;
             // h = x + attn @ wo: the projection (stored before the add below
             // float32), the add, and attn's bound through wo — what one softmax

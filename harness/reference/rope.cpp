@@ -153,6 +153,11 @@ torch::Tensor rotate(const torch::Tensor& xh, const torch::Tensor& freqs, int64_
 
 }  // namespace
 
+torch::Tensor rope_angles(const torch::Tensor& positions, const RopeParams& p, const Ctx& ctx) {
+    return angles(positions, p, ctx);
+}
+double rope_attention_factor(const RopeParams& p, const Ctx& ctx) { return attention_scaling(p, ctx); }
+
 torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, RopeParams p, const Ctx& ctx) {
     p.layout = ctx.v.layout.value_or(p.layout);
     p.theta = ctx.v.theta.value_or(p.theta);

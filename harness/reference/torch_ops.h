@@ -28,6 +28,12 @@ torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
 // dims of each head, with p's scaling; dynamic NTK's length is max(positions) + 1.
 torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, RopeParams p, const Ctx& ctx);
 
+// The angles RoPE turns each pair by, [T, p.rotary()/2]: positions ⊗ the
+// scaled inverse frequencies (in the context's dtype).
+torch::Tensor rope_angles(const torch::Tensor& positions, const RopeParams& p, const Ctx& ctx);
+// The factor cos and sin are multiplied by: yarn's attention factor, else 1.
+double rope_attention_factor(const RopeParams& p, const Ctx& ctx);
+
 // x[T, n*hd] → per-head rmsnorm with weight[hd]                         (HF Qwen3 q_norm / k_norm)
 torch::Tensor qk_norm(const torch::Tensor& x, const torch::Tensor& weight, int64_t head_dim, double eps, const Ctx& ctx);
 

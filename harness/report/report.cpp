@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "reference/reference.h"
+#include "report/view.h"
 
 namespace conform {
 
@@ -140,24 +141,7 @@ void print_summary(std::ostream& os, const RunReport& r) {
 }
 
 void print_failure(std::ostream& os, const CaseResult& c) {
-    os << fmt::format("\nFAIL {} {} [{}]  {}\n", c.impl, to_string(c.op), to_string(c.dtype), c.case_id);
-    if (!c.file.empty()) os << fmt::format("  fixture:   {}:/{}\n", c.file, c.group);
-    if (c.shrink_steps > 0) os << fmt::format("  shrunk:    {} steps\n", c.shrink_steps);
-    os << fmt::format("  inputs:    {}\n", c.shapes);
-    if (!c.error.empty()) os << fmt::format("  error:     {}\n", c.error);
-    if (!c.first_failing.empty()) os << fmt::format("  first failing tensor: {}\n", c.first_failing);
-    for (const auto& t : c.tensors) {
-        const Verdict& v = t.v;
-        os << fmt::format("  {:<8} {} err {} at {} (allowed {} = {}x baseline {} + max(floor {}, a-priori {})), max_abs {}, "
-                          "nmse {} (allowed {}), cos {:.6f}, max_rel {}, mismatches {} ({:.1f}%), worst at {}{}\n",
-                          t.name, v.pass ? "ok  " : "FAIL", sci(v.err), v.at.str(), sci(v.allowed), v.k,
-                          sci(std::max(v.base.err_library, v.base.err_sequential)), sci(v.floor), sci(v.noise),
-                          sci(v.m.max_abs), sci(v.m.nmse),
-                          sci(v.nmse_allowed), v.m.cosine, sci(v.m.max_rel), v.mismatches, v.mismatch_pct,
-                          v.m.worst.str(), v.pass ? "" : "  <- " + v.why);
-    }
-    for (const auto& d : c.diagnosis) os << "  diagnosis: " << d << "\n";
-    if (!c.replay.empty()) os << "  replay:    " << c.replay << "\n";
+    os << "\n" << report::failure_text(to_json(c));  // the same text a merged report's renderers print (view.h)
 }
 
 nlohmann::json to_json(const CaseResult& c) {
@@ -224,6 +208,7 @@ nlohmann::json to_json(const CaseResult& c) {
         tj["bound"] = {{"k", v.k},
                        {"baseline_library", num(v.base.err_library)},
                        {"baseline_sequential", num(v.base.err_sequential)},
+                       {"baseline_row", num(v.baseline)},
                        {"floor", num(v.floor)},
                        {"noise", num(v.noise)},
                        {"allowed", num(v.allowed)},

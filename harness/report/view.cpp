@@ -155,12 +155,14 @@ std::string failure_text(const json& c) {
             const json b = t.value("bound", json::object());
             const bool ok = flag(t, "pass");
             s += fmt::format(
-                "  {:<8} {} err {} at {} (allowed {} = {}x baseline {} + max(floor {}, a-priori {})), max_abs {}, "
+                "  {:<8} {} err {} at {} (allowed {} = {}x row baseline {} + max(floor {}, a-priori {})), max_abs {}, "
                 "nmse {} (allowed {}), cos {:.6f}, max_rel {}, mismatches {} ({:.1f}%), worst at {}{}\n",
                 text(t, "name"), ok ? "ok  " : "FAIL", sci(decisive_err(t)),
                 location(t.value("decisive", t.value("worst", json::object()))), sci(number(b, "allowed", NAN)),
                 number(b, "k", NAN),
-                sci(std::max(number(b, "baseline_library", NAN), number(b, "baseline_sequential", NAN))),
+                sci(b.contains("baseline_row") ? number(b, "baseline_row", NAN)
+                                               : std::max(number(b, "baseline_library", NAN),
+                                                          number(b, "baseline_sequential", NAN))),
                 sci(number(b, "floor", NAN)), sci(number(b, "noise", NAN)), sci(number(t, "max_abs", NAN)),
                 sci(number(t, "nmse", NAN)), sci(number(b, "nmse_allowed", NAN)), number(t, "cosine", NAN),
                 sci(number(t, "max_rel", NAN)), integer(t, "mismatches"), number(t, "mismatch_pct", 0.0),

@@ -176,7 +176,30 @@ bool Dimension::relevant(Op op) const {
 }
 
 namespace {
-enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary };
+enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary, kHeadDim, kKeys, kQueries,
+            kDecodeSteps, kPosShape, kPosOrder };
+
+// Ops whose position arrays need not increase (their result is defined by position alone).
+std::vector<Op> ops_any_order() {
+    std::vector<Op> out;
+    for (const OpInfo& i : op_table())
+        if (!i.positions.empty() && !i.uses(kResidual)) out.push_back(i.op);
+    return out;
+}
+std::vector<Op> ops_with_heads() {
+    std::vector<Op> out;
+    for (const OpInfo& i : op_table())
+        if (i.reads("head_dim")) out.push_back(i.op);
+    return out;
+}
+// Keys with positions of their own (attention).
+std::vector<Op> ops_with_keys() {
+    std::vector<Op> out;
+    for (const OpInfo& i : op_table())
+        for (const PositionSpec& p : i.positions)
+            if (p.n == Dim::S) out.push_back(i.op);
+    return out;
+}
 }
 
 // Ops whose cases carry positions (every position class applies to them).
@@ -200,6 +223,20 @@ const std::vector<Dimension>& dimensions() {
         {"rope scaling", {"none", "linear", "llama3", "yarn", "dynamic"}, ops_using(kRope)},
         // Partial rotary (GPT-NeoX, Phi, GLM): only the first rotary_dim dims of a head turn.
         {"rotary dims", {"whole head", "partial"}, ops_using(kRope)},
+        // The head sizes kernels tile for.
+        {"head_dim", {"<8", "8-32", "64", "80/96", "128", "256"}, ops_with_heads()},
+        // Keys across the tiles of a flash kernel (64, 128 keys) and long.
+        {"keys", {"<=64", "65-128", "129-2047", ">=2048"}, ops_with_keys()},
+        // One decoding query, a chunk after cached keys, a prefill.
+        {"queries", {"T=1", "T<S", "T=S"}, ops_with_keys()},
+        // Tokens decoded one at a time after the prefill.
+        {"decode steps", {"0", "1-15", "16-299", ">=300"}, ops_using(kKvCache)},
+        // How the positions run: from 0, from an offset (a chunk, a long
+        // sequence), with holes (packed, pruned).
+        {"positions", {"from 0", "offset", "gaps"}, ops_with_positions()},
+        // Out of order, repeated (tree-structured speculative decoding,
+        // packed sequences): where positions alone define the result.
+        {"position order", {"increasing", "not increasing"}, ops_any_order()},
     };
     return d;
 }
@@ -243,6 +280,36 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
             // Classes in RopeScalingType's order.
             case kScaling: c.push_back(static_cast<int>(cs.config.rope_scaling.type)); break;
             case kRotary: c.push_back(cs.config.rotary() < cs.config.head_dim ? 1 : 0); break;
+            case kHeadDim: {
+                const int64_t hd = cs.config.head_dim;
+                c.push_back(hd < 8 ? 0 : hd <= 32 ? 1 : hd == 64 ? 2 : (hd == 80 || hd == 96) ? 3 : hd == 128 ? 4 : hd == 256 ? 5 : 1);
+                break;
+            }
+            case kKeys: c.push_back(s.S <= 64 ? 0 : s.S <= 128 ? 1 : s.S < 2048 ? 2 : 3); break;
+            case kQueries: c.push_back(s.T == 1 ? 0 : s.T < s.S ? 1 : 2); break;
+            case kDecodeSteps: {
+                const int64_t steps = s.T - cs.prefill;
+                c.push_back(steps == 0 ? 0 : steps < 16 ? 1 : steps < 300 ? 2 : 3);
+                break;
+            }
+            case kPosShape:
+            case kPosOrder: {
+                // Every position input of the case.
+                bool from0 = true, gaps = false, increasing = true, offset = false;
+                for (const auto& [name, p] : cs.positions) {
+                    if (p.empty()) continue;
+                    from0 = from0 && p.front() == 0;
+                    offset = offset || p.front() > 0;
+                    for (size_t i = 1; i < p.size(); ++i) {
+                        if (p[i] <= p[i - 1]) increasing = false;
+                        else if (p[i] > p[i - 1] + 1) gaps = true;
+                    }
+                }
+                if (static_cast<Trap>(d) == kPosOrder) c.push_back(increasing ? 0 : 1);
+                else if (gaps) c.push_back(2);
+                else c.push_back(offset ? 1 : 0);
+                break;
+            }
         }
     }
     return out;

@@ -28,7 +28,7 @@ std::string WorkerSpec::flag() const {
 }
 
 std::string worker_binary() {
-    if (const char* env = std::getenv("CONFORM_WORKER"); env && *env) return env;
+    if (const char* env = std::getenv("CONFORM_WORKER_BINARY"); env && *env) return env;
     char self[PATH_MAX];
     const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
     if (n > 0) {

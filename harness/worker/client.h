@@ -61,7 +61,7 @@ struct Hello {
     bool supports = false;
 };
 
-// conform-worker, beside the running conform (or $CONFORM_WORKER).
+// conform-worker, beside the running conform (or $CONFORM_WORKER_BINARY).
 std::string worker_binary();
 
 class WorkerImpl final : public Implementation {

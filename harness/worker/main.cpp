@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
         return 3;
     }
     if (!exec.empty()) {
+        ::setenv("CONFORM_WORKER", "1", 1);  // the Python client moves fds 0 and 1 at import (impls/WORKERS.md)
         std::vector<char*> args;
         for (auto& e : exec) args.push_back(e.data());
         args.push_back(nullptr);

@@ -19,7 +19,7 @@
 using namespace conform;
 
 // The worker program this build made (the test binary is not beside it).
-static const int kWorkerBinary = setenv("CONFORM_WORKER", CONFORM_WORKER_BINARY, 0);
+static const int kWorkerBinary = setenv("CONFORM_WORKER_BINARY", CONFORM_WORKER_BINARY, 0);
 
 namespace {
 
