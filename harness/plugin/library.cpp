@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <cstddef>
 #include <cstring>
 
 #include "plugin/adapter.h"
@@ -15,7 +16,7 @@ namespace {
 // ABI 1 is the first version, so today's table is exactly its size. When a
 // field is appended, this stays the size of version 1's fields: a table that
 // size or larger has everything version 1 needs.
-constexpr size_t kAbi1TableSize = sizeof(conform_plugin);
+constexpr size_t kAbi1TableSize = offsetof(conform_plugin, abi_minor);
 
 bool valid_name(const char* s) {
     if (s == nullptr || *s == '\0') return false;

@@ -186,7 +186,12 @@ Hello launch(const WorkerSpec& spec, WorkerImpl::State& s) {
                          false);
     } catch (const Closed&) {
         s.proc->wait(2.0);
-        throw StartError(who + ": " + s.proc->how_it_ended() + " before its hello" + tail(), false);
+        // conform-worker is ours: dying before its hello, a plugin's loading (its
+        // constructors, conform_plugin_get) killed it: a bad library (exit 2).
+        throw StartError(who + ": " + s.proc->how_it_ended() + " before its hello" +
+                             (spec.kind == WorkerSpec::Kind::plugin ? std::string(" (while loading the library)") : "") +
+                             tail(),
+                         spec.kind == WorkerSpec::Kind::plugin);
     } catch (const ProtocolError& e) {
         s.proc->kill();
         throw StartError(who + ": protocol violation: " + e.what() + tail(), false);

@@ -25,7 +25,8 @@ struct Input {
     std::vector<int64_t> i64;
 };
 
-// An output buffer: [random offset][poison × n][sentinels], at a fresh address per call.
+// An output buffer: [sentinels, 64 to 127 of them][poison × n][64 sentinels],
+// at a fresh, randomly offset address every call.
 class Output {
    public:
     Output(std::string name, int64_t rows, int64_t cols, uint32_t poison, uint32_t sentinel, size_t offset)
@@ -42,7 +43,7 @@ class Output {
         for (size_t i = 0; i < offset_; ++i)
             if (float_bits(buf_[i]) != sentinel_)
                 return "wrote before the start of output '" + name_ + "' (element " +
-                       std::to_string(static_cast<long long>(i) - static_cast<long long>(offset_)) + ")";
+                       std::to_string(static_cast<long long>(i) - static_cast<long long>(offset_)) + " was overwritten)";
         for (size_t i = 0; i < static_cast<size_t>(kGuard); ++i)
             if (float_bits(buf_[offset_ + n + i]) != sentinel_)
                 return "wrote past the end of output '" + name_ + "' (sentinel " + std::to_string(i) + " after its " +
@@ -166,7 +167,7 @@ class Server {
             if (shape.size() != 2 || shape[0] < 0 || shape[1] < 0)
                 throw ProtocolError("outputs: shape: expected [rows, cols], found " + o.value("shape", json()).dump());
             outs.push_back(std::make_unique<Output>(o.value("name", std::string()), shape[0], shape[1], poison,
-                                                    sentinel, static_cast<size_t>(rng_() % 64)));
+                                                    sentinel, static_cast<size_t>(kGuard + rng_() % 64)));
         }
         std::vector<std::string> written;
         Failure fail;

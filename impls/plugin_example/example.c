@@ -51,15 +51,19 @@ static int32_t example_rmsnorm(const conform_config* cfg, const conform_tensor* 
 }
 
 /* ---- rope ---------------------------------------------------------------------
- * Every head of every row rotated by the row's position. Angles in double: a
- * float32 angle is off by ~1e-3 rad at position 32768, which conform notices. */
+ * The first rotary_dim dims of every head of every row rotated by the row's
+ * position (pairs formed inside them), the rest passed through. Angles in
+ * double. RoPE scaling is not implemented: supports() declines it, so conform
+ * reports those cases as not run instead of failing them. */
 static int32_t example_rope(const conform_config* cfg, const conform_tensor* x, const conform_tensor* positions,
                             const conform_tensor* out, char* msg, size_t msg_cap) {
     const int64_t hd = cfg->head_dim;
     if (hd <= 0 || hd % 2 != 0) return fail(msg, msg_cap, CONFORM_ERR_INVALID_ARGUMENT, "rope: head_dim must be even");
     if (x->ndim != 2 || x->shape[1] % hd != 0)
         return fail(msg, msg_cap, CONFORM_ERR_INVALID_ARGUMENT, "rope: x must be [T, n * head_dim]");
-    const int64_t T = x->shape[0], n_heads = x->shape[1] / hd, half = hd / 2;
+    const int64_t rd = cfg->rotary_dim > 0 ? cfg->rotary_dim : hd;  /* ABI 1.1 */
+    if (rd % 2 != 0 || rd > hd) return fail(msg, msg_cap, CONFORM_ERR_INVALID_ARGUMENT, "rope: rotary_dim must be even, <= head_dim");
+    const int64_t T = x->shape[0], n_heads = x->shape[1] / hd, half = rd / 2;
     if (!is_matrix(x, T, n_heads * hd) || !is_matrix(out, T, n_heads * hd))
         return fail(msg, msg_cap, CONFORM_ERR_INVALID_ARGUMENT, "rope: x and out must be float32 [T, n * head_dim]");
     if (positions->dtype != CONFORM_DTYPE_I64 || positions->ndim != 1 || positions->shape[0] != T)
@@ -73,11 +77,13 @@ static int32_t example_rope(const conform_config* cfg, const conform_tensor* x, 
     for (int64_t t = 0; t < T; t++) {
         const float* xt = (const float*)x->data + t * x->strides[0];
         float* yt = (float*)out->data + t * out->strides[0];
+        for (int64_t h = 0; h < n_heads; h++)
+            for (int64_t d = rd; d < hd; d++) yt[h * hd + d] = xt[h * hd + d];  /* not rotated */
         for (int64_t i = 0; i < half; i++) {
-            const double inv_freq = pow(cfg->rope_theta, -2.0 * (double)i / (double)hd);
+            const double inv_freq = pow(cfg->rope_theta, -2.0 * (double)i / (double)rd);
             const double angle = (double)pos[t * positions->strides[0]] * inv_freq;
             const float c = (float)cos(angle), s = (float)sin(angle);
-            /* NeoX pairs (i, i + hd/2); interleaved pairs (2i, 2i + 1). */
+            /* NeoX pairs (i, i + rd/2); interleaved pairs (2i, 2i + 1). */
             const int64_t a = neox ? i : 2 * i;
             const int64_t b = neox ? i + half : 2 * i + 1;
             for (int64_t h = 0; h < n_heads; h++) {
@@ -90,11 +96,17 @@ static int32_t example_rope(const conform_config* cfg, const conform_tensor* x, 
     return CONFORM_OK;
 }
 
+/* Which configs it takes: no RoPE scaling (the config says which, ABI 1.1). */
+static int32_t example_supports(uint32_t op, const conform_config* cfg, char* msg, size_t msg_cap) {
+    if (op == CONFORM_OP_ROPE && cfg->rope_scaling != CONFORM_ROPE_SCALING_NONE)
+        return fail(msg, msg_cap, CONFORM_ERR_UNSUPPORTED, "the example does not implement RoPE scaling");
+    return CONFORM_OK;
+}
+
 /* ---- the table ------------------------------------------------------------------ */
 
 CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void) {
-    /* Ops left out (qk_norm, attention, ...) are NULL: conform skips them. No
-     * supports function: every config of rmsnorm and rope is accepted. */
+    /* Ops left out (qk_norm, attention, ...) are NULL: conform skips them. */
     static const conform_plugin table = {
         .abi_version = CONFORM_PLUGIN_ABI_VERSION,
         .struct_size = sizeof(conform_plugin),
@@ -106,8 +118,10 @@ CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void) {
         .description = "plain C99 RoPE and RMSNorm (impls/plugin_example)",
 #endif
         .dtypes = CONFORM_DTYPE_BIT(CONFORM_DTYPE_F32),
+        .supports = example_supports,
         .rmsnorm = example_rmsnorm,
         .rope = example_rope,
+        .abi_minor = CONFORM_PLUGIN_ABI_MINOR,
     };
     return &table;
 }

@@ -41,6 +41,9 @@
 #include <stdint.h>
 
 #define CONFORM_PLUGIN_ABI_VERSION 1u
+/* Minor versions only append fields. 1.1: the config's RoPE scaling and
+ * rotary_dim, and the table's abi_minor. */
+#define CONFORM_PLUGIN_ABI_MINOR 1u
 #define CONFORM_PLUGIN_MAX_DIMS 4
 
 #if defined(_WIN32)
@@ -69,6 +72,24 @@ enum {
  *   NEOX:        pairs (x[i], x[i + hd/2])  HF rotate_half, ggml NEOX
  *   INTERLEAVED: pairs (x[2i], x[2i + 1])   Meta view_as_complex, ggml NORMAL */
 enum { CONFORM_ROPE_NEOX = 0, CONFORM_ROPE_INTERLEAVED = 1 };
+
+/* How the rotary frequencies are rescaled for long context (ABI 1.1; the
+ * formulas are conform/config.h's, HF transformers' modeling_rope_utils):
+ *   NONE:    inv_freq[i] = theta^(-2i / rotary_dim)
+ *   LINEAR:  inv_freq / factor
+ *   LLAMA3:  long wavelengths / factor, short ones kept, a blend between
+ *            (low_freq_factor, high_freq_factor, original_max_position)
+ *   YARN:    a ramp between inv_freq and inv_freq / factor (beta_fast,
+ *            beta_slow, original_max_position); cos and sin times attention_factor
+ *   DYNAMIC: NTK base theta * (factor * L / orig - (factor - 1))^(rd / (rd - 2))
+ *            for L = max(positions of the call) + 1 > orig; unscaled inside */
+enum {
+    CONFORM_ROPE_SCALING_NONE = 0,
+    CONFORM_ROPE_SCALING_LINEAR = 1,
+    CONFORM_ROPE_SCALING_LLAMA3 = 2,
+    CONFORM_ROPE_SCALING_YARN = 3,
+    CONFORM_ROPE_SCALING_DYNAMIC = 4
+};
 
 /* The ops, in the order of the function pointers below. */
 enum {
@@ -120,7 +141,7 @@ typedef struct conform_tensor {
 /* The block's configuration and every op's parameters in one struct. Each op
  * reads only the fields listed for it; the others are 0.
  *   rmsnorm:   norm_eps                         (y = x * rsqrt(mean(x^2) + eps) * w)
- *   rope:      head_dim, n_heads, rope_layout, rope_theta
+ *   rope:      head_dim, n_heads, rope_layout, rope_theta, and (1.1) rotary_dim, rope_scaling and its parameters
  *              (inv_freq[i] = theta^(-2i/head_dim), angle = pos * inv_freq[i])
  *   qk_norm:   head_dim, n_heads, norm_eps      (rmsnorm over each head's slice)
  *   attention: n_heads, n_kv_heads, head_dim    (causal by position, scale 1/sqrt(hd);
@@ -139,6 +160,19 @@ typedef struct conform_config {
     uint32_t qk_norm;     /* 1: Qwen3 per-head RMSNorm on q and k before RoPE */
     double rope_theta;
     double norm_eps;
+    /* ---- ABI 1.1 (read them only when struct_size covers them; conform
+     * offers scaled or partial-rotary cases only to a plugin whose table
+     * says abi_minor >= 1) ---- */
+    int64_t rotary_dim;     /* dims of each head RoPE rotates (the first ones; = head_dim unless partial) */
+    uint32_t rope_scaling;  /* CONFORM_ROPE_SCALING_* */
+    uint32_t reserved11;
+    double rope_factor;                  /* LINEAR, LLAMA3, YARN, DYNAMIC */
+    double rope_low_freq_factor;         /* LLAMA3 */
+    double rope_high_freq_factor;        /* LLAMA3 */
+    int64_t rope_original_max_position;  /* LLAMA3, YARN, DYNAMIC */
+    double rope_beta_fast;               /* YARN */
+    double rope_beta_slow;               /* YARN */
+    double rope_attention_factor;        /* YARN: multiplies cos and sin (1 otherwise) */
 } conform_config;
 
 /* The block's weights, stored [in, out]; q_norm / k_norm have data != NULL
@@ -211,6 +245,10 @@ typedef struct conform_plugin {
     int32_t (*decode)(const conform_config* cfg, const conform_tensor* x, const conform_block_weights* w,
                       const conform_tensor* positions, int64_t prefill, const conform_tensor* out, char* msg,
                       size_t msg_cap);
+
+    /* ---- ABI 1.1 ---- */
+    uint32_t abi_minor; /* CONFORM_PLUGIN_ABI_MINOR it was built against; a 1.0 table ends before it */
+    uint32_t reserved11;
 } conform_plugin;
 
 /* The one symbol a plugin exports. */
