@@ -5,11 +5,17 @@
 #include "cli/commands.h"
 #include "cli/gate.h"
 #include "config/hf_config.h"
+#include "worker/process.h"
 
 using namespace conform;
 using namespace conform::cli;
 
 int main(int argc, char** argv) {
+    // Before anything else, and before any worker exists: a non-dumpable judge
+    // cannot be read, written or traced by a process of its own uid that lacks
+    // CAP_SYS_PTRACE (a worker: /proc/PID/mem, /proc/PID/fd, ptrace), and a
+    // dead worker's pipe is an error to report, not a SIGPIPE to die of.
+    worker::protect_judge();
     CLI::App app{"conform — differential conformance testing of Llama-family decoder blocks against a LibTorch reference"};
     app.require_subcommand(0, 1);
     GateOptions g;

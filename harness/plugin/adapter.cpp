@@ -2,6 +2,7 @@
 
 #include "conform/dtype.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -11,6 +12,17 @@
 namespace conform::plugin {
 
 namespace {
+
+thread_local double g_kernel_seconds = 0;
+
+// The plugin's function, timed by itself.
+template <typename F>
+int32_t timed(F&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int32_t status = f();
+    g_kernel_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return status;
+}
 
 // ---- 16-bit floats ---------------------------------------------------------------
 // The harness rounds inputs to the run's dtype before an implementation sees
@@ -264,7 +276,7 @@ class Adapter final : public Implementation {
         k.d_model = x.cols;
         k.norm_eps = p.eps;
         const conform_tensor tx = call.in("x", x), tw = call.in("weight", w, true), to = call.out("out", out);
-        call.finish(t_.rmsnorm(&k, &tx, &tw, &to, call.msg(), call.msg_cap()));
+        call.finish(timed([&] { return t_.rmsnorm(&k, &tx, &tw, &to, call.msg(), call.msg_cap()); }));
     }
 
     void rope(View x, Positions pos, const RopeParams& p, MutView out) override {
@@ -281,7 +293,7 @@ class Adapter final : public Implementation {
         k.rope_theta = p.theta;
         rope_fields(k, p.rotary(), p.scaling);
         const conform_tensor tx = call.in("x", x), tp = call.positions("positions", pos), to = call.out("out", out);
-        call.finish(t_.rope(&k, &tx, &tp, &to, call.msg(), call.msg_cap()));
+        call.finish(timed([&] { return t_.rope(&k, &tx, &tp, &to, call.msg(), call.msg_cap()); }));
     }
 
     void qk_norm(View x, View w, const QkNormParams& p, MutView out) override {
@@ -291,7 +303,7 @@ class Adapter final : public Implementation {
         k.n_heads = p.head_dim > 0 ? x.cols / p.head_dim : 0;
         k.norm_eps = p.eps;
         const conform_tensor tx = call.in("x", x), tw = call.in("weight", w, true), to = call.out("out", out);
-        call.finish(t_.qk_norm(&k, &tx, &tw, &to, call.msg(), call.msg_cap()));
+        call.finish(timed([&] { return t_.qk_norm(&k, &tx, &tw, &to, call.msg(), call.msg_cap()); }));
     }
 
     void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
@@ -304,7 +316,7 @@ class Adapter final : public Implementation {
         const conform_tensor tq = call.in("q", q), tk = call.in("k", k), tv = call.in("v", v),
                              tqp = call.positions("q_positions", q_pos), tkp = call.positions("k_positions", k_pos),
                              to = call.out("out", out);
-        call.finish(t_.attention(&c, &tq, &tk, &tv, &tqp, &tkp, &to, call.msg(), call.msg_cap()));
+        call.finish(timed([&] { return t_.attention(&c, &tq, &tk, &tv, &tqp, &tkp, &to, call.msg(), call.msg_cap()); }));
     }
 
     void swiglu(View x, View w1, View w3, View w2, MutView out) override {
@@ -314,7 +326,7 @@ class Adapter final : public Implementation {
         k.ffn_dim = w1.cols;
         const conform_tensor tx = call.in("x", x), t1 = call.in("w1", w1), t3 = call.in("w3", w3),
                              t2 = call.in("w2", w2), to = call.out("out", out);
-        call.finish(t_.swiglu(&k, &tx, &t1, &t3, &t2, &to, call.msg(), call.msg_cap()));
+        call.finish(timed([&] { return t_.swiglu(&k, &tx, &t1, &t3, &t2, &to, call.msg(), call.msg_cap()); }));
     }
 
     TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) override {
@@ -326,7 +338,7 @@ class Adapter final : public Implementation {
         static_assert(CONFORM_TAP_COUNT == kAllTaps.size(), "plugin.h's taps are conform/ops.h's");
         for (Tap t : kAllTaps) taps[static_cast<size_t>(t)] = call.out(to_string(t), out[t]);
         uint32_t written = 0;
-        call.finish(t_.block(&k, &tx, &tw, &tp, taps, &written, call.msg(), call.msg_cap()));
+        call.finish(timed([&] { return t_.block(&k, &tx, &tw, &tp, taps, &written, call.msg(), call.msg_cap()); }));
         TapSet ts;
         for (Tap t : kAllTaps) {
             if (!((written >> static_cast<unsigned>(t)) & 1u)) continue;
@@ -344,7 +356,7 @@ class Adapter final : public Implementation {
         const conform_config k = config_of(dtype_, c);
         const conform_block_weights tw = weights(call, w);
         const conform_tensor tx = call.in("x", x), tp = call.positions("positions", pos), to = call.out("out", out);
-        call.finish(t_.decode(&k, &tx, &tw, &tp, prefill, &to, call.msg(), call.msg_cap()));
+        call.finish(timed([&] { return t_.decode(&k, &tx, &tw, &tp, prefill, &to, call.msg(), call.msg_cap()); }));
     }
 
    private:
@@ -371,6 +383,8 @@ class Adapter final : public Implementation {
 };
 
 }  // namespace
+
+double last_kernel_seconds() { return g_kernel_seconds; }
 
 uint32_t dtype_code(DType d) {
     switch (d) {

@@ -38,6 +38,11 @@ std::string status_name(int32_t code);
 std::string ops_of(const conform_plugin& t);
 std::string dtypes_of(const conform_plugin& t);
 
+// Seconds the plugin's own function took in this thread's last call through
+// an adapter: the kernel alone, without the adapter's conversions and checks
+// (what conform-worker reports as a call's "seconds", and bench prints).
+double last_kernel_seconds();
+
 // Whether the table has a function for op.
 bool implements(const conform_plugin& t, Op op);
 

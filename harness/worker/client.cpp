@@ -63,6 +63,11 @@ std::string last_lines(const std::string& text, size_t n) {
     return out;
 }
 
+// A string field of a worker's message, made printable (clean_text); "" when absent or not a string.
+std::string text_field(const nlohmann::json& h, const char* field, size_t max = 2000) {
+    return h.contains(field) && h[field].is_string() ? clean_text(h[field].get<std::string>(), max) : std::string();
+}
+
 }  // namespace
 
 struct WorkerImpl::State {
@@ -81,7 +86,7 @@ WorkerImpl::WorkerImpl(const WorkerSpec& spec, DType dtype) : spec_(spec), dtype
 WorkerImpl::~WorkerImpl() {
     if (s_ && s_->proc && !s_->dead) {
         try {
-            write_frame(s_->proc->to_worker(), {{"type", "bye"}}, {}, nullptr);
+            write_frame(s_->proc->to_worker(), {{"type", "bye"}}, {}, nullptr, Clock::now() + std::chrono::seconds(2));
         } catch (const std::exception&) {
         }
         if (!s_->proc->wait(2.0)) s_->proc->kill();
@@ -113,19 +118,23 @@ Hello parse_hello(const json& h) {
     out.name = h["name"].get<std::string>();
     bool ok = !out.name.empty() && out.name.size() <= 64;
     for (char c : out.name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
-    if (!ok) throw ProtocolError(where + "name: must be 1 to 64 characters of [A-Za-z0-9_.-], found " + h["name"].dump());
-    out.description = h.value("description", std::string());
+    if (!ok)
+        throw ProtocolError(where + "name: must be 1 to 64 characters of [A-Za-z0-9_.-], found " +
+                            clean_text(h["name"].dump(), 100));
+    out.description = h.contains("description") && h["description"].is_string()
+                          ? clean_text(h["description"].get<std::string>(), 300)
+                          : std::string();
     if (!h.contains("ops") || !h["ops"].is_array()) throw ProtocolError(where + "ops: missing or not an array");
     for (const auto& o : h["ops"]) {
         const auto op = o.is_string() ? parse_op(o.get<std::string>()) : std::nullopt;
-        if (!op) throw ProtocolError(where + "ops: unknown op " + o.dump() + " (ops: " + op_names() + ")");
+        if (!op) throw ProtocolError(where + "ops: unknown op " + clean_text(o.dump(), 100) + " (ops: " + op_names() + ")");
         out.ops.push_back(*op);
     }
     if (out.ops.empty()) throw ProtocolError(where + "ops: empty: the worker implements no op");
     if (!h.contains("dtypes") || !h["dtypes"].is_array()) throw ProtocolError(where + "dtypes: missing or not an array");
     for (const auto& d : h["dtypes"]) {
         const auto dt = d.is_string() ? parse_dtype(d.get<std::string>()) : std::nullopt;
-        if (!dt) throw ProtocolError(where + "dtypes: unknown dtype " + d.dump() + " (f32, bf16, f16)");
+        if (!dt) throw ProtocolError(where + "dtypes: unknown dtype " + clean_text(d.dump(), 100) + " (f32, bf16, f16)");
         out.dtypes.push_back(*dt);
     }
     if (out.dtypes.empty()) throw ProtocolError(where + "dtypes: empty");
@@ -166,15 +175,16 @@ Hello launch(const WorkerSpec& spec, WorkerImpl::State& s) {
     };
     Hello hello;
     try {
-        write_frame(s.proc->to_worker(), {{"type", "hello"}, {"protocol", kProtocol}}, {}, nullptr);
-        Frame f = read_frame(s.proc->from_worker(), nullptr, deadline);
+        write_frame(s.proc->to_worker(), {{"type", "hello"}, {"protocol", kProtocol}}, {}, nullptr, deadline);
+        Frame f = read_frame(s.proc->from_worker(), nullptr, deadline, 0);
         const std::string type = f.header["type"].get<std::string>();
         if (type == "error") {
             // A worker that knows it cannot serve (conform-worker: not a plugin).
-            const bool bad = spec.kind == WorkerSpec::Kind::plugin && f.header.value("kind", "") == "invalid_argument";
-            throw StartError(f.header.value("message", who + ": refused to start"), bad);
+            const bool bad = spec.kind == WorkerSpec::Kind::plugin && text_field(f.header, "kind") == "invalid_argument";
+            const std::string m = text_field(f.header, "message");
+            throw StartError(m.empty() ? who + ": refused to start" : m, bad);
         }
-        if (type != "hello") throw ProtocolError("hello: type: expected hello, found " + f.header["type"].dump());
+        if (type != "hello") throw ProtocolError("hello: type: expected hello, found " + clean_text(f.header["type"].dump(), 100));
         hello = parse_hello(f.header);
     } catch (const StartError&) {
         s.proc->kill();
@@ -238,6 +248,14 @@ std::vector<WireTensor> round_trip(const WorkerSpec& spec, const Hello& hello, D
         const std::string t = s.proc->stderr_tail();
         return t.empty() ? std::string() : "; its stderr: " + last_lines(t, 4);
     };
+    // After a crash: the limits a worker dies of without saying so.
+    auto limits_hint = [&]() -> std::string {
+        const std::string how = s.proc->how_it_ended();
+        if (how.find("signal") == std::string::npos || spec.limits.memory_bytes == 0) return "";
+        char gb[32];
+        std::snprintf(gb, sizeof gb, "%.3g", static_cast<double>(spec.limits.memory_bytes) / double(uint64_t(1) << 30));
+        return std::string(" (its memory is limited to ") + gb + " GB, --worker-memory: an allocation it did not check may be why)";
+    };
     auto died = [&](const std::string& why) -> ImplError {
         s.dead = true;
         s.proc->kill();
@@ -251,39 +269,47 @@ std::vector<WireTensor> round_trip(const WorkerSpec& spec, const Hello& hello, D
     for (const Want& w : want)
         outs.push_back({{"name", w.name}, {"dtype", to_string(wire_of(dtype))}, {"shape", {w.dst.rows, w.dst.cols}}});
     h["outputs"] = outs;
+    uint64_t want_bytes = 0;  // the most a result may carry: every output asked for
+    for (const Want& w : want) want_bytes += static_cast<uint64_t>(w.dst.size()) * itemsize(wire_of(dtype));
     ++stats.calls;
     Frame f;
+    // One deadline for the whole round trip: sending the inputs (a worker
+    // that stops reading must not stall the judge) and waiting for the answer.
+    const Deadline deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(spec.call_timeout_s));
     try {
-        write_frame(s.proc->to_worker(), h, inputs, "inputs");
+        write_frame(s.proc->to_worker(), h, inputs, "inputs", deadline);
         for (const auto& t : inputs) stats.bytes_sent += t.bytes.size();
-        const Deadline deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                     std::chrono::duration<double>(spec.call_timeout_s));
-        f = read_frame(s.proc->from_worker(), "outputs", deadline);
-    } catch (const TimedOut&) {
+        f = read_frame(s.proc->from_worker(), "outputs", deadline, want_bytes);
+    } catch (const TimedOut& e) {
         char buf[32];
         std::snprintf(buf, sizeof buf, "%g", spec.call_timeout_s);
+        const bool sending = std::string(e.what()).find("stopped reading") != std::string::npos;
         throw died(std::string("timed out after ") + buf + " s in " + opname +
+                   (sending ? " (the worker stopped reading its input)" : "") +
                    " and was killed (--call-timeout raises the limit)");
     } catch (const Closed&) {
         s.proc->wait(1.0);
-        throw died("the worker " + s.proc->how_it_ended() + " in " + opname + tail());
+        throw died("the worker " + s.proc->how_it_ended() + " in " + opname + limits_hint() + tail());
     } catch (const ProtocolError& e) {
-        throw died(std::string("protocol violation in ") + opname + ": " + e.what());
+        throw died(std::string("protocol violation in ") + opname + ": " + clean_text(e.what()));
     }
     for (const auto& t : f.tensors) stats.bytes_received += t.bytes.size();
     const std::string type = f.header["type"].get<std::string>();
     if (f.header.value("id", int64_t(-1)) != id)
         throw died(std::string("protocol violation in ") + opname + ": id: expected " + std::to_string(id) +
-                   ", found " + (f.header.contains("id") ? f.header["id"].dump() : std::string("nothing")));
+                   ", found " + (f.header.contains("id") ? clean_text(f.header["id"].dump(), 100) : std::string("nothing")));
     if (type == "error") {
-        std::string msg = std::string(opname) + ": the worker reports " + f.header.value("kind", std::string("an error")) +
-                          ": " + f.header.value("message", std::string("(no message)"));
+        const std::string kind = text_field(f.header, "kind", 40), message = text_field(f.header, "message");
+        std::string msg = std::string(opname) + ": the worker reports " + (kind.empty() ? "an error" : kind) + ": " +
+                          (message.empty() ? "(no message)" : message);
         if (f.header.contains("traceback") && f.header["traceback"].is_string())
-            msg += " [traceback: " + last_lines(f.header["traceback"].get<std::string>(), 3) + "]";
+            msg += " [traceback: " + clean_text(last_lines(f.header["traceback"].get<std::string>().substr(0, 100000), 3)) + "]";
         throw ImplError(msg);
     }
     if (type != "result")
-        throw died(std::string("protocol violation in ") + opname + ": type: expected result or error, found '" + type + "'");
+        throw died(std::string("protocol violation in ") + opname + ": type: expected result or error, found " +
+                   clean_text(nlohmann::json(type).dump(), 100));
     if (f.header.contains("seconds") && f.header["seconds"].is_number()) {
         stats.last_worker_seconds = f.header["seconds"].get<double>();
         stats.worker_seconds += stats.last_worker_seconds;
@@ -291,7 +317,7 @@ std::vector<WireTensor> round_trip(const WorkerSpec& spec, const Hello& hello, D
     bool have_out = false;
     for (size_t i = 0; i < f.tensors.size(); ++i) {
         const WireTensor& t = f.tensors[i];
-        const std::string where = "outputs[" + std::to_string(i) + "] ('" + t.name + "')";
+        const std::string where = "outputs[" + std::to_string(i) + "] (" + clean_text(nlohmann::json(t.name).dump(), 100) + ")";
         const Want* w = nullptr;
         for (const Want& x : want)
             if (x.name == t.name) w = &x;
@@ -381,17 +407,18 @@ Support WorkerImpl::supports(Op op, const BlockConfig& config) const {
     if (s.dead) return Support::yes();  // the call will restart it, and fail with the reason if it cannot
     try {
         const int64_t id = s.next_id++;
+        const Deadline deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                     std::chrono::duration<double>(spec_.call_timeout_s));
         write_frame(s.proc->to_worker(),
                     {{"type", "supports"}, {"id", id}, {"op", to_string(op)}, {"dtype", to_string(dtype_)},
                      {"config", config_to_json(config)}},
-                    {}, nullptr);
-        const Deadline deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                     std::chrono::duration<double>(spec_.call_timeout_s));
-        const Frame f = read_frame(s.proc->from_worker(), nullptr, deadline);
+                    {}, nullptr, deadline);
+        const Frame f = read_frame(s.proc->from_worker(), nullptr, deadline, 0);
         if (f.header["type"] != "supports" || f.header.value("id", int64_t(-1)) != id || !f.header.contains("ok"))
-            throw ProtocolError("supports: expected {type: supports, id, ok}, found " + f.header.dump());
+            throw ProtocolError("supports: expected {type: supports, id, ok}");
         if (f.header["ok"] == true) return Support::yes();
-        return Support::no(f.header.value("reason", hello_.name + " declines this case"));
+        const std::string reason = text_field(f.header, "reason", 300);
+        return Support::no(reason.empty() ? hello_.name + " declines this case" : reason);
     } catch (const std::exception&) {
         // Saying "no" would silently skip the case; running it instead fails
         // it, with the call's own report of what went wrong.

@@ -66,6 +66,7 @@ ServerInfo plugin_info(std::shared_ptr<const plugin::Library> lib) {
         if (lib->table->dtypes & CONFORM_DTYPE_BIT(plugin::dtype_code(d))) info.dtypes.push_back(d);
     info.supports = true;  // the adapter answers: ABI limits, then the plugin's own supports()
     info.make = [lib](DType d) { return plugin::make_adapter(lib, d); };
+    info.kernel_seconds = plugin::last_kernel_seconds;  // the plugin's function alone, not the adapter's checks
     return info;
 }
 

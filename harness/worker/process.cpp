@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -36,7 +37,10 @@ std::mutex& stderr_mutex() {
 
 [[noreturn]] void run_child(int in_r, int out_w, int err_w, int status_w, pid_t parent, const char* path,
                             char* const* argv) {
-    ::setpgid(0, 0);  // its own group: killed as a whole
+    // A session of its own, so a group of its own (killed as a whole, pgid ==
+    // its pid) and no controlling terminal: /dev/tty does not open, so a
+    // worker cannot write past the stderr relay onto the user's terminal.
+    ::setsid();
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
     // The pipes become 0, 1, 2; the status pipe stays (close-on-exec), everything else is closed.
@@ -51,15 +55,63 @@ std::mutex& stderr_mutex() {
     child_fail(status_w, errno);
 }
 
+// One line as the judge may print it: no C0 or C1 control characters (no
+// \r, ESC or CSI: it cannot move the cursor or erase the line above), no
+// bytes that are not UTF-8 (a terminal in another mode might read 0x9b as
+// CSI); each replaced by '?'.
 std::string clean_line(const std::string& line) {
     std::string out;
-    for (unsigned char c : line) {
-        if (c == '\t') out += "    ";
-        else if (c < 0x20 || c == 0x7f) out += '?';  // no \r, no escape sequences: it cannot rewrite the screen
-        else out += static_cast<char>(c);
+    const size_t n = line.size();
+    for (size_t i = 0; i < n;) {
+        const unsigned char c = static_cast<unsigned char>(line[i]);
+        if (c == '\t') {
+            out += "    ";
+            ++i;
+            continue;
+        }
+        if (c < 0x80) {
+            out += c < 0x20 || c == 0x7f ? '?' : static_cast<char>(c);
+            ++i;
+            continue;
+        }
+        // A UTF-8 sequence: its length, then its continuation bytes, then the code point's range.
+        const size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        bool ok = len > 0 && i + len <= n;
+        uint32_t cp = len == 2 ? c & 0x1fu : len == 3 ? c & 0x0fu : c & 0x07u;
+        for (size_t k = 1; ok && k < len; ++k) {
+            const unsigned char d = static_cast<unsigned char>(line[i + k]);
+            ok = (d & 0xc0) == 0x80;
+            cp = (cp << 6) | (d & 0x3fu);
+        }
+        ok = ok && !(len == 3 && cp < 0x800) && !(len == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
+             !(cp >= 0xd800 && cp <= 0xdfff) && !(cp >= 0x80 && cp <= 0x9f);  // C1 controls
+        if (!ok) {
+            out += '?';
+            ++i;
+            continue;
+        }
+        out.append(line, i, len);
+        i += len;
     }
     return out;
 }
+
+}  // namespace
+
+std::string clean_text(const std::string& text, size_t max_bytes) {
+    std::string one;
+    const size_t n = std::min(text.size(), max_bytes);
+    for (size_t i = 0; i < n; ++i) {
+        if (text[i] == '\r') continue;
+        if (text[i] == '\n') one += " / ";
+        else one += text[i];
+    }
+    std::string out = clean_line(one);
+    if (text.size() > max_bytes) out += " ... (" + std::to_string(text.size() - max_bytes) + " more bytes)";
+    return out;
+}
+
+namespace {
 
 const char* signal_name(int sig) {
     switch (sig) {
@@ -144,6 +196,12 @@ Process Process::spawn(const std::vector<std::string>& argv, const std::string& 
     while ((n = ::read(status[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {
     }
     ::close(status[0]);
+    // The judge's end of the worker's stdin never blocks: a worker that stops
+    // reading must not stall the judge past the call timeout (protocol.cpp).
+    ::fcntl(in[1], F_SETFL, ::fcntl(in[1], F_GETFL) | O_NONBLOCK);
+    // 1 MiB pipe buffers where the system allows (the default 64 KiB makes a
+    // megabyte of tensors cross in sixteen wake-ups of each side).
+    for (int fd : {in[1], out[0]}) (void)::fcntl(fd, F_SETPIPE_SZ, 1 << 20);
     auto s = std::make_unique<State>();
     s->pid = pid;
     s->to = in[1];

@@ -55,6 +55,14 @@ class Process {
     std::unique_ptr<State> s_;
 };
 
+// Text from a worker as the judge may print or store it: one line (newlines
+// become " / "), no control characters, valid UTF-8, at most max_bytes of
+// the original (then "... (N more bytes)"). Everything a worker says — an
+// error message, a traceback, a reason, a name in a complaint — passes
+// through here, so it can neither add lines to conform's output (a forged
+// summary) nor break a report format.
+std::string clean_text(const std::string& text, size_t max_bytes = 2000);
+
 // Makes the judge itself non-dumpable (no ptrace, no /proc/<pid>/mem for a
 // process without CAP_SYS_PTRACE) and ignores SIGPIPE (a dead worker's pipe
 // is an error to report, not a signal to die of). Called once at startup.

@@ -42,11 +42,29 @@ namespace {
 
 // ---- raw I/O ---------------------------------------------------------------------
 
-void write_all(int fd, const void* data, size_t n) {
+// All n bytes, or Closed / TimedOut. The fd may be non-blocking (the
+// judge's end of a worker's stdin is): then a worker that stops reading
+// costs the deadline, not forever.
+void write_all(int fd, const void* data, size_t n, const Deadline& deadline) {
     const char* p = static_cast<const char*>(data);
     while (n > 0) {
         const ssize_t w = ::write(fd, p, n);
         if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int wait_ms = -1;
+            if (deadline) {
+                const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline -
+                                                                                        std::chrono::steady_clock::now());
+                if (left.count() <= 0)
+                    throw TimedOut("the worker stopped reading its input (" + std::to_string(n) +
+                                   " bytes of the request not sent)");
+                wait_ms = static_cast<int>(std::min<int64_t>(left.count(), 1 << 30));
+            }
+            pollfd pfd{fd, POLLOUT, 0};
+            if (::poll(&pfd, 1, wait_ms) < 0 && errno != EINTR)
+                throw Closed(std::string("poll failed: ") + std::strerror(errno));
+            continue;
+        }
         if (w <= 0) throw Closed(std::string("the pipe is closed (") + std::strerror(errno) + ")");
         p += w;
         n -= static_cast<size_t>(w);
@@ -88,7 +106,8 @@ T get(const json& j, const char* field, const std::string& where) {
 
 }  // namespace
 
-void write_frame(int fd, json header, const std::vector<WireTensor>& tensors, const char* list) {
+void write_frame(int fd, json header, const std::vector<WireTensor>& tensors, const char* list,
+                 const Deadline& deadline) {
     uint64_t payload = 0;
     if (list) {
         json& l = header[list] = json::array();
@@ -103,12 +122,12 @@ void write_frame(int fd, json header, const std::vector<WireTensor>& tensors, co
     for (int i = 0; i < 4; ++i) pre[i] = static_cast<unsigned char>(kMagic >> (8 * i));
     for (int i = 0; i < 4; ++i) pre[4 + i] = static_cast<unsigned char>(hl >> (8 * i));
     for (int i = 0; i < 8; ++i) pre[8 + i] = static_cast<unsigned char>(payload >> (8 * i));
-    write_all(fd, pre, sizeof pre);
-    write_all(fd, h.data(), h.size());
-    for (const auto& t : tensors) write_all(fd, t.bytes.data(), t.bytes.size());
+    write_all(fd, pre, sizeof pre, deadline);
+    write_all(fd, h.data(), h.size(), deadline);
+    for (const auto& t : tensors) write_all(fd, t.bytes.data(), t.bytes.size(), deadline);
 }
 
-Frame read_frame(int fd, const char* list, const Deadline& deadline) {
+Frame read_frame(int fd, const char* list, const Deadline& deadline, uint64_t max_payload) {
     unsigned char pre[16];
     read_all(fd, pre, sizeof pre, deadline, "a frame");
     uint32_t magic = 0, hl = 0;
@@ -126,11 +145,22 @@ Frame read_frame(int fd, const char* list, const Deadline& deadline) {
         throw ProtocolError("frame: header length " + std::to_string(hl) + " is not in [1, " +
                             std::to_string(kMaxHeader) + "]");
     if (pl > kMaxPayload) throw ProtocolError("frame: payload length " + std::to_string(pl) + " is implausibly large");
+    // Before a byte of it is read or allocated: a worker must not make the
+    // judge allocate what it likes.
+    if (pl > max_payload)
+        throw ProtocolError("frame: payload length " + std::to_string(pl) + " is more than the " +
+                            std::to_string(max_payload) + " bytes the request's outputs take");
     std::string h(hl, '\0');
     read_all(fd, h.data(), hl, deadline, "a frame's header");
     Frame f;
     try {
-        f.header = json::parse(h);
+        // A header nested deeper than any message is refused while parsing:
+        // printing or destroying a value nested a million deep would recurse
+        // through the stack.
+        f.header = json::parse(h, [](int depth, json::parse_event_t, json&) {
+            if (depth > kMaxDepth) throw ProtocolError("frame: header: nested deeper than " + std::to_string(kMaxDepth));
+            return true;
+        });
     } catch (const json::exception& e) {
         throw ProtocolError(std::string("frame: header: not JSON: ") + e.what());
     }

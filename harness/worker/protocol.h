@@ -21,6 +21,7 @@ inline constexpr int kProtocol = 1;
 inline constexpr uint32_t kMagic = 0x4B574643u;  // "CFWK" as little-endian bytes
 inline constexpr uint64_t kMaxHeader = uint64_t(16) << 20;
 inline constexpr uint64_t kMaxPayload = uint64_t(64) << 30;
+inline constexpr int kMaxDepth = 32;  // of a header's JSON
 
 // A message that is not what the protocol says: the field, and what was found.
 struct ProtocolError : std::runtime_error {
@@ -57,14 +58,19 @@ struct Frame {
 using Deadline = std::optional<std::chrono::steady_clock::time_point>;
 
 // Writes one frame: header["inputs" or "outputs"] (`list`) is filled from
-// `tensors`. Throws Closed when the pipe is gone.
-void write_frame(int fd, nlohmann::json header, const std::vector<WireTensor>& tensors, const char* list);
+// `tensors`. Throws Closed when the pipe is gone, TimedOut when a
+// non-blocking fd stays full past the deadline.
+void write_frame(int fd, nlohmann::json header, const std::vector<WireTensor>& tensors, const char* list,
+                 const Deadline& deadline = std::nullopt);
 
 // Reads one frame; the tensors are those the header lists under `list`
 // ("inputs", "outputs"; nullptr: none expected). Throws ProtocolError
 // naming the field, Closed on EOF (before or inside a frame), TimedOut past
-// the deadline.
-Frame read_frame(int fd, const char* list, const Deadline& deadline = std::nullopt);
+// the deadline; a payload over max_payload bytes is refused before it is
+// read (the judge passes what the request's outputs take), and so is a
+// header nested deeper than kMaxDepth.
+Frame read_frame(int fd, const char* list, const Deadline& deadline = std::nullopt,
+                 uint64_t max_payload = kMaxPayload);
 
 // Floats to the wire (the call's dtype; exact for values already rounded to
 // it), and back to float32 (exact). Positions as i64.

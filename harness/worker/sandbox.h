@@ -14,6 +14,12 @@
 //     worker also starts no process at all: no fork, vfork, exec, or clone
 //     without CLONE_THREAD (clone3 answers ENOSYS, so libc falls back to
 //     clone, whose flags the filter can read).
+//
+// A refused call returns EPERM. In a plugin worker the filter traps instead
+// (SIGSYS), and conform-worker's handler returns EPERM after writing
+// "conform-worker: the sandbox refused fork (...)" to stderr, once per
+// system call, so the judge's relay shows why. A command's runtime replaces
+// the handler when it execs: there it is a plain EPERM.
 #pragma once
 
 #include <cstdint>

@@ -26,6 +26,9 @@ struct ServerInfo {
     bool supports = true;  // answers supports requests
     // The implementation that runs in a dtype (made once, on first use).
     std::function<std::unique_ptr<Implementation>(DType)> make;
+    // The kernel's own seconds in the call just made (a plugin: the adapter
+    // times the plugin's function alone); unset: the whole dispatch is timed.
+    std::function<double()> kernel_seconds;
 };
 
 // Serves until bye or EOF on in_fd. Returns the exit status (0: bye or EOF;
