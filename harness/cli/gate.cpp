@@ -7,6 +7,7 @@
 
 #include "config/hf_config.h"
 #include "report/formats.h"
+#include "report/out_dir.h"
 #include "run/runner.h"
 
 namespace conform::cli {
@@ -29,9 +30,14 @@ void add_gate_flags(CLI::App& app, GateOptions& g) {
     add_worker_flags(app, g.workers, true);
 }
 
+namespace {
+
+int run_planned(const GateOptions& g, const Resolved& r, const run::Plan& plan, const std::vector<std::string>& formats,
+                OutDir& out_dir);
+
+}  // namespace
+
 int run_gate(const GateOptions& g) {
-    std::ostream& log = g.json ? std::cerr : std::cout;
-    const bool chatty = !g.quiet && !g.json;
     std::vector<std::string> formats = {"json"};
     if (!g.report_list.empty()) {
         std::string err;
@@ -48,6 +54,33 @@ int run_gate(const GateOptions& g) {
     apply_worker_flags(g.workers, r.impls);
     // The plan first: every fixture file is read before any worker exists.
     const run::Plan plan = run::make_plan(r.selection);
+    // --out opened, and its report files noted, before any worker exists: the
+    // reports go through that descriptor, and whatever a worker does to the
+    // directory meanwhile is found afterwards (report/out_dir.h).
+    std::unique_ptr<OutDir> out_dir;
+    try {
+        out_dir = std::make_unique<OutDir>(g.out);
+    } catch (const std::exception& e) {
+        throw InputError(std::string("--out ") + e.what());
+    }
+    const bool foreign = r.impls.isolate || !r.impls.impl_libs.empty() || !r.impls.impl_cmds.empty();
+    if (foreign) out_dir->snapshot();
+    try {
+        return run_planned(g, r, plan, formats, *out_dir);
+    } catch (...) {
+        // The run ends here (a worker that could not start, ...): no report
+        // of this run is written, so none that a worker forged may stay.
+        for (const auto& l : out_dir->sweep()) std::cerr << l << "\n";
+        throw;
+    }
+}
+
+namespace {
+
+int run_planned(const GateOptions& g, const Resolved& r, const run::Plan& plan, const std::vector<std::string>& formats,
+                OutDir& out_dir) {
+    std::ostream& log = g.json ? std::cerr : std::cout;
+    const bool chatty = !g.quiet && !g.json;
     run::ImplSet impls = run::choose_implementations(r.impls);
     if (!g.quiet)
         for (const auto& s : impls.skipped) log << "skipping " << s << "\n";
@@ -93,6 +126,10 @@ int run_gate(const GateOptions& g) {
     select::Progress progress(std::cerr, select::progress_wanted(g.quiet, g.json), plan.total_cases);
     const run::Outcome out = run::execute(plan, impls, ro, [&](int done, int failures) { progress.update(done, failures); });
     progress.finish();
+    // Every worker stopped (and its process group killed) before a report is
+    // written: nothing foreign is left running to rewrite one afterwards.
+    const bool none_available = impls.impls.empty();
+    impls.impls.clear();
 
     nlohmann::json config = nullptr;
     if (r.model) {
@@ -102,10 +139,11 @@ int run_gate(const GateOptions& g) {
     const auto j = run::report_json(out, plan, config);
     std::string written;
     try {
-        for (const auto& p : write_reports(j, formats, g.out)) written += (written.empty() ? "" : ", ") + p;
+        for (const auto& p : out_dir.write(j, formats)) written += (written.empty() ? "" : ", ") + p;
     } catch (const std::exception& e) {
         throw InputError(std::string("cannot write report: ") + e.what());
     }
+    const std::vector<std::string> tampered = out_dir.sweep();
     if (g.json) {
         std::cout << j.dump(2) << "\n";
     } else {
@@ -119,12 +157,18 @@ int run_gate(const GateOptions& g) {
         so << "\n--save-failures " << g.save_failures << ":\n";
         for (const auto& l : out.saved) so << l << "\n";
     }
-    if (impls.impls.empty()) {
+    if (none_available) {
         std::cerr << "conform: no implementation available to run\n";
         return kUnavailable;
     }
+    for (const auto& n : out.report.nothing_ran)
+        std::cerr << "conform: no case ran for " << n.impl << " (" << n.reason << ")\n";
+    // A report directory tampered with during the run: no pass, whatever the cases said.
+    for (const auto& l : tampered) std::cerr << l << "\n";
     if (out.save_failed) return kUsage;
-    return out.report.all_pass() ? kConform : kNonconformance;
+    return out.report.all_pass() && tampered.empty() ? kConform : kNonconformance;
 }
+
+}  // namespace
 
 }  // namespace conform::cli

@@ -47,4 +47,9 @@ std::string out_dir_problem(const std::string& out_dir);
 std::vector<std::string> write_reports(const nlohmann::json& report, const std::vector<std::string>& formats,
                                        const std::string& out_dir, const std::string& base = "conform");
 
+// Every format rendered: (file name in the directory, contents), in format order.
+std::vector<std::pair<std::string, std::string>> render_reports(const nlohmann::json& report,
+                                                                const std::vector<std::string>& formats,
+                                                                const std::string& base = "conform");
+
 }  // namespace conform

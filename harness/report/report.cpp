@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <map>
+#include <random>
 #include <stdexcept>
 #include <unistd.h>
 
@@ -22,9 +23,19 @@
 namespace conform {
 
 bool RunReport::all_pass() const {
+    if (!nothing_ran.empty()) return false;
     for (const auto& c : results)
         if (!c.pass) return false;
     return true;
+}
+
+void RunReport::add_nothing_ran(const std::string& impl) {
+    std::string why;
+    for (const auto& n : not_run)
+        if (n.impl == impl)
+            why += (why.empty() ? "" : "; ") + fmt::format("{}: {} case{} declined: {}", n.op, n.cases,
+                                                           n.cases == 1 ? "" : "s", n.reason);
+    nothing_ran.push_back({impl, why.empty() ? "no case was offered to it" : why});
 }
 
 namespace {
@@ -256,33 +267,35 @@ nlohmann::json to_json(const RunReport& r) {
     auto& nr = j["not_run"] = nlohmann::json::array();
     for (const auto& n : r.not_run)
         nr.push_back({{"impl", n.impl}, {"op", n.op}, {"cases", n.cases}, {"reason", n.reason}});
+    auto& none = j["nothing_ran"] = nlohmann::json::array();
+    for (const auto& n : r.nothing_ran) none.push_back({{"impl", n.impl}, {"reason", n.reason}});
     return j;
 }
 
-void write_file_atomic(const std::string& path, const std::string& content) {
-    namespace fs = std::filesystem;
-    const fs::path p(path);
-    const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) throw std::runtime_error(path + ": cannot create directory: " + ec.message());
+FileId write_file_atomic_at(int dirfd, const std::string& name, const std::string& content, const std::string& shown) {
     // A name nobody can predict, created exclusively and never through a
-    // link (mkstemp: O_CREAT | O_EXCL), so nothing planted beforehand — a
-    // symlink at the temporary name, a file of the same name — is written
+    // link (O_CREAT | O_EXCL | O_NOFOLLOW), so nothing planted beforehand — a
+    // symlink at a temporary name, a file of the same name — is written
     // through; fsync'd before the rename so a crash leaves the old report or
-    // the new one, never half of one. rename(2) replaces a link at `path`
-    // itself, never its target.
-    std::string tmpl = (dir / ("." + p.filename().string() + ".XXXXXX")).string();
-    std::vector<char> name(tmpl.begin(), tmpl.end());
-    name.push_back('\0');
-    const int fd = ::mkstemp(name.data());
-    if (fd < 0) throw std::runtime_error(path + ": cannot create a temporary file: " + std::strerror(errno));
-    const std::string tmp(name.data());
+    // the new one, never half of one. renameat(2) replaces a link at `name`
+    // itself, never its target. Relative to dirfd: a directory swapped for
+    // a link after it was opened is not followed.
+    std::random_device rd;
+    std::string tmp;
+    int fd = -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+        static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+        tmp = "." + name + ".";
+        for (int i = 0; i < 12; ++i) tmp += abc[rd() % (sizeof abc - 1)];
+        fd = ::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) throw std::runtime_error(shown + ": cannot create a temporary file: " + std::strerror(errno));
     auto fail = [&](const std::string& what) {
         const int e = errno;
         ::close(fd);
-        ::unlink(tmp.c_str());
-        throw std::runtime_error(path + ": " + what + ": " + std::strerror(e));
+        ::unlinkat(dirfd, tmp.c_str(), 0);
+        throw std::runtime_error(shown + ": " + what + ": " + std::strerror(e));
     };
     for (size_t off = 0; off < content.size();) {
         const ssize_t n = ::write(fd, content.data() + off, content.size() - off);
@@ -292,20 +305,37 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     }
     if (::fchmod(fd, 0644) != 0) fail("cannot set permissions");
     if (::fsync(fd) != 0) fail("fsync failed");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) fail("fstat failed");
     if (::close(fd) != 0) {
-        ::unlink(tmp.c_str());
-        throw std::runtime_error(path + ": close failed: " + std::strerror(errno));
+        ::unlinkat(dirfd, tmp.c_str(), 0);
+        throw std::runtime_error(shown + ": close failed: " + std::strerror(errno));
     }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (::renameat(dirfd, tmp.c_str(), dirfd, name.c_str()) != 0) {
         const int e = errno;
-        ::unlink(tmp.c_str());
-        throw std::runtime_error(path + ": cannot rename into place: " + std::strerror(e));
+        ::unlinkat(dirfd, tmp.c_str(), 0);
+        throw std::runtime_error(shown + ": cannot rename into place: " + std::strerror(e));
     }
-    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        ::fsync(dfd);
+    ::fsync(dirfd);
+    return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+    namespace fs = std::filesystem;
+    const fs::path p(path);
+    const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw std::runtime_error(path + ": cannot create directory: " + ec.message());
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) throw std::runtime_error(path + ": cannot open its directory: " + std::strerror(errno));
+    try {
+        write_file_atomic_at(dfd, p.filename().string(), content, path);
+    } catch (...) {
         ::close(dfd);
+        throw;
     }
+    ::close(dfd);
 }
 
 }  // namespace conform

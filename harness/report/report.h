@@ -27,7 +27,16 @@ struct RunReport {
     };
     std::vector<NotRun> not_run;
     void add_not_run(const std::string& impl, const std::string& op, const std::string& reason);
+    // Implementations that were asked to run and had no case judged (every
+    // case declined): a run that ran nothing has passed nothing. The reason
+    // joins their not_run entries.
+    struct NothingRan {
+        std::string impl, reason;
+    };
+    std::vector<NothingRan> nothing_ran;
+    void add_nothing_ran(const std::string& impl);
 
+    // Every case passed, and every implementation asked for had a case judged.
     bool all_pass() const;
 };
 
@@ -41,5 +50,14 @@ nlohmann::json to_json(const RunReport& r);  // "schema": "conform-report/1"
 
 // Writes atomically (temporary file, then rename). Throws with the path on failure.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+// A file, as the file system knows it.
+struct FileId {
+    uint64_t dev = 0, ino = 0;
+    bool operator==(const FileId& o) const { return dev == o.dev && ino == o.ino; }
+};
+// The same, into the directory dirfd refers to (`shown` names the file in
+// messages); returns the file written.
+FileId write_file_atomic_at(int dirfd, const std::string& name, const std::string& content, const std::string& shown);
 
 }  // namespace conform

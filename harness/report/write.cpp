@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <unistd.h>
 
+#include <vector>
+
 #include "report/formats.h"
 #include "report/report.h"
 
@@ -24,15 +26,16 @@ const char* extension(const std::string& format) {
 
 // "" when a file can be created in the existing directory d.
 std::string probe(const fs::path& d) {
-    // access() says yes to root on a read-only mount; creating a file is the test.
-    const fs::path p = d / (".conform-probe." + std::to_string(::getpid()));
-    errno = 0;
-    {
-        std::ofstream f(p);
-        if (!f) return std::strerror(errno ? errno : EACCES);
-    }
-    std::error_code ec;
-    fs::remove(p, ec);
+    // access() says yes to root on a read-only mount; creating a file is the
+    // test. mkstemp: an unpredictable name, created exclusively, so a link
+    // planted at a guessable probe name is never followed (and truncated).
+    std::string tmpl = (d / ".conform-probe.XXXXXX").string();
+    std::vector<char> name(tmpl.begin(), tmpl.end());
+    name.push_back('\0');
+    const int fd = ::mkstemp(name.data());
+    if (fd < 0) return std::strerror(errno ? errno : EACCES);
+    ::close(fd);
+    ::unlink(name.data());
     return "";
 }
 
@@ -139,10 +142,9 @@ std::string out_dir_problem(const std::string& out_dir) {
     return why.empty() ? "" : out_dir + ": cannot be created in " + up.string() + " (" + why + ")";
 }
 
-std::vector<std::string> write_reports(const nlohmann::json& report, const std::vector<std::string>& formats,
-                                       const std::string& out_dir, const std::string& base) {
-    // Everything rendered before anything is written: a renderer that throws
-    // leaves the previous reports as they were.
+std::vector<std::pair<std::string, std::string>> render_reports(const nlohmann::json& report,
+                                                                const std::vector<std::string>& formats,
+                                                                const std::string& base) {
     std::vector<std::pair<std::string, std::string>> files;
     for (const auto& f : formats) {
         std::string body;
@@ -156,10 +158,19 @@ std::vector<std::string> write_reports(const nlohmann::json& report, const std::
             body = render_html(report);
         else
             throw std::runtime_error("unknown report format '" + f + "'");
-        files.emplace_back(report_path(out_dir, f, base), std::move(body));
+        files.emplace_back(base + extension(f), std::move(body));
     }
+    return files;
+}
+
+std::vector<std::string> write_reports(const nlohmann::json& report, const std::vector<std::string>& formats,
+                                       const std::string& out_dir, const std::string& base) {
+    // Everything rendered before anything is written: a renderer that throws
+    // leaves the previous reports as they were.
+    const auto files = render_reports(report, formats, base);
     std::vector<std::string> written;
-    for (const auto& [path, body] : files) {
+    for (const auto& [name, body] : files) {
+        const std::string path = (fs::path(out_dir) / name).string();
         write_file_atomic(path, body);
         written.push_back(path);
     }

@@ -36,6 +36,7 @@ worker::WorkerSpec spec_for(const ImplRequest& r, worker::WorkerSpec::Kind kind,
                                             : (kind == worker::WorkerSpec::Kind::command ? 0 : default_plugin_memory());
     w.limits.cpu_seconds = r.worker_cpu_s;
     w.seed = r.seed;
+    w.repeat_fraction = r.repeat_fraction;
     return w;
 }
 
@@ -224,6 +225,11 @@ Plan make_plan(const Selection& s) {
         throw InputError("--params '" + s.params +
                          "' selects no case of the selected ops (case ids look like "
                          "'rope(T=7,n=3,hd=16,layout=neox,theta=500000,pos=4090,...)'; see `conform coverage`)");
+    // Nor a selection without a case (--cases 0 and no fixture): a gate that
+    // ran nothing must not pass.
+    if (matched == 0 && plan.fixtures.before_shard == 0)
+        throw InputError("the selection has no case: " + std::to_string(s.cases) +
+                         " property cases per op and no fixture case of the selected ops (--cases N, --fixtures PATH)");
     return plan;
 }
 

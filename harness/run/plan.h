@@ -43,6 +43,9 @@ struct ImplRequest {
     uint64_t worker_memory = 0;
     uint64_t worker_cpu_s = 3600;
     uint64_t seed = 0;
+    // Calls repeated to check they are deterministic (bench: 0, since it
+    // checks the outputs itself and a repeat would be timed too).
+    double repeat_fraction = 0.125;
 };
 
 struct Chosen {

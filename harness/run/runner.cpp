@@ -1,5 +1,6 @@
 #include "run/runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -51,6 +52,13 @@ class Executor {
             property_cases(p);
             fixture_cases(p.op);
         }
+        // Declining every case is not passing them. (A shard that was dealt
+        // no case at all has nothing to say: merge-reports decides.)
+        if (plan_.total_cases > 0)
+            for (const auto& c : impls_.impls)
+                if (std::none_of(rep.results.begin(), rep.results.end(),
+                                 [&](const CaseResult& r) { return r.impl == c.name; }))
+                    rep.add_nothing_ran(c.name);
         rep.seconds = since(t0);
         return std::move(out_);
     }
