@@ -1,0 +1,61 @@
+/* noop.c — a plugin that does no work: every op copies its first input
+ * (x, or q for attention) to its output. Wrong on purpose (bench says it
+ * disagrees with torch, the gate fails it); what it is for is the cost of
+ * the worker round trip itself: `conform bench --impl-lib libnoop_plugin.so`
+ * times a call whose kernel is one memcpy, so the time is the pipes, the
+ * copies and the checks (BENCHMARKS.md, "Isolation and workers"). */
+#include <conform/plugin.h>
+
+#include <string.h>
+
+static int32_t copy(const conform_tensor* from, const conform_tensor* out) {
+    memcpy(out->data, from->data, (size_t)(out->shape[0] * out->shape[1]) * sizeof(float));
+    return CONFORM_OK;
+}
+
+static int32_t noop_rmsnorm(const conform_config* c, const conform_tensor* x, const conform_tensor* w,
+                            const conform_tensor* out, char* m, size_t n) {
+    (void)c, (void)w, (void)m, (void)n;
+    return copy(x, out);
+}
+static int32_t noop_rope(const conform_config* c, const conform_tensor* x, const conform_tensor* p,
+                         const conform_tensor* out, char* m, size_t n) {
+    (void)c, (void)p, (void)m, (void)n;
+    return copy(x, out);
+}
+static int32_t noop_attention(const conform_config* c, const conform_tensor* q, const conform_tensor* k,
+                              const conform_tensor* v, const conform_tensor* qp, const conform_tensor* kp,
+                              const conform_tensor* out, char* m, size_t n) {
+    (void)c, (void)k, (void)v, (void)qp, (void)kp, (void)m, (void)n;
+    return copy(q, out);
+}
+static int32_t noop_swiglu(const conform_config* c, const conform_tensor* x, const conform_tensor* w1,
+                           const conform_tensor* w3, const conform_tensor* w2, const conform_tensor* out, char* m,
+                           size_t n) {
+    (void)c, (void)w1, (void)w3, (void)w2, (void)m, (void)n;
+    return copy(x, out);
+}
+static int32_t noop_block(const conform_config* c, const conform_tensor* x, const conform_block_weights* w,
+                          const conform_tensor* p, const conform_tensor* taps, uint32_t* written, char* m, size_t n) {
+    (void)c, (void)w, (void)p, (void)m, (void)n;
+    *written = 1u << CONFORM_TAP_OUT;
+    return copy(x, &taps[CONFORM_TAP_OUT]);
+}
+
+CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void) {
+    static const conform_plugin table = {
+        .abi_version = CONFORM_PLUGIN_ABI_VERSION,
+        .struct_size = sizeof(conform_plugin),
+        .name = "noop",
+        .description = "copies its input to its output: the cost of a worker round trip (tests/plugins/noop.c)",
+        .dtypes = CONFORM_DTYPE_BIT(CONFORM_DTYPE_F32),
+        .rmsnorm = noop_rmsnorm,
+        .rope = noop_rope,
+        .qk_norm = noop_rmsnorm,
+        .attention = noop_attention,
+        .swiglu = noop_swiglu,
+        .block = noop_block,
+        .abi_minor = CONFORM_PLUGIN_ABI_MINOR,
+    };
+    return &table;
+}
