@@ -84,6 +84,26 @@ const std::vector<ImplEntry>& mutant_implementations() {
         {"residual_missing", "attention residual dropped: h = attn @ wo", true, always, residual_missing, block_ops},
         {"decode_cache_unrotated_k", "decode steps cache their key before RoPE", true, always,
          decode_cache_unrotated_k, decode_ops},
+        // Precision (issue 14): float32 kernels that keep something of RoPE in less.
+        {"rope_cos_sin_bf16", "float32 RoPE with its cos/sin table in bf16", true, always, rope_cos_sin_bf16, rope_ops},
+        {"rope_inv_freq_bf16", "float32 RoPE with inv_freq in bf16", true, always, rope_inv_freq_bf16, rope_ops},
+        {"rope_positions_f16", "positions cast to f16 before the angle", true, always, rope_positions_f16, rope_ops},
+        {"matmul_accumulates_bf16", "a float32 claim whose GEMMs run in bf16", true, always, matmul_accumulates_bf16,
+         swiglu_ops, {}, {}, "precision_downgrade"},
+        // The generators' reach (issue 15): tiles, long heads, rings, positions that are not rows.
+        {"rope_position_from_row_index", "positions taken as positions[0] + row", true, always,
+         rope_position_from_row_index, rope_ops},
+        {"causal_mask_by_index", "causal mask from row indices, not positions", true, always, causal_mask_by_index,
+         {Op::attention}},
+        {"head_dim_truncated", "q.k over the first 64 dims of a head only", true, always, head_dim_truncated,
+         attention_ops},
+        {"softmax_tile_not_rescaled", "online softmax over 64-key tiles without the rescale", true, always,
+         softmax_tile_not_rescaled, attention_ops},
+        {"kv_cache_wraps_early", "a 16-slot KV ring: a decode step sees the last 16 keys", true, always,
+         kv_cache_wraps_early, {Op::attention, Op::decode}},
+        // The chapter's design choices taken the other way.
+        {"layer_norm_not_rms", "LayerNorm (mean subtracted) for RMSNorm", true, always, layer_norm_not_rms, norm_ops},
+        {"gelu_gate", "GELU on the gate instead of SiLU", true, always, gelu_gate, swiglu_ops},
     };
     return table;
 }

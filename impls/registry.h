@@ -28,6 +28,10 @@ struct ImplEntry {
     // `conform bench`: the op with its inputs in the implementation's storage
     // (conform/bench.h); empty when it offers none.
     std::function<std::unique_ptr<BenchOp>(const ImplOptions&, const BenchInputs&)> bench = {};
+    // Mutants: the bug id the diagnosis must name, where it is not the
+    // mutant's own name (a bug named by its effect: precision_downgrade).
+    std::string named_by = {};
+    const std::string& bug_id() const { return named_by.empty() ? name : named_by; }
 };
 
 // Every in-repo implementation that is part of the gate (scalar, simd, cuda…).

@@ -85,8 +85,8 @@ TEST_CASE("every mutant's failure report names its bug", "[diagnose][mutants]") 
             INFO(report);
             REQUIRE_FALSE(r.pass);
             REQUIRE(r.hypotheses_tried > 0);
-            REQUIRE(has(ids(r), e.name));
-            REQUIRE(report.find("diagnosis: " + e.name + ": matches ") != std::string::npos);
+            REQUIRE(has(ids(r), e.bug_id()));
+            REQUIRE(report.find("diagnosis: " + e.bug_id() + ": matches ") != std::string::npos);
         }
     }
 }
@@ -113,6 +113,11 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         "seed=13)",
         "block(T=4,D=16,H=4,KV=2,hd=8,F=16,layout=interleaved,theta=500000,scaling=llama3,factor=8,low_freq=1,"
         "high_freq=4,orig=8192,qk_norm=0,eps=1.0000000000000001e-05,pos=9000,mag=1,outliers=0,seed=14)",
+        // Positions that are not the rows; a head longer than one 64-lane
+        // tile, more keys than one 64-key tile and than a 16-key ring.
+        "rope(T=6,n=2,hd=16,layout=neox,theta=10000,pos=5,positions=gaps,mag=1,outliers=0,seed=15)",
+        "attention(T=4,S=80,H=2,KV=1,hd=128,qpos=76,kpos=0,mag=3,outliers=0,seed=16)",
+        "attention(T=1,S=40,H=2,KV=1,hd=8,qpos=39,kpos=0,mag=1,outliers=0,seed=17)",
     };
     auto scalar = test::make("scalar");
     std::set<std::string> distinguished;
@@ -133,7 +138,10 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
             if (!diagnose::conforms_under(c, DType::f32, truth, h)) distinguished.insert(h.id);
     }
     // ...and the cases are rich enough that every bug is visible in one of them.
+    // (A bug named by its effect, precision_downgrade, is no convention of the
+    // reference's: the first TEST_CASE checks that it is named.)
     for (const ImplEntry& e : mutant_implementations()) {
+        if (e.bug_id() != e.name) continue;
         INFO(e.name << " is not distinguishable from the faithful computation on any of these cases");
         CHECK(distinguished.count(e.name));
     }
@@ -149,12 +157,14 @@ TEST_CASE("a failure no convention explains is reported as such", "[diagnose]") 
             const Case c = case_of(id);
             ImplOutputs out = run_impl(*scalar, c);
             REQUIRE(out.error.empty());
-            // Output plus noise at 1e-3 of its scale: wrong, but not by any one convention.
+            // Output plus noise at 1e-1 of its scale: wrong, but not by any one
+            // convention, nor by a lower precision (up to ~1e-2 it is within
+            // what the bf16 judge allows, and precision_downgrade is named).
             uint64_t s = 12345;
             for (auto& [name, t] : out.outputs)
                 for (double& v : t.data) {
                     s = s * 6364136223846793005ull + 1442695040888963407ull;
-                    v += 1e-3 * (static_cast<double>(s >> 11) * 0x1.0p-53 - 0.5);
+                    v += 1e-1 * (static_cast<double>(s >> 11) * 0x1.0p-53 - 0.5);
                 }
             const Truth truth = reference_truth(c, DType::f32);
             CaseResult r = judge_case(c, DType::f32, out.outputs, truth);

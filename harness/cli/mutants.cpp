@@ -46,7 +46,7 @@ struct Outcome {
     std::vector<Kill> kills;  // per op the bug reached, in the order they fell; kills[0] is the first
     bool killed() const { return !kills.empty(); }
     bool names_me(const Kill& k) const {
-        return std::find(k.named.begin(), k.named.end(), entry->name) != k.named.end();
+        return std::find(k.named.begin(), k.named.end(), entry->bug_id()) != k.named.end();
     }
     // Diagnosed: the first kill names the mutant — and so does the first kill
     // on every other op, so that whichever op a user meets the bug through,

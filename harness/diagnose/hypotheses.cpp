@@ -97,6 +97,53 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         va.rope_angle_bf16 = true;
         add("rope_angle_low_precision", va,
             "RoPE angles (position x inv_freq) rounded to bf16 before cos/sin; compute them in float32 or wider");
+        ref::Variant vcs;
+        vcs.rope_cos_sin_bf16 = true;
+        add("rope_cos_sin_bf16", vcs,
+            "RoPE's cos/sin table held in bf16 (a cache in the model's dtype) in a float32 kernel: keep it in float32");
+        ref::Variant vif;
+        vif.rope_inv_freq_bf16 = true;
+        add("rope_inv_freq_bf16", vif, "RoPE's inverse frequencies held in bf16: compute and keep them in float32");
+        ref::Variant vpf;
+        vpf.rope_positions_f16 = true;
+        add("rope_positions_f16", vpf,
+            "positions rounded to f16 before the angle (exact only up to 2048): keep positions integer or float32");
+        ref::Variant vps;
+        vps.rope_pos_from_start = true;
+        add("rope_position_from_row_index", vps,
+            "each row rotated at positions[0] + its row index, not at its own position: the position array "
+            "(gaps, restarts, any order) is what defines the angle");
+        // The converse of a scaling bug: scaling applied although the config
+        // has none (a long-context variant's kernel run on a plain config, or
+        // a golden file made with scaling judged without it).
+        if (sc.type == RopeScalingType::none) {
+            std::vector<RopeScaling> present;
+            RopeScaling l3;
+            l3.type = RopeScalingType::llama3, l3.factor = 8, l3.low_freq_factor = 1, l3.high_freq_factor = 4,
+            l3.original_max_position = 8192;
+            present.push_back(l3);
+            for (double f : {2.0, 4.0, 8.0}) {
+                RopeScaling lin;
+                lin.type = RopeScalingType::linear, lin.factor = f;
+                present.push_back(lin);
+            }
+            for (double f : {2.0, 4.0, 8.0})
+                for (int64_t orig : {4096, 32768}) {
+                    RopeScaling y;
+                    y.type = RopeScalingType::yarn, y.factor = f, y.original_max_position = orig, y.beta_fast = 32,
+                    y.beta_slow = 1, y.attention_factor = 0.1 * std::log(f) + 1.0;
+                    present.push_back(y);
+                }
+            for (const RopeScaling& s : present) {
+                ref::Variant vsc;
+                vsc.scaling = s;
+                add("rope_scaling_not_in_config", vsc,
+                    fmt::format("RoPE is scaled ({} with factor {}{}) although the config has no rope_scaling",
+                                to_string(s.type), g(s.factor),
+                                s.original_max_position ? fmt::format(", original context {}", s.original_max_position)
+                                                        : std::string()));
+            }
+        }
         for (int64_t shift : {+1, -1}) {
             ref::Variant vs;
             if (uses(op, kKvCache)) {
@@ -130,6 +177,12 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             add("qk_norm_missing", vq, "QK-norm skipped although the config has qk_norm (Qwen3: q_norm, k_norm)");
             vq.qk_norm = ref::Variant::QkNorm::after_rope;
             add("qk_norm_after_rope", vq, "QK-norm applied after RoPE; Qwen3 normalises q and k before rotating them");
+            if (cfg.n_heads > 1) {
+                vq.qk_norm = ref::Variant::QkNorm::all_heads;
+                add("qk_norm_over_all_heads", vq,
+                    "QK-norm over all heads at once (one RMS over n_heads x head_dim, as a fused kernel might); Qwen3 "
+                    "normalises each head on its own");
+            }
         } else {
             vq.qk_norm = ref::Variant::QkNorm::on_unit_weights;
             add("qk_norm_always_on", vq, "QK-norm applied although the config has qk_norm off");
@@ -137,6 +190,11 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         ref::Variant vres;
         vres.residual_missing = true;
         add("residual_missing", vres, "attention residual dropped: h = attn @ wo, where it must be x + attn @ wo");
+        ref::Variant vpost;
+        vpost.post_norm = true;
+        add("post_norm", vpost,
+            "post-norm (h = norm(x + attn(x)), out = norm(h + ffn(h))) where the Llama block is pre-norm "
+            "(each sublayer reads norm(x), the residual stream is never normed)");
     }
     if (uses(op, kCausal)) {
         const int64_t H = cfg.n_heads, KV = cfg.n_kv_heads, hd = cfg.head_dim;
@@ -176,6 +234,32 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             add("attention_scale_wrong", v,
                 fmt::format("scores scaled by {} instead of 1/sqrt(head_dim) = 1/sqrt({})", what, hd));
         }
+        if (!uses(op, kResidual) || op == Op::block) {
+            // Derived from the row index: wrong as soon as positions are not
+            // the rows (a chunk after a cache, gaps, any order).
+            ref::Variant vi;
+            vi.mask = ref::Variant::Mask::index_tail;
+            add("causal_mask_by_index", vi,
+                "the mask follows row indices (key j visible to query i iff j <= i + S - T), not the positions: "
+                "key j must be visible iff k_pos[j] <= q_pos[i]");
+            vi.mask = ref::Variant::Mask::index_top;
+            add("causal_mask_by_index", vi, "the mask follows row indices top-left aligned (key j visible iff j <= i)");
+        }
+        if (hd > 64) {
+            ref::Variant vt;
+            vt.score_dims = 64;
+            add("head_dim_truncated", vt,
+                fmt::format("q.k over the first 64 of head_dim = {} dims only: one 64-lane tile of the head", hd));
+        }
+        ref::Variant vtile;
+        vtile.softmax_tile = 64;
+        add("softmax_tile_not_rescaled", vtile,
+            "the softmax runs over tiles of 64 keys and does not rescale its running sums when the max grows "
+            "(flash attention without the exp(m_old - m_new) correction)");
+        ref::Variant vring;
+        vring.kv_ring = 16;
+        add("kv_cache_wraps_early", vring,
+            "a decoding query sees only the last 16 cached keys: a KV ring that wraps before the context ends");
         ref::Variant vs;
         vs.softmax_no_max = true;
         add("softmax_no_max_subtraction", vs,
@@ -187,6 +271,9 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         }
     }
     if (uses(op, kRmsNorm)) {
+        ref::Variant vl;
+        vl.layer_norm = true;
+        add("layer_norm_not_rms", vl, "LayerNorm (the mean subtracted) where the model uses RMSNorm (no centring)");
         ref::Variant v;
         v.rms_eps_outside = true;
         add("rmsnorm_eps_outside_sqrt", v, "RMSNorm adds eps outside the square root: x / (sqrt(mean(x^2)) + eps)");
@@ -198,6 +285,9 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         ref::Variant v;
         v.swiglu_gate_on_up = true;
         add("swiglu_gate_on_up", v, "SiLU applied to the up branch (x @ w3) instead of the gate (x @ w1)");
+        ref::Variant vg;
+        vg.gelu_gate = true;
+        add("gelu_gate", vg, "GELU on the gate (a GELU MLP's activation) where SwiGLU uses SiLU");
     }
     return h;
 }

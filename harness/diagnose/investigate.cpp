@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <functional>
+#include <optional>
 
 #include "diagnose/diagnose.h"
 #include "gen/gen.h"
@@ -132,8 +133,14 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
 
     std::vector<std::string> notes;
     const auto small_ids = best->d.ids();
+    // The diagnosis of the case as drawn, once.
+    std::optional<Diagnosis> du_memo;
+    auto unshrunk_diagnosis = [&]() -> const Diagnosis& {
+        if (!du_memo) du_memo = diagnose(*unshrunk.c, dtype, *unshrunk.observed, failed);
+        return *du_memo;
+    };
     if (small_ids.size() != 1 && failed.error.empty() && unshrunk.c) {
-        const Diagnosis du = diagnose(*unshrunk.c, dtype, *unshrunk.observed, failed);
+        const Diagnosis& du = unshrunk_diagnosis();
         std::vector<std::string> want = du.ids();
         int from = index;  // the property case the sharper diagnosis comes from
         bool sharper = !want.empty() && (small_ids.empty() || want.size() < small_ids.size());
@@ -190,7 +197,39 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
         }
     }
     CaseResult res = best->r;
-    annotate(res, best->d, {&best->c, &best->out.outputs, &best->truth}, &impl, "the output", notes);
+    // Names only when earned: a hypothesis that explains the shrunk case but
+    // that the case it was drawn as contradicts (its output does not conform
+    // there under any of the hypothesis's variants) is a candidate, not the
+    // diagnosis: on a small enough case several bugs coincide with almost
+    // anything. (A drawn case that merely cannot tell the hypothesis from the
+    // config, a marginal failure, contradicts nothing.)
+    Diagnosis earned = best->d;
+    if (failed.error.empty() && unshrunk.c && !earned.matches.empty()) {
+        const std::vector<Hypothesis> drawn = hypotheses(*unshrunk.c);
+        auto contradicted = [&](const std::string& id) {
+            bool listed = false;
+            for (const Hypothesis& h : drawn) {
+                if (h.id != id) continue;
+                listed = true;
+                if (conforms_under(*unshrunk.c, dtype, *unshrunk.observed, h)) return false;
+            }
+            return listed;  // a fitted theta is not in the list: nothing to contradict it with
+        };
+        std::vector<std::string> candidates;
+        std::vector<HypothesisMatch> kept;
+        for (const auto& m : earned.matches) {
+            if (!contradicted(m.id)) kept.push_back(m);
+            else if (!has(candidates, m.id)) candidates.push_back(m.id);
+        }
+        if (!candidates.empty()) {
+            earned.matches = kept;
+            notes.push_back(fmt::format("candidates, not the diagnosis: {} explain{} the shrunk case, but the "
+                                        "case it was drawn as contradicts {} ({})",
+                                        join(candidates), candidates.size() == 1 ? "s" : "",
+                                        candidates.size() == 1 ? "it" : "them", unshrunk.c->id));
+        }
+    }
+    annotate(res, earned, {&best->c, &best->out.outputs, &best->truth}, &impl, "the output", notes);
     return finish(res, steps, best->out.seconds);
 }
 

@@ -15,8 +15,37 @@ torch::Tensor visible(const torch::Tensor& q_pos, const torch::Tensor& k_pos, Va
         case Variant::Mask::none: return torch::ones({q_pos.size(0), k_pos.size(0)}, torch::kBool);
         case Variant::Mask::strict: return kp < qp;
         case Variant::Mask::plus_one: return kp <= qp + 1;
+        case Variant::Mask::index_tail:
+        case Variant::Mask::index_top: {
+            // The row index for the position: a kernel that derives the mask from
+            // where a query sits in the block, not from the position array.
+            const int64_t T = q_pos.size(0), S = k_pos.size(0);
+            auto i = torch::arange(T, torch::kInt64).unsqueeze(1), j = torch::arange(S, torch::kInt64).unsqueeze(0);
+            return m == Variant::Mask::index_tail ? j <= i + (S - T) : j <= i;
+        }
     }
     return kp <= qp;
+}
+
+// A flash kernel's softmax over tiles of `tile` keys that forgets to rescale:
+// the running max moves, the sums accumulated under the old max stay as they
+// were. p[h, t, s] for the visible keys (scores already masked with -inf).
+torch::Tensor unrescaled_softmax_av(const torch::Tensor& scores, const torch::Tensor& vh, int64_t tile) {
+    const int64_t S = scores.size(-1);
+    auto m = torch::full_like(scores.narrow(-1, 0, 1), -std::numeric_limits<double>::infinity());
+    auto l = torch::zeros_like(m);
+    auto acc = torch::zeros({scores.size(0), scores.size(1), vh.size(-1)}, scores.options());
+    for (int64_t s0 = 0; s0 < S; s0 += tile) {
+        const int64_t n = std::min(tile, S - s0);
+        auto st = scores.narrow(-1, s0, n);
+        auto m_new = torch::maximum(m, std::get<0>(st.max(-1, true)));
+        auto safe = torch::where(torch::isinf(m_new), torch::zeros_like(m_new), m_new);
+        auto p = torch::exp(st - safe);  // masked keys: exp(-inf) = 0
+        l = l + p.sum(-1, true);         // the bug: no l * exp(m - m_new)
+        acc = acc + torch::matmul(p, vh.narrow(1, s0, n));
+        m = m_new;
+    }
+    return acc / torch::where(l > 0, l, torch::ones_like(l));
 }
 
 torch::Tensor softmax(const torch::Tensor& scores, const Ctx& ctx) {
@@ -65,12 +94,20 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
     }
     const double scale = ctx.v.scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
     // attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
-    auto scores = matmul(qh, kh.transpose(1, 2), ctx) * scale;  // [H, T, S]
+    const int64_t sd = ctx.v.score_dims > 0 ? std::min(ctx.v.score_dims, head_dim) : head_dim;
+    auto scores = matmul(qh.narrow(-1, 0, sd), kh.narrow(-1, 0, sd).transpose(1, 2), ctx) * scale;  // [H, T, S]
     auto vis = visible(q_pos, k_pos, ctx.v.mask);                 // [T, S]
     if (cached.defined()) vis = vis.logical_and(cached);
+    if (ctx.v.kv_ring > 0 && T == 1 && S > ctx.v.kv_ring)  // a one-token step reads a ring of the last kv_ring keys
+        vis = vis.logical_and(torch::arange(S, torch::kInt64).unsqueeze(0) >= S - ctx.v.kv_ring);
     scores = scores.masked_fill(vis.logical_not().unsqueeze(0), -std::numeric_limits<double>::infinity());
-    auto p = softmax(scores, ctx);                                // [H, T, S]
-    auto out = matmul(p, vh, ctx);                                // [H, T, hd]
+    torch::Tensor out;
+    if (ctx.v.softmax_tile > 0) {
+        out = unrescaled_softmax_av(scores.to(torch::kFloat64), vh.to(torch::kFloat64), ctx.v.softmax_tile).to(q.scalar_type());
+    } else {
+        auto p = softmax(scores, ctx);                            // [H, T, S]
+        out = matmul(p, vh, ctx);                                 // [H, T, hd]
+    }
     // A query that sees no key at all (possible only for arbitrary positions):
     // the convention is a zero output, never NaN.
     auto any = vis.any(-1).view({1, T, 1});

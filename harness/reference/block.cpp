@@ -13,19 +13,26 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
     std::map<std::string, torch::Tensor> tap;
 
     // ---- attention sublayer ---------------------------------------------
-    tap["attn_in"] = rmsnorm(x, in.at("attn_norm").reshape({c.d_model}), c.norm_eps, ctx);  // [T, D]
+    // (post-norm, a hypothesis: the sublayer reads x itself and the norm follows the residual add)
+    tap["attn_in"] = v.post_norm ? x : rmsnorm(x, in.at("attn_norm").reshape({c.d_model}), c.norm_eps, ctx);  // [T, D]
     tap["q"] = matmul(tap["attn_in"], in.at("wq"), ctx);  // [T, H*hd]
     tap["k"] = matmul(tap["attn_in"], in.at("wk"), ctx);  // [T, KV*hd]
     tap["v"] = matmul(tap["attn_in"], in.at("wv"), ctx);  // [T, KV*hd]
 
     // QK-norm (Qwen3): per head, on the projections, before RoPE.
-    const bool norm_on = (v.qk_norm == Variant::QkNorm::as_config || v.qk_norm == Variant::QkNorm::after_rope)
+    const bool norm_on = (v.qk_norm == Variant::QkNorm::as_config || v.qk_norm == Variant::QkNorm::after_rope ||
+                          v.qk_norm == Variant::QkNorm::all_heads)
                              ? c.qk_norm
                              : v.qk_norm == Variant::QkNorm::on_unit_weights;
     auto qn_w = c.qk_norm ? in.at("q_norm") : torch::ones({hd}, x.options());
     auto kn_w = c.qk_norm ? in.at("k_norm") : torch::ones({hd}, x.options());
-    auto norm_q = [&](const torch::Tensor& t) { return qk_norm(t, qn_w, hd, c.norm_eps, ctx); };
-    auto norm_k = [&](const torch::Tensor& t) { return qk_norm(t, kn_w, hd, c.norm_eps, ctx); };
+    // all_heads: one RMS over the whole row (H*hd) — a fused kernel's mistake — each head's weight tiled.
+    auto norm_heads = [&](const torch::Tensor& t, const torch::Tensor& w) {
+        if (v.qk_norm != Variant::QkNorm::all_heads) return qk_norm(t, w, hd, c.norm_eps, ctx);
+        return rmsnorm(t, w.reshape({hd}).repeat({t.size(1) / hd}), c.norm_eps, ctx);
+    };
+    auto norm_q = [&](const torch::Tensor& t) { return norm_heads(t, qn_w); };
+    auto norm_k = [&](const torch::Tensor& t) { return norm_heads(t, kn_w); };
     const bool before = norm_on && v.qk_norm != Variant::QkNorm::after_rope;
     const bool after = norm_on && v.qk_norm == Variant::QkNorm::after_rope;
 
@@ -33,7 +40,17 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
     auto rope_pos = positions.clone();
     if (v.decode_pos_shift != 0 && decode_from < T)
         rope_pos.narrow(0, decode_from, T - decode_from).add_(v.decode_pos_shift);
-    auto rot = [&](const torch::Tensor& t) { return rope(t, rope_pos, rope_params(c), ctx); };
+    // Positions taken as start + row (a hypothesis): per forward call — the
+    // prefill is one call, each decode step its own (where start + 0 is right).
+    Variant v_rows = v;
+    Ctx ctx_rows{ctx.dtype, ctx.acc_dtype, ctx.order, v_rows};
+    if (v.rope_pos_from_start && decode_from < T) {
+        v_rows.rope_pos_from_start = false;
+        auto first = rope_pos[0].item<int64_t>();
+        rope_pos.narrow(0, 0, decode_from).copy_(first + torch::arange(decode_from, torch::kInt64));
+    }
+    const Ctx& rctx = v.rope_pos_from_start && decode_from < T ? ctx_rows : ctx;
+    auto rot = [&](const torch::Tensor& t) { return rope(t, rope_pos, rope_params(c), rctx); };
 
     auto q = before ? norm_q(tap["q"]) : tap["q"];
     auto k = before ? norm_k(tap["k"]) : tap["k"];
@@ -56,19 +73,23 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
     // increasing positions) that is no restriction; a wrong mask cannot see
     // keys a decode step has not cached yet.
     torch::Tensor cached;
-    if (decode_from < T && v.mask != Variant::Mask::causal) {
+    if (decode_from < T && (v.mask != Variant::Mask::causal || v.kv_ring > 0)) {
         auto i = torch::arange(T, torch::kInt64).unsqueeze(1), j = torch::arange(T, torch::kInt64).unsqueeze(0);
         cached = j < torch::clamp_min(i + 1, decode_from);
+        // A ring of kv_ring slots: a decode step (i >= decode_from) sees only the last kv_ring of them.
+        if (v.kv_ring > 0) cached = cached.logical_and((i < decode_from).logical_or(j > i - v.kv_ring));
     }
     tap["attn"] =
         attention(tap["q_rot"], keys, vv, positions, positions, c.n_heads, c.n_kv_heads, hd, ctx, cached);
     auto proj = matmul(tap["attn"], in.at("wo"), ctx);  // [T, D]
     tap["h"] = v.residual_missing ? proj : x + proj;
+    if (v.post_norm) tap["h"] = rmsnorm(tap["h"], in.at("attn_norm").reshape({c.d_model}), c.norm_eps, ctx);
 
     // ---- feed-forward sublayer ------------------------------------------
-    tap["ffn_in"] = rmsnorm(tap["h"], in.at("ffn_norm").reshape({c.d_model}), c.norm_eps, ctx);
+    tap["ffn_in"] = v.post_norm ? tap["h"] : rmsnorm(tap["h"], in.at("ffn_norm").reshape({c.d_model}), c.norm_eps, ctx);
     tap["ffn_out"] = swiglu(tap["ffn_in"], in.at("w1"), in.at("w3"), in.at("w2"), ctx);
     tap["out"] = tap["h"] + tap["ffn_out"];
+    if (v.post_norm) tap["out"] = rmsnorm(tap["out"], in.at("ffn_norm").reshape({c.d_model}), c.norm_eps, ctx);
     return tap;
 }
 

@@ -37,6 +37,11 @@ std::string Variant::describe() const {
     if (layout) sep() << "rope_layout=" << to_string(*layout);
     if (theta) sep() << "rope_theta=" << *theta;
     if (rope_angle_bf16) sep() << "rope angles rounded to bf16";
+    if (rope_cos_sin_bf16) sep() << "rope cos/sin rounded to bf16";
+    if (rope_inv_freq_bf16) sep() << "rope inv_freq rounded to bf16";
+    if (rope_positions_f16) sep() << "rope positions rounded to f16";
+    if (rope_pos_from_start) sep() << "rope positions = positions[0] + row";
+    if (scaling) sep() << "rope_scaling=" << to_string(scaling->type) << "(factor " << scaling->factor << ")";
     if (rope_pos_shift) sep() << "positions shifted by " << rope_pos_shift;
     if (decode_pos_shift) sep() << "decode positions shifted by " << decode_pos_shift;
     if (scaling_ignored) sep() << "rope_scaling ignored (plain RoPE)";
@@ -51,6 +56,7 @@ std::string Variant::describe() const {
         case QkNorm::off: sep() << "qk_norm off"; break;
         case QkNorm::on_unit_weights: sep() << "qk_norm on (unit weights)"; break;
         case QkNorm::after_rope: sep() << "qk_norm after rope"; break;
+        case QkNorm::all_heads: sep() << "qk_norm over all heads at once"; break;
     }
     if (gqa_tiled) sep() << "kv heads tiled (h % n_kv)";
     switch (mask) {
@@ -58,13 +64,21 @@ std::string Variant::describe() const {
         case Mask::none: sep() << "no causal mask"; break;
         case Mask::strict: sep() << "mask k_pos < q_pos"; break;
         case Mask::plus_one: sep() << "mask k_pos <= q_pos + 1"; break;
+        case Mask::index_tail: sep() << "mask by index (j <= i + S - T)"; break;
+        case Mask::index_top: sep() << "mask by index (j <= i)"; break;
     }
+    if (score_dims) sep() << "scores over the first " << score_dims << " dims";
+    if (softmax_tile) sep() << "softmax over " << softmax_tile << "-key tiles without rescaling";
+    if (kv_ring) sep() << "a decode step sees the last " << kv_ring << " keys";
     if (scale) sep() << "scale=" << *scale;
     if (softmax_no_max) sep() << "softmax without max subtraction";
     if (empty_row_nan) sep() << "NaN for a query that sees no key";
     if (rms_eps_outside) sep() << "rmsnorm eps outside sqrt";
     if (rms_mean_abs) sep() << "rmsnorm mean|x|";
     if (swiglu_gate_on_up) sep() << "silu on the up branch";
+    if (gelu_gate) sep() << "gelu gate";
+    if (layer_norm) sep() << "layernorm (mean subtracted)";
+    if (post_norm) sep() << "post-norm";
     if (residual_missing) sep() << "attention residual missing";
     return o.str();
 }

@@ -36,6 +36,11 @@ struct Variant {
     std::optional<RopeLayout> layout;  // the other pairing
     std::optional<double> theta;       // a different base
     bool rope_angle_bf16 = false;      // pos * inv_freq rounded to bf16 before cos/sin
+    bool rope_cos_sin_bf16 = false;    // cos and sin rounded to bf16 (a bf16 table in a float32 kernel)
+    bool rope_inv_freq_bf16 = false;   // inv_freq rounded to bf16
+    bool rope_positions_f16 = false;   // positions rounded to f16 (exact only to 2048)
+    bool rope_pos_from_start = false;  // each row rotated at positions[0] + row, not its own position
+    std::optional<RopeScaling> scaling;  // a scaling applied in place of the config's (present though the config has none)
     int64_t rope_pos_shift = 0;        // every rotation at pos + shift
     int64_t decode_pos_shift = 0;      // decode: tokens after the prefill rotated at pos + shift
     bool scaling_ignored = false;      // rope_scaling dropped: plain RoPE (no attention factor either)
@@ -46,13 +51,18 @@ struct Variant {
     bool v_rotated = false;            // v rotated like k
     bool k_unrotated = false;          // decode: keys of tokens after the prefill cached (and read) unrotated
 
-    enum class QkNorm { as_config, off, on_unit_weights, after_rope };
+    enum class QkNorm { as_config, off, on_unit_weights, after_rope, all_heads };  // all_heads: one RMS over H*hd
     QkNorm qk_norm = QkNorm::as_config;
 
     bool gqa_tiled = false;  // query head h reads kv head h % KV instead of h / group
 
-    enum class Mask { causal, none, strict, plus_one };  // <=, all, <, <= +1
+    // <=, all, <, <= +1; by index instead of position: key j visible to query
+    // i iff j <= i + (S - T) (bottom-right) or j <= i (top-left).
+    enum class Mask { causal, none, strict, plus_one, index_tail, index_top };
     Mask mask = Mask::causal;
+    int64_t score_dims = 0;     // q·k over the first score_dims dims of a head only (0: all)
+    int64_t softmax_tile = 0;   // softmax over key tiles of this size whose running max never rescales the sums
+    int64_t kv_ring = 0;        // a one-token query (a decode step) sees only the last kv_ring cached keys
 
     std::optional<double> scale;   // instead of 1/sqrt(head_dim)
     bool softmax_no_max = false;   // exp(score) without subtracting the row max: float32's inf / NaN pattern
@@ -60,6 +70,9 @@ struct Variant {
     bool rms_eps_outside = false;  // x / (sqrt(mean(x^2)) + eps)
     bool rms_mean_abs = false;     // mean(|x|) in place of mean(x^2)
     bool swiglu_gate_on_up = false;  // (x@w1) * silu(x@w3)
+    bool gelu_gate = false;          // gelu(x@w1) * (x@w3): a GELU MLP's gate
+    bool layer_norm = false;         // the norms subtract the mean (LayerNorm without bias) before dividing by the rms
+    bool post_norm = false;          // h = norm(x + attn(x)), out = norm(h + ffn(h)): post-norm, not pre-norm
     bool residual_missing = false;   // h = attn @ wo, the attention residual dropped
 
     bool faithful() const;

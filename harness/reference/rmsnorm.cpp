@@ -14,6 +14,7 @@ torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
     const double D = static_cast<double>(x.size(-1));
     Ctx fctx{xf.scalar_type(), xf.scalar_type(), ctx.order, ctx.v};
     torch::Tensor y;
+    if (ctx.v.layer_norm) xf = xf - sum_last(xf, fctx) / D;  // LayerNorm's centring (no bias), then as below
     if (ctx.v.rms_mean_abs) {
         auto mean_abs = sum_last(xf.abs(), fctx) / D;
         y = xf * torch::rsqrt(mean_abs + eps);

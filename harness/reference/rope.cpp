@@ -77,7 +77,7 @@ double dynamic_base(double base, int64_t dim, double seq_len, const RopeScaling&
 // inv_freq buffer in float32).
 torch::Tensor inv_freq_of(const RopeParams& p, int64_t max_pos, const Ctx& ctx, torch::Dtype adt) {
     const int64_t dim = p.rotary();
-    const RopeScaling& s = p.scaling;
+    const RopeScaling& s = ctx.v.scaling ? *ctx.v.scaling : p.scaling;
     const RopeScalingType type = ctx.v.scaling_ignored ? RopeScalingType::none : ctx.v.scaling_type.value_or(s.type);
     switch (type) {
         case RopeScalingType::none: return default_inv_freq(dim, p.theta, adt);
@@ -98,16 +98,22 @@ torch::Tensor inv_freq_of(const RopeParams& p, int64_t max_pos, const Ctx& ctx, 
 // HF LlamaRotaryEmbedding.forward: cos = emb.cos() * self.attention_scaling (yarn's attention factor; 1 otherwise).
 double attention_scaling(const RopeParams& p, const Ctx& ctx) {
     if (ctx.v.scaling_ignored) return 1.0;
-    return ctx.v.scaling_type.value_or(p.scaling.type) == RopeScalingType::yarn ? p.scaling.attention_factor : 1.0;
+    const RopeScaling& s = ctx.v.scaling ? *ctx.v.scaling : p.scaling;
+    return ctx.v.scaling_type.value_or(s.type) == RopeScalingType::yarn ? s.attention_factor : 1.0;
 }
 
 // Angles in float32 with autocast off (float64 for the truth):
 //   freqs = position_ids.float() @ inv_freq        [T, rd/2]
 torch::Tensor angles(const torch::Tensor& positions, const RopeParams& p, const Ctx& ctx) {
     const auto adt = ctx.dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-    const int64_t max_pos = positions.numel() ? positions.max().item<int64_t>() : 0;
+    auto p_used = positions;
+    if (ctx.v.rope_pos_from_start && positions.numel())
+        p_used = positions[0].item<int64_t>() + torch::arange(positions.numel(), torch::kInt64);
+    const int64_t max_pos = p_used.numel() ? p_used.max().item<int64_t>() : 0;  // dynamic NTK's length: the call's
     auto inv_freq = inv_freq_of(p, max_pos, ctx, adt);
-    auto pos = (positions + ctx.v.rope_pos_shift).to(adt);
+    if (ctx.v.rope_inv_freq_bf16) inv_freq = inv_freq.to(torch::kBFloat16).to(adt);
+    auto pos = (p_used + ctx.v.rope_pos_shift).to(adt);
+    if (ctx.v.rope_positions_f16) pos = pos.to(torch::kFloat16).to(adt);
     auto freqs = torch::outer(pos, inv_freq);  // [T, rd/2]
     if (ctx.v.rope_angle_bf16) freqs = freqs.to(torch::kBFloat16).to(adt);
     return freqs;
@@ -116,10 +122,13 @@ torch::Tensor angles(const torch::Tensor& positions, const RopeParams& p, const 
 // NeoX / half-split, HF:
 //   def rotate_half(x): x1, x2 = x[..., : d // 2], x[..., d // 2 :]; return torch.cat((-x2, x1), dim=-1)
 //   q_embed = (q * cos) + (rotate_half(q) * sin)      with emb = torch.cat((freqs, freqs), dim=-1)
-torch::Tensor rope_neox(const torch::Tensor& x, const torch::Tensor& freqs, int64_t rd, double mscale) {
+// A bf16 cos/sin table in a float32 kernel (a Variant): the values rounded.
+torch::Tensor table(torch::Tensor t, bool bf16) { return bf16 ? t.to(torch::kBFloat16).to(t.scalar_type()) : t; }
+
+torch::Tensor rope_neox(const torch::Tensor& x, const torch::Tensor& freqs, int64_t rd, double mscale, bool bf16) {
     auto emb = torch::cat({freqs, freqs}, -1);                        // [T, rd]
-    auto cos = (emb.cos() * mscale).to(x.scalar_type()).unsqueeze(1);  // [T, 1, rd]
-    auto sin = (emb.sin() * mscale).to(x.scalar_type()).unsqueeze(1);
+    auto cos = table(emb.cos() * mscale, bf16).to(x.scalar_type()).unsqueeze(1);  // [T, 1, rd]
+    auto sin = table(emb.sin() * mscale, bf16).to(x.scalar_type()).unsqueeze(1);
     auto x1 = x.narrow(-1, 0, rd / 2), x2 = x.narrow(-1, rd / 2, rd / 2);
     auto rotated = torch::cat({-x2, x1}, -1);
     return x * cos + rotated * sin;
@@ -129,12 +138,14 @@ torch::Tensor rope_neox(const torch::Tensor& x, const torch::Tensor& freqs, int6
 //   xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
 //   freqs_cis = torch.polar(torch.ones_like(freqs), freqs)      (abs = the attention factor under yarn)
 //   xq_out = torch.view_as_real(xq_ * freqs_cis).flatten(3); return xq_out.type_as(xq)
-torch::Tensor rope_interleaved(const torch::Tensor& x, const torch::Tensor& freqs, int64_t rd, double mscale) {
+torch::Tensor rope_interleaved(const torch::Tensor& x, const torch::Tensor& freqs, int64_t rd, double mscale, bool bf16) {
     const auto wide = x.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
     auto xs = x.to(wide).reshape({x.size(0), x.size(1), rd / 2, 2}).contiguous();
     auto xc = torch::view_as_complex(xs);                                      // [T, n, rd/2] complex
     auto f = freqs.to(wide);
     auto freqs_cis = torch::polar(torch::full_like(f, mscale), f).unsqueeze(1);  // [T, 1, rd/2]
+    if (bf16)
+        freqs_cis = torch::complex(table(torch::real(freqs_cis), true), table(torch::imag(freqs_cis), true));
     return torch::view_as_real(xc * freqs_cis).flatten(2).to(x.scalar_type());
 }
 
@@ -142,11 +153,11 @@ torch::Tensor rope_interleaved(const torch::Tensor& x, const torch::Tensor& freq
 //   q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]
 //   q_embed = torch.cat((rotate(q_rot), q_pass), dim=-1)
 torch::Tensor rotate(const torch::Tensor& xh, const torch::Tensor& freqs, int64_t rd, RopeLayout layout,
-                     double mscale) {
+                     double mscale, bool bf16) {
     const int64_t hd = xh.size(-1);
     auto part = xh.narrow(-1, 0, rd);
-    auto rotated = layout == RopeLayout::neox ? rope_neox(part, freqs, rd, mscale)
-                                              : rope_interleaved(part, freqs, rd, mscale);
+    auto rotated = layout == RopeLayout::neox ? rope_neox(part, freqs, rd, mscale, bf16)
+                                              : rope_interleaved(part, freqs, rd, mscale, bf16);
     if (rd == hd) return rotated;
     return torch::cat({rotated, xh.narrow(-1, rd, hd - rd)}, -1);
 }
@@ -167,8 +178,9 @@ torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, RopeP
     auto freqs = angles(positions, p, ctx);
     const double mscale = attention_scaling(p, ctx);
     auto xh = x.reshape({T, n, hd});  // [T, n, hd]
-    auto out = rotate(xh, freqs, rd, p.layout, mscale);
-    if (ctx.v.rope_twice) out = rotate(out, freqs, rd, p.layout, mscale);
+    const bool bf16 = ctx.v.rope_cos_sin_bf16;
+    auto out = rotate(xh, freqs, rd, p.layout, mscale, bf16);
+    if (ctx.v.rope_twice) out = rotate(out, freqs, rd, p.layout, mscale, bf16);
     return out.reshape({T, n * hd});
 }
 

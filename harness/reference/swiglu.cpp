@@ -8,7 +8,9 @@ torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& w1, const torc
                      const Ctx& ctx) {
     auto gate = matmul(x, w1, ctx);  // [T, F]
     auto up = matmul(x, w3, ctx);    // [T, F]
-    auto g = ctx.v.swiglu_gate_on_up ? gate * torch::silu(up) : torch::silu(gate) * up;
+    auto g = ctx.v.swiglu_gate_on_up ? gate * torch::silu(up)
+             : ctx.v.gelu_gate        ? torch::gelu(gate) * up
+                                      : torch::silu(gate) * up;
     return matmul(g, w2, ctx);       // [T, D]
 }
 

@@ -65,6 +65,47 @@ AttentionRules empty_row_nan() {
     return r;
 }
 
+// A mask computed from row indices (bottom-right aligned), not positions:
+// right for one contiguous block, wrong for gaps, restarts, any order.
+AttentionRules mask_by_index() {
+    AttentionRules r;
+    r.visible_index = [](int64_t j, int64_t t, int64_t S, int64_t T) { return j <= t + (S - T); };
+    return r;
+}
+
+// head_dim truncated to a lane count: q·k over the first 64 dims of a head
+// (one 64-wide tile), the rest of a 128-dim head ignored.
+AttentionRules truncated_head() {
+    AttentionRules r;
+    r.score_dims = 64;
+    return r;
+}
+
+// A flash kernel whose online softmax forgets to rescale across 64-key tiles.
+AttentionRules unrescaled_tiles() {
+    AttentionRules r;
+    r.unrescaled_tile = 64;
+    return r;
+}
+
+// A KV ring of 16 slots that wraps early: a one-token query (a decode step)
+// reads only the last 16 keys of the cache.
+struct KvCacheWrapsEarly : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
+                   MutView out) override {
+        constexpr int64_t kRing = 16;
+        if (q.rows == 1 && k.rows > kRing) {
+            const int64_t skip = k.rows - kRing;
+            const View k16{k.row(skip), kRing, k.cols}, v16{v.row(skip), kRing, v.cols};
+            const Positions p16{k_pos.data + skip, kRing};
+            ScalarImpl::attention(q, k16, v16, q_pos, p16, p, out);
+            return;
+        }
+        ScalarImpl::attention(q, k, v, q_pos, k_pos, p, out);
+    }
+};
+
 }  // namespace
 
 std::unique_ptr<Implementation> gqa_head_mapping_tiled(const ImplOptions& o) {
@@ -84,6 +125,19 @@ std::unique_ptr<Implementation> softmax_no_max_subtraction(const ImplOptions& o)
 }
 std::unique_ptr<Implementation> masked_row_nan(const ImplOptions& o) {
     return detail::make<WithRules<empty_row_nan>>("masked_row_nan", o);
+}
+
+std::unique_ptr<Implementation> causal_mask_by_index(const ImplOptions& o) {
+    return detail::make<WithRules<mask_by_index>>("causal_mask_by_index", o);
+}
+std::unique_ptr<Implementation> head_dim_truncated(const ImplOptions& o) {
+    return detail::make<WithRules<truncated_head>>("head_dim_truncated", o);
+}
+std::unique_ptr<Implementation> softmax_tile_not_rescaled(const ImplOptions& o) {
+    return detail::make<WithRules<unrescaled_tiles>>("softmax_tile_not_rescaled", o);
+}
+std::unique_ptr<Implementation> kv_cache_wraps_early(const ImplOptions& o) {
+    return detail::make<KvCacheWrapsEarly>("kv_cache_wraps_early", o);
 }
 
 }  // namespace conform::mutants

@@ -1,6 +1,10 @@
 // Block mutants: the KV-cache decode path (semantics.md, bug class 8 and
 // "decode position off by one"), the feed-forward and the residual stream.
 #include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "conform/dtype.h"
 
 #include "mutants/mutants.h"
 
@@ -40,6 +44,30 @@ struct ResidualMissing : ScalarImpl {
     }
 };
 
+// A float32 claim whose GEMMs run in bf16 (operands and results rounded to
+// bf16, float32 accumulation, as a bf16 cuBLAS GEMM would): a silent
+// precision downgrade. The diagnosis calls it precision_downgrade.
+void matmul_bf16(View x, View w, MutView out) {
+    std::vector<float> xb(x.data, x.data + x.size()), wb(w.data, w.data + w.size());
+    for (float& f : xb) f = round_bf16(f);
+    for (float& f : wb) f = round_bf16(f);
+    scalar::matmul(View{xb.data(), x.rows, x.cols}, View{wb.data(), w.rows, w.cols}, out);
+    for (int64_t i = 0; i < out.size(); ++i) out.data[i] = round_bf16(out.data[i]);
+}
+struct MatmulAccumulatesBf16 : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void product(View x, View w, MutView out) override { matmul_bf16(x, w, out); }
+};
+
+// A GELU MLP's activation on the gate (erf form).
+float gelu(float g) { return 0.5f * g * (1.0f + std::erf(g / std::sqrt(2.0f))); }
+struct GeluGate : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void swiglu(View x, View w1, View w3, View w2, MutView out) override {
+        scalar::swiglu(x, w1, w3, w2, out, [this](View a, View b, MutView c) { product(a, b, c); }, gelu);
+    }
+};
+
 }  // namespace
 
 std::unique_ptr<Implementation> rope_position_off_by_one(const ImplOptions& o) {
@@ -54,5 +82,10 @@ std::unique_ptr<Implementation> swiglu_gate_on_up(const ImplOptions& o) {
 std::unique_ptr<Implementation> residual_missing(const ImplOptions& o) {
     return detail::make<ResidualMissing>("residual_missing", o);
 }
+
+std::unique_ptr<Implementation> matmul_accumulates_bf16(const ImplOptions& o) {
+    return detail::make<MatmulAccumulatesBf16>("matmul_accumulates_bf16", o);
+}
+std::unique_ptr<Implementation> gelu_gate(const ImplOptions& o) { return detail::make<GeluGate>("gelu_gate", o); }
 
 }  // namespace conform::mutants

@@ -26,6 +26,10 @@ std::unique_ptr<Implementation> rope_applied_twice(const ImplOptions& o);
 std::unique_ptr<Implementation> v_rotated(const ImplOptions& o);
 std::unique_ptr<Implementation> rope_scaling_ignored(const ImplOptions& o);
 std::unique_ptr<Implementation> dynamic_ntk_inside_context(const ImplOptions& o);
+std::unique_ptr<Implementation> rope_cos_sin_bf16(const ImplOptions& o);
+std::unique_ptr<Implementation> rope_inv_freq_bf16(const ImplOptions& o);
+std::unique_ptr<Implementation> rope_positions_f16(const ImplOptions& o);
+std::unique_ptr<Implementation> rope_position_from_row_index(const ImplOptions& o);
 
 // attention.cpp
 std::unique_ptr<Implementation> gqa_head_mapping_tiled(const ImplOptions& o);
@@ -34,6 +38,10 @@ std::unique_ptr<Implementation> causal_mask_off_by_one(const ImplOptions& o);
 std::unique_ptr<Implementation> attention_scale_wrong(const ImplOptions& o);
 std::unique_ptr<Implementation> softmax_no_max_subtraction(const ImplOptions& o);
 std::unique_ptr<Implementation> masked_row_nan(const ImplOptions& o);
+std::unique_ptr<Implementation> causal_mask_by_index(const ImplOptions& o);
+std::unique_ptr<Implementation> head_dim_truncated(const ImplOptions& o);
+std::unique_ptr<Implementation> softmax_tile_not_rescaled(const ImplOptions& o);
+std::unique_ptr<Implementation> kv_cache_wraps_early(const ImplOptions& o);
 
 // norm.cpp
 std::unique_ptr<Implementation> qk_norm_missing(const ImplOptions& o);
@@ -41,12 +49,15 @@ std::unique_ptr<Implementation> qk_norm_after_rope(const ImplOptions& o);
 std::unique_ptr<Implementation> qk_norm_always_on(const ImplOptions& o);
 std::unique_ptr<Implementation> rmsnorm_eps_outside_sqrt(const ImplOptions& o);
 std::unique_ptr<Implementation> rmsnorm_mean_not_squared(const ImplOptions& o);
+std::unique_ptr<Implementation> layer_norm_not_rms(const ImplOptions& o);
 
 // block.cpp
 std::unique_ptr<Implementation> rope_position_off_by_one(const ImplOptions& o);
 std::unique_ptr<Implementation> decode_cache_unrotated_k(const ImplOptions& o);
 std::unique_ptr<Implementation> swiglu_gate_on_up(const ImplOptions& o);
 std::unique_ptr<Implementation> residual_missing(const ImplOptions& o);
+std::unique_ptr<Implementation> matmul_accumulates_bf16(const ImplOptions& o);
+std::unique_ptr<Implementation> gelu_gate(const ImplOptions& o);
 
 namespace detail {
 

@@ -68,6 +68,29 @@ struct NormScale : ScalarImpl {
     void qk_norm(View x, View w, const QkNormParams& p, MutView out) override { scalar::qk_norm(x, w, p, out, F); }
 };
 
+// LayerNorm for RMSNorm: each row centred (its mean subtracted) before it is
+// divided by its rms — in both norms (the block's and QK-norm).
+struct LayerNormNotRms : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void rmsnorm(View x, View w, const RmsNormParams& p, MutView out) override {
+        ScalarImpl::rmsnorm(centred(x, x.cols), w, p, out);
+    }
+    void qk_norm(View x, View w, const QkNormParams& p, MutView out) override {
+        ScalarImpl::qk_norm(centred(x, p.head_dim), w, p, out);
+    }
+    View centred(View x, int64_t group) {
+        buf_.assign(x.data, x.data + x.size());
+        for (int64_t r = 0; r < x.rows * x.cols / group; ++r) {
+            float mean = 0.0f;
+            for (int64_t i = 0; i < group; ++i) mean += buf_[static_cast<size_t>(r * group + i)];
+            mean /= static_cast<float>(group);
+            for (int64_t i = 0; i < group; ++i) buf_[static_cast<size_t>(r * group + i)] -= mean;
+        }
+        return View{buf_.data(), x.rows, x.cols};
+    }
+    std::vector<float> buf_;
+};
+
 }  // namespace
 
 std::unique_ptr<Implementation> qk_norm_missing(const ImplOptions& o) {
@@ -84,6 +107,10 @@ std::unique_ptr<Implementation> rmsnorm_eps_outside_sqrt(const ImplOptions& o) {
 }
 std::unique_ptr<Implementation> rmsnorm_mean_not_squared(const ImplOptions& o) {
     return detail::make<NormScale<inv_rms_mean_abs>>("rmsnorm_mean_not_squared", o);
+}
+
+std::unique_ptr<Implementation> layer_norm_not_rms(const ImplOptions& o) {
+    return detail::make<LayerNormNotRms>("layer_norm_not_rms", o);
 }
 
 }  // namespace conform::mutants

@@ -1,5 +1,6 @@
 // RoPE mutants (semantics.md, bug classes 1, 4, 5, 6, 8, 9).
 #include <cstring>
+#include <vector>
 
 #include "conform/dtype.h"
 #include "mutants/mutants.h"
@@ -67,6 +68,57 @@ struct RopeAngleLowPrecision : ScalarImpl {
     }
 };
 
+// Class 9, the table kind: a float32 kernel whose cos/sin cache is kept in
+// the model's dtype (bf16), as caches often are.
+void trig_bf16(double angle, double mscale, float* c, float* s) {
+    scalar::rope_trig(angle, mscale, c, s);
+    *c = round_bf16(*c);
+    *s = round_bf16(*s);
+}
+struct RopeCosSinBf16 : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void rope(View x, Positions pos, const RopeParams& p, MutView out) override {
+        scalar::rope(x, pos, call_rope(p, pos), out, scalar::rope_angle, trig_bf16);
+    }
+};
+
+// Class 9 (transformers PR #29285): inv_freq held in bf16.
+double angle_inv_freq_bf16(int64_t pos, double inv_freq) {
+    return static_cast<double>(pos) * round_bf16(static_cast<float>(inv_freq));
+}
+struct RopeInvFreqBf16 : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void rope(View x, Positions pos, const RopeParams& p, MutView out) override {
+        scalar::rope(x, pos, call_rope(p, pos), out, angle_inv_freq_bf16);
+    }
+};
+
+// Class 9 (sglang-jax #1472): positions cast to half before the angle
+// (exact only up to 2048; position 4097 becomes 4096).
+double angle_positions_f16(int64_t pos, double inv_freq) {
+    return static_cast<double>(f16_float(f16_bits(static_cast<float>(pos)))) * inv_freq;
+}
+struct RopePositionsF16 : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void rope(View x, Positions pos, const RopeParams& p, MutView out) override {
+        scalar::rope(x, pos, call_rope(p, pos), out, angle_positions_f16);
+    }
+};
+
+// Positions taken as start + row: a kernel that reads only the first position
+// and counts rows (right for one contiguous sequence, wrong for gaps, packed
+// sequences, or a chunk whose positions are not its rows).
+struct RopePositionFromRowIndex : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void rope(View x, Positions pos, const RopeParams& p, MutView out) override {
+        rows_.resize(static_cast<size_t>(pos.n));
+        for (int64_t i = 0; i < pos.n; ++i) rows_[static_cast<size_t>(i)] = pos.n ? pos[0] + i : 0;
+        const Positions counted{rows_.data(), pos.n};
+        ScalarImpl::rope(x, counted, p, out);
+    }
+    std::vector<int64_t> rows_;
+};
+
 // Class 8 (TensorRT-LLM #4040): q and k rotated by the model and again by the
 // attention kernel.
 struct RopeAppliedTwice : ScalarImpl {
@@ -107,6 +159,18 @@ std::unique_ptr<Implementation> rope_scaling_ignored(const ImplOptions& o) {
 }
 std::unique_ptr<Implementation> dynamic_ntk_inside_context(const ImplOptions& o) {
     return detail::make<DynamicNtkInsideContext>("dynamic_ntk_inside_context", o);
+}
+std::unique_ptr<Implementation> rope_cos_sin_bf16(const ImplOptions& o) {
+    return detail::make<RopeCosSinBf16>("rope_cos_sin_bf16", o);
+}
+std::unique_ptr<Implementation> rope_inv_freq_bf16(const ImplOptions& o) {
+    return detail::make<RopeInvFreqBf16>("rope_inv_freq_bf16", o);
+}
+std::unique_ptr<Implementation> rope_positions_f16(const ImplOptions& o) {
+    return detail::make<RopePositionsF16>("rope_positions_f16", o);
+}
+std::unique_ptr<Implementation> rope_position_from_row_index(const ImplOptions& o) {
+    return detail::make<RopePositionFromRowIndex>("rope_position_from_row_index", o);
 }
 
 }  // namespace conform::mutants

@@ -6,6 +6,7 @@
 // positions put every key after the query; a causal block always sees its own
 // diagonal) has an empty softmax: we define its output as zeros, where a
 // masked torch softmax would give NaN (pytorch #103749).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -38,8 +39,12 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
 
     const float scale = static_cast<float>(rules.scale(p));  // 1 / sqrt(hd)
     std::vector<float> att(static_cast<size_t>(S));  // (S,) one row of scores, then of probabilities
+    const int64_t sd = rules.score_dims > 0 ? std::min(rules.score_dims, hd) : hd;  // dims the scores sum over
 
     for (int64_t t = 0; t < T; t++) {
+        auto seen = [&](int64_t j) {
+            return rules.visible_index ? rules.visible_index(j, t, S, T) : rules.visible(k_pos[j], q_pos[t]);
+        };
         for (int64_t h = 0; h < H; h++) {
             const float* qh = q.row(t) + h * hd;  // (hd,)
             const int64_t kvh = rules.kv_head(h, H, KV);  // GQA: h / (H / KV), repeat_interleave, not tile
@@ -49,10 +54,10 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
             bool any = false;
             float max_score = 0.0f;
             for (int64_t j = 0; j < S; j++) {
-                if (!rules.visible(k_pos[j], q_pos[t])) continue;
+                if (!seen(j)) continue;
                 const float* kj = k.row(j) + kvh * hd;  // (hd,)
                 float dot = 0.0f;
-                for (int64_t d = 0; d < hd; d++) dot += qh[d] * kj[d];
+                for (int64_t d = 0; d < sd; d++) dot += qh[d] * kj[d];
                 att[j] = dot * scale;
                 if (!any || att[j] > max_score) max_score = att[j];
                 any = true;
@@ -62,23 +67,45 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
                 continue;
             }
 
+            if (rules.unrescaled_tile > 0) {
+                // The broken flash kernel: per tile the running max m moves, and
+                // the sum l and output o gathered under the old max are kept
+                // as they were (no exp(m_old - m_new) rescale).
+                float m = -INFINITY, l = 0.0f;
+                for (int64_t d = 0; d < hd; d++) oh[d] = 0.0f;
+                for (int64_t j0 = 0; j0 < S; j0 += rules.unrescaled_tile) {
+                    const int64_t j1 = std::min(S, j0 + rules.unrescaled_tile);
+                    for (int64_t j = j0; j < j1; j++)
+                        if (seen(j)) m = std::max(m, att[j]);
+                    for (int64_t j = j0; j < j1; j++) {
+                        if (!seen(j)) continue;
+                        const float e = std::exp(att[j] - m);
+                        l += e;
+                        const float* vj = v.row(j) + kvh * hd;
+                        for (int64_t d = 0; d < hd; d++) oh[d] += e * vj[d];
+                    }
+                }
+                for (int64_t d = 0; d < hd; d++) oh[d] /= l;
+                continue;
+            }
+
             // probs = torch.softmax(scores, dim=-1)   max subtracted so exp never overflows
             const float shift = rules.subtract_max ? max_score : 0.0f;
             float sum = 0.0f;
             for (int64_t j = 0; j < S; j++) {
-                if (!rules.visible(k_pos[j], q_pos[t])) continue;
+                if (!seen(j)) continue;
                 att[j] = std::exp(att[j] - shift);
                 sum += att[j];
             }
             for (int64_t j = 0; j < S; j++) {
-                if (!rules.visible(k_pos[j], q_pos[t])) continue;
+                if (!seen(j)) continue;
                 att[j] /= sum;
             }
 
             // out = probs @ v   one accumulator per output dim, keys ascending
             for (int64_t d = 0; d < hd; d++) oh[d] = 0.0f;
             for (int64_t j = 0; j < S; j++) {
-                if (!rules.visible(k_pos[j], q_pos[t])) continue;
+                if (!seen(j)) continue;
                 const float* vj = v.row(j) + kvh * hd;  // (hd,)
                 for (int64_t d = 0; d < hd; d++) oh[d] += att[j] * vj[d];
             }

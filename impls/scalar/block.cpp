@@ -177,7 +177,7 @@ void ScalarImpl::forward(View x /* (n, D) */, Positions pos /* (n,) */, const Bl
     // qkv = attn_in @ torch.cat([wq, wk, wv], dim=1)
     // One product for all three: each column's dot product is unchanged by
     // packing, so q, k, v equal the three separate products bitwise.
-    matmul(attn_in, wqkv, qkv);
+    product(attn_in, wqkv, qkv);
 
     // q, k, v = qkv.split([H*hd, KV*hd, KV*hd], dim=-1)
     for (int64_t t = 0; t < n; t++) {
@@ -206,7 +206,7 @@ void ScalarImpl::forward(View x /* (n, D) */, Positions pos /* (n,) */, const Bl
     attention(q_rot, keys, values, pos, key_pos, attention_params(c), attn);
 
     // h = x + self.o_proj(attn)
-    matmul(attn, w.wo, attn_wo);
+    product(attn, w.wo, attn_wo);
     attention_residual(x, attn_wo, h);
 
     // ---- feed-forward ----
@@ -223,6 +223,8 @@ void ScalarImpl::forward(View x /* (n, D) */, Positions pos /* (n,) */, const Bl
 
 // ----------------------------------------------------------------------------
 // the stages forward() composes (overridden one at a time by the mutants)
+
+void ScalarImpl::product(View x, View w, MutView out) { matmul(x, w, out); }
 
 std::pair<View, View> ScalarImpl::norm_qk(View q, View k, const BlockWeights& w, const BlockConfig& c,
                                           MutView q_normed, MutView k_normed) {

@@ -101,7 +101,12 @@ int64_t rope_seq_len(Positions pos) {
 
 double rope_angle(int64_t pos, double inv_freq) { return static_cast<double>(pos) * inv_freq; }
 
-void rope(View x, Positions pos, const RopeParams& p, MutView out, RopeAngle angle_of) {
+void rope_trig(double angle, double mscale, float* c, float* s) {
+    *c = static_cast<float>(std::cos(angle) * mscale);
+    *s = static_cast<float>(std::sin(angle) * mscale);
+}
+
+void rope(View x, Positions pos, const RopeParams& p, MutView out, RopeAngle angle_of, RopeTrig trig) {
     const int64_t hd = p.head_dim;
     const int64_t rd = p.rotary();  // rotated dims of each head; [rd, hd) pass through
     detail::expect(hd > 0 && hd % 2 == 0, "rope", "head_dim must be positive and even, found " + std::to_string(hd));
@@ -129,8 +134,8 @@ void rope(View x, Positions pos, const RopeParams& p, MutView out, RopeAngle ang
         for (int64_t i = 0; i < half; i++) {
             // freqs = torch.outer(pos, inv_freq); cos = emb.cos() * attention_scaling
             const double angle = angle_of(pos[t], inv_freq[static_cast<size_t>(i)]);
-            const float c = static_cast<float>(std::cos(angle) * mscale);
-            const float s = static_cast<float>(std::sin(angle) * mscale);
+            float c, s;
+            trig(angle, mscale, &c, &s);
             // neox:        pair (i, i + rd/2)   (HF rotate_half on q[..., :rotary_dim])
             // interleaved: pair (2i, 2i + 1)    (Meta view_as_complex)
             const int64_t a = p.layout == RopeLayout::neox ? i : 2 * i;

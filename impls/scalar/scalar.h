@@ -18,6 +18,8 @@
 #include <string>
 #include <utility>
 
+#include <functional>
+
 #include "conform/config.h"
 #include "conform/impl.h"
 #include "conform/tensor.h"
@@ -28,6 +30,7 @@ namespace conform::scalar {
 
 // out[T, N] = x[T, K] @ w[K, N]; one accumulator per output, k ascending.
 void matmul(View x, View w, MutView out);
+using MatMul = std::function<void(View x, View w, MutView out)>;
 
 // The scale both norms multiply by: 1 / sqrt(mean(x^2) + eps) over x[n].
 float inv_rms(const float* x, int64_t n, float eps);
@@ -54,11 +57,15 @@ int64_t rope_seq_len(Positions pos);
 // The angle RoPE rotates a pair by: pos * inv_freq, in double.
 double rope_angle(int64_t pos, double inv_freq);
 using RopeAngle = double (*)(int64_t pos, double inv_freq);
+// cos and sin of the angle, times mscale, as float32.
+void rope_trig(double angle, double mscale, float* c, float* s);
+using RopeTrig = void (*)(double angle, double mscale, float* c, float* s);
 
 // out[T, n*hd] = x with the first rotary_dim dims of every head rotated by its
 // token's position, the rest copied   x[T, n*hd], pos[T]. Dynamic NTK uses
 // seq_len = max(pos) + 1. out may alias x.
-void rope(View x, Positions pos, const RopeParams& p, MutView out, RopeAngle angle = rope_angle);
+void rope(View x, Positions pos, const RopeParams& p, MutView out, RopeAngle angle = rope_angle,
+          RopeTrig trig = rope_trig);
 
 // out[T, n*hd] = rmsnorm of every head's hd slice with w[1, hd]; out may alias x.
 void qk_norm(View x, View w, const QkNormParams& p, MutView out, InvRms scale = inv_rms);
@@ -75,6 +82,12 @@ struct AttentionRules {
     double (*scale)(const AttentionParams& p) = inv_sqrt_head_dim;
     bool subtract_max = true;  // softmax shifted by the row max, so exp never overflows
     float empty_row = 0.0f;    // the output of a row that sees no key
+    // Visible by index instead of position, when set: key j to query t of T over S keys.
+    bool (*visible_index)(int64_t j, int64_t t, int64_t S, int64_t T) = nullptr;
+    int64_t score_dims = 0;    // q·k over this many leading dims of a head (0: head_dim)
+    // > 0: the softmax runs over tiles of this many keys, online, and never
+    // rescales its sums when the running max grows (a broken flash kernel).
+    int64_t unrescaled_tile = 0;
 };
 
 // out[T, H*hd] = softmax(q k^T / sqrt(hd), keys with k_pos <= q_pos) v
@@ -84,7 +97,9 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
                const AttentionRules& rules = {});
 
 // out[T, D] = (silu(x @ w1) * (x @ w3)) @ w2       x[T, D], w1/w3[D, F], w2[F, D]
-void swiglu(View x, View w1, View w3, View w2, MutView out);
+// (the products through mm, the gate's activation act).
+float silu(float g);
+void swiglu(View x, View w1, View w3, View w2, MutView out, const MatMul& mm = matmul, float (*act)(float) = silu);
 
 // ---- the block (block.cpp) -------------------------------------------------
 
@@ -155,6 +170,9 @@ class ScalarImpl : public Implementation {
 
     // The position decode() computes the token at pos at (itself).
     virtual int64_t decode_position(int64_t pos);
+
+    // Every matrix product of the block and of swiglu: out = x @ w.
+    virtual void product(View x, View w, MutView out);
 
     // The RoPE a call over a sequence of seq_len tokens applies: p, with
     // dynamic NTK resolved to its base for that length (type none, theta =

@@ -6,7 +6,9 @@
 
 namespace conform::scalar {
 
-void swiglu(View x, View w1, View w3, View w2, MutView out) {
+float silu(float g) { return g / (1.0f + std::exp(-g)); }  // silu(a) = a * sigmoid(a), written a / (1 + exp(-a))
+
+void swiglu(View x, View w1, View w3, View w2, MutView out, const MatMul& mm, float (*act)(float)) {
     const int64_t T = x.rows;   // tokens
     const int64_t D = x.cols;   // model width
     const int64_t F = w1.cols;  // hidden width
@@ -22,17 +24,14 @@ void swiglu(View x, View w1, View w3, View w2, MutView out) {
     MutView bv{b.data(), T, F};
 
     // a = self.w1(x); b = self.w3(x)
-    matmul(x, w1, av);
-    matmul(x, w3, bv);
+    mm(x, w1, av);
+    mm(x, w3, bv);
 
-    // g = F.silu(a) * b   silu(a) = a * sigmoid(a), written a / (1 + exp(-a))
-    for (int64_t i = 0; i < T * F; i++) {
-        const float silu = a[i] / (1.0f + std::exp(-a[i]));
-        a[i] = silu * b[i];
-    }
+    // g = F.silu(a) * b
+    for (int64_t i = 0; i < T * F; i++) a[i] = act(a[i]) * b[i];
 
     // out = self.w2(g)
-    matmul(av, w2, out);
+    mm(av, w2, out);
 }
 
 }  // namespace conform::scalar

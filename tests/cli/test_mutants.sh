@@ -23,7 +23,13 @@ required = {"rope_layout_swapped", "rope_theta_default", "rope_angle_low_precisi
             "v_rotated", "rope_applied_twice", "qk_norm_missing", "qk_norm_after_rope", "qk_norm_always_on",
             "gqa_head_mapping_tiled", "causal_mask_missing", "causal_mask_off_by_one", "attention_scale_wrong",
             "softmax_no_max_subtraction", "rmsnorm_eps_outside_sqrt", "rmsnorm_mean_not_squared",
-            "swiglu_gate_on_up", "residual_missing", "decode_cache_unrotated_k"}
+            "swiglu_gate_on_up", "residual_missing", "decode_cache_unrotated_k",
+            # precision (issue 14) and the generators' reach (issue 15)
+            "rope_cos_sin_bf16", "rope_inv_freq_bf16", "rope_positions_f16", "matmul_accumulates_bf16",
+            "rope_position_from_row_index", "causal_mask_by_index", "head_dim_truncated",
+            "softmax_tile_not_rescaled", "kv_cache_wraps_early", "layer_norm_not_rms", "gelu_gate"}
+# Named by its effect, not its own name.
+named_by = {"matmul_accumulates_bf16": "precision_downgrade"}
 ids = {m["id"] for m in r["mutants"]}
 assert required <= ids, required - ids
 assert r["power"]["fraction"] == 1.0, r["power"]
@@ -31,8 +37,9 @@ for m in r["mutants"]:
     assert m["killed"] and m["diagnosed"], m["id"]
     for k in m["kills"]:
         f = k["failure"]
-        assert m["id"] in k["named"], (m["id"], k["op"], k["named"])
-        assert any(h["id"] == m["id"] for h in f["diagnosis"]["matches"]), m["id"]
+        bug = named_by.get(m["id"], m["id"])
+        assert bug in k["named"], (m["id"], k["op"], k["named"])
+        assert any(h["id"] == bug for h in f["diagnosis"]["matches"]), m["id"]
         assert f["replay"].startswith("build/conform --impl " + m["id"] + " --case "), f["replay"]
         assert f["first_failing"] and f["inputs"], m["id"]
 PY
@@ -47,6 +54,21 @@ eval "\"$CONFORM\" $replay --out \"$tmp\"" >"$tmp/replay" 2>&1
 rc=$?
 [ $rc -eq 1 ] || { cat "$tmp/replay"; fail "replay exited $rc, expected 1"; }
 grep -q "diagnosis: rope_layout_swapped" "$tmp/replay" || { cat "$tmp/replay"; fail "replay does not name the mutant"; }
+# A float32 RoPE with a bf16 cos/sin table is caught, and named, by cases
+# whose positions are all past 16384 (contiguous ones from a start that far).
+far='^rope\((?!.*positions=).*pos=(1[6-9][0-9]{3}|[2-9][0-9]{4}|[0-9]{6,}),'
+"$CONFORM" --impl rope_cos_sin_bf16 --op rope --params "$far" --cases 10 --no-default-fixtures --out "$tmp" >"$tmp/far" 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat "$tmp/far"; fail "rope_cos_sin_bf16 at positions >= 16384 exited $rc, expected 1"; }
+grep -q "10 of 10 cases match" "$tmp/far" || { cat "$tmp/far"; fail "--params did not select 10 far cases"; }
+grep -q "diagnosis: rope_cos_sin_bf16: matches" "$tmp/far" || { cat "$tmp/far"; fail "the far failure does not name rope_cos_sin_bf16"; }
+python3 - "$tmp/conform.json" <<'PY' || fail "far cases: report"
+import json, re, sys
+r = json.load(open(sys.argv[1]))
+for c in r["cases"]:
+    p = int(re.search(r"[,(]pos=(\d+)", c.get("shrunk_from", c["case_id"])).group(1))
+    assert p >= 16384, c["case_id"]
+PY
 # Mutants are never part of the default gate.
 "$CONFORM" list --impls | grep -q rope_layout_swapped && fail "a mutant is listed as a gate implementation"
 echo "mutants: ok"

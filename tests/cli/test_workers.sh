@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Kernels in any language (impls/WORKERS.md), through conform: the numpy
+# worker conforms on every op, its wrong twin is caught and named, the torch
+# worker (when torch is importable) conforms on its ops, and every fault a
+# worker can commit — a crash, a hang, garbage on its stdout, a wrong shape,
+# NaN, an exit before its hello or in the middle of a run — is a failed case
+# with its reason (or exit 3 before the hello), and the run goes on.
+# Exit 77 (ctest: skipped) where no python3 has numpy.
+set -uo pipefail
+: "${CONFORM:?path to the conform binary}" "${SRC:?the source tree}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+PY=""
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c "import numpy" 2>/dev/null; then PY=$(command -v "$p"); break; fi
+done
+[ -n "$PY" ] || { echo "skipped: no python3 with numpy (apt-get install python3-numpy)"; exit 77; }
+ex=$SRC/impls/worker_example
+faults=$SRC/tests/workers/faults
+
+# expect CODE PATTERN -- ARGS...
+expect() {
+  local code=$1 pattern=$2; shift 3
+  "$CONFORM" "$@" >"$tmp/out" 2>&1
+  local rc=$?
+  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected $code"; }
+  grep -qE -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "conform $*: no /$pattern/ in the output"; }
+}
+
+# The numpy worker: every op, the regression fixtures too.
+expect 0 "^block +numpy" -- --impl-cmd "$PY $ex/numpy_worker.py" --cases 30 --out "$tmp/np"
+"$PY" - "$tmp/np/conform.json" <<'PY' || fail "numpy worker: report"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["pass"] is True
+ops = {c["op"] for c in r["cases"] if c["impl"] == "numpy"}
+assert ops == {"rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode"}, ops
+assert any(c["origin"] == "fixture" for c in r["cases"] if c["impl"] == "numpy")
+PY
+# Its twin (kv heads tiled): exit 1, the bug named.
+expect 1 "diagnosis: gqa_head_mapping_tiled: matches" -- --impl-cmd "$PY $ex/numpy_twin.py" --op attention --cases 30 \
+  --no-default-fixtures --out "$tmp/twin"
+# The PyTorch worker, where torch is importable.
+if "$PY" -c "import torch" 2>/dev/null; then
+  expect 0 "^attention +torch_cpu" -- --impl-cmd "$PY $ex/torch_worker.py" --op rope,rmsnorm,attention --cases 20 \
+    --out "$tmp/torch"
+else
+  echo "torch_worker: not run (no torch for $PY)"
+fi
+
+# Faults: one bad call among good ones; each reported with its reason, the
+# worker restarted, the other cases judged.
+fault() {  # fault NAME PATTERN
+  CONFORM_FAULT_AFTER=1 "$CONFORM" --impl-cmd "$PY $faults/$1.py" --op rope --cases 4 --no-default-fixtures \
+    --call-timeout 3 --out "$tmp/$1" >"$tmp/out" 2>&1
+  local rc=$?
+  [ $rc -eq 1 ] || { cat "$tmp/out"; fail "$1: exited $rc, expected 1"; }
+  grep -qE -- "$2" "$tmp/out" || { cat "$tmp/out"; fail "$1: no /$2/ in the output"; }
+  "$PY" - "$tmp/$1/conform.json" "$1" <<'PY' || fail "$1: report"
+import json, sys
+r = json.load(open(sys.argv[1]))
+cases = [c for c in r["cases"] if c["op"] == "rope"]
+assert r["pass"] is False and len(cases) == 4, (r["pass"], len(cases))
+assert any(c["pass"] for c in cases), sys.argv[2] + ": no case passed: the run did not go on after the fault"
+PY
+}
+fault crash "the worker was killed by signal 6 \(SIGABRT\) in rope \(the worker is restarted"
+fault hang "timed out after 3 s in rope and was killed"
+fault garbage "protocol violation in rope: frame: magic: expected 43 46 57 4b"
+fault wrong_shape "rope: outputs\[0\] \('out'\): shape: expected \[1,4\], found \[1,3\]"
+fault nan "non-finite value nan at"
+fault exit_mid_run "the worker exited with status 1 in rope"
+# A kernel that prints to stdout: the protocol survives, its words come out prefixed.
+expect 0 "^rope +fault_prints_to_stdout" -- --impl-cmd "$PY $faults/prints_to_stdout.py" --op rope --cases 3 \
+  --no-default-fixtures --out "$tmp/print"
+grep -q "^  worker\[fault_prints_to_stdout\] | " "$tmp/out" || { cat "$tmp/out"; fail "the worker's print() was not relayed, prefixed"; }
+# A worker that gives up before its hello: unavailable, exit 3, with its stderr.
+expect 3 "exited with status 1 before its hello; its stderr: early_exit" -- \
+  --impl-cmd "$PY $faults/early_exit.py" --op rope --cases 1 --no-default-fixtures --out "$tmp/early"
+# One that cannot even start.
+expect 3 "impl-cmd '/nonexistent/worker'" -- --impl-cmd "/nonexistent/worker" --op rope --cases 1 --out "$tmp/none"
+echo "workers: ok"
