@@ -69,7 +69,7 @@ PY
 fault crash "the worker was killed by signal 6 \(SIGABRT\) in rope \(the worker is restarted"
 fault hang "timed out after 3 s in rope and was killed"
 fault garbage "protocol violation in rope: frame: magic: expected 43 46 57 4b"
-fault wrong_shape "rope: outputs\[0\] \('out'\): shape: expected \[1,4\], found \[1,3\]"
+fault wrong_shape 'rope: outputs\[0\] \("out"\): shape: expected \[1,4\], found \[1,3\]'
 fault nan "non-finite value nan at"
 fault exit_mid_run "the worker exited with status 1 in rope"
 # A kernel that prints to stdout: the protocol survives, its words come out prefixed.
