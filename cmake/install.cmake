@@ -7,7 +7,13 @@ install(TARGETS conform conform-worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDI
 # LibTorch and friends may live outside the loader's default paths.
 set_target_properties(conform PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(FILES ${PROJECT_SOURCE_DIR}/impls/include/conform/plugin.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/conform)
-install(FILES ${PROJECT_SOURCE_DIR}/impls/PLUGINS.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/impls/PLUGINS.md ${PROJECT_SOURCE_DIR}/impls/WORKERS.md
+        ${PROJECT_SOURCE_DIR}/docs/python-workers.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# The Python side of the worker protocol, and the example workers to start from.
+install(FILES ${PROJECT_SOURCE_DIR}/python/conform_worker.py DESTINATION ${CMAKE_INSTALL_DATADIR}/conform/python)
+install(FILES ${PROJECT_SOURCE_DIR}/impls/worker_example/numpy_worker.py
+        ${PROJECT_SOURCE_DIR}/impls/worker_example/torch_worker.py
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/conform/python/examples)
 
 # The ABI version, read from the header so there is one place to change it.
 file(STRINGS ${PROJECT_SOURCE_DIR}/impls/include/conform/plugin.h _abi_line

@@ -20,7 +20,8 @@ std::vector<std::string> split_list(const std::string& s) {
 void add_case_flags(CLI::App& app, CaseFlags& f) {
     app.add_option("--impl", f.impls, "implementations, comma-separated, or 'all' (default: every available one)");
     app.add_option("--op", f.ops, "ops, comma-separated, or 'all': " + op_names());
-    app.add_option("--cases", f.cases, "property cases per op (default 100)")->check(CLI::NonNegativeNumber);
+    app.add_option("--cases", f.cases, "property cases per op (default 100; 10 at full size: --weights, --full-size)")
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--seed", f.seed, "seed for property cases, or 'random' (default: a fixed seed, printed)");
     app.add_option("--dtype", f.dtype, "dtype the implementations run in: f32, bf16, f16 (default f32)");
     app.add_option("--params", f.params,
@@ -42,8 +43,33 @@ void add_case_flags(CLI::App& app, CaseFlags& f) {
     config::add_config_options(app, f.model,
                                "Property cases then take the model's conventions (layout, theta, scaling, rotary dim, "
                                "QK-norm, eps) and heads, kv heads, head_dim; d_model and ffn are divided by a power "
-                               "of two down to d_model <= 256 so that 100 cases stay fast; tokens, positions and "
-                               "inputs are still drawn. The repo's fixtures then run only when named (--fixtures)");
+                               "of two down to d_model <= 256 so that 100 cases stay fast (--full-size: not divided); "
+                               "tokens, positions and inputs are still drawn. The repo's fixtures then run only when "
+                               "named (--fixtures). With --weights, the checkpoint is the model: --config names its "
+                               "config.json, and --layout, --theta, --eps, --qk-norm override its conventions",
+                               /*with_layers=*/false);
+    CLI::Option_group* g = app.add_option_group(
+        "real checkpoints", "a model's own weights at full size (README, \"Real checkpoints\"; harness/weights/)");
+    g->add_option("--weights", f.weights,
+                  "a checkpoint: a .gguf file, a .safetensors file, or a directory of safetensors shards with its "
+                  "config.json. Property cases take its configuration at full size and a layer's real weights; "
+                  "tokens, positions and inputs are still drawn and shrunk (--inputs model: the real stream)");
+    g->add_option("--layer", f.layers, "the checkpoint layer N the cases take (default 0)");
+    g->add_option("--layers", f.layers, "checkpoint layers: all, A-B or N, one at a time");
+    g->add_option("--inputs", f.inputs,
+                  "random (drawn, the default) or model: the layer's real residual stream, the reference's float64 "
+                  "forward of --tokens through the layers before it, and each op's real inputs from it")
+        ->check(CLI::IsMember({"random", "model"}));
+    g->add_option("--tokens", f.tokens, "--inputs model: the token ids, comma-separated (default: a fixed random sequence)");
+    g->add_option("--token-count", f.token_count, "--inputs model: the length of the default sequence (default 64)")
+        ->check(CLI::PositiveNumber);
+    f.o_positions = g->add_option("--positions", f.positions, "--inputs model: the position of the first token (default 0)")
+                        ->check(CLI::NonNegativeNumber);
+    g->add_flag("--full-size", f.full_size,
+                "--preset / --config: the property cases at the model's own d_model and ffn, not divided down");
+    g->add_option("--max-rows", f.max_rows,
+                  "at full size, tokens per case of the ops with weights (block, decode, swiglu) at most N (default 64)")
+        ->check(CLI::PositiveNumber);
 }
 
 void add_worker_flags(CLI::App& app, WorkerFlags& f, bool gate) {
@@ -114,7 +140,8 @@ Resolved resolve_case_flags(const CaseFlags& f) {
             throw InputError("--seed: expected a number or 'random', found '" + f.seed + "'");
         }
     }
-    s.cases = f.cases;
+    const bool full = f.full_size || !f.weights.empty();
+    s.cases = f.cases >= 0 ? f.cases : full ? kFullSizeCases : 100;
     s.params = f.params;
     if (const std::string why = select::regex_problem(f.params); !why.empty())
         throw InputError("--params: '" + f.params + "' is not a valid regular expression: " + why);
@@ -127,13 +154,42 @@ Resolved resolve_case_flags(const CaseFlags& f) {
     s.fixtures = f.fixtures;
     s.default_fixtures = !f.no_default_fixtures;
     s.fixture_case = f.fixture_case;
+    const bool model_inputs = f.inputs == "model";
+    if (f.weights.empty()) {
+        for (const auto& [given, flag] : {std::pair{!f.layers.empty(), "--layer/--layers"}, {model_inputs, "--inputs model"},
+                                          {!f.tokens.empty(), "--tokens"}})
+            if (given) throw InputError(std::string(flag) + ": only with --weights PATH (a checkpoint's layers)");
+        if (f.full_size && !f.model.given())
+            throw InputError("--full-size: name the model (--preset or --config); the drawn cases have no full size");
+    } else {
+        if (f.full_size) throw InputError("--full-size: --weights is always at full size");
+        if (!model_inputs && (!f.tokens.empty() || (f.o_positions && f.o_positions->count())))
+            throw InputError("--tokens / --positions: only with --inputs model (drawn inputs draw their positions)");
+        run::RealOptions ro;
+        ro.path = f.weights;
+        ro.layers = f.layers;
+        ro.model_inputs = model_inputs;
+        if (!f.tokens.empty()) ro.tokens = run::parse_token_ids(f.tokens, "--tokens");
+        ro.n_tokens = f.token_count;
+        ro.start = f.positions;
+        ro.overrides = f.model;
+        r.real = run::RealModel::open(ro, nullptr);
+        r.model = std::make_shared<const config::ModelConfig>(r.real->model());
+        s.real = r.real;
+        s.pin = r.model->block;
+        s.max_rows = f.max_rows > 0 ? f.max_rows : kFullSizeRows;
+        return r;
+    }
     if (f.model.given()) {
         try {
             r.model = std::make_shared<const config::ModelConfig>(config::resolve_config(f.model));
         } catch (const config::ConfigError& e) {
             throw InputError(e.what());
         }
-        while (r.model->block.d_model / r.scale_down > 256) r.scale_down *= 2;
+        if (!f.full_size)
+            while (r.model->block.d_model / r.scale_down > 256) r.scale_down *= 2;
+        else
+            s.max_rows = f.max_rows > 0 ? f.max_rows : kFullSizeRows;
         s.pin = config::scale_down(r.model->block, r.scale_down);
     }
     return r;

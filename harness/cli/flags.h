@@ -18,11 +18,22 @@ inline constexpr uint64_t kDefaultSeed = 20261129;
 // The selection flags as typed.
 struct CaseFlags {
     std::string impls, ops, seed, dtype = "f32", shard, params, case_id, fixture_case;
-    int cases = 100;
+    int cases = -1;  // -1: 100 per op, or kFullSizeCases at full size
     std::vector<std::string> fixtures;
     bool no_default_fixtures = false;
     config::ConfigOptions model;  // --preset / --config / overrides
+    // A real checkpoint (run/real.h), and full-size runs without one.
+    std::string weights, layers, inputs = "random", tokens;
+    int64_t token_count = 64, positions = 0, max_rows = 0;
+    bool full_size = false;
+    CLI::Option* o_positions = nullptr;
 };
+
+// Property cases per op by default at full size (--weights, --full-size):
+// a full-size block case costs seconds, not microseconds.
+inline constexpr int kFullSizeCases = 10;
+// Rows of the ops with weights at full size, unless --max-rows.
+inline constexpr int64_t kFullSizeRows = 64;
 
 // --impl --op --cases --seed --dtype --params --shard --case --fixtures
 // --no-default-fixtures --fixture-case, and the CONFIG flags.
@@ -50,6 +61,7 @@ struct Resolved {
     // 100 cases per op stay fast; the report's "config" section says so.
     std::shared_ptr<const config::ModelConfig> model;
     int64_t scale_down = 1;
+    std::shared_ptr<run::RealModel> real;  // --weights
 };
 
 // The flags, checked: ops, dtype, seed ('random' draws one), shard (with

@@ -8,6 +8,7 @@
 #include "config/hf_config.h"
 #include "report/formats.h"
 #include "report/out_dir.h"
+#include "run/real.h"
 #include "run/runner.h"
 
 namespace conform::cli {
@@ -20,6 +21,9 @@ void add_gate_flags(CLI::App& app, GateOptions& g) {
                    "(conform.md), html (conform.html), or all (default json)");
     app.add_flag("--json", g.json, "print the JSON report on stdout instead of the table");
     app.add_flag("--quiet", g.quiet, "no progress or summary lines beyond the table");
+    app.add_flag("--verbose", g.verbose,
+                 "after the table, where the time went: reading, drawing, the reference, the baselines, each "
+                 "implementation, judging, diagnosis (also in the JSON report's \"phases\")");
     app.add_option("--simd-target", g.simd_target,
                    "simd: run this compiled Highway target instead of the best one (see `conform list`)");
     app.add_option("--threads", g.threads, "threads per implementation (default: theirs; simd uses every core)")
@@ -90,8 +94,21 @@ int run_planned(const GateOptions& g, const Resolved& r, const run::Plan& plan, 
         const int per_op = s.case_id.empty() ? s.cases : 1;
         log << fmt::format("conform: seed {} ({} property cases per op; --seed {} reproduces this run)\n", s.seed,
                            per_op, s.seed);
+        if (r.real) {
+            for (const auto& l : r.real->checkpoint().detected()) log << "conform: " << l << "\n";
+            std::string layers;
+            for (int64_t l : r.real->layers()) layers += (layers.empty() ? "" : ",") + std::to_string(l);
+            log << fmt::format("conform: --weights {}: layer{} {}; {} inputs{}\n", r.real->options().path,
+                               r.real->layers().size() == 1 ? "" : "s", layers,
+                               r.real->model_inputs() ? "model" : "drawn",
+                               r.real->model_inputs()
+                                   ? fmt::format(" ({} tokens from position {})", r.real->tokens().size(),
+                                                 r.real->options().start)
+                                   : std::string());
+        }
         if (r.model) {
             config::print_config(log, *r.model, "conform: ");
+            if (!r.real)
             log << fmt::format("conform: property cases take this config{}; tokens, positions and inputs are drawn\n",
                                r.scale_down > 1 ? fmt::format(" with d_model and ffn / {} = {}, {}", r.scale_down,
                                                               s.pin->d_model, s.pin->ffn_dim)
@@ -123,6 +140,12 @@ int run_planned(const GateOptions& g, const Resolved& r, const run::Plan& plan, 
     if (s.dtype != DType::f32) ro.replay_flags += std::string(" --dtype ") + to_string(s.dtype);
     if (!g.simd_target.empty()) ro.replay_flags += " --simd-target " + g.simd_target;
     if (g.threads > 0) ro.replay_flags += " --threads " + std::to_string(g.threads);
+    if (r.real) {
+        ro.replay_flags += r.real->replay_flags();
+        // What each layer's weights (and, with model inputs, its stream) look like.
+        if (chatty)
+            ro.on_layer = [&log](const run::LayerStats& st) { run::print_layer_stats(log, st, "conform: "); };
+    }
     select::Progress progress(std::cerr, select::progress_wanted(g.quiet, g.json), plan.total_cases);
     const run::Outcome out = run::execute(plan, impls, ro, [&](int done, int failures) { progress.update(done, failures); });
     progress.finish();
@@ -135,6 +158,15 @@ int run_planned(const GateOptions& g, const Resolved& r, const run::Plan& plan, 
     if (r.model) {
         config = config::config_json(*r.model);
         config["property_cases_scale_down"] = r.scale_down;
+        if (r.real) {
+            config["weights"] = r.real->options().path;
+            config["layers"] = r.real->layers();
+            config["inputs"] = r.real->model_inputs() ? "model" : "drawn";
+            if (r.real->model_inputs()) {
+                config["tokens"] = r.real->tokens();
+                config["first_position"] = r.real->options().start;
+            }
+        }
     }
     const auto j = run::report_json(out, plan, config);
     std::string written;
@@ -150,6 +182,7 @@ int run_planned(const GateOptions& g, const Resolved& r, const run::Plan& plan, 
         print_summary(std::cout, out.report);
         for (const auto& res : out.report.results)
             if (!res.pass) print_failure(std::cout, res);
+        if (g.verbose) print_phases(std::cout, out.report);
         if (!g.quiet) std::cout << fmt::format("\nreport: {}  ({:.1f} s)\n", written, out.report.seconds);
     }
     if (!out.saved.empty()) {

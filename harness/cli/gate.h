@@ -18,6 +18,7 @@ struct GateOptions {
     std::string report_list;         // --report: formats written to `out` (report/formats.h); "" = json
     bool json = false;               // print the JSON report to stdout instead of the table
     bool quiet = false;
+    bool verbose = false;            // the phase breakdown after the table
     std::string simd_target;         // simd: force one compiled Highway target ("" = best)
     int threads = 0;                 // implementations' thread count (0 = their default)
     std::string save_failures;       // directory: each failing property case, shrunk, as a fixture

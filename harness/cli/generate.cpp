@@ -15,6 +15,7 @@
 #include "h5/fixture.h"
 #include "h5/golden.h"
 #include "reference/reference.h"
+#include "run/real.h"
 
 namespace conform::cli {
 
@@ -29,8 +30,11 @@ struct GenerateOptions {
     int cases = 1;
     uint64_t seed = 1;
     bool force = false, list_presets = false;
+    std::string weights, inputs = "drawn";  // a checkpoint: the case takes --layer's real weights
+    int64_t layer = 0;
 
     CLI::Option* o_prefill = nullptr;
+    CLI::Option* o_scale_down = nullptr;
 };
 
 // The config sizes an op's inputs are built from (a superset of what the
@@ -90,18 +94,45 @@ int run_generate(const GenerateOptions& o) {
     // ---- the config: preset, then --config, scaled, then the flags given -------------
     if (o.scale_down < 1) return usage("--scale-down must be >= 1");
     config::ModelConfig model;
-    try {
-        model = config::resolve_config(o.config, {}, false);
-    } catch (const config::ConfigError& e) {
-        return usage(e.what());
+    // A checkpoint: its configuration at full size, and one layer's weights
+    // (and, with --inputs model, its real activations) in every case.
+    std::shared_ptr<run::RealModel> real;
+    std::shared_ptr<const gen::RealLayer> slot;
+    if (o.inputs != "drawn" && o.inputs != "model")
+        return usage("--inputs: expected drawn or model, found '" + o.inputs + "'");
+    if (!o.weights.empty()) {
+        if (o.o_scale_down->count()) return usage("--scale-down: --weights fixes the sizes");
+        run::RealOptions ro;
+        ro.path = o.weights;
+        ro.layers = std::to_string(o.layer);
+        ro.model_inputs = o.inputs == "model";
+        ro.n_tokens = std::max<int64_t>(o.tokens, o.keys);
+        ro.start = o.start;
+        ro.overrides = o.config;
+        try {
+            real = run::RealModel::open(ro, nullptr);
+            real->load(o.layer);
+            slot = real->slot(o.layer);
+        } catch (const std::exception& e) {
+            return usage(e.what());
+        }
+        model = real->model();
+    } else {
+        if (o.inputs == "model") return usage("--inputs model: only with --weights PATH");
+        try {
+            model = config::resolve_config(o.config, {}, false);
+        } catch (const config::ConfigError& e) {
+            return usage(e.what());
+        }
     }
-    BlockConfig cfg = config::scale_down(model.block, o.scale_down);
+    BlockConfig cfg = real ? model.block : config::scale_down(model.block, o.scale_down);
     // --scale-down divides the preset's or file's widths, not a width given as a flag.
-    if (o.config.o_d_model->count()) cfg.d_model = o.config.d_model;
-    if (o.config.o_ffn->count()) cfg.ffn_dim = o.config.ffn;
+    if (!real && o.config.o_d_model->count()) cfg.d_model = o.config.d_model;
+    if (!real && o.config.o_ffn->count()) cfg.ffn_dim = o.config.ffn;
     const std::string preset = o.config.o_preset->count() ? o.config.preset : std::string();
     std::string origin = model.name.empty() ? "custom" : model.name;
     if (o.scale_down > 1) origin += fmt::format(" (d_model, ffn_dim / {})", o.scale_down);
+    if (real) origin += fmt::format(" layer {}{}", o.layer, o.inputs == "model" ? " (model inputs)" : "");
     if (!op_info(*op).uses(kHeads)) cfg.n_kv_heads = cfg.n_heads;  // heads in x only
     for (const auto& [flag, field] : sizes_needed(*op))
         if (cfg.*field <= 0)
@@ -145,6 +176,12 @@ int run_generate(const GenerateOptions& o) {
             s.mag = o.mag;
             s.outliers = o.outliers;
             s.seed = o.seed + static_cast<uint64_t>(i);
+            if (slot) {
+                s.layer = o.layer;
+                s.real = slot;
+                s.model_inputs = slot->model_inputs;
+                if (s.model_inputs) s.mag = 1, s.outliers = 0;  // the stream is what it is
+            }
             h5::FixtureCase fc;
             fc.c = gen::materialize(s);
             fc.c.group = "case_" + std::to_string(i);
@@ -159,6 +196,11 @@ int run_generate(const GenerateOptions& o) {
             fc.attrs["producer"] = "conform generate (expected: LibTorch " + ref::version() + " reference, float64)";
             if (!preset.empty()) fc.attrs["preset"] = preset;
             if (o.config.o_file->count()) fc.attrs["config"] = o.config.file;
+            if (real) {
+                fc.attrs["weights"] = o.weights;
+                fc.attrs["layer"] = o.layer;
+                fc.attrs["inputs"] = o.inputs;
+            }
             fc.attrs["seed"] = static_cast<int64_t>(s.seed);
             // The inputs are exactly the property case with this id: `conform
             // --case ID` runs the same tensors without the file.
@@ -184,7 +226,12 @@ Command add_generate(CLI::App& app) {
     // --preset NAME, --config FILE, --d-model, --heads (rope, qk_norm: heads in x), ... (config/options.h)
     config::add_config_options(*sub, o->config);
     sub->add_flag("--presets", o->list_presets, "list the presets and exit");
-    sub->add_option("--scale-down", o->scale_down, "divide d_model and ffn_dim by K (files stay small; heads, head_dim, theta, eps kept)");
+    sub->add_option("--weights", o->weights,
+                    "a checkpoint (HF safetensors, GGUF): the cases take --layer's real weights and its full sizes");
+    sub->add_option("--layer", o->layer, "with --weights: the layer (default 0)")->check(CLI::NonNegativeNumber);
+    sub->add_option("--inputs", o->inputs,
+                    "with --weights: drawn (default) or model (the layer's real residual stream and activations)");
+    o->o_scale_down = sub->add_option("--scale-down", o->scale_down, "divide d_model and ffn_dim by K (files stay small; heads, head_dim, theta, eps kept)");
     sub->add_option("--tokens", o->tokens, "T: tokens (attention: queries) per case (default 4)");
     sub->add_option("--keys", o->keys, "attention: S keys, the queries being the last T (default T)");
     sub->add_option("--positions", o->start, "position of the first token (attention: first key) (default 0)");

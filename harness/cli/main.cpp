@@ -1,11 +1,15 @@
 // conform — the command. Parsing and wiring only; the work is in the libraries.
+#include <malloc.h>
+
 #include <CLI/CLI.hpp>
+#include <climits>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/gate.h"
 #include "config/hf_config.h"
 #include "worker/process.h"
+#include "reference/reference.h"
 
 using namespace conform;
 using namespace conform::cli;
@@ -16,6 +20,12 @@ int main(int argc, char** argv) {
     // CAP_SYS_PTRACE (a worker: /proc/PID/mem, /proc/PID/fd, ptrace), and a
     // dead worker's pipe is an error to report, not a SIGPIPE to die of.
     worker::protect_judge();
+    // A full-size case allocates and frees tensors of hundreds of MB, each of
+    // which glibc would otherwise map fresh and the kernel zero page by page
+    // (half of such a case's time); kept in the heap, they are reused.
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);
+    ref::set_threads();
     CLI::App app{"conform — differential conformance testing of Llama-family decoder blocks against a LibTorch reference"};
     app.require_subcommand(0, 1);
     GateOptions g;

@@ -24,7 +24,7 @@ bool ConfigOptions::given() const {
     return false;
 }
 
-void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what) {
+void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what, bool with_layers) {
     CLI::Option_group* g = app.add_option_group(
         "configuration",
         "the model: --preset, then --config, then each flag, applied in that order" + (what.empty() ? "" : ". " + what));
@@ -35,7 +35,7 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
     o.o_kv_heads = g->add_option("--kv-heads,--n-kv-heads", o.kv_heads, "KV: key/value heads");
     o.o_head_dim = g->add_option("--head-dim", o.head_dim, "hd: dims per head");
     o.o_ffn = g->add_option("--ffn,--ffn-dim", o.ffn, "F: SwiGLU hidden width (intermediate_size)");
-    o.o_layers = g->add_option("--layers", o.layers, "L: blocks in the model (num_hidden_layers)");
+    if (with_layers) o.o_layers = g->add_option("--layers", o.layers, "L: blocks in the model (num_hidden_layers)");
     o.o_theta = g->add_option("--theta,--rope-theta", o.theta, "RoPE base");
     o.o_layout = g->add_option("--layout,--rope-layout", o.layout,
                                "RoPE pairing: neox (HF) | interleaved (Meta, GGUF)");

@@ -36,7 +36,9 @@ struct ConfigOptions {
 
 // Adds the flags to `app`, in an option group "configuration"; `what` says
 // what the command does with the model (its --help).
-void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what = "");
+// `with_layers`: whether --layers (the model's depth) is one of them; the
+// gate, whose --layers picks a checkpoint's layers, leaves it out.
+void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what = "", bool with_layers = true);
 
 // preset → file → flags. Without a preset or a file, the flags apply to
 // `base` (a command's own default; a zero block when it has none). Throws

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <rapidcheck.h>
 #include <sstream>
+#include <stdexcept>
 
 #include "core/rng.h"
 
@@ -238,7 +239,35 @@ void pin(CaseSpec& s, const BlockConfig& c) {
     if (info.reads("norm_eps")) s.eps = c.norm_eps;
 }
 
-CaseSpec make(Op op, const std::optional<BlockConfig>& pinned) {
+// A checkpoint's layer: its weights; with model inputs, the first T rows of
+// its real stream at the positions they were computed at (so the drawn
+// position, shape, magnitude and outliers give way to the stream's).
+void take_layer(CaseSpec& s, const std::shared_ptr<const RealLayer>& real) {
+    s.layer = real->layer;
+    s.real = real;
+    s.model_inputs = real->model_inputs;
+    if (!s.model_inputs) return;
+    const int64_t n = real->rows;
+    s.mag = 1;
+    s.outliers = 0;
+    s.shape = CaseSpec::Shape::contiguous;
+    s.T = std::min(s.T, n);
+    if (s.op == Op::attention) {
+        s.S = std::min(s.S, n);
+        s.T = std::min(s.T, s.S);
+        s.kpos = real->start;
+        s.pos = real->start + s.S - s.T;  // the keys' last T: a prefill, a chunk, a decode step
+    } else {
+        s.pos = real->start;
+    }
+    s.prefill = std::min(s.prefill, s.T);
+}
+
+CaseSpec make(const Stream& st) {
+    const Op op = st.op;
+    const std::optional<BlockConfig>& pinned = st.pin;
+    // Rows of the ops with weights, at most st.max_rows (a full-size block).
+    auto cap = [&](int64_t rows) { return st.max_rows > 0 ? std::min(rows, st.max_rows) : rows; };
     CaseSpec s;
     s.op = op;
     const GenReach& reach = op_info(op).reach;
@@ -295,7 +324,7 @@ CaseSpec make(Op op, const std::optional<BlockConfig>& pinned) {
             break;
         }
         case Op::swiglu:
-            s.T = pick_rows(reach.rows);
+            s.T = cap(pick_rows(reach.rows));
             s.d_model = pick_width(96, {512, 520});
             s.ffn_dim = pick_width(200, {1376, 2816, 1400});
             break;
@@ -305,8 +334,8 @@ CaseSpec make(Op op, const std::optional<BlockConfig>& pinned) {
             // of 300+ steps after its prefill), then with narrow widths so
             // the case stays cheap.
             const bool long_run = weighted<int>({{9, 0}, {1, 1}}) == 1;
-            s.T = !long_run ? pick_rows(reach.rows)
-                            : op == Op::block ? one_of<int64_t>(64, 130, 257, 512) : one_of<int64_t>(317, 40, 129, 333);
+            s.T = cap(!long_run ? pick_rows(reach.rows)
+                                : op == Op::block ? one_of<int64_t>(64, 130, 257, 512) : one_of<int64_t>(317, 40, 129, 333));
             pick_heads(s, long_run ? 4 : 8);
             s.head_dim = pick_head_dim(long_run ? 32 : reach.head_dim_max);
             s.d_model = *rc::gen::inRange<int64_t>(4, long_run ? 49 : 97);
@@ -325,6 +354,7 @@ CaseSpec make(Op op, const std::optional<BlockConfig>& pinned) {
     pick_inputs(s);
     if (op_info(op).uses(kRope)) pick_rope_extras(s);
     if (pinned) pin(s, *pinned);
+    if (st.real) take_layer(s, st.real);
     return s;
 }
 
@@ -402,6 +432,10 @@ Fields fields(const CaseSpec& s) {
     add("mag", num(s.mag));
     add("outliers", I(s.outliers));
     add("seed", std::to_string(s.seed));
+    if (s.layer >= 0) {
+        add("layer", I(s.layer));
+        if (s.model_inputs) add("inputs", "model");
+    }
     return f;
 }
 
@@ -436,9 +470,11 @@ std::vector<int64_t> positions_of(int64_t start, int64_t n, CaseSpec::Shape shap
     return p;
 }
 
-rc::Gen<CaseSpec> spec_gen(Op op, const std::optional<BlockConfig>& pin) {
-    return rc::gen::exec([op, pin] { return make(op, pin); });
+rc::Gen<CaseSpec> spec_gen(const Stream& s) {
+    return rc::gen::exec([s] { return make(s); });
 }
+
+rc::Gen<CaseSpec> spec_gen(Op op, const std::optional<BlockConfig>& pin) { return spec_gen(Stream{op, 0, pin, {}, 0}); }
 
 std::string canonical_id(const CaseSpec& s) {
     std::string id = std::string(to_string(s.op)) + "(";
@@ -496,6 +532,13 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             else if (k == "mag") s.mag = std::stod(v);
             else if (k == "outliers") s.outliers = std::stoll(v);
             else if (k == "seed") s.seed = std::stoull(v);
+            else if (k == "layer") {
+                s.layer = std::stoll(v);
+                if (s.layer < 0) return fail("layer must be >= 0, found '" + v + "'");
+            } else if (k == "inputs") {
+                if (v != "model") return fail("inputs must be model (drawn inputs have no field), found '" + v + "'");
+                s.model_inputs = true;
+            }
             else if (k == "positions") {
                 // A block's positions are one sequence: increasing, holes allowed.
                 const bool any_order = !op_info(s.op).uses(kResidual);
@@ -550,6 +593,7 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
         if (s.head_dim % 2 == 0 && s.head_dim > 0)
             if (auto bad = rope_config_problem(rc)) return fail(bad->first + ": " + bad->second);
     }
+    if (s.model_inputs && s.layer < 0) return fail("inputs=model needs layer=N (a checkpoint's layer)");
     if (!op_info(s.op).uses(kHeads)) s.n_kv_heads = s.n_heads;  // heads in x only (rope, qk_norm): no kv heads
     if (s.T < 1 || s.S < 1 || s.n_heads < 1 || s.n_kv_heads < 1 || s.head_dim < 1 || s.d_model < 1 || s.ffn_dim < 1)
         return fail("sizes must be >= 1");
@@ -557,7 +601,35 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
     return s;
 }
 
+namespace {
+
+// Rows [begin, begin + n) of t.
+Tensor rows_of(const Tensor& t, int64_t begin, int64_t n) {
+    Tensor out(n, t.cols());
+    std::copy(t.data.begin() + begin * t.cols(), t.data.begin() + (begin + n) * t.cols(), out.data.begin());
+    return out;
+}
+
+const RealLayer* real_layer(const CaseSpec& s) {
+    if (s.layer < 0) return nullptr;
+    if (!s.real || s.real->layer != s.layer || s.real->weights.empty())
+        throw std::logic_error("case " + canonical_id(s) + " names layer " + std::to_string(s.layer) +
+                               " of a checkpoint, but that layer is not loaded");
+    if (s.model_inputs && (s.real->acts.empty() || s.T > s.real->rows || s.S > s.real->rows))
+        throw std::logic_error("case " + canonical_id(s) + " takes the real stream's inputs, which are not loaded "
+                               "or are shorter than the case");
+    return s.real.get();
+}
+
+}  // namespace
+
 Case materialize(const CaseSpec& s) {
+    const RealLayer* R = real_layer(s);
+    const bool model = R && s.model_inputs;
+    auto weight_or = [&](const char* name, auto draw) -> Tensor {
+        return R && R->weights.count(name) ? R->weights.at(name) : draw();
+    };
+    auto act = [&](const char* name, int64_t begin, int64_t n) { return rows_of(R->acts.at(name), begin, n); };
     Case c;
     c.op = s.op;
     c.seed = s.seed;
@@ -578,21 +650,27 @@ Case materialize(const CaseSpec& s) {
     Rng r{s.seed * 0x2545F4914F6CDD1Dull + static_cast<uint64_t>(s.op) + 1};
     switch (s.op) {
         case Op::rmsnorm:
-            c.inputs["x"] = activations(r, s.T, s.d_model, s.mag, s.outliers);
-            c.inputs["weight"] = norm_weight(r, s.d_model, 0.3);
+            c.inputs["x"] = model ? act("x", 0, s.T) : activations(r, s.T, s.d_model, s.mag, s.outliers);
+            c.inputs["weight"] = weight_or("attn_norm", [&] { return norm_weight(r, s.d_model, 0.3); });
             break;
         case Op::rope:
-            c.inputs["x"] = activations(r, s.T, s.n_heads * s.head_dim, s.mag, s.outliers);
+            c.inputs["x"] = model ? act("rope_in", 0, s.T) : activations(r, s.T, s.n_heads * s.head_dim, s.mag, s.outliers);
             c.positions["positions"] = positions_of(s.pos, s.T, s.shape);
             break;
         case Op::qk_norm:
-            c.inputs["x"] = activations(r, s.T, s.n_heads * s.head_dim, s.mag, s.outliers);
-            c.inputs["weight"] = norm_weight(r, s.head_dim, 0.5);
+            c.inputs["x"] = model ? act("q", 0, s.T) : activations(r, s.T, s.n_heads * s.head_dim, s.mag, s.outliers);
+            c.inputs["weight"] = weight_or("q_norm", [&] { return norm_weight(r, s.head_dim, 0.5); });
             break;
         case Op::attention:
-            c.inputs["q"] = activations(r, s.T, s.n_heads * s.head_dim, s.mag, s.outliers);
-            c.inputs["k"] = activations(r, s.S, s.n_kv_heads * s.head_dim, s.mag, 0);
-            c.inputs["v"] = normal(r, s.S, s.n_kv_heads * s.head_dim, 1.0);
+            if (model) {  // the keys are the stream's first S rows, the queries their last T
+                c.inputs["q"] = act("q_rot", s.S - s.T, s.T);
+                c.inputs["k"] = act("k_rot", 0, s.S);
+                c.inputs["v"] = act("v", 0, s.S);
+            } else {
+                c.inputs["q"] = activations(r, s.T, s.n_heads * s.head_dim, s.mag, s.outliers);
+                c.inputs["k"] = activations(r, s.S, s.n_kv_heads * s.head_dim, s.mag, 0);
+                c.inputs["v"] = normal(r, s.S, s.n_kv_heads * s.head_dim, 1.0);
+            }
             // The keys' positions in the shape; the queries' the last T of them
             // when they are the keys' tail (a query sees itself and what came
             // before), else their own from pos.
@@ -605,14 +683,21 @@ Case materialize(const CaseSpec& s) {
             }
             break;
         case Op::swiglu:
-            c.inputs["x"] = activations(r, s.T, s.d_model, s.mag, s.outliers);
-            c.inputs["w1"] = weight(r, s.d_model, s.ffn_dim);
-            c.inputs["w3"] = weight(r, s.d_model, s.ffn_dim);
-            c.inputs["w2"] = weight(r, s.ffn_dim, s.d_model);
+            c.inputs["x"] = model ? act("ffn_in", 0, s.T) : activations(r, s.T, s.d_model, s.mag, s.outliers);
+            c.inputs["w1"] = weight_or("w1", [&] { return weight(r, s.d_model, s.ffn_dim); });
+            c.inputs["w3"] = weight_or("w3", [&] { return weight(r, s.d_model, s.ffn_dim); });
+            c.inputs["w2"] = weight_or("w2", [&] { return weight(r, s.ffn_dim, s.d_model); });
             break;
         case Op::block:
         case Op::decode: {
             const int64_t D = s.d_model, Q = s.n_heads * s.head_dim, KV = s.n_kv_heads * s.head_dim;
+            if (R) {  // the layer as the checkpoint has it
+                c.inputs["x"] = model ? act("x", 0, s.T) : activations(r, s.T, D, s.mag, s.outliers);
+                for (const auto& [name, w] : R->weights)
+                    if (s.qk_norm || (name != "q_norm" && name != "k_norm")) c.inputs[name] = w;
+                c.positions["positions"] = positions_of(s.pos, s.T, s.shape);
+                break;
+            }
             c.inputs["x"] = activations(r, s.T, D, s.mag, s.outliers);
             c.inputs["attn_norm"] = norm_weight(r, D, 0.3);
             c.inputs["wq"] = weight(r, D, Q);
@@ -643,11 +728,11 @@ int size_for(int index) { return std::min(100, 10 + index); }
 }  // namespace
 
 CaseSpec draw(const Stream& s, int index) {
-    return spec_gen(s.op, s.pin)(random_for(s.op, s.seed, index), size_for(index)).value();
+    return spec_gen(s)(random_for(s.op, s.seed, index), size_for(index)).value();
 }
 
 Shrunk shrink(const Stream& s, int index, const std::function<bool(const CaseSpec&)>& still_fails, int max_tries) {
-    auto current = spec_gen(s.op, s.pin)(random_for(s.op, s.seed, index), size_for(index));
+    auto current = spec_gen(s)(random_for(s.op, s.seed, index), size_for(index));
     Shrunk out{current.value(), 0, 0};
     bool progressed = true;
     while (progressed && out.tried < max_tries) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -24,6 +25,8 @@ class Gen;
 }
 
 namespace conform::gen {
+
+struct RealLayer;
 
 struct CaseSpec {
     Op op = Op::rmsnorm;
@@ -50,6 +53,29 @@ struct CaseSpec {
     double mag = 1.0;        // input magnitude (x, q, k)
     int64_t outliers = 0;    // input channels scaled x50 (outlier channels)
     uint64_t seed = 0;
+    // A checkpoint's layer (conform --weights PATH --layer N): the case takes
+    // its weights instead of drawn ones, and with model_inputs its inputs are
+    // the layer's real activations (the id then ends ",layer=N,inputs=model").
+    // `real` holds them while the layer's cases run; an id parsed without it
+    // names the layer and the run must supply it (run/real.h).
+    int64_t layer = -1;
+    bool model_inputs = false;
+    std::shared_ptr<const RealLayer> real;
+};
+
+// One layer of a real checkpoint, as property cases take it.
+struct RealLayer {
+    int64_t layer = 0;
+    bool model_inputs = false;  // --inputs model: the inputs are the real residual stream's
+    int64_t rows = 0;           // model inputs: rows of the stream (a case takes its first T)
+    int64_t start = 0;          // model inputs: the position of the stream's first row
+    // Filled while the layer's cases run (run/real.h), empty otherwise:
+    Named weights;  // attn_norm, wq, wk, wv, wo, ffn_norm, w1, w3, w2 (q_norm, k_norm): [in, out]
+    // Model inputs: the reference's activations of the layer on the stream,
+    // float32, [rows, width]: x (the layer's input), attn_in, q, rope_in
+    // (q as RoPE sees it: after QK-norm when the model has it), q_rot, k_rot,
+    // v, ffn_in.
+    Named acts;
 };
 
 // The property cases of a run for one op: its seed and, for `conform
@@ -61,6 +87,11 @@ struct Stream {
     Op op = Op::rmsnorm;
     uint64_t seed = 0;
     std::optional<BlockConfig> pin;
+    // A checkpoint's layer the cases take (the pin is then its config).
+    std::shared_ptr<const RealLayer> real;
+    // > 0: at most this many rows (tokens) in the ops with weights (block,
+    // decode, swiglu) — a full-size block costs T · 2 · params flops per pass.
+    int64_t max_rows = 0;
 };
 
 // n positions from start in a shape:
@@ -73,12 +104,15 @@ const char* to_string(CaseSpec::Shape s);
 
 // The generator for one op's specs (pinned to `pin` when given).
 rc::Gen<CaseSpec> spec_gen(Op op, const std::optional<BlockConfig>& pin = std::nullopt);
+rc::Gen<CaseSpec> spec_gen(const Stream& s);
 
 // Canonical id, and its inverse (nullopt with a message on a malformed id).
 std::string canonical_id(const CaseSpec& s);
 std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error = nullptr);
 
-// Builds the case: config, inputs and positions, drawn from s.seed.
+// Builds the case: config, inputs and positions, drawn from s.seed (the
+// weights, and with model_inputs the inputs, from s.real). Throws
+// std::logic_error for a case naming a layer that is not loaded.
 Case materialize(const CaseSpec& s);
 
 // Draws the property case number `index` of a stream (same seed, same

@@ -63,6 +63,21 @@ struct FixtureCase {
 // std::runtime_error for I/O failures.
 void write_fixture(const std::string& path, const std::vector<FixtureCase>& cases, bool force);
 
+// `conform forward --save-logits FILE.h5` (fixtures/SCHEMA.md, "Logits
+// files"): the token ids, their positions, the reference's logits in float64
+// and each implementation's, [T, vocab]. Written as write_fixture writes.
+struct LogitsFile {
+    std::vector<int64_t> token_ids, positions;
+    DTensor reference;
+    std::map<std::string, DTensor> impls;
+    std::map<std::string, AttrValue> attrs;  // weights, dtype, ...
+};
+void write_logits(const std::string& path, const LogitsFile& l, bool force);
+// Reads token_ids [T], positions [T] (optional) and the logits [T, vocab] —
+// `logits` (an engine's file) or else `reference` — into l.reference.
+// InputError naming the file and dataset, NaN/Inf included.
+LogitsFile read_logits(const std::string& path);
+
 // Input names stored as 1-D datasets ([n] in the file, [1, n] in memory).
 bool is_vector_input(const std::string& name);
 

@@ -414,6 +414,28 @@ Case read_case(const std::string& path, hid_t root, const std::string& name) {
 }
 
 // Parses "conform-fixture/MAJOR[.MINOR]"; -1 when it is not that shape.
+// A file that exists, is readable and is HDF5, opened read-only.
+File open_file(const Ctx& ctx, const std::string& path) {
+    std::error_code ec;
+    const auto st = fs::status(path, ec);
+    if (ec || !fs::exists(st)) ctx.fail("", "no such file");
+    if (!fs::is_regular_file(st)) ctx.fail("", "not a regular file");
+    if (::access(path.c_str(), R_OK) != 0) ctx.fail("", std::string("cannot read: ") + std::strerror(errno));
+    const htri_t is = H5Fis_hdf5(path.c_str());
+    if (is <= 0) ctx.fail("", "not an HDF5 file (no HDF5 signature)" + Ctx::because());
+    PropList fapl(ctx.check(H5Pcreate(H5P_FILE_ACCESS), "", "H5Pcreate"));
+#if H5_VERSION_GE(1, 10, 7)
+    // Reading needs no lock, and locking fails on some network and read-only
+    // file systems.
+    H5Pset_file_locking(fapl.get(), false, true);
+#endif
+    return File(ctx.check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), "", "cannot open as HDF5 (corrupt or truncated?)"));
+}
+
+std::string fmt_nonfinite(double v, int64_t row, int64_t col) {
+    return std::string(std::isnan(v) ? "NaN" : "Inf") + " at [" + std::to_string(row) + ", " + std::to_string(col) + "]";
+}
+
 int schema_major(const std::string& s) {
     const std::string prefix = "conform-fixture/";
     if (s.compare(0, prefix.size(), prefix) != 0 || s.size() == prefix.size()) return -1;
@@ -432,23 +454,8 @@ int schema_major(const std::string& s) {
 
 std::vector<Case> read_fixture_in_process(const std::string& path) {
     const Ctx ctx{path, ""};
-    std::error_code ec;
-    const auto st = fs::status(path, ec);
-    if (ec || !fs::exists(st)) ctx.fail("", "no such file");
-    if (!fs::is_regular_file(st)) ctx.fail("", "not a regular file");
-    if (::access(path.c_str(), R_OK) != 0) ctx.fail("", std::string("cannot read: ") + std::strerror(errno));
-
     Silence quiet;
-    const htri_t is = H5Fis_hdf5(path.c_str());
-    if (is <= 0) ctx.fail("", "not an HDF5 file (no HDF5 signature)" + Ctx::because());
-
-    PropList fapl(ctx.check(H5Pcreate(H5P_FILE_ACCESS), "", "H5Pcreate"));
-#if H5_VERSION_GE(1, 10, 7)
-    // Reading needs no lock, and locking fails on some network and read-only
-    // file systems.
-    H5Pset_file_locking(fapl.get(), false, true);
-#endif
-    File f(ctx.check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), "", "cannot open as HDF5 (corrupt or truncated?)"));
+    File f = open_file(ctx, path);
     Group root(ctx.check(H5Gopen2(f.get(), "/", H5P_DEFAULT), "", "cannot open the root group"));
 
     if (!has_attr(ctx, root.get(), "conform_schema", "conform_schema"))
@@ -484,6 +491,42 @@ std::vector<Case> read_fixture_in_process(const std::string& path) {
     return cases;
 }
 
+
+LogitsFile read_logits(const std::string& path) {
+    const Ctx ctx{path, ""};
+    Silence quiet;
+    File f = open_file(ctx, path);
+    Group root(ctx.check(H5Gopen2(f.get(), "/", H5P_DEFAULT), "", "cannot open the root group"));
+    LogitsFile l;
+    auto ints = [&](const std::string& name) {
+        Shape s;
+        Dataset ds = open_dataset(ctx, root.get(), name, name, 1, "[T]", Want::integer, s);
+        std::vector<int64_t> v(static_cast<size_t>(s.numel));
+        ctx.check_status(H5Dread(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), name,
+                         "cannot read data");
+        return v;
+    };
+    if (!link_exists(ctx, root.get(), "token_ids", "token_ids")) ctx.fail("token_ids", "missing dataset (int64 [T])");
+    l.token_ids = ints("token_ids");
+    if (link_exists(ctx, root.get(), "positions", "positions")) l.positions = ints("positions");
+    // An engine's file names its logits `logits`; conform's own, `reference`.
+    const std::string name = link_exists(ctx, root.get(), "logits", "logits") ? "logits" : "reference";
+    if (!link_exists(ctx, root.get(), name, name)) ctx.fail("logits", "missing dataset (float [T, vocab]; or `reference`)");
+    Shape s;
+    Dataset ds = open_dataset(ctx, root.get(), name, name, 2, "[T, vocab]", Want::float_any, s);
+    l.reference.shape = s.dims;
+    l.reference.data.resize(static_cast<size_t>(s.numel));
+    ctx.check_status(H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, l.reference.data.data()), name,
+                     "cannot read data");
+    if (s.dims[0] != static_cast<int64_t>(l.token_ids.size()))
+        ctx.fail(name, "expected " + std::to_string(l.token_ids.size()) + " rows (one per token id), found " +
+                           shape_str(s.dims));
+    for (size_t i = 0; i < l.reference.data.size(); ++i)
+        if (!std::isfinite(l.reference.data[i]))
+            ctx.fail(name, fmt_nonfinite(l.reference.data[i], static_cast<int64_t>(i) / s.dims[1],
+                                         static_cast<int64_t>(i) % s.dims[1]));
+    return l;
+}
 
 std::vector<Case> read_fixture(const std::string& path, double timeout_s) {
     if (timeout_s <= 0) {

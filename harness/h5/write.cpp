@@ -158,20 +158,12 @@ void fsync_path(const std::string& p, bool directory) {
 
 }  // namespace
 
-void write_fixture(const std::string& path, const std::vector<FixtureCase>& cases, bool force) {
-    if (cases.empty()) throw InputError(path + ": no cases to write");
-    std::vector<std::string> names;
-    for (size_t i = 0; i < cases.size(); ++i) {
-        const Case& c = cases[i].c;
-        const std::string name = c.group.empty() ? "case_" + std::to_string(i) : c.group;
-        if (name.find('/') != std::string::npos || name == "." || name == "..")
-            throw InputError(path + ": case name '" + name + "' is not a valid group name");
-        if (std::find(names.begin(), names.end(), name) != names.end())
-            throw InputError(path + ": two cases named '" + name + "'");
-        if (c.expected.empty()) throw InputError(path + ":/" + name + ": expected: no golden outputs to write");
-        validate_case(c);
-        names.push_back(name);
-    }
+namespace {
+
+// Writes a file atomically: `body` fills the root group of a hidden temporary
+// file beside `path`, which is then linked (or, with force, renamed) into place.
+template <class Body>
+void publish(const std::string& path, bool force, Body body) {
     std::error_code ec;
     if (!force && fs::exists(path, ec)) throw InputError(path + ": exists (use --force to overwrite)");
 
@@ -200,8 +192,7 @@ void write_fixture(const std::string& path, const std::vector<FixtureCase>& case
         File f(w.check(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, fcpl.get(), fapl.get()), "cannot create"));
         {
             Group root(w.check(H5Gopen2(f.get(), "/", H5P_DEFAULT), "cannot open the root group"));
-            w.attr(root.get(), "conform_schema", std::string(kSchema));
-            for (size_t i = 0; i < cases.size(); ++i) w.write_case(root.get(), names[i], cases[i]);
+            body(w, root.get());
         }
         if (!f.close()) throw std::runtime_error(tmp + ": cannot close (disk full?)" + because());
         fsync_path(tmp, false);
@@ -242,6 +233,53 @@ void write_fixture(const std::string& path, const std::vector<FixtureCase>& case
         fs::remove(tmp, ec);
     }
     fsync_path(dir.string(), true);
+}
+
+}  // namespace
+
+void write_fixture(const std::string& path, const std::vector<FixtureCase>& cases, bool force) {
+    if (cases.empty()) throw InputError(path + ": no cases to write");
+    std::vector<std::string> names;
+    for (size_t i = 0; i < cases.size(); ++i) {
+        const Case& c = cases[i].c;
+        const std::string name = c.group.empty() ? "case_" + std::to_string(i) : c.group;
+        if (name.find('/') != std::string::npos || name == "." || name == "..")
+            throw InputError(path + ": case name '" + name + "' is not a valid group name");
+        if (std::find(names.begin(), names.end(), name) != names.end())
+            throw InputError(path + ": two cases named '" + name + "'");
+        if (c.expected.empty()) throw InputError(path + ":/" + name + ": expected: no golden outputs to write");
+        validate_case(c);
+        names.push_back(name);
+    }
+    publish(path, force, [&](const Writer& w, hid_t root) {
+        w.attr(root, "conform_schema", std::string(kSchema));
+        for (size_t i = 0; i < cases.size(); ++i) w.write_case(root, names[i], cases[i]);
+    });
+}
+
+void write_logits(const std::string& path, const LogitsFile& l, bool force) {
+    const auto T = static_cast<hsize_t>(l.token_ids.size());
+    if (l.positions.size() != T) throw InputError(path + ": positions: expected " + std::to_string(T) + ", found " +
+                                                  std::to_string(l.positions.size()));
+    auto check_shape = [&](const std::string& name, const DTensor& t) {
+        if (t.rows() != static_cast<int64_t>(T) || t.numel() != t.rows() * t.cols())
+            throw InputError(path + ": " + name + ": expected [" + std::to_string(T) + ", vocab] logits");
+    };
+    check_shape("reference", l.reference);
+    for (const auto& [name, t] : l.impls) check_shape("impls/" + name, t);
+    publish(path, force, [&](const Writer& w, hid_t root) {
+        w.attr(root, "conform_schema", std::string("conform-logits/1"));
+        for (const auto& [k, v] : l.attrs) std::visit([&](const auto& x) { w.attr(root, k, x); }, v);
+        w.dataset(root, "token_ids", {T}, H5T_STD_I64LE, H5T_NATIVE_INT64, l.token_ids.data());
+        w.dataset(root, "positions", {T}, H5T_STD_I64LE, H5T_NATIVE_INT64, l.positions.data());
+        const std::vector<hsize_t> dims = {T, static_cast<hsize_t>(l.reference.cols())};
+        w.dataset(root, "reference", dims, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, l.reference.data.data());
+        Group g = w.group(root, "impls");
+        for (const auto& [name, t] : l.impls) {
+            if (name.find('/') != std::string::npos) throw InputError(path + ": impls/" + name + ": not a valid name");
+            w.dataset(g.get(), name, dims, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, t.data.data());
+        }
+    });
 }
 
 }  // namespace conform::h5

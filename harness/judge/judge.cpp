@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/phases.h"
+
 namespace conform {
 
 namespace {
@@ -170,13 +172,33 @@ ImplOutputs run_impl(Implementation& impl, const Case& c) {
     return r;
 }
 
+namespace {
+
+// The tolerance model's measured baselines and its a-priori term.
+void baselines(Truth& t, const Case& c, DType dtype) {
+    const std::string d = to_string(dtype);
+    {
+        phases::Scope p("baseline " + d + " library order");
+        t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, {}});
+    }
+    {
+        phases::Scope p("baseline " + d + " sequential order");
+        t.base_sequential = ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, {}});
+    }
+    phases::Scope p("a-priori bound");
+    t.noise = ref::reduction_noise(c, dtype, t.base_truth.empty() ? &t.ref : &t.base_truth);
+}
+
+}  // namespace
+
 Truth reference_truth(const Case& c, DType dtype) {
     Truth t;
     t.source = "reference f64";
-    t.ref = ref::run(c, {ref::Precision::f64, ref::Order::library, {}});
-    t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, {}});
-    t.base_sequential = ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, {}});
-    t.noise = ref::reduction_noise(c, dtype);
+    {
+        phases::Scope p("reference f64");
+        t.ref = ref::run(c, {ref::Precision::f64, ref::Order::library, {}});
+    }
+    baselines(t, c, dtype);
     return t;
 }
 
@@ -184,10 +206,11 @@ Truth fixture_truth(const Case& c, DType dtype) {
     Truth t;
     t.source = "fixture expected";
     t.ref = c.expected;
-    t.base_truth = ref::run(c, {ref::Precision::f64, ref::Order::library, {}});
-    t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, {}});
-    t.base_sequential = ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, {}});
-    t.noise = ref::reduction_noise(c, dtype);
+    {
+        phases::Scope p("reference f64");
+        t.base_truth = ref::run(c, {ref::Precision::f64, ref::Order::library, {}});
+    }
+    baselines(t, c, dtype);
     return t;
 }
 

@@ -1,18 +1,75 @@
 // The two summation orders the tolerance model admits as legitimate.
+#include <ATen/ExpandUtils.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+
 #include "reference/torch_ops.h"
 
 namespace conform::ref {
+
+namespace {
+
+// acc[b, m, n] = sum over k ascending of a[b, m, k] * b[b, k, n], one
+// accumulator per output element: each product rounds to Acc, then each add
+// — what `acc.add_(a[..., k] * b[..., k, :])` over k computes, without a
+// temporary of the whole output per k (at K = 14336 those allocations were
+// most of a full-size block's reference time). Columns are taken a panel at
+// a time with every row's accumulators for it resident, so b is read once;
+// panels run in parallel. The order of each element's sum is unchanged.
+template <typename Acc>
+void sequential(const Acc* a, const Acc* b, Acc* out, int64_t batch, int64_t M, int64_t K, int64_t N) {
+    constexpr int64_t kPanel = 256;
+    const int64_t panels = (N + kPanel - 1) / kPanel;
+    at::parallel_for(0, batch * panels, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t job = begin; job < end; ++job) {
+            const int64_t i = job / panels, n0 = (job % panels) * kPanel, w = std::min(kPanel, N - n0);
+            const Acc* ai = a + i * M * K;
+            const Acc* bi = b + i * K * N + n0;
+            Acc* oi = out + i * M * N + n0;
+            for (int64_t m = 0; m < M; ++m)
+                for (int64_t n = 0; n < w; ++n) oi[m * N + n] = 0;
+            for (int64_t k = 0; k < K; ++k) {
+                const Acc* bk = bi + k * N;
+                for (int64_t m = 0; m < M; ++m) {
+                    const Acc x = ai[m * K + k];
+                    Acc* acc = oi + m * N;
+                    // Two roundings, never one: this file is compiled with -ffp-contract=off.
+                    for (int64_t n = 0; n < w; ++n) {
+                        const Acc p = x * bk[n];
+                        acc[n] = acc[n] + p;
+                    }
+                }
+            }
+        }
+    });
+}
+
+}  // namespace
 
 torch::Tensor matmul(const torch::Tensor& a, const torch::Tensor& b, const Ctx& ctx) {
     if (ctx.order == Order::library) return torch::matmul(a, b);
     // One accumulator per output element, k ascending: acc += a[..., :, k] * b[..., k, :].
     // Products of dtype values are exact in the accumulation dtype; each add rounds there.
-    const int64_t K = a.size(-1);
-    auto af = a.to(ctx.acc_dtype), bf = b.to(ctx.acc_dtype);
-    auto shape = af.sizes().vec();
-    shape.back() = b.size(-1);
-    auto acc = torch::zeros(shape, af.options());
-    for (int64_t k = 0; k < K; ++k) acc.add_(af.narrow(-1, k, 1) * bf.narrow(-2, k, 1));
+    TORCH_CHECK(a.dim() >= 2 && b.dim() >= 2, "sequential matmul: expected matrices");
+    const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+    const auto batch = at::infer_size(a.sizes().slice(0, a.dim() - 2), b.sizes().slice(0, b.dim() - 2));
+    auto with = [&](std::initializer_list<int64_t> tail) {
+        std::vector<int64_t> s(batch.begin(), batch.end());
+        s.insert(s.end(), tail);
+        return s;
+    };
+    auto af = a.to(ctx.acc_dtype).expand(with({M, K})).contiguous();
+    auto bf = b.to(ctx.acc_dtype).expand(with({K, N})).contiguous();
+    auto acc = torch::empty(with({M, N}), af.options());
+    int64_t B = 1;
+    for (int64_t d : batch) B *= d;
+    if (ctx.acc_dtype == torch::kFloat32)
+        sequential(af.data_ptr<float>(), bf.data_ptr<float>(), acc.data_ptr<float>(), B, M, K, N);
+    else if (ctx.acc_dtype == torch::kFloat64)
+        sequential(af.data_ptr<double>(), bf.data_ptr<double>(), acc.data_ptr<double>(), B, M, K, N);
+    else
+        TORCH_CHECK(false, "sequential matmul: accumulation in ", ctx.acc_dtype);
     return acc.to(ctx.dtype);
 }
 

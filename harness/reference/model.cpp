@@ -24,7 +24,7 @@ DTensor dtensor(const torch::Tensor& t) {
 }  // namespace
 
 BlockStep block_f64(const DTensor& x, const Named& weights, const std::vector<int64_t>& positions,
-                    const BlockConfig& c) {
+                    const BlockConfig& c, bool all_taps) {
     torch::NoGradGuard no_grad;
     const Variant faithful;
     const Ctx ctx{torch::kFloat64, torch::kFloat64, Order::library, faithful};
@@ -35,7 +35,14 @@ BlockStep block_f64(const DTensor& x, const Named& weights, const std::vector<in
         torch::from_blob(const_cast<int64_t*>(positions.data()), {static_cast<int64_t>(positions.size())}, torch::kInt64)
             .clone();
     const auto taps = block(in, pos, c, x.rows(), ctx);
-    return {dtensor(taps.at("h")), dtensor(taps.at("out"))};
+    BlockStep step{dtensor(taps.at("h")), dtensor(taps.at("out")), {}};
+    if (all_taps) {
+        for (const auto& [name, t] : taps) step.taps[name] = dtensor(t);
+        step.taps["rope_in"] =
+            c.qk_norm ? dtensor(qk_norm(taps.at("q"), in.at("q_norm").reshape({-1}), c.head_dim, c.norm_eps, ctx))
+                      : step.taps.at("q");
+    }
+    return step;
 }
 
 DTensor rmsnorm_f64(const DTensor& x, const Tensor& weight, double eps) {

@@ -13,11 +13,15 @@ namespace conform::ref {
 // One block in float64: x[T, D] and the layer's weights (by schema name:
 // attn_norm, wq, ..., q_norm / k_norm when c.qk_norm) → the taps after the
 // attention sub-layer (h) and after the FFN sub-layer (out).
+// With all_taps, every tap of the block too (attn_in, q, k, v, q_rot, k_rot,
+// attn, h, ffn_in, ffn_out, out) and rope_in: q as RoPE receives it (after
+// QK-norm when c.qk_norm) — the real inputs of each op (conform --inputs model).
 struct BlockStep {
     DTensor h, out;
+    NamedD taps;
 };
 BlockStep block_f64(const DTensor& x, const Named& weights, const std::vector<int64_t>& positions,
-                    const BlockConfig& c);
+                    const BlockConfig& c, bool all_taps = false);
 
 // y[T, D] = rmsnorm(x) * weight[1, D], in float64.
 DTensor rmsnorm_f64(const DTensor& x, const Tensor& weight, double eps);

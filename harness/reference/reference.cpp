@@ -1,7 +1,9 @@
 // Dispatch: a Case in, named float64 tensors out.
 #include "reference/reference.h"
 
+#include <algorithm>
 #include <sstream>
+#include <thread>
 
 #include "reference/torch_ops.h"
 
@@ -84,6 +86,11 @@ std::string Variant::describe() const {
 }
 
 std::string version() { return TORCH_VERSION; }
+
+void set_threads(int n) {
+    if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    torch::set_num_threads(n);
+}
 
 namespace {
 

@@ -98,7 +98,13 @@ NamedD run(const Case& c, const Options& o = {});
 // bounds carried through each stage of the block (noise.cpp). Two sampled
 // orders (the baselines) can understate what a third legitimate order does,
 // and an ill-conditioned stage amplifies what it inherits.
-std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype);
+// `truth`: the float64 reference of this case when the caller has it (a
+// block's taps are its starting point; otherwise it is computed again).
+std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const NamedD* truth = nullptr);
+
+// LibTorch's intra-op threads for the reference (its default on some
+// machines is one, whatever the cores). 0: every core.
+void set_threads(int n = 0);
 
 // The reference's version string (LibTorch version), for reports.
 std::string version();

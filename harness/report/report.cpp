@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -236,6 +237,18 @@ nlohmann::json to_json(const CaseResult& c) {
     return j;
 }
 
+void print_phases(std::ostream& os, const RunReport& r) {
+    std::vector<phases::Phase> ps = r.phases;
+    std::stable_sort(ps.begin(), ps.end(), [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+    double total = 0;
+    for (const auto& p : ps) total += p.seconds;
+    os << fmt::format("\n{:<40}{:>10}{:>8}{:>8}\n", "phase", "seconds", "share", "calls");
+    for (const auto& p : ps)
+        os << fmt::format("{:<40}{:>10.2f}{:>7.1f}%{:>8}\n", p.name, p.seconds, total > 0 ? 100 * p.seconds / total : 0.0,
+                          p.calls);
+    os << fmt::format("{:<40}{:>10.2f}\n", "total", total);
+}
+
 nlohmann::json to_json(const RunReport& r) {
     nlohmann::json j;
     j["schema"] = "conform-report/1";
@@ -264,6 +277,8 @@ nlohmann::json to_json(const RunReport& r) {
         cs.push_back(std::move(cj));
     }
     j["error_maps"] = {{"per_impl_op", kErrorMapsPerGroup}, {"omitted", omitted}};
+    auto& ph = j["phases"] = nlohmann::json::array();
+    for (const auto& p : r.phases) ph.push_back({{"phase", p.name}, {"seconds", p.seconds}, {"calls", p.calls}});
     auto& nr = j["not_run"] = nlohmann::json::array();
     for (const auto& n : r.not_run)
         nr.push_back({{"impl", n.impl}, {"op", n.op}, {"cases", n.cases}, {"reason", n.reason}});

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/phases.h"
 #include "judge/judge.h"
 
 namespace conform {
@@ -35,6 +36,9 @@ struct RunReport {
     };
     std::vector<NothingRan> nothing_ran;
     void add_nothing_ran(const std::string& impl);
+    // Where the run's time went (harness/core/phases.h): reading, drawing,
+    // the reference and baselines, each implementation, judging, diagnosis.
+    std::vector<phases::Phase> phases;
 
     // Every case passed, and every implementation asked for had a case judged.
     bool all_pass() const;
@@ -43,6 +47,8 @@ struct RunReport {
 // op × impl table: cases run, passed, worst error vs bound, margin; then each failure.
 void print_summary(std::ostream& os, const RunReport& r);
 void print_failure(std::ostream& os, const CaseResult& c);
+// The phases, largest first, with their share of the total (conform --verbose).
+void print_phases(std::ostream& os, const RunReport& r);
 
 nlohmann::json to_json(const ErrorMap& m);  // reports/README.md, "error_map"
 nlohmann::json to_json(const CaseResult& c);

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include "core/phases.h"
 #include "h5/fixture.h"
 #include "registry.h"
 
@@ -160,7 +161,12 @@ FixtureSelection select_fixtures(const Selection& o, const std::vector<Op>& ops)
         if (found.empty() && !sel.by_default) throw InputError(p + ": no fixture files (*.h5, *.hdf5) below it");
         for (const auto& f : found) {
             sel.files.push_back(f);
-            for (Case& c : h5::read_fixture(f)) {
+            std::vector<Case> cases;
+            {
+                phases::Scope read("read fixtures");
+                cases = h5::read_fixture(f);
+            }
+            for (Case& c : cases) {
                 if (std::find(ops.begin(), ops.end(), c.op) == ops.end() ||
                     (!o.fixture_case.empty() && c.group != o.fixture_case))
                     continue;
@@ -204,8 +210,29 @@ Plan make_plan(const Selection& s) {
 
     const select::ParamFilter params(s.params);
     int matched = 0;
-    for (Op op : ops) {
-        OpPlan p{op, gen::Stream{op, s.seed, s.pin}, {}, {}, 0, 0};
+    // Layer-major, so that a run holds one layer of a checkpoint at a time.
+    std::vector<int64_t> layers = {-1};
+    if (single && single->layer >= 0) {
+        if (!s.real)
+            throw InputError("--case: '" + s.case_id + "' is a case of layer " + std::to_string(single->layer) +
+                             " of a checkpoint: replay it with --weights PATH (and the flags its replay line gives)");
+        if (single->model_inputs != s.real->model_inputs())
+            throw InputError("--case: '" + s.case_id + "' takes " + (single->model_inputs ? "the model's" : "drawn") +
+                             " inputs: replay it " + (single->model_inputs ? "with" : "without") + " --inputs model");
+        single->real = s.real->slot(single->layer);  // InputError for a layer the checkpoint lacks
+        layers = {single->layer};
+    } else if (single && s.real) {
+        throw InputError("--case: '" + s.case_id + "' has no layer=N: it is not a case of --weights " +
+                         s.real->options().path);
+    } else if (s.real) {
+        layers = s.real->layers();
+    }
+    std::vector<std::pair<int64_t, Op>> streams;
+    for (int64_t layer : layers)
+        for (Op op : ops) streams.emplace_back(layer, op);
+    for (const auto& [layer, op] : streams) {
+        gen::Stream stream{op, s.seed, s.pin, layer >= 0 ? s.real->slot(layer) : nullptr, s.max_rows};
+        OpPlan p{op, layer, std::move(stream), {}, {}, 0, 0};
         if (!single) {
             select::PropertySelection ps = select::select_property(p.stream, s.cases, params, s.shard);
             p.picks = std::move(ps.picks);

@@ -19,6 +19,7 @@
 #include "core/case.h"
 #include "gen/gen.h"
 #include "worker/client.h"
+#include "run/real.h"
 #include "run/select.h"
 
 namespace conform::run {
@@ -84,8 +85,13 @@ struct Selection {
     bool default_fixtures = true;       // without --fixtures: the repo's fixtures/ (not with --case)
     std::string fixture_case;           // only fixture cases whose group has this name
     // --preset / --config: every property case pinned to this block (widths
-    // already scaled down); the regression set then runs only when named.
+    // already scaled down unless --full-size); the regression set then runs
+    // only when named.
     std::optional<BlockConfig> pin;
+    // --weights: the checkpoint whose layers the property cases take (the
+    // pin is its configuration, at full size); its layers, one at a time.
+    std::shared_ptr<RealModel> real;
+    int64_t max_rows = 0;  // gen::Stream::max_rows: --max-rows, for full-size runs
 };
 
 // The fixture cases a run takes: the files given (or the default set), the
@@ -100,6 +106,7 @@ struct FixtureSelection {
 
 struct OpPlan {
     Op op;
+    int64_t layer = -1;                 // --weights: the checkpoint layer its cases take
     gen::Stream stream;                 // what a property case of this op is drawn from (and shrunk in)
     std::vector<select::Pick> picks;    // property cases in this shard
     std::vector<select::Pick> outside;  // matching cases of the other shards (the first failure's rule)

@@ -4,8 +4,10 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 
+#include "core/phases.h"
 #include "diagnose/diagnose.h"
 #include "h5/golden.h"
 
@@ -46,12 +48,22 @@ class Executor {
         for (const auto& c : impls_.impls) rep.impls.push_back(c.name);
         // Before sharding, so that every shard's report lists the same implementations.
         if (plan_.fixtures.before_shard > 0) rep.impls.push_back("reference");
-        for (const OpPlan& p : plan_.ops) rep.ops.push_back(to_string(p.op));
+        for (const OpPlan& p : plan_.ops)
+            if (std::find(rep.ops.begin(), rep.ops.end(), to_string(p.op)) == rep.ops.end()) rep.ops.push_back(to_string(p.op));
         rep.fixtures = plan_.fixtures.files;
+        std::set<Op> fixtures_run;
+        int64_t loaded = -1;  // the checkpoint layer held now
         for (const OpPlan& p : plan_.ops) {
+            if (p.layer != loaded && sel_.real) {
+                sel_.real->release(loaded);
+                loaded = p.layer;
+                const LayerStats st = sel_.real->load(p.layer);
+                if (o_.on_layer) o_.on_layer(st);
+            }
             property_cases(p);
-            fixture_cases(p.op);
+            if (fixtures_run.insert(p.op).second) fixture_cases(p.op);
         }
+        if (sel_.real) sel_.real->release(loaded);
         // Declining every case is not passing them. (A shard that was dealt
         // no case at all has nothing to say: merge-reports decides.)
         if (plan_.total_cases > 0)
@@ -60,6 +72,7 @@ class Executor {
                                  [&](const CaseResult& r) { return r.impl == c.name; }))
                     rep.add_nothing_ran(c.name);
         rep.seconds = since(t0);
+        rep.phases = phases::take();  // and what the plan spent reading fixtures before
         return std::move(out_);
     }
 
@@ -130,6 +143,8 @@ class Executor {
                 } else if (!r.pass && !replaying && shrunk_once.insert(impl.name).second) {
                     shrink = !sel_.shard.active() || !fails_earlier_elsewhere(impl, p, pick.index);
                 }
+                std::optional<phases::Scope> diagnosing;
+                if (!r.pass) diagnosing.emplace("shrink and diagnose");
                 if (shrink) {
                     ErrorMap unshrunk = std::move(r.error_map);  // the larger case shows the pattern better
                     r = diagnose::shrink_and_explain(*impl.impl, p.stream, pick.index, sel_.dtype,
@@ -164,6 +179,7 @@ class Executor {
                 if (!truth) truth = std::make_unique<Truth>(fixture_truth(fc, sel_.dtype));
                 Judged j = run_and_judge(*impl.impl, impl.name, fc, sel_.dtype, *truth);
                 if (!j.result.pass) {
+                    phases::Scope diagnosing("shrink and diagnose");
                     diagnose::explain(j.result, {&fc, &j.out.outputs, truth.get()}, impl.impl.get());
                     j.result.replay = fixture_replay(impl.name, impl.replay_flags, fc);
                 }
@@ -200,6 +216,7 @@ class Executor {
 }  // namespace
 
 Case property_case(const gen::CaseSpec& spec, DType dtype) {
+    phases::Scope p("draw inputs");
     Case c = gen::materialize(spec);
     round_inputs(c, dtype);
     try {
@@ -212,7 +229,11 @@ Case property_case(const gen::CaseSpec& spec, DType dtype) {
 
 Judged run_and_judge(Implementation& impl, const std::string& name, const Case& c, DType dtype, const Truth& truth) {
     Judged j;
-    j.out = run_impl(impl, c);
+    {
+        phases::Scope p("implementation " + name);
+        j.out = run_impl(impl, c);
+    }
+    phases::Scope p("compare");
     j.result = j.out.error.empty() ? judge_case(c, dtype, j.out.outputs, truth) : failed_to_run(c, dtype, j.out.error);
     j.result.impl = name;
     j.result.seconds = j.out.seconds;

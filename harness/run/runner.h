@@ -24,6 +24,8 @@ struct RunOptions {
     std::string save_failures;  // directory: every failing property case, shrunk, as a one-case fixture
     bool force = false;         // --save-failures may overwrite
     std::string replay_flags;   // appended to every replay command (" --dtype bf16 --simd-target avx2")
+    // --weights: called as each checkpoint layer is loaded, with its weights' and stream's statistics.
+    std::function<void(const LayerStats&)> on_layer;
 };
 
 struct Outcome {

@@ -268,8 +268,9 @@ has "(the regression set; --no-default-fixtures skips it)"
 for op in rmsnorm rope qk_norm attention swiglu block decode; do
   grep -qE "^$op +reference " "$tmp/out" || { cat "$tmp/out"; fail "the regression set has no $op case"; }
 done
-expect 0 -- --impl scalar --cases 0 --no-default-fixtures
-lacks "fixtures:"
+# Nothing selected is a usage error, never a pass.
+expect 2 -- --impl scalar --cases 0 --no-default-fixtures
+has "the selection has no case"
 expect 0 -- --impl scalar --case 'rope(T=3,n=2,hd=8,layout=interleaved,theta=500000,pos=8190,mag=1,outliers=0,seed=4)'
 lacks "fixtures:"
 echo "cli fixtures: ok"

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Real checkpoints through conform (README, "Real checkpoints"): tiny models
+# written in the real formats (tests/weights/make_checkpoints.cpp: HF
+# safetensors F32/BF16/F16/sharded, GGUF F32/F16/Q8_0/Q4_0, Llama 3, Qwen3).
+#  * the gate on a layer's real weights: scalar and simd conform, drawn and
+#    model inputs, one layer and all; a mutant is caught and named, and its
+#    replay line reproduces the failure;
+#  * conform forward: the HF and GGUF files of one model give the same
+#    reference logits (the GGUF's q/k permutation and interleaved RoPE undo
+#    each other), and --save-logits never overwrites;
+#  * bad input exits 2 naming the file, tensor or flag.
+set -uo pipefail
+: "${CONFORM:?path to the conform binary}" "${MAKE_CHECKPOINTS:?path to weights_checkpoints}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# expect CODE PATTERN -- ARGS...
+expect() {
+  local code=$1 pattern=$2; shift 3
+  "$CONFORM" "$@" >"$tmp/out" 2>&1
+  local rc=$?
+  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected $code"; }
+  grep -qE -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "conform $*: no /$pattern/ in the output"; }
+}
+
+ck=$tmp/ck
+"$MAKE_CHECKPOINTS" "$ck" >/dev/null || fail "weights_checkpoints"
+run=(--impl scalar,simd --no-default-fixtures --quiet)
+
+# ---- the gate on real weights -------------------------------------------------
+for m in llama-hf llama-hf-bf16 llama-hf-sharded llama.gguf llama-q8_0.gguf llama3-hf qwen3.gguf; do
+  expect 0 "^block +scalar" -- --weights "$ck/$m" --layer 1 --cases 8 "${run[@]}" --out "$tmp/r-$m"
+done
+grep -q '"weights"' "$tmp/r-llama-hf/conform.json" || fail "report: no config.weights"
+expect 0 "layer 0:.*weights read" -- --weights "$ck/qwen3-hf" --layers all --inputs model --cases 6 \
+  --impl scalar --no-default-fixtures --out "$tmp/model"
+grep -q 'inputs=model' "$tmp/model/conform.json" || fail "--inputs model: no case id says inputs=model"
+grep -q 'layer=1' "$tmp/model/conform.json" || fail "--layers all: layer 1 has no case"
+
+# A mutant on a GGUF layer: caught, named, and its replay line fails the same way.
+expect 1 "diagnosis: rope_layout_swapped: matches" -- --weights "$ck/llama.gguf" --layer 0 \
+  --impl rope_layout_swapped --op rope --cases 10 --no-default-fixtures --out "$tmp/mut"
+replay=$(grep -m1 -oE "replay: +build/conform .*" "$tmp/out" | sed -E 's/^replay: +build\/conform //')
+[ -n "$replay" ] || fail "no replay line"
+case "$replay" in *"layer=0"*"--weights $ck/llama.gguf"*) ;; *) fail "replay line lacks the layer or the weights: $replay" ;; esac
+eval "\"$CONFORM\" $replay --out \"$tmp/replay\"" >"$tmp/out" 2>&1
+[ $? -eq 1 ] || { cat "$tmp/out"; fail "the replay did not fail"; }
+grep -q "rope_layout_swapped: matches" "$tmp/out" || { cat "$tmp/out"; fail "the replay does not name the bug"; }
+
+# ---- conform forward: HF and GGUF of one model agree --------------------------
+expect 0 "logits: $tmp/hf.h5" -- forward --weights "$ck/llama-hf" --token-count 5 --impl scalar --save-logits "$tmp/hf.h5"
+expect 0 "logits: $tmp/gguf.h5" -- forward --weights "$ck/llama.gguf" --token-count 5 --impl scalar --save-logits "$tmp/gguf.h5"
+expect 2 "exists" -- forward --weights "$ck/llama-hf" --token-count 5 --impl scalar --save-logits "$tmp/hf.h5"
+PY=""
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c "import numpy, h5py" 2>/dev/null; then PY=$(command -v "$p"); break; fi
+done
+if [ -n "$PY" ]; then
+  "$PY" - "$tmp/hf.h5" "$tmp/gguf.h5" <<'PY' || fail "HF vs GGUF logits"
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1]), h5py.File(sys.argv[2])
+assert a.attrs["conform_schema"] == b"conform-logits/1", a.attrs["conform_schema"]
+assert (a["token_ids"][()] == b["token_ids"][()]).all()
+ra, rb = a["reference"][()], b["reference"][()]
+d = np.abs(ra - rb).max() / np.abs(ra).max()
+assert d < 1e-12, d                                  # float64 both ways: the same function
+e = np.abs(a["impls/scalar"][()] - ra).max() / np.abs(ra).max()
+assert 0 < e < 1e-5, e                               # float32 scalar: close, not identical
+print("HF vs GGUF reference logits: rel %.1e; scalar vs reference: rel %.1e" % (d, e))
+PY
+else
+  echo "HF vs GGUF logits: not compared (no python3 with numpy and h5py)"
+fi
+
+# --expect-logits: the GGUF against the HF file's logits matches; read as NeoX
+# (the converter's permutation left in place) it does not, and the diagnosis
+# re-runs the model one convention away and names the layout.
+ids=5,9,17,3,44
+expect 0 "logits: $tmp/hf-ids.h5" -- forward --weights "$ck/llama-hf" --tokens $ids --impl scalar --save-logits "$tmp/hf-ids.h5"
+expect 0 "the reference's logits match it" -- forward --weights "$ck/llama.gguf" --tokens $ids --impl scalar \
+  --expect-logits "$tmp/hf-ids.h5"
+expect 1 "diagnosis: rope_layout_swapped: the file's logits are this model" -- forward --weights "$ck/llama.gguf" \
+  --layout neox --tokens $ids --impl scalar --expect-logits "$tmp/hf-ids.h5"
+expect 2 "token_ids: expected the 4 tokens" -- forward --weights "$ck/llama.gguf" --tokens 5,9,17,3 \
+  --expect-logits "$tmp/hf-ids.h5"
+expect 2 "$tmp/hf.h5: no such file|hf-none.h5: no such file" -- forward --weights "$ck/llama.gguf" --tokens $ids \
+  --expect-logits "$tmp/hf-none.h5"
+
+# conform generate --weights: a layer's real weights in a fixture, judged like any other.
+expect 0 "generate: wrote" -- generate --weights "$ck/qwen3.gguf" --layer 1 --op block --tokens 6 --out "$tmp/gw.h5"
+expect 0 "generate: wrote" -- generate --weights "$ck/llama-hf" --layer 1 --inputs model --op attention --tokens 3 \
+  --keys 8 --out "$tmp/gwm.h5"
+expect 0 "^block +scalar" -- --fixtures "$tmp/gw.h5,$tmp/gwm.h5" --cases 0 --no-default-fixtures --impl scalar,simd \
+  --out "$tmp/gr"
+expect 1 "block +rope_layout_swapped .*FAIL" -- --fixtures "$tmp/gw.h5" --cases 0 --no-default-fixtures \
+  --impl rope_layout_swapped --out "$tmp/gr"
+expect 2 "only with --weights" -- generate --op rope --preset llama3-8b --inputs model --out "$tmp/x.h5"
+
+# ---- bad input: exit 2, naming the file / tensor / flag ------------------------
+expect 2 "$tmp/nope" -- --weights "$tmp/nope" --cases 1
+head -c 100 "$ck/llama-hf/model.safetensors" > "$tmp/trunc.safetensors"
+expect 2 "trunc.safetensors" -- --weights "$tmp/trunc.safetensors" --cases 1
+head -c 5000 "$ck/llama.gguf" > "$tmp/trunc.gguf"
+expect 2 "trunc.gguf" -- --weights "$tmp/trunc.gguf" --cases 1
+expect 2 "--layers" -- --weights "$ck/llama-hf" --layer 7 --cases 1
+expect 2 "only with --weights" -- --inputs model --cases 1
+expect 2 "past the vocabulary" -- --weights "$ck/llama-hf" --inputs model --tokens 1,2,99999 --cases 1
+expect 2 "weights" -- --case 'rope(T=1,n=1,hd=16,layout=neox,theta=10000,pos=1,mag=1,outliers=0,seed=0,layer=0)'
+expect 2 "fix the sizes" -- --weights "$ck/llama-hf" --d-model 128 --cases 1
+expect 2 "token ids only with --weights" -- forward --preset llama3-8b --tokens 1,2
+echo "weights cli: ok"
