@@ -74,8 +74,15 @@ Tensor matmul_bound(const Tensor& a, const Bound& ea, const Tensor& b, const Ten
 }
 
 // RMSNorm y = w · x / r over the last dim (n), r = sqrt(mean(x²) + eps).
-// Own noise: the mean of squares' relative error, 0.5·sqrt(n)·u32, common to
-// the row; below float32, HF rounds x/r and then w·(x/r) to the dtype.
+// Own noise, in float32 arithmetic (u = u32), whatever the program's order:
+// common to the row, r's relative error — the sum of squares' sqrt(n)·u
+// (typical) plus u each for the squares, the /n and the +eps, all halved by
+// the root, then the root's and the reciprocal's own roundings: (0.5·sqrt(n) +
+// 3.5)·u; per element, the two products x·(1/r) and w·(·) (or one division
+// and one product): 2u·|y_j|. (Without the per-element 2u and the 3.5u, an
+// honest numpy RMSNorm, x / sqrt(mean(x*x) + eps) * w, failed a D = 30 row
+// at 3.4u relative against 2.9u allowed.) Below float32, HF rounds x/r and
+// then w·(x/r) to the dtype.
 // Carried, rigorously (not first order): with |Δx| ≤ ex, η = |ex|₂ / (sqrt(n) r)
 // bounds r's relative move, so y_j moves by at most |y_j| η / (1 - η), common
 // to the row, plus |w_j| ex_j / (r (1 - η)). Where η ≥ 1/2 the row's direction
@@ -83,8 +90,8 @@ Tensor matmul_bound(const Tensor& a, const Bound& ea, const Tensor& b, const Ten
 Bound norm_bound(const Tensor& x, const Tensor& ex, const Tensor& w, double eps, const Tensor& y, const Units& u) {
     const double n = static_cast<double>(x.size(-1));
     Bound b;
-    b.rel = torch::full_like(y.narrow(-1, 0, 1), 0.5 * std::sqrt(n) * u.a);
-    b.abs = u.store(y, 2.0);
+    b.rel = torch::full_like(y.narrow(-1, 0, 1), (0.5 * std::sqrt(n) + 3.5) * u.a);
+    b.abs = 2.0 * u.a * y.abs() + u.store(y, 2.0);
     if (ex.defined()) {
         auto r = (x.pow(2).mean(-1, true) + eps).sqrt();
         auto eta = ex.pow(2).sum(-1, true).sqrt() / (std::sqrt(n) * r);
