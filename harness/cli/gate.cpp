@@ -94,18 +94,7 @@ int run_planned(const GateOptions& g, const Resolved& r, const run::Plan& plan, 
         const int per_op = s.case_id.empty() ? s.cases : 1;
         log << fmt::format("conform: seed {} ({} property cases per op; --seed {} reproduces this run)\n", s.seed,
                            per_op, s.seed);
-        if (r.real) {
-            for (const auto& l : r.real->checkpoint().detected()) log << "conform: " << l << "\n";
-            std::string layers;
-            for (int64_t l : r.real->layers()) layers += (layers.empty() ? "" : ",") + std::to_string(l);
-            log << fmt::format("conform: --weights {}: layer{} {}; {} inputs{}\n", r.real->options().path,
-                               r.real->layers().size() == 1 ? "" : "s", layers,
-                               r.real->model_inputs() ? "model" : "drawn",
-                               r.real->model_inputs()
-                                   ? fmt::format(" ({} tokens from position {})", r.real->tokens().size(),
-                                                 r.real->options().start)
-                                   : std::string());
-        }
+        if (r.real) r.real->print_header(log, "conform: ");
         if (r.model) {
             config::print_config(log, *r.model, "conform: ");
             if (!r.real)
@@ -158,15 +147,7 @@ int run_planned(const GateOptions& g, const Resolved& r, const run::Plan& plan, 
     if (r.model) {
         config = config::config_json(*r.model);
         config["property_cases_scale_down"] = r.scale_down;
-        if (r.real) {
-            config["weights"] = r.real->options().path;
-            config["layers"] = r.real->layers();
-            config["inputs"] = r.real->model_inputs() ? "model" : "drawn";
-            if (r.real->model_inputs()) {
-                config["tokens"] = r.real->tokens();
-                config["first_position"] = r.real->options().start;
-            }
-        }
+        if (r.real) r.real->add_to_config_json(config);
     }
     const auto j = run::report_json(out, plan, config);
     std::string written;

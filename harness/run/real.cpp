@@ -257,6 +257,26 @@ std::string RealModel::replay_flags() const {
     return f;
 }
 
+void RealModel::print_header(std::ostream& os, const std::string& prefix) const {
+    for (const auto& l : ckpt_.detected()) os << prefix << l << "\n";
+    std::string layers;
+    for (int64_t l : layers_) layers += (layers.empty() ? "" : ",") + std::to_string(l);
+    os << fmt::format("{}--weights {}: layer{} {}; {} inputs{}\n", prefix, o_.path, layers_.size() == 1 ? "" : "s",
+                      layers, o_.model_inputs ? "model" : "drawn",
+                      o_.model_inputs ? fmt::format(" ({} tokens from position {})", tokens_.size(), o_.start)
+                                      : std::string());
+}
+
+void RealModel::add_to_config_json(nlohmann::json& config) const {
+    config["weights"] = o_.path;
+    config["layers"] = layers_;
+    config["inputs"] = o_.model_inputs ? "model" : "drawn";
+    if (o_.model_inputs) {
+        config["tokens"] = tokens_;
+        config["first_position"] = o_.start;
+    }
+}
+
 void print_layer_stats(std::ostream& os, const LayerStats& s, const std::string& indent) {
     os << fmt::format("{}layer {}: weights read in {:.2f} s\n", indent, s.layer, s.seconds_read);
     for (const auto& w : s.weights)

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,10 @@ class RealModel {
 
     // What a replay command needs to find these cases again.
     std::string replay_flags() const;
+    // What was detected in the checkpoint, and the layers and inputs taken.
+    void print_header(std::ostream& os, const std::string& prefix) const;
+    // The report's config gains weights, layers, inputs (tokens, first_position).
+    void add_to_config_json(nlohmann::json& config) const;
 
    private:
     RealModel(weights::Checkpoint ckpt, RealOptions o) : ckpt_(std::move(ckpt)), o_(std::move(o)) {}
