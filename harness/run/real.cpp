@@ -235,10 +235,22 @@ void RealModel::release(int64_t layer) {
     }
 }
 
+namespace {
+// A path as one shell word.
+std::string shell_word(const std::string& s) {
+    if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=,:") ==
+                          std::string::npos)
+        return s;
+    std::string q = "'";
+    for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return q + "'";
+}
+}  // namespace
+
 std::string RealModel::replay_flags() const {
-    std::string f = " --weights " + o_.path;
+    std::string f = " --weights " + shell_word(o_.path);
     const config::ConfigOptions& ov = o_.overrides;
-    if (ov.o_file && ov.o_file->count()) f += " --config " + ov.file;
+    if (ov.o_file && ov.o_file->count()) f += " --config " + shell_word(ov.file);
     if (ov.o_layout && ov.o_layout->count()) f += " --layout " + ov.layout;
     if (ov.o_theta && ov.o_theta->count()) f += fmt::format(" --theta {}", ov.theta);
     if (ov.o_eps && ov.o_eps->count()) f += fmt::format(" --eps {}", ov.eps);
