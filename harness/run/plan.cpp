@@ -119,9 +119,9 @@ ImplSet choose_implementations(const ImplRequest& r) {
         try {
             set.impls.push_back({n, e->create(r.options), "", nullptr});
         } catch (const std::exception& ex) {
-            const std::string why = "implementation '" + n + "' cannot run: " + ex.what();
-            if (r.names_explicit) throw UnavailableError(why);
-            throw InputError(why);
+            // (e.g. a dtype it does not run: scalar is float32 only)
+            if (r.names_explicit) throw UnavailableError("implementation '" + n + "' cannot run: " + ex.what());
+            set.skipped.push_back(n + ": " + ex.what());
         }
     }
     return set;
