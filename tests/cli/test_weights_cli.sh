@@ -8,6 +8,7 @@
 #  * conform forward: the HF and GGUF files of one model give the same
 #    reference logits (the GGUF's q/k permutation and interleaved RoPE undo
 #    each other), and --save-logits never overwrites;
+#  * --full-size takes a preset's own widths; --verbose reports the phases;
 #  * bad input exits 2 naming the file, tensor or flag.
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}" "${MAKE_CHECKPOINTS:?path to weights_checkpoints}"
@@ -96,6 +97,12 @@ expect 0 "^block +scalar" -- --fixtures "$tmp/gw.h5,$tmp/gwm.h5" --cases 0 --no-
 expect 1 "block +rope_layout_swapped .*FAIL" -- --fixtures "$tmp/gw.h5" --cases 0 --no-default-fixtures \
   --impl rope_layout_swapped --out "$tmp/gr"
 expect 2 "only with --weights" -- generate --op rope --preset llama3-8b --inputs model --out "$tmp/x.h5"
+
+# --full-size without weights: the preset's own widths; --verbose: where the time went.
+expect 0 "^phase +seconds" -- --preset qwen3-0.6b --full-size --op swiglu --cases 3 --impl scalar \
+  --no-default-fixtures --verbose --out "$tmp/fs"
+grep -qE '"swiglu\(T=[0-9]+,D=1024,F=3072' "$tmp/fs/conform.json" || fail "--full-size: the cases are not at D=1024, F=3072"
+grep -qE '"phase": *"implementation scalar"' "$tmp/fs/conform.json" || fail "the report has no phases"
 
 # ---- bad input: exit 2, naming the file / tensor / flag ------------------------
 expect 2 "$tmp/nope" -- --weights "$tmp/nope" --cases 1
