@@ -69,6 +69,9 @@ cases = [c for c in r["cases"] if c.get("origin") != "fixture"]
 print(r["seed"], len(cases), sum(1 for c in cases if not c["pass"]))
 PY
 )
+    if [ -z "${n:-}" ] || ((n == 0)); then
+      cat "$tmp/out"; echo "soak.sh: the run judged no case (no report, or an empty one)" >&2; exit 2
+    fi
     runs=$((runs + 1)) done_cases=$((done_cases + n)) failed=$((failed + f))
     printf 'soak %-4s run %3d  seed %-12s %6d cases  %d failed  (%d of %d)\n' "$dt" "$runs" "$seed" "$n" "$f" \
       "$done_cases" "$target"

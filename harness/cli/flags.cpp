@@ -57,9 +57,9 @@ void add_case_flags(CLI::App& app, CaseFlags& f) {
     g->add_option("--layer", f.layers, "the checkpoint layer N the cases take (default 0)");
     g->add_option("--layers", f.layers, "checkpoint layers: all, A-B or N, one at a time");
     g->add_option("--inputs", f.inputs,
-                  "random (drawn, the default) or model: the layer's real residual stream, the reference's float64 "
+                  "drawn (the default) or model: the layer's real residual stream, the reference's float64 "
                   "forward of --tokens through the layers before it, and each op's real inputs from it")
-        ->check(CLI::IsMember({"random", "model"}));
+        ->check(CLI::IsMember({"drawn", "random", "model"}));
     g->add_option("--tokens", f.tokens, "--inputs model: the token ids, comma-separated (default: a fixed random sequence)");
     g->add_option("--token-count", f.token_count, "--inputs model: the length of the default sequence (default 64)")
         ->check(CLI::PositiveNumber);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -110,7 +111,7 @@ std::vector<std::pair<std::string, BlockConfig>> config_hypotheses(const BlockCo
         if (theta != c.rope_theta) {
             v = c;
             v.rope_theta = theta;
-            h.emplace_back(theta == 10000.0 ? "rope_theta_default" : "rope_theta_wrong", v);
+            h.emplace_back(theta == 10000.0 ? "rope_theta_default" : fmt::format("rope_theta_wrong (theta {:g})", theta), v);
         }
     if (c.rope_scaling.type != RopeScalingType::none) {
         v = c;
@@ -217,6 +218,12 @@ int run_forward(const ForwardOptions& o) {
     int64_t n_tokens = 0;
     const bool ids_given = o.tokens_arg.find(',') != std::string::npos || (!o.weights.empty() && o.o_tokens->count() &&
                                                                           !o.o_token_count->count());
+    // Before any work: an output that exists is refused now, not after the forward.
+    std::error_code ec;
+    if (!o.save_logits.empty() && !o.force && std::filesystem::exists(o.save_logits, ec))
+        return usage(o.save_logits + ": exists (use --force to overwrite)");
+    if (o.o_tokens->count() && o.o_token_count->count())
+        return usage("--tokens and --token-count: give the ids or their count, not both");
     if (!o.weights.empty()) {
         if (o.scale_down != 1) return usage("--scale-down: --weights fixes the sizes");
         run::RealOptions ro;
@@ -289,7 +296,10 @@ int run_forward(const ForwardOptions& o) {
         try {
             made = e->create(io);
         } catch (const std::exception& ex) {  // e.g. a dtype it does not run
-            if (!o.impls.empty()) return usage("--impl " + n + ": " + ex.what());
+            if (!o.impls.empty()) {
+                std::cerr << "conform forward: implementation '" << n << "' cannot run: " << ex.what() << "\n";
+                return kUnavailable;
+            }
             log << "skipping " << n << ": " << ex.what() << "\n";
             continue;
         }
@@ -371,16 +381,16 @@ int run_forward(const ForwardOptions& o) {
     DTensor x;  // the reference's stream, float64
     DTensor logits;                  // the reference's, [T, vocab]
     std::vector<DTensor> impl_logits;  // each runner's
-    {
-        const Tensor e = src.embed(ids);
-        x = model::to_double(e);
-        const size_t i = row("embedding", x);
-        for (size_t j = 0; j < runners.size(); ++j) {
-            runners[j].x = e;
-            rows[i].err[j] = model::Error{};
-        }
-    }
     try {
+        {
+            const Tensor e = src.embed(ids);
+            x = model::to_double(e);
+            const size_t i = row("embedding", x);
+            for (size_t j = 0; j < runners.size(); ++j) {
+                runners[j].x = e;
+                rows[i].err[j] = model::Error{};
+            }
+        }
         for (int64_t l = 0; l < s.layers; ++l) {
             const Named w = src.layer(l);
             const ref::BlockStep step = ref::block_f64(x, w, pos, c);
@@ -451,7 +461,7 @@ int run_forward(const ForwardOptions& o) {
     } catch (const InputError& e) {
         std::cerr << "conform forward: " << e.what() << "\n";
         return kUsage;
-    } catch (const std::exception& e) {
+    } catch (const weights::WeightsError& e) {  // a tensor the checkpoint cannot give (non-finite, unreadable)
         std::cerr << "conform forward: " << e.what() << "\n";
         return kUsage;
     }
@@ -474,7 +484,7 @@ int run_forward(const ForwardOptions& o) {
                     const double e = rel_error(reference_logits(src, hc, s.layers, s.vocab, ids, pos), expected->reference);
                     if (e <= o.logits_tol) explained.emplace_back(id, e);
                 }
-            } catch (const std::exception& e) {
+            } catch (const weights::WeightsError& e) {
                 std::cerr << "conform forward: " << e.what() << "\n";
                 return kUsage;
             }
@@ -606,7 +616,8 @@ Command add_forward(CLI::App& app) {
                     "embedding, final norm and LM head");
     o->o_token_count = sub->add_option("--token-count", o->token_count,
                                        "with --weights and no --tokens: that many ids drawn from the vocabulary with a "
-                                       "fixed seed (default 8)");
+                                       "fixed seed (default 8)")
+        ->check(CLI::PositiveNumber);
     sub->add_option("--expect-logits", o->expect_logits,
                     "FILE.h5: the logits the model must give (datasets token_ids, positions, logits or reference; "
                     "fixtures/SCHEMA.md): exit 1 when the reference's differ by more than --logits-tol, with the "

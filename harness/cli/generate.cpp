@@ -93,12 +93,26 @@ int run_generate(const GenerateOptions& o) {
 
     // ---- the config: preset, then --config, scaled, then the flags given -------------
     if (o.scale_down < 1) return usage("--scale-down must be >= 1");
+    // ---- the cases' shape, checked before any weight is read
+    const int64_t T = o.tokens;
+    const int64_t S = o.keys > 0 ? o.keys : T;
+    if (T < 1) return usage("--tokens must be >= 1");
+    if (o.start < 0) return usage("--positions must be >= 0");
+    if (*op == Op::attention && S < T) return usage("--keys must be >= --tokens (the queries are the last keys)");
+    const int64_t prefill = o.o_prefill->count() ? o.prefill : T / 2;
+    if (*op == Op::decode && (prefill < 0 || prefill > T)) return usage("--prefill must be in [0, --tokens]");
+    if (o.cases < 1) return usage("--cases must be >= 1");
+
+    std::error_code ec;
+    if (!o.force && std::filesystem::exists(o.out, ec))
+        return usage(o.out + ": exists (use --force to overwrite)");
+
     config::ModelConfig model;
     // A checkpoint: its configuration at full size, and one layer's weights
     // (and, with --inputs model, its real activations) in every case.
     std::shared_ptr<run::RealModel> real;
     std::shared_ptr<const gen::RealLayer> slot;
-    if (o.inputs != "drawn" && o.inputs != "model")
+    if (o.inputs != "drawn" && o.inputs != "random" && o.inputs != "model")
         return usage("--inputs: expected drawn or model, found '" + o.inputs + "'");
     if (!o.weights.empty()) {
         if (o.o_scale_down->count()) return usage("--scale-down: --weights fixes the sizes");
@@ -113,7 +127,7 @@ int run_generate(const GenerateOptions& o) {
             real = run::RealModel::open(ro, nullptr);
             real->load(o.layer);
             slot = real->slot(o.layer);
-        } catch (const std::exception& e) {
+        } catch (const InputError& e) {
             return usage(e.what());
         }
         model = real->model();
@@ -139,19 +153,6 @@ int run_generate(const GenerateOptions& o) {
             return usage(fmt::format("--op {} needs --{} (or a --preset or --config)", o.op, flag));
 
     // ---- the cases: inputs drawn as property cases are, golden outputs from the reference
-    const int64_t T = o.tokens;
-    const int64_t S = o.keys > 0 ? o.keys : T;
-    if (T < 1) return usage("--tokens must be >= 1");
-    if (o.start < 0) return usage("--positions must be >= 0");
-    if (*op == Op::attention && S < T) return usage("--keys must be >= --tokens (the queries are the last keys)");
-    const int64_t prefill = o.o_prefill->count() ? o.prefill : T / 2;
-    if (*op == Op::decode && (prefill < 0 || prefill > T)) return usage("--prefill must be in [0, --tokens]");
-    if (o.cases < 1) return usage("--cases must be >= 1");
-
-    std::error_code ec;
-    if (!o.force && std::filesystem::exists(o.out, ec))
-        return usage(o.out + ": exists (use --force to overwrite)");
-
     std::vector<h5::FixtureCase> out;
     try {
         for (int i = 0; i < o.cases; ++i) {

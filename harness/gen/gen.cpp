@@ -261,6 +261,8 @@ void take_layer(CaseSpec& s, const std::shared_ptr<const RealLayer>& real) {
         s.pos = real->start;
     }
     s.prefill = std::min(s.prefill, s.T);
+    // rope and qk_norm take q's rows: all of the model's query heads.
+    if ((s.op == Op::rope || s.op == Op::qk_norm) && real->n_heads > 0) s.n_heads = s.n_kv_heads = real->n_heads;
 }
 
 CaseSpec make(const Stream& st) {
@@ -615,9 +617,12 @@ const RealLayer* real_layer(const CaseSpec& s) {
     if (!s.real || s.real->layer != s.layer || s.real->weights.empty())
         throw std::logic_error("case " + canonical_id(s) + " names layer " + std::to_string(s.layer) +
                                " of a checkpoint, but that layer is not loaded");
-    if (s.model_inputs && (s.real->acts.empty() || s.T > s.real->rows || s.S > s.real->rows))
-        throw std::logic_error("case " + canonical_id(s) + " takes the real stream's inputs, which are not loaded "
-                               "or are shorter than the case");
+    if (s.model_inputs && (s.T > s.real->rows || s.S > s.real->rows))
+        throw InputError("case " + canonical_id(s) + " takes " + std::to_string(std::max(s.T, s.S)) +
+                         " rows of the model stream, which has " + std::to_string(s.real->rows) +
+                         " tokens (--tokens / --token-count)");
+    if (s.model_inputs && s.real->acts.empty())
+        throw std::logic_error("case " + canonical_id(s) + " takes the real stream's inputs, which are not loaded");
     return s.real.get();
 }
 

@@ -69,6 +69,7 @@ struct RealLayer {
     bool model_inputs = false;  // --inputs model: the inputs are the real residual stream's
     int64_t rows = 0;           // model inputs: rows of the stream (a case takes its first T)
     int64_t start = 0;          // model inputs: the position of the stream's first row
+    int64_t n_heads = 0;        // the model's query heads: q and rope_in are [rows, n_heads * head_dim]
     // Filled while the layer's cases run (run/real.h), empty otherwise:
     Named weights;  // attn_norm, wq, wk, wv, wo, ffn_norm, w1, w3, w2 (q_norm, k_norm): [in, out]
     // Model inputs: the reference's activations of the layer on the stream,

@@ -136,7 +136,9 @@ std::shared_ptr<RealModel> RealModel::open(const RealOptions& o, std::ostream* l
     }
     if (m->model_.block.qk_norm && !found.block.qk_norm)
         throw InputError("--qk-norm 1: " + o.path + " has no q_norm / k_norm weights");
-    m->layers_ = parse_layers(o.layers, m->model_.layers, "--layers");
+    m->layers_ = parse_layers(o.layers, m->model_.layers, "--layer/--layers");
+    if (o.tokens.empty() && o.n_tokens < 1)
+        throw InputError("--token-count: expected a positive count, found " + std::to_string(o.n_tokens));
     m->tokens_ = o.tokens.empty() ? default_tokens(o.n_tokens, m->model_.vocab) : o.tokens;
     const int64_t vocab = m->model_.vocab;
     for (int64_t id : m->tokens_)
@@ -159,6 +161,7 @@ std::shared_ptr<gen::RealLayer> RealModel::mutable_slot(int64_t layer) {
         s->model_inputs = o_.model_inputs;
         s->rows = static_cast<int64_t>(tokens_.size());
         s->start = o_.start;
+        s->n_heads = model_.block.n_heads;
     }
     return s;
 }
@@ -205,6 +208,9 @@ LayerStats RealModel::load(int64_t layer) {
     s->acts["x"] = to_float(stream_);
     for (const char* name : {"attn_in", "q", "rope_in", "q_rot", "k_rot", "v", "ffn_in"})
         s->acts[name] = to_float(step.taps.at(name));
+    // Its output is the next layer's input: --layers all reads and runs each layer once.
+    stream_ = step.out;
+    stream_at_ = layer + 1;
     st.seconds_stream = since(t0);
 
     // The stream's channels: max |x| over the rows, the largest few against the median.
