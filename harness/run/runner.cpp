@@ -222,6 +222,11 @@ Case property_case(const gen::CaseSpec& spec, DType dtype) {
     try {
         validate_case(c);
     } catch (const InputError& e) {
+        // A case of a checkpoint's layer takes that checkpoint's tensors: an
+        // id replayed with another --weights may not fit them.
+        if (spec.layer >= 0)
+            throw InputError("case " + c.id + " does not fit the layer given (" + e.what() +
+                             "): was it drawn from another --weights?");
         throw std::logic_error(std::string("the generator drew an invalid case: ") + e.what());
     }
     return c;

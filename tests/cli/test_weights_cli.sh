@@ -114,6 +114,8 @@ expect 2 "--layers" -- --weights "$ck/llama-hf" --layer 7 --cases 1
 expect 2 "only with --weights" -- --inputs model --cases 1
 expect 2 "past the vocabulary" -- --weights "$ck/llama-hf" --inputs model --tokens 1,2,99999 --cases 1
 expect 2 "weights" -- --case 'rope(T=1,n=1,hd=16,layout=neox,theta=10000,pos=1,mag=1,outliers=0,seed=0,layer=0)'
+expect 2 "was it drawn from another --weights" -- --weights "$ck/qwen3.gguf" --impl scalar --case \
+  'block(T=1,D=64,H=4,KV=2,hd=16,F=96,layout=neox,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,pos=1,mag=1,outliers=0,seed=0,layer=1)'
 expect 2 "fix the sizes" -- --weights "$ck/llama-hf" --d-model 128 --cases 1
 expect 2 "token ids only with --weights" -- forward --preset llama3-8b --tokens 1,2
 echo "weights cli: ok"
