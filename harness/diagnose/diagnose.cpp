@@ -108,6 +108,17 @@ bool conforms(const Case& c, DType dtype, NamedD observed, Truth t) {
     return set_aside_nonfinite(observed, t) >= 0 && judge_case(c, dtype, observed, t).pass;
 }
 
+// The subject tensor's error under the config (failed) and under the
+// hypothesis (jr), and what the hypothesis allows there.
+void record_errors(HypothesisMatch& m, const CaseResult& failed, const CaseResult& jr) {
+    m.tensor = subject_tensor(failed);
+    const TensorResult* before = tensor_of(failed, m.tensor);
+    const TensorResult* after = tensor_of(jr, m.tensor);
+    m.err_config = before ? before->v.m.max_abs : NAN;
+    m.err_hypothesis = after ? after->v.m.max_abs : NAN;
+    m.allowed = after ? after->v.allowed : NAN;
+}
+
 // Judges observed against one variant; fills m's errors. True when it
 // conforms there — and, given the faithful float64 reference, when that does
 // not: a convention the case cannot tell from the config's explains nothing
@@ -121,12 +132,7 @@ bool judge_under(const Case& c, DType dtype, const NamedD& observed, const ref::
     if (aside < 0) return false;
     const CaseResult jr = judge_case(c, dtype, obs, t);
     m.change = v.describe();
-    m.tensor = subject_tensor(failed);
-    const TensorResult* before = tensor_of(failed, m.tensor);
-    const TensorResult* after = tensor_of(jr, m.tensor);
-    m.err_config = before ? before->v.m.max_abs : NAN;
-    m.err_hypothesis = after ? after->v.m.max_abs : NAN;
-    m.allowed = after ? after->v.allowed : NAN;
+    record_errors(m, failed, jr);
     if (aside > 0) m.note = fmt::format("non-finite at the same {} elements, the rest within bounds", aside);
     return jr.pass;
 }
@@ -258,12 +264,7 @@ Diagnosis diagnose(const Case& c, DType dtype, const NamedD& observed, const Cas
             m.why = fmt::format("the output is {}'s accuracy, not {}'s: something (a GEMM, a stored intermediate) "
                                 "runs in {} in an implementation that claims {}",
                                 to_string(lower), to_string(dtype), to_string(lower), to_string(dtype));
-            m.tensor = subject_tensor(failed);
-            const TensorResult* before = tensor_of(failed, m.tensor);
-            const TensorResult* after = tensor_of(jr, m.tensor);
-            m.err_config = before ? before->v.m.max_abs : NAN;
-            m.err_hypothesis = after ? after->v.m.max_abs : NAN;
-            m.allowed = after ? after->v.allowed : NAN;
+            record_errors(m, failed, jr);
             d.matches.push_back(m);
             break;
         }
