@@ -115,35 +115,40 @@ Tensor flat(const Tensor& t) { return t.reshape({t.size(0), -1}); }
 // the dtype's unit (the reference rotates in the dtype). Carried: |c| e_j + |s| e_p.
 //
 // And the angle's own error. A legitimate float32 program turns pair i at
-// position p by θ_i = fl(p · f_i), f_i the (scaled) inverse frequency, and
-// computes f_i in one of several ways, each with a relative error of at most
-// ρf_i (u = 2^-24):
+// position p by an angle θ_i ≈ p · f_i, f_i the (scaled) inverse frequency,
+// with a relative error in two parts (u = 2^-24): one that is the same at
+// every position (the frequency's, ρf_i) and one that is not (ρr_i):
 //   * HF: f_i = 1 / θ^(2i/rd) in float32: the exponent's rounding moves
-//     θ^(2i/rd) by ln(θ)·(2i/rd)·u; the power and the division add ≤ 2u;
-//   * the recurrence f_i = fl(f_{i-1} · s), s = fl(θ^(-2/rd)) (ggml's CPU
-//     RoPE builds θ_i = θ_{i-1}·s the same way): s's rounding compounds to
-//     i·u, and i roundings add i·u;
+//     θ^(2i/rd) by ln(θ)·(2i/rd)·u; the power and the division add ≤ 2u; the
+//     product fl(p · f_i) rounds once per position: u;
+//   * the recurrence θ_i = fl(θ_{i-1} · s), θ_0 = p, s = fl(θ^(-2/rd)) (ggml's
+//     CPU RoPE): s's rounding compounds to i·u at every position alike, and
+//     the i products round differently at every position: i·u;
 //   * scaled (linear, llama3, yarn, dynamic) in float32: a few more, 3u;
 //   * pair 0 of an unscaled RoPE has f_0 = 1 exactly whatever the program.
-// So ρf_i = (2 + 2i + ln(θ)·2i/rd + 3·scaled)·u (0 for pair 0 unscaled); and
-// the product p·f_i rounds once more, and p itself when held as float32
-// (exact below 2^24): ρp = u. A float32 cos/sin table indexed by position is
-// these angles again (its own rounding is the 3u above). The pair (x_j, x_p),
-// of norm r, turned by at most (ρf_i + ρp)·|θ_i| too far, moves by at most
-// mscale · r · (ρf_i + ρp)·|θ_i|: that is the rope op's own budget, per element.
-// It admits every computation above at any position and rejects angles,
-// positions, frequencies or cos/sin held in bf16 or f16 (2^-9 and 2^-12
-// relative, thousands of times ρ at the pairs that matter), a wrong theta and
-// a wrong or missing scaling (O(1)).
+// So ρf_i = (2 + i + ln(θ)·2i/rd + 3·scaled)·u (0 for pair 0 unscaled) and
+// ρr_i = (1 + i)·u, which also covers p held as float32 (exact below 2^24).
+// A float32 cos/sin table indexed by position is these angles again (its own
+// rounding is the 3u above). The pair (x_j, x_p), of norm r, turned by at
+// most (ρf_i + ρr_i)·|θ_i| too far, moves by at most mscale · r · (ρf_i +
+// ρr_i)·|θ_i|: that is the rope op's own budget, per element. It admits every
+// computation above at any position and rejects angles, positions,
+// frequencies or cos/sin held in bf16 or f16 (2^-9 and 2^-12 relative,
+// thousands of times ρ at the pairs that matter), a wrong theta and a wrong or
+// missing scaling (O(1)).
 //
 // Carried into attention, the two parts differ. The frequency's error is the
 // same at every position, so a score q_t · k_s sees it only through the
 // relative angle, (p_t − p_s)·f_i·ρf_i — zero on the diagonal, small for near
-// keys; the rounding of each angle is independent per position and pair. So
-// rope_bound returns them apart: `round` (per element, r·mscale·ρp·|θ_i|) and
-// `freq` (per element, r·mscale·f_i·ρf_i: the error per unit of position), and
-// attention sums both over a head in quadrature (different pairs, different
-// roundings), where the rest is carried linearly.
+// keys; the per-position part is independent per position and pair, and a
+// score of near positions sees it whole. (With the recurrence's i·u counted
+// as a frequency error alone, an honest float32 block built by the
+// recurrence failed 3 of 300 cases at positions past 4000: attn 1.64e-3
+// against 1.50e-3 allowed, hd 256 at position 32766.) So rope_bound returns
+// them apart: `round` (per element, r·mscale·ρr_i·|θ_i|) and `freq` (per
+// element, r·mscale·f_i·ρf_i: the error per unit of position), and attention
+// sums both over a head in quadrature (different pairs, different roundings),
+// where the rest is carried linearly.
 struct RopeBound {
     Tensor rest, round, freq, positions;
     Tensor total() const { return rest + round + freq * positions.to(freq.scalar_type()).abs().unsqueeze(1); }
@@ -190,10 +195,12 @@ RopeBound rope_bound(const Tensor& x, const Tensor& ex, const Tensor& positions,
     const bool scaled = p.scaling.type != RopeScalingType::none;
     const auto one = torch::ones({1}, torch::kInt64);
     auto f = rope_angles(one, p, f64).abs().reshape({1, half});  // f_i: the angles at position 1
-    std::vector<double> rho_f(static_cast<size_t>(half));
-    for (int64_t i = 0; i < half; ++i)
+    std::vector<double> rho_f(static_cast<size_t>(half)), rho_r(static_cast<size_t>(half));
+    for (int64_t i = 0; i < half; ++i) {
         rho_f[static_cast<size_t>(i)] =
-            i == 0 && !scaled ? 0.0 : (2.0 + 2.0 * i + std::log(p.theta) * 2.0 * i / rd + (scaled ? 3.0 : 0.0)) * u.a;
+            i == 0 && !scaled ? 0.0 : (2.0 + i + std::log(p.theta) * 2.0 * i / rd + (scaled ? 3.0 : 0.0)) * u.a;
+        rho_r[static_cast<size_t>(i)] = (1.0 + i) * u.a;
+    }
     std::vector<int64_t> pair_of(static_cast<size_t>(width), 0);
     for (int64_t col = 0; col < width; ++col) {
         const int64_t d = col % hd;
@@ -203,7 +210,7 @@ RopeBound rope_bound(const Tensor& x, const Tensor& ex, const Tensor& positions,
     const double mscale = rope_attention_factor(p, f64);
     auto r = (x.pow(2) + x.index_select(1, idx).pow(2)).sqrt() * mscale * rot_mask;  // the pair's norm, [T, width]
     auto theta = rope_angles(positions, p, f64).abs().index_select(1, pidx);       // |θ_i| per element
-    b.round = r * u.a * theta;
+    b.round = r * theta * torch::tensor(rho_r, opts).index_select(0, pidx).reshape({1, width});
     b.freq = r * (f * torch::tensor(rho_f, opts).reshape({1, half})).index_select(1, pidx);
     b.positions = positions;
     return b;
@@ -215,11 +222,19 @@ RopeBound rope_bound(const Tensor& x, const Tensor& ex, const Tensor& positions,
 // (softmax is shift-invariant), at most e^{2 max δs} times that when δs is not
 // small, and never by more than the spread of the visible v; plus p-weighted v
 // bounds, and its own sum of S terms.
-// Returns what moves a head's dims together (the softmax's part) and the rest.
+// Returns what moves a head's dims together (the softmax's part), the rest,
+// and what a projection of the output needs to carry the first part exactly
+// per key (attn_through_wo).
 // rq / rk, when given: RoPE's angle errors of q and k (rope_bound), carried
 // into the scores in quadrature — the roundings per element, and the
 // frequencies' error through the relative position |p_t − p_s|.
-std::pair<Tensor, Tensor> attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, const Tensor& ek, const Tensor& v,
+struct AttnBound {
+    Tensor together, apart;  // [T, H·hd]
+    Tensor weight;           // [H, T, S]: p_s · δs_s · growth, 0 where s is not visible
+    Tensor visible;          // [1, T, S]
+    Tensor vh, o;            // [H, S, hd], [H, T, hd]: v per query head, the output
+};
+AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, const Tensor& ek, const Tensor& v,
                        const Tensor& ev, const Tensor& q_pos, const Tensor& k_pos, int64_t H, int64_t KV, int64_t hd,
                        const Units& u, const RopeBound* rq = nullptr, const RopeBound* rk = nullptr) {
     const int64_t T = q.size(0), S = k.size(0), rep = H / KV;
@@ -264,7 +279,39 @@ std::pair<Tensor, Tensor> attention_bound(const Tensor& q, const Tensor& eq, con
     auto back = [&](const Tensor& e) {
         return torch::where(any, e, torch::zeros_like(e)).transpose(0, 1).reshape({T, H * hd});
     };
-    return {back(together), back(apart)};
+    return {back(together), back(apart), p * ds * growth, vis, vh, o};
+}
+
+// The softmax's part of attn carried through wo into h = x + attn @ wo. To
+// first order one row's output moves by Σ_s p_s δs_s (v_s − o), so its
+// projection moves by Σ_s p_s δs_s (v_s − o) @ wo_h: each key's deviation is
+// projected before its magnitude is taken, which keeps the cancellation
+// inside (v_s − o) @ wo_h that |v_s − o| @ |wo_h| throws away (a factor up to
+// sqrt(hd)). The projection of a softmax average also stays inside the
+// projections of the visible values: |δo @ wo_h| ≤ max_s |(v_s − o) @ wo_h|.
+// Both are bounds, as is the old |together| @ |wo_h|: the least is kept, per
+// head, and heads are summed in quadrature as before.
+Tensor attn_through_wo(const AttnBound& a, const Tensor& wo, int64_t hd) {
+    const int64_t H = a.o.size(0), T = a.o.size(1), S = a.vh.size(1), D = wo.size(1);
+    auto wo_h = wo.reshape({H, hd, D});
+    auto t_h = heads(a.together, hd).transpose(0, 1);  // [H, T, hd]
+    auto sum_sq = torch::zeros({T, D}, wo.options());
+    // Rows at a time, so that [rows, S, D] stays near 4M elements (32 MB).
+    const int64_t step = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, S * D));
+    for (int64_t h = 0; h < H; ++h) {
+        auto vw = torch::matmul(a.vh[h], wo_h[h]), ow = torch::matmul(a.o[h], wo_h[h]);  // [S, D], [T, D]
+        auto linear = torch::matmul(t_h[h], wo_h[h].abs());                              // [T, D]
+        for (int64_t t0 = 0; t0 < T; t0 += step) {
+            const int64_t n = std::min(step, T - t0);
+            auto dev = (vw.unsqueeze(0) - ow.narrow(0, t0, n).unsqueeze(1)).abs();  // [n, S, D]
+            auto moved = (a.weight[h].narrow(0, t0, n).unsqueeze(-1) * dev).sum(1);
+            auto vis = a.visible[0].narrow(0, t0, n).unsqueeze(-1);
+            auto spread = std::get<0>(torch::where(vis, dev, torch::zeros_like(dev)).max(1));
+            auto best = torch::minimum(torch::minimum(moved, spread), linear.narrow(0, t0, n));
+            sum_sq.narrow(0, t0, n).add_(best.pow(2));
+        }
+    }
+    return sum_sq.sqrt();
 }
 
 // SwiGLU (silu(x@w1) * (x@w3)) @ w2 with x's bound carried. silu is
@@ -328,9 +375,9 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
         case Op::rope: e["out"] = rope_bound(in("x"), none, pos("positions"), rope_params(cfg), u).total(); break;
         case Op::attention:
         {
-            const auto [together, apart] = attention_bound(in("q"), none, in("k"), none, in("v"), none, pos("q_positions"),
-                                                           pos("k_positions"), cfg.n_heads, cfg.n_kv_heads, hd, u);
-            e["out"] = together + apart;
+            const AttnBound a = attention_bound(in("q"), none, in("k"), none, in("v"), none, pos("q_positions"),
+                                                pos("k_positions"), cfg.n_heads, cfg.n_kv_heads, hd, u);
+            e["out"] = a.together + a.apart;
         }
             break;
         case Op::swiglu: e["out"] = swiglu_bound(in("x"), Bound{}, in("w1"), in("w3"), in("w2"), u); break;
@@ -367,20 +414,17 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             e["q_rot"] = rq.total();
             e["k_rot"] = rk.total();
             auto attn = tap("attn");
-            const auto [together, apart] = attention_bound(tap("q_rot"), rq.rest, tap("k_rot"), rk.rest, v, e["v"], positions,
-                                                           positions, cfg.n_heads, cfg.n_kv_heads, hd, u, &rq, &rk);
-            e["attn"] = together + apart;
+            const AttnBound ab = attention_bound(tap("q_rot"), rq.rest, tap("k_rot"), rk.rest, v, e["v"], positions,
+                                                 positions, cfg.n_heads, cfg.n_kv_heads, hd, u, &rq, &rk);
+            e["attn"] = ab.together + ab.apart;
             // h = x + attn @ wo: the projection (stored before the add below
             // float32), the add, and attn's bound through wo — what one softmax
-            // row moves, linearly within its head and in quadrature across heads.
+            // row moves, per key through its head's wo, and in quadrature across heads.
             auto h = tap("h");
             auto wo = in("wo"), proj = torch::matmul(attn, wo);
             Bound eattn;
-            eattn.abs = apart;
-            auto t_h = heads(together, hd).transpose(0, 1);                       // [H, T, hd]
-            auto wo_h = wo.abs().reshape({cfg.n_heads, hd, cfg.d_model});        // [H, hd, D]
-            e["h"] = matmul_bound(attn, eattn, wo, proj, u) + torch::matmul(t_h, wo_h).pow(2).sum(0).sqrt() +
-                     u.a * h.abs() + u.store(h);
+            eattn.abs = ab.apart;
+            e["h"] = matmul_bound(attn, eattn, wo, proj, u) + attn_through_wo(ab, wo, hd) + u.a * h.abs() + u.store(h);
             auto f = tap("ffn_in");
             const Bound ef = norm_bound(h, e["h"], in("ffn_norm").reshape({-1}), cfg.norm_eps, f, u);
             e["ffn_in"] = ef.total(f);

@@ -33,6 +33,15 @@ f32 = np.float32
 # to check every convention exactly against the golden files.
 ANGLE_DTYPE = np.float32
 
+# How the angles are built. "hf": float32(pos) * inv_freq[i], one product per
+# angle. "recurrence" (--angles recurrence): angle_i = angle_{i-1} * s with
+# s = float32(theta^(-2/rd)), float32 throughout, pair by pair, as several
+# CPU engines build them (the scaling, if any, then multiplies pair i by its
+# float32 ratio to the unscaled frequency). Both are honest float32 programs;
+# the recurrence's angles are ~i ulps off, so at large positions its outputs
+# differ from HF's by far more than HF's own rounding, and conform must pass both.
+ANGLES = "hf"
+
 
 def need(ok, message):
     if not ok:
@@ -99,6 +108,27 @@ def inv_freq(config, seq_len):
     return inv.astype(ANGLE_DTYPE)
 
 
+def recurrence_angles(positions, config, seq_len):
+    """angle[:, i] = angle[:, i-1] * s in float32 [T, rd/2] (ANGLES above)."""
+    rd = rotary_dims(config)
+    theta = np.float64(config["rope_theta"])
+    sc = config.get("rope_scaling") or {"type": "none"}
+    if sc["type"] == "dynamic" and seq_len > sc["original_max_position"]:
+        orig = np.float64(sc["original_max_position"])  # the NTK base, as inv_freq above
+        theta = theta * (sc["factor"] * seq_len / orig - (sc["factor"] - 1)) ** (np.float64(rd) / (rd - 2))
+    s = f32(math.pow(theta, -2.0 / rd))
+    ang = np.empty((positions.shape[0], rd // 2), dtype=f32)
+    a = positions.astype(f32)
+    for i in range(rd // 2):
+        ang[:, i] = a
+        a = a * s  # float32 * float32, rounded once
+    if sc["type"] in ("linear", "llama3", "yarn"):
+        plain = dict(config, rope_scaling=None)
+        ratio = (inv_freq(config, seq_len).astype(np.float64) / inv_freq(plain, seq_len).astype(np.float64)).astype(f32)
+        ang = ang * ratio[None, :]
+    return ang
+
+
 def attention_factor(config):
     sc = config.get("rope_scaling") or {"type": "none"}
     return sc["attention_factor"] if sc["type"] == "yarn" else 1.0
@@ -117,7 +147,10 @@ def rotate(x, positions, config, seq_len):
     need(positions.shape == (x.shape[0],), "rope: positions %s do not match x %s" % (positions.shape, x.shape))
     need(0 < rd <= hd and rd % 2 == 0, "rope: rotary_dim %d must be even and in (0, head_dim=%d]" % (rd, hd))
     T = x.shape[0]
-    angle = positions.astype(ANGLE_DTYPE)[:, None] * inv_freq(config, seq_len)[None, :]  # [T, rd/2]
+    if ANGLES == "recurrence":
+        angle = recurrence_angles(positions, config, seq_len)
+    else:
+        angle = positions.astype(ANGLE_DTYPE)[:, None] * inv_freq(config, seq_len)[None, :]  # [T, rd/2]
     mscale = ANGLE_DTYPE(attention_factor(config))
     cos = (np.cos(angle) * mscale).astype(f32)[:, None, :]  # [T, 1, rd/2]
     sin = (np.sin(angle) * mscale).astype(f32)[:, None, :]
@@ -272,7 +305,11 @@ def make_worker(name="numpy", description="float32 numpy, HF conventions", dtype
 def main(name="numpy", description="float32 numpy, HF conventions"):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("--dtypes", default="f32", help="comma-separated dtypes to announce (f32, bf16, f16)")
+    ap.add_argument("--angles", choices=("hf", "recurrence"), default="hf",
+                    help="how RoPE angles are built in float32 (see ANGLES)")
     args = ap.parse_args()
+    global ANGLES
+    ANGLES = args.angles
     make_worker(name, description, args.dtypes.split(",")).run()
 
 
