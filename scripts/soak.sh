@@ -2,11 +2,16 @@
 # No false alarms, shown: honest implementations on fresh random seeds, every
 # op, each dtype, until CASES property cases per dtype have been judged.
 #
-#   scripts/soak.sh [--cases N] [--dtype LIST] [--impl LIST] [--per-run K] [--conform PATH] [--out DIR]
+#   scripts/soak.sh [--cases N] [--dtype LIST] [--impl LIST] [--impl-cmd CMD] [--op LIST] [--per-run K]
+#                   [--conform PATH] [--out DIR]
 #
 #   --cases N     property cases per dtype, over every op and implementation (default 200000)
 #   --dtype LIST  comma-separated (default f32,bf16)
-#   --impl LIST   the implementations (default scalar,simd; cuda where a GPU is)
+#   --impl LIST   the implementations (default scalar,simd; cuda where a GPU is;
+#                 none with --impl-cmd unless named)
+#   --impl-cmd CMD  also (or, without --impl, only) this worker (impls/WORKERS.md),
+#                 e.g. '/usr/bin/python3 impls/worker_example/numpy_worker.py --angles recurrence'
+#   --op LIST     the ops (default all)
 #   --per-run K   cases per op per conform run (default 400): each run takes a
 #                 fresh seed (--seed random), printed with its result
 #   --out DIR     where each failing run's report is kept (default reports/soak)
@@ -18,12 +23,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-target=200000 dtypes=f32,bf16 impls="" per_run=400 conform=build/conform out=reports/soak
+target=200000 dtypes=f32,bf16 impls="" impl_cmd="" ops=all per_run=400 conform=build/conform out=reports/soak
 while (($#)); do
   case "$1" in
     --cases) target=${2:?}; shift 2 ;;
     --dtype) dtypes=${2:?}; shift 2 ;;
     --impl) impls=${2:?}; shift 2 ;;
+    --impl-cmd) impl_cmd=${2:?}; shift 2 ;;
+    --op) ops=${2:?}; shift 2 ;;
     --per-run) per_run=${2:?}; shift 2 ;;
     --conform) conform=${2:?}; shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
@@ -36,7 +43,11 @@ for p in python3 /usr/bin/python3; do
   if command -v "$p" >/dev/null && "$p" -c "import json" 2>/dev/null; then PY=$p; break; fi
 done
 [ -n "$PY" ] || { echo "soak.sh: needs a python3 (to read the JSON report)" >&2; exit 2; }
-if [ -z "$impls" ]; then
+worker=()
+[ -n "$impl_cmd" ] && worker=(--impl-cmd "$impl_cmd")
+if [ -z "$impls" ] && [ -n "$impl_cmd" ]; then
+  :  # the worker alone
+elif [ -z "$impls" ]; then
   impls=scalar,simd
   "$conform" list 2>/dev/null | grep -qE "^  cuda +available" && impls=$impls,cuda
 fi
@@ -50,15 +61,17 @@ for dt in "${dts[@]}"; do
   # The implementations that run this dtype (scalar is float32 only: exit 3).
   IFS=, read -ra all <<<"$impls"
   run_impls=""
-  for i in "${all[@]}"; do
+  for i in ${impls:+"${all[@]}"}; do
     "$conform" --impl "$i" --dtype "$dt" --op rmsnorm --cases 1 --no-default-fixtures --quiet --out "$tmp/probe" \
       >/dev/null 2>&1
     [ $? -ne 3 ] && run_impls=${run_impls:+$run_impls,}$i
   done
-  [ -n "$run_impls" ] || { echo "soak.sh: no implementation of $impls runs $dt" >&2; exit 2; }
+  [ -n "$run_impls" ] || [ -n "$impl_cmd" ] || { echo "soak.sh: no implementation of $impls runs $dt" >&2; exit 2; }
+  impl_args=()
+  [ -n "$run_impls" ] && impl_args=(--impl "$run_impls")
   done_cases=0 failed=0 runs=0 t0=$SECONDS
   while ((done_cases < target)); do
-    "$conform" --impl "$run_impls" --op all --dtype "$dt" --cases "$per_run" --seed random \
+    "$conform" "${impl_args[@]}" "${worker[@]}" --op "$ops" --dtype "$dt" --cases "$per_run" --seed random \
       --no-default-fixtures --quiet --out "$tmp/run" >"$tmp/out" 2>&1
     code=$?
     if ((code != 0 && code != 1)); then cat "$tmp/out"; echo "soak.sh: conform exited $code" >&2; exit 2; fi
@@ -83,7 +96,8 @@ PY
       rc=1
     fi
   done
-  printf 'soak %s: %d cases (%s; every op) in %d runs, %d failed, %d s\n' "$dt" "$done_cases" "$run_impls" "$runs" \
+  printf 'soak %s: %d cases (%s; ops %s) in %d runs, %d failed, %d s\n' "$dt" "$done_cases" \
+    "${run_impls}${impl_cmd:+${run_impls:+, }worker: $impl_cmd}" "$ops" "$runs" \
     "$failed" $((SECONDS - t0))
 done
 exit $rc

@@ -291,27 +291,46 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
 // projections of the visible values: |δo @ wo_h| ≤ max_s |(v_s − o) @ wo_h|.
 // Both are bounds, as is the old |together| @ |wo_h|: the least is kept, per
 // head, and heads are summed in quadrature as before.
-Tensor attn_through_wo(const AttnBound& a, const Tensor& wo, int64_t hd) {
-    const int64_t H = a.o.size(0), T = a.o.size(1), S = a.vh.size(1), D = wo.size(1);
+Tensor attn_through_wo(const AttnBound& a, const Tensor& wo, int64_t hd, const Tensor& rest) {
+    const int64_t H = a.o.size(0), T = a.o.size(1), D = wo.size(1);
     auto wo_h = wo.reshape({H, hd, D});
     auto t_h = heads(a.together, hd).transpose(0, 1);  // [H, T, hd]
+    std::vector<Tensor> linear;                         // [T, D] per head
     auto sum_sq = torch::zeros({T, D}, wo.options());
-    // Rows at a time, so that [rows, S, D] stays near 4M elements (32 MB).
-    const int64_t step = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, S * D));
     for (int64_t h = 0; h < H; ++h) {
-        auto vw = torch::matmul(a.vh[h], wo_h[h]), ow = torch::matmul(a.o[h], wo_h[h]);  // [S, D], [T, D]
-        auto linear = torch::matmul(t_h[h], wo_h[h].abs());                              // [T, D]
-        for (int64_t t0 = 0; t0 < T; t0 += step) {
-            const int64_t n = std::min(step, T - t0);
-            auto dev = (vw.unsqueeze(0) - ow.narrow(0, t0, n).unsqueeze(1)).abs();  // [n, S, D]
-            auto moved = (a.weight[h].narrow(0, t0, n).unsqueeze(-1) * dev).sum(1);
-            auto vis = a.visible[0].narrow(0, t0, n).unsqueeze(-1);
-            auto spread = std::get<0>(torch::where(vis, dev, torch::zeros_like(dev)).max(1));
-            auto best = torch::minimum(torch::minimum(moved, spread), linear.narrow(0, t0, n));
-            sum_sq.narrow(0, t0, n).add_(best.pow(2));
+        linear.push_back(torch::matmul(t_h[h], wo_h[h].abs()));
+        sum_sq.add_(linear.back().pow(2));
+    }
+    // The per-key sum costs T·S·D per head: only rows where the old carry is
+    // more than a tenth of h's other terms somewhere take it (elsewhere it
+    // could not move the bound by more than 10%).
+    auto rows = (sum_sq.sqrt() > 0.1 * rest).any(1).nonzero().reshape({-1});
+    const int64_t R = rows.numel();
+    if (R == 0) return sum_sq.sqrt();
+    auto vis_r = a.visible[0].index_select(0, rows);  // [R, S]
+    auto sel_sq = torch::zeros({R, D}, wo.options());
+    for (int64_t h = 0; h < H; ++h) {
+        auto vw = torch::matmul(a.vh[h], wo_h[h]);                       // [S, D]
+        auto ow = torch::matmul(a.o[h].index_select(0, rows), wo_h[h]);  // [R, D]
+        auto w_r = a.weight[h].index_select(0, rows), lin = linear[h].index_select(0, rows);
+        // Rows at a time, so that [rows, S, D] stays near 4M elements (32 MB),
+        // and only up to the last key any of them sees.
+        const int64_t step = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, vw.size(0) * D));
+        for (int64_t r0 = 0; r0 < R; r0 += step) {
+            const int64_t n = std::min(step, R - r0);
+            auto vis = vis_r.narrow(0, r0, n);
+            auto seen = vis.any(0).nonzero();
+            if (seen.numel() == 0) continue;  // no key: attn is zeros, nothing moves
+            const int64_t S = seen.max().item<int64_t>() + 1;
+            auto dev = (vw.narrow(0, 0, S).unsqueeze(0) - ow.narrow(0, r0, n).unsqueeze(1)).abs();  // [n, S, D]
+            auto moved = torch::bmm(w_r.narrow(0, r0, n).narrow(1, 0, S).unsqueeze(1), dev).squeeze(1);
+            auto spread = std::get<0>(dev.masked_fill_(vis.narrow(1, 0, S).logical_not().unsqueeze(-1), 0.0).max(1));
+            auto best = torch::minimum(torch::minimum(moved, spread), lin.narrow(0, r0, n));
+            sel_sq.narrow(0, r0, n).add_(best.pow(2) - lin.narrow(0, r0, n).pow(2));
         }
     }
-    return sum_sq.sqrt();
+    sum_sq.index_add_(0, rows, sel_sq);
+    return sum_sq.clamp_min(0.0).sqrt();
 }
 
 // SwiGLU (silu(x@w1) * (x@w3)) @ w2 with x's bound carried. silu is
@@ -424,7 +443,8 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             auto wo = in("wo"), proj = torch::matmul(attn, wo);
             Bound eattn;
             eattn.abs = ab.apart;
-            e["h"] = matmul_bound(attn, eattn, wo, proj, u) + attn_through_wo(ab, wo, hd) + u.a * h.abs() + u.store(h);
+            auto h_rest = matmul_bound(attn, eattn, wo, proj, u) + u.a * h.abs() + u.store(h);
+            e["h"] = h_rest + attn_through_wo(ab, wo, hd, h_rest);
             auto f = tap("ffn_in");
             const Bound ef = norm_bound(h, e["h"], in("ffn_norm").reshape({-1}), cfg.norm_eps, f, u);
             e["ffn_in"] = ef.total(f);
