@@ -3,11 +3,13 @@
 # from the LibTorch reference in float64 (`conform generate`), and the
 # rope-f32-recurrence-*.h5 files from scripts/rope_f32_fixtures.py, an
 # independent float32 RoPE producer (numpy, not conform: its expected values
-# are a float32 implementation's, which conform must accept).
+# are a float32 implementation's, which conform must accept), and
+# block-f32-recurrence.h5 from scripts/block_f32_recurrence_fixtures.py (the
+# numpy worker's float32 block with the same recurrence for its angles).
 #
 # Real head_dim, theta, eps, layout and qk_norm of each preset; d_model and
 # ffn_dim scaled down and head counts reduced (keeping MHA / GQA / MQA) so the
-# whole set stays well under 5 MB. Covers every op, both RoPE layouts, theta
+# whole set stays under 5 MB. Covers every op, both RoPE layouts, theta
 # 1e4 / 5e5 / 1e6 at positions past 8192, QK-norm on and off, MHA, GQA, MQA,
 # and decode with and without a prefill; llama3 and YaRN RoPE scaling and
 # partial rotary.
@@ -72,5 +74,6 @@ for p in python3 /usr/bin/python3; do
 done
 [ -n "$PY" ] || { echo "make-fixtures.sh: no python3 with h5py and numpy (scripts/setup.sh installs them)" >&2; exit 2; }
 "$PY" scripts/rope_f32_fixtures.py --out "$out"
+"$PY" scripts/block_f32_recurrence_fixtures.py --out "$out"
 
 du -ch "$out"/*.h5 | tail -1
