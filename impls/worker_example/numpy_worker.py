@@ -10,6 +10,7 @@ layout, theta, rotary_dim, the five rope_scaling types, qk_norm, norm_eps, GQA.
 
 It announces f32 only; `--dtypes f32,bf16` also offers bf16 (and f16): the
 arithmetic stays float32 and conform_worker rounds the outputs to the dtype.
+`--angles recurrence` builds the RoPE angles pair by pair instead (ANGLES).
 
 numpy_twin.py reuses these functions with one of them wrong.
 """
