@@ -39,6 +39,10 @@ ops = {c["op"] for c in r["cases"] if c["impl"] == "numpy"}
 assert ops == {"rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode"}, ops
 assert any(c["origin"] == "fixture" for c in r["cases"] if c["impl"] == "numpy")
 PY
+# With RoPE angles by the float32 recurrence: another honest program, far
+# from HF's rounding past position 10000 (a fresh seed each run).
+expect 0 "^block +numpy" -- --impl-cmd "$PY $ex/numpy_worker.py --angles recurrence" --op rope,block,decode \
+  --cases 40 --params 'pos=[0-9]{5,}' --seed random --no-default-fixtures --out "$tmp/rec"
 # Its twin (kv heads tiled): exit 1, the bug named.
 expect 1 "diagnosis: gqa_head_mapping_tiled: matches" -- --impl-cmd "$PY $ex/numpy_twin.py" --op attention --cases 30 \
   --no-default-fixtures --out "$tmp/twin"
