@@ -140,6 +140,10 @@ Resolved resolve_case_flags(const CaseFlags& f) {
             throw InputError("--seed: expected a number or 'random', found '" + f.seed + "'");
         }
     }
+    // Which worker calls are repeated, and the poison each call's outputs are
+    // filled with, follow the seed too: "--seed N reproduces this run" holds
+    // for workers as well.
+    r.impls.seed = s.seed;
     const bool full = f.full_size || !f.weights.empty();
     s.cases = f.cases >= 0 ? f.cases : full ? kFullSizeCases : 100;
     s.params = f.params;

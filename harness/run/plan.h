@@ -43,7 +43,7 @@ struct ImplRequest {
     double call_timeout_s = 120;
     uint64_t worker_memory = 0;
     uint64_t worker_cpu_s = 3600;
-    uint64_t seed = 0;
+    std::optional<uint64_t> seed;  // none: from the clock
     // Calls repeated to check they are deterministic (bench: 0, since it
     // checks the outputs itself and a repeat would be timed too).
     double repeat_fraction = 0.125;

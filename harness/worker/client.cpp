@@ -79,7 +79,7 @@ struct WorkerImpl::State {
 };
 
 WorkerImpl::WorkerImpl(const WorkerSpec& spec, DType dtype) : spec_(spec), dtype_(dtype), s_(std::make_unique<State>()) {
-    const uint64_t seed = spec.seed ? spec.seed : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+    const uint64_t seed = spec.seed ? *spec.seed : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
     s_->rng.seed(seed ^ 0x9E3779B97F4A7C15ull);
 }
 

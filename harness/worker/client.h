@@ -23,6 +23,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -40,7 +41,7 @@ struct WorkerSpec {
     double start_timeout_s = 60;
     Limits limits;                  // memory 0: none (commands), or the plugin default
     double repeat_fraction = 0.125;  // calls repeated to check they are deterministic
-    uint64_t seed = 0;              // which calls are repeated, which poison is drawn (0: from the clock)
+    std::optional<uint64_t> seed;   // which calls are repeated, which poison is drawn (none: from the clock)
 
     std::string flag() const;  // "--impl-cmd 'CMD'", "--impl-lib PATH", "--isolate"
 };

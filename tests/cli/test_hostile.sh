@@ -262,6 +262,15 @@ report "$tmp/sd.moved-aside" false hostile-symlink-dir
 run nan_repeat 1 -- --impl-lib "$(lib nan_repeat)" --op rope,rmsnorm --cases 100 --no-default-fixtures --out "$tmp/nr"
 has nan_repeat "nondeterministic: (rope|rmsnorm) was called twice with the same inputs .* then nan"
 report "$tmp/nr" false hostile-nan-repeat
+# Which calls are repeated follows --seed: the same seed twice, the same cases caught.
+run nan_repeat_s1 1 -- --impl-lib "$(lib nan_repeat)" --op rope --cases 60 --no-default-fixtures --seed 5 --out "$tmp/nr1"
+run nan_repeat_s2 1 -- --impl-lib "$(lib nan_repeat)" --op rope --cases 60 --no-default-fixtures --seed 5 --out "$tmp/nr2"
+python3 - "$tmp/nr1/conform.json" "$tmp/nr2/conform.json" <<'PY' || fail "nan_repeat: --seed 5 twice caught different cases"
+import json, sys
+caught = [[(c["case_id"], c["pass"]) for c in json.load(open(f))["cases"]] for f in sys.argv[1:]]
+assert caught[0] == caught[1], (caught[0], caught[1])
+assert any(not p for _, p in caught[0]) and any(p for _, p in caught[0]), caught[0]
+PY
 bench=(bench --op rope,rmsnorm --tokens 4 --min-time 0.02 --min-reps 3 --settle-ms 0)
 run nan_repeat_bench 1 -- "${bench[@]}" --impl-lib "$(lib nan_repeat)"
 has nan_repeat_bench "hostile-nan-repeat rope T=4 returned NaN at element 0 in repetition [0-9-]+ \(input set [0-9]\)"

@@ -438,9 +438,12 @@ class StdoutIsTheProtocol(WorkerTest):
 class FaultWorkers(WorkerTest):
     """The fault workers are test fixtures for conform's judge: each must commit exactly its fault."""
 
-    def rmsnorm(self, j):
-        ins = [("x", np.ones((2, 8), np.float32), "f32"), ("weight", np.ones(8, np.float32), "f32")]
+    def rmsnorm(self, j, same=False):
+        """One rmsnorm call; each call's x differs unless same (a fault worker
+        treats a repeated call as it treated the first)."""
         rid = j.next_id
+        x = np.full((2, 8), 1.0 if same else float(rid), np.float32)
+        ins = [("x", x, "f32"), ("weight", np.ones(8, np.float32), "f32")]
         j.next_id += 1
         j.send(frame({"type": "call", "id": rid, "op": "rmsnorm", "dtype": "f32", "config": config(),
                       "inputs": [{"name": n, "dtype": d, "shape": list(np.shape(a))} for n, a, d in ins],
@@ -457,7 +460,9 @@ class FaultWorkers(WorkerTest):
     def test_crash_after_one_good_call(self):
         j = self.spawn(FAULTS / "crash.py", env={"CONFORM_FAULT_AFTER": "1"})
         j.hello()
-        self.rmsnorm(j)
+        self.rmsnorm(j, same=True)
+        self.assertEqual(j.recv()[0]["type"], "result")
+        self.rmsnorm(j, same=True)  # a repeat of the good call: answered again, the worker is deterministic
         self.assertEqual(j.recv()[0]["type"], "result")
         self.rmsnorm(j)
         self.assertIsNone(j.recv())

@@ -1,9 +1,13 @@
 """What the fault workers share: numpy_worker's correct ops, a call counter,
 and raw access to the protocol for the faults the client would never commit.
 
-CONFORM_FAULT_AFTER=N (environment): the first N calls are answered
-correctly, the fault strikes from call N + 1 on (default 0: the first call).
-The count starts again in a restarted worker.
+CONFORM_FAULT_AFTER=N (environment): the first N distinct calls are answered
+correctly, the fault strikes every other call (default 0: from the first).
+A call with the same op, config and inputs as an earlier one is treated as
+that one was, so each fault worker is deterministic, as the protocol asks:
+conform's repeated-call check (impls/WORKERS.md) sees the fault itself, never
+a worker that answers the same call differently. The count starts again in a
+restarted worker.
 """
 
 import os
@@ -25,18 +29,38 @@ def faulty(name, fault, after=AFTER):
     """A worker with every op of numpy_worker; from call after + 1 on, each
     answer goes through fault(result) instead: what it returns is sent."""
     w = conform_worker.Worker(name, description="test fault: " + name)
-    calls = [0]
+    good = set()  # the calls answered correctly, by call_key
 
-    def wrap(fn):
-        def op(*args, **kwargs):
-            calls[0] += 1
-            result = fn(*args, **kwargs)
-            return result if calls[0] <= after else fault(result)
+    def wrap(op_name, fn):
+        def op(**kwargs):
+            key = call_key(op_name, kwargs)
+            if key not in good and len(good) < after:
+                good.add(key)
+            result = fn(**kwargs)
+            return result if key in good else fault(result)
         return op
 
     for op_name, fn in numpy_worker.OPS.items():
-        w.op(op_name)(wrap(fn))
+        w.op(op_name)(wrap(op_name, fn))
     return w
+
+
+def call_key(op_name, kwargs):
+    """A digest of what a call asked: the op, every input's dtype, shape and
+    bytes, the config and the rest of the arguments."""
+    import hashlib
+    import json
+    import numpy as np
+    h = hashlib.sha256(op_name.encode())
+    for name in sorted(kwargs):
+        v = kwargs[name]
+        h.update(name.encode())
+        if isinstance(v, np.ndarray):
+            h.update(("%s%s" % (v.dtype.str, v.shape)).encode())
+            h.update(np.ascontiguousarray(v).tobytes())
+        else:
+            h.update(json.dumps(v, sort_keys=True, default=str).encode())
+    return h.digest()
 
 
 def main_output(result):
