@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
+
+#include "core/console.h"
 
 namespace conform::select {
 
@@ -348,11 +351,14 @@ void Progress::update(int done, int failures) {
     last_ = now;
     shown_ = true;
     const double elapsed = std::chrono::duration<double>(now - start_).count();
-    os_ << "\r\033[K" << progress_text(done, total_, failures, elapsed) << std::flush;
+    const std::string line = "\r\033[K" + progress_text(done, total_, failures, elapsed);
+    std::lock_guard<std::mutex> g(stderr_mutex());  // not in the middle of a worker's relayed line
+    os_ << line << std::flush;
 }
 
 void Progress::finish() {
     if (!enabled_ || !shown_) return;
+    std::lock_guard<std::mutex> g(stderr_mutex());
     os_ << "\r\033[K" << std::flush;  // the table follows on a clean line
     shown_ = false;
 }

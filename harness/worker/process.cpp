@@ -18,14 +18,11 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/console.h"
+
 namespace conform::worker {
 
 namespace {
-
-std::mutex& stderr_mutex() {
-    static std::mutex m;
-    return m;
-}
 
 // ---- the child, between fork and exec: async-signal-safe calls only --------------
 
@@ -232,15 +229,17 @@ Process Process::spawn(const std::vector<std::string>& argv, const std::string& 
                 std::lock_guard<std::mutex> g(st->m);
                 st->tail.push_back(line);
                 if (st->tail.size() > 20) st->tail.pop_front();
+                const std::string out = "  worker[" + st->label + "] | " + line + "\n";
                 std::lock_guard<std::mutex> o(stderr_mutex());
-                std::cerr << "  worker[" << st->label << "] | " << line << "\n";
+                std::cerr << out << std::flush;
             }
         }
         if (!pending.empty()) {
             std::lock_guard<std::mutex> g(st->m);
             st->tail.push_back(clean_line(pending));
+            const std::string out = "  worker[" + st->label + "] | " + clean_line(pending) + "\n";
             std::lock_guard<std::mutex> o(stderr_mutex());
-            std::cerr << "  worker[" << st->label << "] | " << clean_line(pending) << "\n";
+            std::cerr << out << std::flush;
         }
     });
     return Process(std::move(s));
