@@ -1,5 +1,5 @@
-"""What the fault workers share: numpy_worker's correct ops, a call counter,
-and raw access to the protocol for the faults the client would never commit.
+"""What the fault workers share: numpy_worker's correct ops, a record of the
+calls answered correctly, and raw access to the protocol for the faults the client would never commit.
 
 CONFORM_FAULT_AFTER=N (environment): the first N distinct calls are answered
 correctly, the fault strikes every other call (default 0: from the first).
@@ -26,8 +26,8 @@ AFTER = int(os.environ.get("CONFORM_FAULT_AFTER", "0"))
 
 
 def faulty(name, fault, after=AFTER):
-    """A worker with every op of numpy_worker; from call after + 1 on, each
-    answer goes through fault(result) instead: what it returns is sent."""
+    """A worker with every op of numpy_worker; past the first `after` distinct
+    calls, each answer goes through fault(result) instead: what it returns is sent."""
     w = conform_worker.Worker(name, description="test fault: " + name)
     good = set()  # the calls answered correctly, by call_key
 
