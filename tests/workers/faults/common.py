@@ -1,5 +1,6 @@
 """What the fault workers share: numpy_worker's correct ops, a record of the
-calls answered correctly, and raw access to the protocol for the faults the client would never commit.
+calls answered correctly, and raw access to the protocol for the faults the
+client would never commit.
 
 CONFORM_FAULT_AFTER=N (environment): the first N distinct calls are answered
 correctly, the fault strikes every other call (default 0: from the first).
