@@ -22,7 +22,9 @@ void add_case_flags(CLI::App& app, CaseFlags& f) {
     app.add_option("--op", f.ops, "ops, comma-separated, or 'all': " + op_names());
     app.add_option("--cases", f.cases, "property cases per op (default 100; 10 at full size: --weights, --full-size)")
         ->check(CLI::NonNegativeNumber);
-    app.add_option("--seed", f.seed, "seed for property cases, or 'random' (default: a fixed seed, printed)");
+    app.add_option("--seed", f.seed,
+                   "seed for property cases and for which worker calls are repeated, or 'random' (default: a "
+                   "fixed seed, printed)");
     app.add_option("--dtype", f.dtype, "dtype the implementations run in: f32, bf16, f16 (default f32)");
     app.add_option("--params", f.params,
                    "only cases whose canonical id matches this regex (e.g. 'layout=interleaved'); property cases "

@@ -17,9 +17,7 @@ set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
 : "${ARTIFACTS:?directory for the screenshots}"
 root=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
 expect() {  # expect CODE PATTERN -- args...
   local code=$1 pattern=$2; shift 3

@@ -6,9 +6,7 @@ set -uo pipefail
 : "${CONFORM_BUILD_DIR:?the build directory holding conform}"
 here=$(cd "$(dirname "$0")/../.." && pwd)
 gate="$here/scripts/ci-gate.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 unset TEST_SHARD_INDEX TEST_TOTAL_SHARDS TEST_SHARD_STATUS_FILE
 
 run_gate() {  # run_gate EXPECTED_RC args...

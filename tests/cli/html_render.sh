@@ -6,9 +6,7 @@
 # so and exits 77 (ctest: skipped).
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
 browser() { command -v chromium || command -v chromium-browser || command -v google-chrome || true; }
 chrome=$(browser)

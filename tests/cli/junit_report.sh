@@ -7,9 +7,7 @@
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
 tests=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
 # Without --report: conform.json only, as before there were formats.
 "$CONFORM" --impl scalar --op rmsnorm --cases 2 --no-default-fixtures --quiet --out "$tmp/d" >"$tmp/log" 2>&1 ||

@@ -4,9 +4,7 @@
 # where a lower folder includes a higher one.
 set -uo pipefail
 : "${SRC:?path to the source tree}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
 python3 "$SRC/scripts/check-layering.py" "$SRC" >"$tmp/log" 2>&1 || { cat "$tmp/log"; fail "the tree breaks its layering"; }
 grep -q "0 violations" "$tmp/log" || fail "no summary line"

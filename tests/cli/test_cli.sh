@@ -2,9 +2,7 @@
 # End to end: the README's main command, exit codes and messages.
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
 "$CONFORM" --impl scalar --op all --cases 8 --out "$tmp" >"$tmp/log" 2>&1
 rc=$?

@@ -5,9 +5,7 @@
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
 : "${CONFIGS:?path to fixtures/configs}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
 expect() {  # expect CODE PATTERN -- args...
   local code=$1 pattern=$2; shift 3

@@ -4,9 +4,7 @@
 # check and exits 77 (ctest: skipped); the cuda-labelled tests run there.
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
 line=$("$CONFORM" list | grep -E '^  cuda  ') || fail "conform list has no cuda line"
 echo "$line"

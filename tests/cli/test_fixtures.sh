@@ -10,9 +10,7 @@
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
 root=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
 # Debian's python3-h5py lives in /usr/bin/python3, which a pyenv or venv
 # python3 earlier on PATH may shadow.

@@ -4,9 +4,7 @@
 # prints a failure report that names it and replays.
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
 start=$(date +%s)
 "$CONFORM" mutants --out "$tmp" >"$tmp/log" 2>&1

@@ -20,9 +20,7 @@
 set -uo pipefail
 mode=${1:?usage: test_plugin.sh example|contract|dtypes|install}
 : "${CONFORM:?}" "${CONFORM_SOURCE_DIR:?}" "${CONFORM_BINARY_DIR:?}" "${BAD_PLUGIN_DIR:?}" "${CMAKE:?}" "${CTEST:?}" "${CC:?}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
 # expect CODE PATTERN -- ARGS...: conform ARGS exits CODE and prints PATTERN (a grep -E regex).
 expect() {

@@ -12,9 +12,7 @@
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
 root=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
 PY=""
 for p in python3 /usr/bin/python3; do

@@ -4,9 +4,7 @@
 # no progress line off a terminal, `list --ops / --impls` for scripts.
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 unset TEST_SHARD_INDEX TEST_TOTAL_SHARDS TEST_SHARD_STATUS_FILE
 
 expect() {  # expect CODE PATTERN -- args...

@@ -4,9 +4,7 @@
 # small op, its JSON schema, its check against LibTorch).
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
 "$CONFORM" list >"$tmp/list" 2>&1 || fail "list"
 grep -q "simd  available" "$tmp/list" || { cat "$tmp/list"; fail "simd not listed as available"; }

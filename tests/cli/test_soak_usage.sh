@@ -3,9 +3,7 @@
 # before (or instead of) any soak; nothing is reported as soaked.
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}" "${SRC:?the source tree}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
 # soak_expect PATTERN -- ARGS...: exit 2, PATTERN in the output, no summary line.
 soak_expect() {

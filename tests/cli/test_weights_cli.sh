@@ -12,9 +12,7 @@
 #  * bad input exits 2 naming the file, tensor or flag.
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}" "${MAKE_CHECKPOINTS:?path to weights_checkpoints}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
 # expect CODE PATTERN -- ARGS...
 expect() {

@@ -8,9 +8,7 @@
 # Exit 77 (ctest: skipped) where no python3 has numpy.
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}" "${SRC:?the source tree}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
 PY=""
 for p in python3 /usr/bin/python3; do

@@ -11,6 +11,8 @@ a worker that answers the same call differently. The count starts again in a
 restarted worker.
 """
 
+import hashlib
+import json
 import os
 import sys
 import time
@@ -21,6 +23,7 @@ sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "impls" / "worker_example"))
 
 import conform_worker  # noqa: E402
+import numpy as np  # noqa: E402
 import numpy_worker  # noqa: E402
 
 AFTER = int(os.environ.get("CONFORM_FAULT_AFTER", "0"))
@@ -49,9 +52,6 @@ def faulty(name, fault, after=AFTER):
 def call_key(op_name, kwargs):
     """A digest of what a call asked: the op, every input's dtype, shape and
     bytes, the config and the rest of the arguments."""
-    import hashlib
-    import json
-    import numpy as np
     h = hashlib.sha256(op_name.encode())
     for name in sorted(kwargs):
         v = kwargs[name]
