@@ -31,6 +31,15 @@ void add_gate_flags(CLI::App& app, GateOptions& g) {
     app.add_option("--save-failures", g.save_failures,
                    "write each failing property case, shrunk, as a one-case fixture into DIR");
     app.add_flag("--force", g.force, "let --save-failures overwrite existing files");
+    app.add_option("--diagnose", g.diagnose,
+                   "which failures are shrunk and diagnosed: first (default: the first of each op and "
+                   "implementation in full, each later one checked against the bugs already named and diagnosed "
+                   "in full only when none explains it), all (every failure in full), none (verdicts and metrics "
+                   "only)");
+    app.add_option("--shrink-time", g.shrink_time,
+                   "seconds a failure's shrinking may take before the smallest failing case so far is reported "
+                   "(default 30; 0: no limit)")
+        ->check(CLI::NonNegativeNumber);
     add_worker_flags(app, g.workers, true);
 }
 
@@ -52,6 +61,8 @@ int run_gate(const GateOptions& g) {
     // Before any work: a run whose reports cannot be written is wasted.
     if (const std::string bad = out_dir_problem(g.out); !bad.empty()) throw InputError("--out " + bad);
 
+    if (!run::parse_diagnose_mode(g.diagnose))
+        throw InputError("--diagnose: expected all, first or none, found '" + g.diagnose + "'");
     Resolved r = resolve_case_flags(g.cases);
     r.impls.options.simd_target = g.simd_target;
     r.impls.options.threads = g.threads;
@@ -126,6 +137,8 @@ int run_planned(const GateOptions& g, const Resolved& r, const run::Plan& plan, 
     run::RunOptions ro;
     ro.save_failures = g.save_failures;
     ro.force = g.force;
+    ro.diagnose = *run::parse_diagnose_mode(g.diagnose);
+    ro.shrink.max_seconds = g.shrink_time;
     if (s.dtype != DType::f32) ro.replay_flags += std::string(" --dtype ") + to_string(s.dtype);
     if (!g.simd_target.empty()) ro.replay_flags += " --simd-target " + g.simd_target;
     if (g.threads > 0) ro.replay_flags += " --threads " + std::to_string(g.threads);

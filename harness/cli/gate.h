@@ -23,6 +23,8 @@ struct GateOptions {
     int threads = 0;                 // implementations' thread count (0 = their default)
     std::string save_failures;       // directory: each failing property case, shrunk, as a fixture
     bool force = false;              // --save-failures may overwrite existing files
+    std::string diagnose = "first";  // --diagnose all|first|none (run/runner.h, DiagnoseMode)
+    double shrink_time = 30;         // --shrink-time: seconds per failure shrunk (0: no limit)
     WorkerFlags workers;             // --impl-lib, --impl-cmd, their limits, --isolate
 };
 

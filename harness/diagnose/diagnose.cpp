@@ -33,22 +33,47 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
 // tolerance model's baselines). The a-priori noise term depends only on the
 // magnitudes of the reductions, which one convention does not change: the
 // faithful case's is used.
-// The faithful case's a-priori noise, computed once for all the hypotheses
-// tried on one case (it is the costly part of a truth on a large case).
-const std::map<std::string, DTensor>& faithful_noise(const Case& c, DType dtype) {
-    static struct {
-        const Case* c = nullptr;
-        std::string id;
-        const void* data = nullptr;
-        DType dtype = DType::f32;
-        std::map<std::string, DTensor> noise;
-    } memo;
+//
+// The faithful case's float64 reference and a-priori noise, computed once for
+// all the hypotheses tried on one case (the noise is the costly part of a
+// truth on a large case) — or taken from the truth the gate already built for
+// it (prime()), so a failure's diagnosis does not compute them again.
+struct Faithful {
+    const Case* c = nullptr;
+    std::string id;
+    const void* data = nullptr;
+    DType dtype = DType::f32;
+    std::optional<NamedD> ref;
+    std::optional<std::map<std::string, DTensor>> noise;
+};
+Faithful& faithful_for(const Case& c, DType dtype) {
+    static Faithful memo;
     const void* data = c.inputs.empty() ? nullptr : c.inputs.begin()->second.data.data();
     if (memo.c != &c || memo.id != c.id || memo.data != data || memo.dtype != dtype) {
-        memo.noise = ref::reduction_noise(c, dtype);
+        memo = Faithful{};
         memo.c = &c, memo.id = c.id, memo.data = data, memo.dtype = dtype;
     }
-    return memo.noise;
+    return memo;
+}
+const NamedD& faithful_ref(const Case& c, DType dtype) {
+    Faithful& f = faithful_for(c, dtype);
+    if (!f.ref) f.ref = ref::run(c);
+    return *f.ref;
+}
+const std::map<std::string, DTensor>& faithful_noise(const Case& c, DType dtype) {
+    Faithful& f = faithful_for(c, dtype);
+    if (!f.noise) f.noise = ref::reduction_noise(c, dtype, &faithful_ref(c, dtype));
+    return *f.noise;
+}
+// A truth built for this case and dtype: its float64 reference (a fixture's:
+// ours, base_truth) and its noise are the faithful ones.
+void prime(const Case& c, DType dtype, const Truth* t) {
+    if (!t || t->noise.empty()) return;
+    const NamedD& ours = t->source == "reference f64" ? t->ref : t->base_truth;
+    if (ours.empty()) return;
+    Faithful& f = faithful_for(c, dtype);
+    if (!f.ref) f.ref = ours;
+    if (!f.noise) f.noise = t->noise;
 }
 
 Truth variant_truth(const Case& c, DType dtype, const ref::Variant& v) {
@@ -132,6 +157,7 @@ bool judge_under(const Case& c, DType dtype, const NamedD& observed, const ref::
     if (aside < 0) return false;
     const CaseResult jr = judge_case(c, dtype, obs, t);
     m.change = v.describe();
+    m.variant = v;
     record_errors(m, failed, jr);
     if (aside > 0) m.note = fmt::format("non-finite at the same {} elements, the rest within bounds", aside);
     return jr.pass;
@@ -190,8 +216,7 @@ std::optional<HypothesisMatch> fit_theta(const Case& c, DType dtype, const Named
     ref::Variant v;
     v.theta = fitted;
     HypothesisMatch m;
-    const NamedD faithful = ref::run(c);
-    if (!judge_under(c, dtype, observed, v, failed, m, &faithful)) return std::nullopt;
+    if (!judge_under(c, dtype, observed, v, failed, m, &faithful_ref(c, dtype))) return std::nullopt;
     const bool is_default = std::abs(fitted / 1e4 - 1) < 0.01;
     m.id = is_default ? "rope_theta_default" : "rope_theta_wrong";
     m.change = fmt::format("rope_theta={:.5g} (fitted)", fitted);
@@ -200,6 +225,29 @@ std::optional<HypothesisMatch> fit_theta(const Case& c, DType dtype, const Named
                        : fmt::format("wrong RoPE base: the output fits theta {:.5g}, the config says {:g}", fitted,
                                      c.config.rope_theta);
     return m;
+}
+
+// Below the claimed dtype: the output conforms to the reference computed in
+// bf16 or f16 (their baselines, their bounds) but not in the dtype the
+// implementation claims — it stores or multiplies in less than it says.
+// Adds the match to d (the first lower dtype that conforms); true if found.
+bool precision_downgrade(const Case& c, DType dtype, const NamedD& observed, const CaseResult& failed, Diagnosis& d) {
+    for (DType lower : {DType::bf16, DType::f16}) {
+        if (unit_roundoff(lower) <= unit_roundoff(dtype)) continue;
+        ++d.tried;
+        const CaseResult jr = judge_case(c, lower, observed, reference_truth(c, lower));
+        if (!jr.pass) continue;
+        HypothesisMatch m;
+        m.id = "precision_downgrade";
+        m.change = std::string("computed in ") + to_string(lower);
+        m.why = fmt::format("the output is {}'s accuracy, not {}'s: something (a GEMM, a stored intermediate) "
+                            "runs in {} in an implementation that claims {}",
+                            to_string(lower), to_string(dtype), to_string(lower), to_string(dtype));
+        record_errors(m, failed, jr);
+        d.matches.push_back(m);
+        return true;
+    }
+    return false;
 }
 
 std::string match_line(const HypothesisMatch& m) {
@@ -217,13 +265,13 @@ bool conforms_under(const Case& c, DType dtype, const NamedD& observed, const Hy
 
 bool explains(const Case& c, DType dtype, const NamedD& observed, const Hypothesis& h) {
     HypothesisMatch m;
-    const NamedD faithful = ref::run(c);
-    return judge_under(c, dtype, observed, h.variant, CaseResult{}, m, &faithful);
+    return judge_under(c, dtype, observed, h.variant, CaseResult{}, m, &faithful_ref(c, dtype));
 }
 
-Diagnosis diagnose(const Case& c, DType dtype, const NamedD& observed, const CaseResult& failed) {
+Diagnosis diagnose(const Case& c, DType dtype, const NamedD& observed, const CaseResult& failed, const Truth* truth) {
     Diagnosis d;
-    const NamedD faithful = ref::run(c);
+    prime(c, dtype, truth);
+    const NamedD& faithful = faithful_ref(c, dtype);
     for (const Hypothesis& h : hypotheses(c)) {
         ++d.tried;
         HypothesisMatch m;
@@ -252,22 +300,36 @@ Diagnosis diagnose(const Case& c, DType dtype, const NamedD& observed, const Cas
     // and a lower precision's rounding is thousands of times the bound.
     const TensorResult* worst = tensor_of(failed, subject_tensor(failed));
     const bool far = worst && worst->v.err > 16.0 * worst->v.allowed;
-    if (d.matches.empty() && far)
-        for (DType lower : {DType::bf16, DType::f16}) {
-            if (unit_roundoff(lower) <= unit_roundoff(dtype)) continue;
-            ++d.tried;
-            const CaseResult jr = judge_case(c, lower, observed, reference_truth(c, lower));
-            if (!jr.pass) continue;
-            HypothesisMatch m;
-            m.id = "precision_downgrade";
-            m.change = std::string("computed in ") + to_string(lower);
-            m.why = fmt::format("the output is {}'s accuracy, not {}'s: something (a GEMM, a stored intermediate) "
-                                "runs in {} in an implementation that claims {}",
-                                to_string(lower), to_string(dtype), to_string(lower), to_string(dtype));
-            record_errors(m, failed, jr);
-            d.matches.push_back(m);
-            break;
-        }
+    if (d.matches.empty() && far) precision_downgrade(c, dtype, observed, failed, d);
+    return d;
+}
+
+Diagnosis recheck(const Case& c, DType dtype, const NamedD& observed, const CaseResult& failed,
+                  const std::vector<HypothesisMatch>& earlier, const Truth* truth) {
+    Diagnosis d;
+    if (earlier.empty()) return d;
+    prime(c, dtype, truth);
+    const NamedD& faithful = faithful_ref(c, dtype);
+    auto named = [&](const std::string& id) {
+        return std::any_of(earlier.begin(), earlier.end(), [&](const HypothesisMatch& m) { return m.id == id; });
+    };
+    auto try_variant = [&](const std::string& id, const std::string& why, const ref::Variant& v) {
+        ++d.tried;
+        HypothesisMatch m;
+        m.id = id;
+        m.why = why;
+        if (judge_under(c, dtype, observed, v, failed, m, &faithful)) d.matches.push_back(m);
+    };
+    // This case's own hypotheses of those ids (a theta "ten times the
+    // config's" is another value on another config)...
+    for (const Hypothesis& h : hypotheses(c))
+        if (named(h.id)) try_variant(h.id, h.why, h.variant);
+    // ...else the very conventions that matched (a fitted theta is not in
+    // the catalogue; a fixed wrong base is the same base on every case).
+    if (d.matches.empty())
+        for (const HypothesisMatch& e : earlier)
+            if (e.id != "precision_downgrade" && !e.variant.faithful()) try_variant(e.id, e.why, e.variant);
+    if (d.matches.empty() && named("precision_downgrade")) precision_downgrade(c, dtype, observed, failed, d);
     return d;
 }
 
@@ -286,7 +348,40 @@ void explain(CaseResult& r, const Evidence& failing, Implementation* impl, const
             return;
         }
     }
-    annotate(r, diagnose(*failing.c, r.dtype, *failing.observed, r), failing, impl, subject);
+    annotate(r, diagnose(*failing.c, r.dtype, *failing.observed, r, failing.truth), failing, impl, subject);
+}
+
+bool explain_as_earlier(CaseResult& r, const Evidence& failing, const std::vector<const CaseResult*>& earlier) {
+    if (r.pass || !r.error.empty() || !failing.c || !failing.observed) return false;
+    auto ids_of = [](const std::vector<HypothesisMatch>& ms) {
+        std::vector<std::string> ids;
+        for (const auto& m : ms)
+            if (std::find(ids.begin(), ids.end(), m.id) == ids.end()) ids.push_back(m.id);
+        return ids;
+    };
+    for (const CaseResult* e : earlier) {
+        if (e->hypotheses.empty()) continue;
+        const Diagnosis d = recheck(*failing.c, r.dtype, *failing.observed, r, e->hypotheses, failing.truth);
+        if (d.matches.empty()) continue;
+        const auto ids = ids_of(d.matches);
+        r.same_as = e->case_id;
+        r.hypotheses = d.matches;
+        r.hypotheses_tried = d.tried;
+        r.diagnosis.push_back(fmt::format("same bug as case {}: {} explain{} this case too (checked here, not shrunk "
+                                          "or diagnosed again; --diagnose all does)",
+                                          e->case_id, join(ids), ids.size() == 1 ? "s" : ""));
+        for (const auto& m : d.matches) r.diagnosis.push_back(match_line(m));
+        return true;
+    }
+    for (const CaseResult* e : earlier) {
+        if (!e->hypotheses.empty() || !e->error.empty() || e->first_failing != r.first_failing) continue;
+        r.same_as = e->case_id;
+        r.diagnosis.push_back(fmt::format("like case {}: it fails first at {} too, where no single-convention change "
+                                          "explained that case; not diagnosed again (--diagnose all does)",
+                                          e->case_id, r.first_failing.empty() ? "out" : r.first_failing));
+        return true;
+    }
+    return false;
 }
 
 void annotate(CaseResult& r, const Diagnosis& d, const Evidence& failing, Implementation* impl,

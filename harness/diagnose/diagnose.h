@@ -60,7 +60,19 @@ struct Diagnosis {
 // explains the failure and RoPE is involved, a theta fitted to the output is
 // tried last (it has a free parameter, so it would also absorb other angle
 // errors: a bf16-rounded angle is exactly some other theta on one token).
-Diagnosis diagnose(const Case& c, DType dtype, const NamedD& observed, const CaseResult& failed);
+// `truth`, when given, is what `failed` was judged against: its float64
+// reference and a-priori noise are reused, not computed again.
+Diagnosis diagnose(const Case& c, DType dtype, const NamedD& observed, const CaseResult& failed,
+                   const Truth* truth = nullptr);
+
+// An earlier failure's diagnosis (`earlier`: its matches) checked on another
+// failing case: which of those bugs explain this one too — the hypotheses of
+// the same ids on this case, else the very conventions that matched there
+// (a fitted or fixed wrong theta), and precision_downgrade by the lower
+// dtypes' truths. Only those hypotheses are tried, so it costs a few
+// reference runs where diagnose() costs the whole catalogue.
+Diagnosis recheck(const Case& c, DType dtype, const NamedD& observed, const CaseResult& failed,
+                  const std::vector<HypothesisMatch>& earlier, const Truth* truth = nullptr);
 
 // Localises a failure (see the header comment). `truth` is what `failed` was
 // judged against. impl, when given, is run on the decode case as a block.
@@ -78,6 +90,13 @@ struct Evidence {
 // r.hypotheses_tried, r.localisation, and the report's r.diagnosis lines.
 // `subject` names what was observed ("the output", "the expected values").
 void explain(CaseResult& r, const Evidence& failing, Implementation* impl, const std::string& subject = "the output");
+
+// A later failure of an op and implementation, in a run that diagnoses each
+// bug once (--diagnose first): when an earlier failure's bug explains this
+// case too (recheck()), or an earlier failure that named nothing failed first
+// at the same tensor, r says so (same_as, the matches, one line each) and
+// true is returned; false: it may be something new, for explain() to say.
+bool explain_as_earlier(CaseResult& r, const Evidence& failing, const std::vector<const CaseResult*>& earlier);
 
 // The second half of explain(), for a diagnosis already made: localises and
 // writes r; `notes` open the report's diagnosis lines.
@@ -103,8 +122,12 @@ void explain_expected(CaseResult& r, const Case& c);
 // the hypotheses in question are tested per candidate, not the whole
 // catalogue); that case is reported, with a line saying what the smaller
 // ones could not tell apart.
-// `reported`, when given, receives the spec of the case reported.
+// `reported`, when given, receives the spec of the case reported. Each
+// shrink stops at `limits` (candidates, seconds); the result says how far it
+// got (shrink_steps, shrink_tried, shrink_seconds, shrink_stopped). Truths
+// of the cases looked at are computed once each.
 CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, int index, DType dtype,
-                              const Evidence& unshrunk, const CaseResult& failed, gen::CaseSpec* reported = nullptr);
+                              const Evidence& unshrunk, const CaseResult& failed, gen::CaseSpec* reported = nullptr,
+                              const gen::ShrinkLimits& limits = {});
 
 }  // namespace conform::diagnose

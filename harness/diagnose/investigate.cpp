@@ -54,9 +54,42 @@ bool discriminates(const Case& c, DType dtype, const NamedD& observed, const std
     return true;
 }
 
-// The smallest case from the stream's draw `index` that fails and satisfies `also`.
+// The truths of the cases one shrink looks at, by id: the smallest case is
+// judged again when it is explained, and a second shrink (for a sharper
+// case) walks through many of the first's candidates. Bounded in bytes: a
+// full-size block's truth holds every tap three times over.
+class TruthCache {
+   public:
+    std::shared_ptr<const Truth> get(const Case& c, DType dtype) {
+        auto it = truths_.find(c.id);
+        if (it != truths_.end()) return it->second;
+        auto t = std::make_shared<const Truth>(reference_truth(c, dtype));
+        const size_t b = bytes(*t);
+        if (held_ + b <= kBudget) {
+            truths_.emplace(c.id, t);
+            held_ += b;
+        }
+        return t;
+    }
+
+   private:
+    static constexpr size_t kBudget = size_t{256} << 20;
+    static size_t bytes(const Truth& t) {
+        size_t n = 0;
+        for (const NamedD* m : {&t.ref, &t.base_library, &t.base_sequential, &t.base_truth})
+            for (const auto& [name, d] : *m) n += d.data.size() * sizeof(double);
+        for (const auto& [name, d] : t.noise) n += d.data.size() * sizeof(double);
+        return n;
+    }
+    std::map<std::string, std::shared_ptr<const Truth>> truths_;
+    size_t held_ = 0;
+};
+
+// The smallest case from the stream's draw `index` that fails and satisfies
+// `also`, within the limits.
 gen::CaseSpec shrink_while(Implementation& impl, const gen::Stream& stream, int index, DType dtype,
-                           const std::function<bool(const Case&, const NamedD&)>& also, int* steps) {
+                           const std::function<bool(const Case&, const NamedD&)>& also, TruthCache& truths,
+                           const gen::ShrinkLimits& limits, gen::Shrunk* out) {
     auto fails = [&](const gen::CaseSpec& spec) {
         Case c = gen::materialize(spec);
         round_inputs(c, dtype);
@@ -68,41 +101,55 @@ gen::CaseSpec shrink_while(Implementation& impl, const gen::Stream& stream, int 
         if (!impl.supports(c.op, c.config).ok) return false;
         const ImplOutputs out = run_impl(impl, c);
         if (!out.error.empty()) return !also;
-        if (judge_case(c, dtype, out.outputs, reference_truth(c, dtype)).pass) return false;
+        if (judge_case(c, dtype, out.outputs, *truths.get(c, dtype)).pass) return false;
         return !also || also(c, out.outputs);
     };
-    const gen::Shrunk sh = gen::shrink(stream, index, fails);
-    *steps = sh.steps;
-    return sh.spec;
+    *out = gen::shrink(stream, index, fails, limits);
+    return out->spec;
 }
 
 // A case run and diagnosed.
 struct Look {
     Case c;
     ImplOutputs out;
-    Truth truth;
+    std::shared_ptr<const Truth> truth;
     CaseResult r;
     Diagnosis d;
 };
 
-std::unique_ptr<Look> look(Implementation& impl, const gen::CaseSpec& spec, DType dtype) {
+std::unique_ptr<Look> look(Implementation& impl, const gen::CaseSpec& spec, DType dtype, TruthCache& truths) {
     auto l = std::make_unique<Look>();
     l->c = gen::materialize(spec);
     round_inputs(l->c, dtype);
     l->out = run_impl(impl, l->c);
     if (!l->out.error.empty()) return l;
-    l->truth = reference_truth(l->c, dtype);
-    l->r = judge_case(l->c, dtype, l->out.outputs, l->truth);
+    l->truth = truths.get(l->c, dtype);
+    l->r = judge_case(l->c, dtype, l->out.outputs, *l->truth);
     l->r.dtype = dtype;
-    if (!l->r.pass) l->d = diagnose(l->c, dtype, l->out.outputs, l->r);
+    if (!l->r.pass) l->d = diagnose(l->c, dtype, l->out.outputs, l->r, l->truth.get());
     return l;
+}
+
+// What stopped a shrink early, for the report ("" when it ran out of smaller failing cases).
+std::string stop_reason(const gen::Shrunk& sh, const gen::ShrinkLimits& limits) {
+    switch (sh.stopped) {
+        case gen::Shrunk::Stop::done: return "";
+        case gen::Shrunk::Stop::time: return fmt::format("the {:g} s limit (--shrink-time)", limits.max_seconds);
+        case gen::Shrunk::Stop::tries: return fmt::format("the {}-candidate limit", limits.max_tries);
+    }
+    return "";
 }
 
 }  // namespace
 
 CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, int index, DType dtype,
-                              const Evidence& unshrunk, const CaseResult& failed, gen::CaseSpec* reported) {
+                              const Evidence& unshrunk, const CaseResult& failed, gen::CaseSpec* reported,
+                              const gen::ShrinkLimits& limits) {
+    gen::Shrunk sh;
     auto finish = [&](CaseResult res, int steps, double seconds) {
+        res.shrink_tried = sh.tried;
+        res.shrink_seconds = sh.seconds;
+        res.shrink_stopped = stop_reason(sh, limits);
         res.impl = failed.impl;
         res.origin = failed.origin;
         res.dtype = dtype;
@@ -111,15 +158,19 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
         res.shrink_steps = steps;
         return res;
     };
-    int steps = 0;
-    const gen::CaseSpec smallest = shrink_while(impl, stream, index, dtype, nullptr, &steps);
+    TruthCache truths;
+    const gen::CaseSpec smallest = shrink_while(impl, stream, index, dtype, nullptr, truths, limits, &sh);
+    int steps = sh.steps;
     if (steps == 0) {
         CaseResult r = failed;
         r.dtype = dtype;
         if (r.error.empty()) explain(r, unshrunk, &impl);
+        r.shrink_tried = sh.tried;
+        r.shrink_seconds = sh.seconds;
+        r.shrink_stopped = stop_reason(sh, limits);
         return r;
     }
-    std::unique_ptr<Look> best = look(impl, smallest, dtype);
+    std::unique_ptr<Look> best = look(impl, smallest, dtype, truths);
     if (reported) *reported = smallest;
     if (!best->out.error.empty()) {
         CaseResult r = failed;
@@ -136,7 +187,7 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
     // The diagnosis of the case as drawn, once.
     std::optional<Diagnosis> du_memo;
     auto unshrunk_diagnosis = [&]() -> const Diagnosis& {
-        if (!du_memo) du_memo = diagnose(*unshrunk.c, dtype, *unshrunk.observed, failed);
+        if (!du_memo) du_memo = diagnose(*unshrunk.c, dtype, *unshrunk.observed, failed, unshrunk.truth);
         return *du_memo;
     };
     if (small_ids.size() != 1 && failed.error.empty() && unshrunk.c) {
@@ -158,7 +209,7 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
                 }
                 if (!impl.supports(c.op, c.config).ok) continue;
                 const ImplOutputs out = run_impl(impl, c);
-                if (!out.error.empty() || judge_case(c, dtype, out.outputs, reference_truth(c, dtype)).pass) continue;
+                if (!out.error.empty() || judge_case(c, dtype, out.outputs, *truths.get(c, dtype)).pass) continue;
                 std::vector<std::string> named;
                 for (const auto& id : small_ids)
                     if (discriminates(c, dtype, out.outputs, {id}, {})) named.push_back(id);
@@ -176,15 +227,17 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
             std::vector<std::string> rivals;
             for (const auto& id : small_ids)
                 if (!has(want, id)) rivals.push_back(id);
-            int sharp_steps = 0;
+            gen::Shrunk sharp_sh;
             const gen::CaseSpec sharp = shrink_while(
                 impl, stream, from, dtype,
                 [&](const Case& c, const NamedD& obs) { return discriminates(c, dtype, obs, want, rivals); },
-                &sharp_steps);
-            std::unique_ptr<Look> l = look(impl, sharp, dtype);
+                truths, limits, &sharp_sh);
+            std::unique_ptr<Look> l = look(impl, sharp, dtype, truths);
             if (l->out.error.empty() && !l->r.pass && l->d.ids() == want) {
                 best = std::move(l);
-                steps = sharp_steps;
+                steps = sharp_sh.steps;
+                sh.tried += sharp_sh.tried, sh.seconds += sharp_sh.seconds;
+                if (sharp_sh.stopped != gen::Shrunk::Stop::done) sh.stopped = sharp_sh.stopped;
                 if (reported) *reported = sharp;
             } else if (from == index) {
                 CaseResult r = failed;
@@ -229,7 +282,7 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
                                         candidates.size() == 1 ? "it" : "them", unshrunk.c->id));
         }
     }
-    annotate(res, earned, {&best->c, &best->out.outputs, &best->truth}, &impl, "the output", notes);
+    annotate(res, earned, {&best->c, &best->out.outputs, best->truth.get()}, &impl, "the output", notes);
     return finish(res, steps, best->out.seconds);
 }
 

@@ -1,5 +1,7 @@
 #include "gen/gen.h"
 
+#include <chrono>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -736,15 +738,27 @@ CaseSpec draw(const Stream& s, int index) {
     return spec_gen(s)(random_for(s.op, s.seed, index), size_for(index)).value();
 }
 
-Shrunk shrink(const Stream& s, int index, const std::function<bool(const CaseSpec&)>& still_fails, int max_tries) {
+Shrunk shrink(const Stream& s, int index, const std::function<bool(const CaseSpec&)>& still_fails,
+              const ShrinkLimits& limits) {
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     auto current = spec_gen(s)(random_for(s.op, s.seed, index), size_for(index));
     Shrunk out{current.value(), 0, 0};
     bool progressed = true;
-    while (progressed && out.tried < max_tries) {
+    while (progressed && out.stopped == Shrunk::Stop::done) {
         progressed = false;
         auto shrinks = current.shrinks();
         while (auto next = shrinks.next()) {
-            if (++out.tried > max_tries) break;
+            if (out.tried >= limits.max_tries) {
+                out.stopped = Shrunk::Stop::tries;
+                break;
+            }
+            if (limits.max_seconds > 0 && elapsed() > limits.max_seconds) {
+                out.stopped = Shrunk::Stop::time;
+                break;
+            }
+            ++out.tried;
             const CaseSpec candidate = next->value();
             if (still_fails(candidate)) {
                 current = std::move(*next);
@@ -755,6 +769,7 @@ Shrunk shrink(const Stream& s, int index, const std::function<bool(const CaseSpe
             }
         }
     }
+    out.seconds = elapsed();
     return out;
 }
 

@@ -123,14 +123,24 @@ inline CaseSpec draw(Op op, uint64_t seed, int index) { return draw(Stream{op, s
 
 // Shrinks a failing spec: repeatedly takes the first simpler spec (as
 // RapidCheck's shrinks order them) for which still_fails() holds. Returns the
-// smallest found and the number of successful shrink steps.
+// smallest found, the number of successful shrink steps, the candidates
+// tried, and what stopped it: no smaller failing candidate (done), or one of
+// the limits — a shrink of a large case can otherwise cost minutes, all
+// spent after the verdict is known.
+struct ShrinkLimits {
+    int max_tries = 400;     // candidates judged
+    double max_seconds = 0;  // wall time; 0: none
+};
 struct Shrunk {
     CaseSpec spec;
     int steps = 0;
     int tried = 0;
+    double seconds = 0;
+    enum class Stop { done, tries, time };
+    Stop stopped = Stop::done;
 };
 Shrunk shrink(const Stream& s, int index, const std::function<bool(const CaseSpec&)>& still_fails,
-              int max_tries = 400);
+              const ShrinkLimits& limits = {});
 inline Shrunk shrink(Op op, uint64_t seed, int index, const std::function<bool(const CaseSpec&)>& still_fails) {
     return shrink(Stream{op, seed, std::nullopt}, index, still_fails);
 }

@@ -174,8 +174,23 @@ ImplOutputs run_impl(Implementation& impl, const Case& c) {
 
 namespace {
 
-// The tolerance model's measured baselines and its a-priori term.
-void baselines(Truth& t, const Case& c, DType dtype) {
+// The float64 reference of a case; for decode with every tap of the block it
+// is (`taps`), which the a-priori bound starts from — without them it would
+// compute the block again.
+NamedD reference_f64(const Case& c, NamedD* taps) {
+    phases::Scope p("reference f64");
+    ref::Options o;
+    o.decode_taps = c.op == Op::decode;
+    NamedD all = ref::run(c, o);
+    if (c.op != Op::decode) return all;
+    NamedD out{{"out", all.at("out")}};
+    *taps = std::move(all);
+    return out;
+}
+
+// The tolerance model's measured baselines and its a-priori term. `ours`:
+// our float64 reference of the case (with a decode case's taps).
+void baselines(Truth& t, const Case& c, DType dtype, const NamedD& ours) {
     const std::string d = to_string(dtype);
     {
         phases::Scope p("baseline " + d + " library order");
@@ -186,7 +201,7 @@ void baselines(Truth& t, const Case& c, DType dtype) {
         t.base_sequential = ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, {}});
     }
     phases::Scope p("a-priori bound");
-    t.noise = ref::reduction_noise(c, dtype, t.base_truth.empty() ? &t.ref : &t.base_truth);
+    t.noise = ref::reduction_noise(c, dtype, &ours);
 }
 
 }  // namespace
@@ -194,11 +209,9 @@ void baselines(Truth& t, const Case& c, DType dtype) {
 Truth reference_truth(const Case& c, DType dtype) {
     Truth t;
     t.source = "reference f64";
-    {
-        phases::Scope p("reference f64");
-        t.ref = ref::run(c, {ref::Precision::f64, ref::Order::library, {}});
-    }
-    baselines(t, c, dtype);
+    NamedD taps;
+    t.ref = reference_f64(c, &taps);
+    baselines(t, c, dtype, taps.empty() ? t.ref : taps);
     return t;
 }
 
@@ -206,11 +219,9 @@ Truth fixture_truth(const Case& c, DType dtype) {
     Truth t;
     t.source = "fixture expected";
     t.ref = c.expected;
-    {
-        phases::Scope p("reference f64");
-        t.base_truth = ref::run(c, {ref::Precision::f64, ref::Order::library, {}});
-    }
-    baselines(t, c, dtype);
+    NamedD taps;
+    t.base_truth = reference_f64(c, &taps);
+    baselines(t, c, dtype, taps.empty() ? t.base_truth : taps);
     return t;
 }
 

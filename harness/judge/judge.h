@@ -58,6 +58,7 @@ struct HypothesisMatch {
     double err_hypothesis = 0;   // max error under the hypothesis
     double allowed = 0;          // the bound under the hypothesis
     std::string note;            // e.g. the non-finite pattern that also matched
+    ref::Variant variant;        // the reference's convention that matched (faithful for precision_downgrade)
 };
 
 // Where a failing output departs from the reference, and the error's shape
@@ -92,6 +93,12 @@ struct CaseResult {
     std::string replay;          // a command line that reruns exactly this case
     std::string shapes;          // the inputs' shapes, "x[7,64] weight[1,64]"
     int shrink_steps = 0;
+    int shrink_tried = 0;        // candidates judged while shrinking (0: not shrunk)
+    double shrink_seconds = 0;
+    std::string shrink_stopped;  // what stopped the shrink before it ran out of smaller failing cases ("": nothing)
+    // Not diagnosed on its own (--diagnose first): the case of this op and
+    // implementation whose diagnosis it shares, or that it is like.
+    std::string same_as;
     // Failing cases: |impl − ref| on the first failing tensor, for the HTML
     // report; and, for a shrunk case, the same on the case it was shrunk from
     // (larger, so the bug's pattern over positions and heads shows).

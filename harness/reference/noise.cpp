@@ -17,6 +17,7 @@
 // other element; carrying nothing would flag legitimate errors that an
 // ill-conditioned stage amplifies (a QK-normed head of two dims whose q is
 // itself rounding noise).
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -216,6 +217,45 @@ RopeBound rope_bound(const Tensor& x, const Tensor& ex, const Tensor& positions,
     return b;
 }
 
+// For every row t and column j: moved = Σ_s w_ts |a_sj − b_tj| and spread =
+// max(0, max over visible s of |a_sj − b_tj|). a [S, n], b [T, n], w [T, S]
+// (0 where s is not visible), vis [T, S] bool; all float64, contiguous.
+// What the softmax's part of attention needs, per key. As torch ops it is
+// [T, S, n] temporaries made and walked several times over (and, on the
+// small tensors of most cases, thread start-up per op): the a-priori bound
+// then cost five times the reference it bounds. One pass over (t, s, j),
+// rows split across threads, each row summed by one thread in key order.
+void weighted_deviation(const Tensor& a, const Tensor& b, const Tensor& w, const Tensor& vis, Tensor& moved,
+                        Tensor& spread) {
+    const int64_t T = b.size(0), S = a.size(0), n = a.size(1);
+    const double* A = a.data_ptr<double>();
+    const double* B = b.data_ptr<double>();
+    const double* W = w.data_ptr<double>();
+    const bool* V = vis.data_ptr<bool>();
+    double* M = moved.data_ptr<double>();
+    double* X = spread.data_ptr<double>();
+    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, S * n));
+    at::parallel_for(0, T, grain, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            const double* bt = B + t * n;
+            double* mt = M + t * n;
+            double* xt = X + t * n;
+            std::fill(mt, mt + n, 0.0);
+            std::fill(xt, xt + n, 0.0);
+            for (int64_t s = 0; s < S; ++s) {
+                if (!V[t * S + s]) continue;
+                const double ws = W[t * S + s];
+                const double* as = A + s * n;
+                for (int64_t j = 0; j < n; ++j) {
+                    const double d = std::abs(as[j] - bt[j]);
+                    mt[j] += ws * d;
+                    xt[j] = std::max(xt[j], d);
+                }
+            }
+        }
+    });
+}
+
 // Attention per element. A score moves by δs (q's and k's bounds, exactly to
 // second order, plus its own dot product's noise and, below float32, its
 // storage); the output o = Σ p v moves at first order by Σ_s p_s δs_s (v_s - o)
@@ -230,56 +270,131 @@ RopeBound rope_bound(const Tensor& x, const Tensor& ex, const Tensor& positions,
 // frequencies' error through the relative position |p_t − p_s|.
 struct AttnBound {
     Tensor together, apart;  // [T, H·hd]
-    Tensor weight;           // [H, T, S]: p_s · δs_s · growth, 0 where s is not visible
-    Tensor visible;          // [1, T, S]
-    Tensor vh, o;            // [H, S, hd], [H, T, hd]: v per query head, the output
+    Tensor weight;           // [H, T, S]: p_s · δs_s · growth, 0 where s is not visible (with_weight only)
+    Tensor visible;          // [T, S] bool
+    Tensor vg, o;            // [KV, S, hd], [H, T, hd]: v per kv head, the output
+    int64_t rep = 1;         // query heads per kv head: head h reads vg[h / rep]
 };
+// Heads are taken in kv groups throughout: [T, n·hd] as [KV, rep·T, hd]
+// (query head h = g·rep + r at rows r·T..) against [KV, S, hd], so a GEMM's
+// [KV, rep·T, S] is [H, T, S] and no kv head is copied rep times. The
+// element-wise work on [H, T, S] — the score's move δs, the softmax, its
+// growth factor, p·δs — is one loop per row; as torch ops it was some thirty
+// passes over [H, T, S] (each starting threads) and most of the bound's time.
 AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, const Tensor& ek, const Tensor& v,
-                       const Tensor& ev, const Tensor& q_pos, const Tensor& k_pos, int64_t H, int64_t KV, int64_t hd,
-                       const Units& u, const RopeBound* rq = nullptr, const RopeBound* rk = nullptr) {
+                          const Tensor& ev, const Tensor& q_pos, const Tensor& k_pos, int64_t H, int64_t KV, int64_t hd,
+                          const Units& u, const RopeBound* rq = nullptr, const RopeBound* rk = nullptr,
+                          bool with_weight = false) {
     const int64_t T = q.size(0), S = k.size(0), rep = H / KV;
-    auto per_head = [&](const Tensor& t, int64_t rows, int64_t n) {
-        auto h = t.reshape({rows, n, hd}).transpose(0, 1);
-        return n == H ? h : h.repeat_interleave(rep, 0);
+    auto qg = [&](const Tensor& t) {  // [T, H·hd] -> [KV, rep·T, hd]
+        return t.reshape({T, H, hd}).transpose(0, 1).reshape({KV, rep * T, hd}).contiguous();
     };
-    auto zeros_or = [&](const Tensor& e, const Tensor& like) { return e.defined() ? e : torch::zeros_like(like); };
-    auto qh = per_head(q, T, H), kh = per_head(k, S, KV), vh = per_head(v, S, KV);  // [H, T|S, hd]
-    auto eqh = per_head(zeros_or(eq, q), T, H), ekh = per_head(zeros_or(ek, k), S, KV), evh = per_head(zeros_or(ev, v), S, KV);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    auto kg = [&](const Tensor& t) { return t.reshape({S, KV, hd}).transpose(0, 1).contiguous(); };  // [KV, S, hd]
     auto kt = [](const Tensor& t) { return t.transpose(1, 2); };
-    auto s = torch::matmul(qh, kt(kh)) * scale;  // [H, T, S]
-    auto ds = scale * (torch::matmul(eqh, kt(kh.abs())) + torch::matmul(qh.abs(), kt(ekh)) + torch::matmul(eqh, kt(ekh))) +
-              (std::sqrt(static_cast<double>(hd)) + 2.0) * u.a * scale * torch::matmul(qh.abs(), kt(kh.abs())) +
-              u.store(s, 2.0);
+    auto as_heads = [&](const Tensor& t) { return t.reshape({H, T, -1}); };  // [KV, rep·T, n] -> [H, T, n]
+    const auto qh = qg(q), kh = kg(k), vg = kg(v);
+    const auto qa = qh.abs(), ka = kh.abs();
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    const double c_abs = (std::sqrt(static_cast<double>(hd)) + 2.0) * u.a * scale;
+    // The GEMMs, each [H, T, S]. What the pass below sums is summed inside
+    // one GEMM, its factors side by side along the reduced dim: q's and k's
+    // bounds through the dot product and the product's own noise,
+    //   scale·(e_q·|k| + |q|·e_k + e_q·e_k) + (sqrt(hd) + 2)·u·scale·|q|·|k|,
+    // and RoPE's angle errors of both sides (in quadrature). A bound that is
+    // absent (the attention op's inputs carry none) is not computed.
+    const Tensor s0 = as_heads(torch::matmul(qh, kt(kh)));  // q·k
+    std::vector<Tensor> lq{c_abs * qa}, rk_{ka};
+    if (eq.defined()) lq.push_back(scale * qg(eq)), rk_.push_back(ka);
+    if (ek.defined()) lq.push_back(scale * qa), rk_.push_back(kg(ek));
+    if (eq.defined() && ek.defined()) lq.push_back(scale * qg(eq)), rk_.push_back(kg(ek));
+    const Tensor moves = as_heads(torch::matmul(torch::cat(lq, -1), kt(torch::cat(rk_, -1))));
+    Tensor r_round, r_freq;
     if (rq && rk) {
-        auto aqh = per_head(rq->round, T, H), akh = per_head(rk->round, S, KV);
-        auto fqh = per_head(rq->freq, T, H), fkh = per_head(rk->freq, S, KV);
-        auto dp = (q_pos.unsqueeze(1) - k_pos.unsqueeze(0)).abs().to(s.scalar_type()).unsqueeze(0);  // [1, T, S]
-        auto k2 = kt(kh.pow(2));
-        ds = ds + scale * (torch::matmul(aqh.pow(2), k2) + torch::matmul(qh.pow(2), kt(akh.pow(2)))).sqrt() +
-             scale * dp * (torch::matmul(fqh.pow(2), k2) + torch::matmul(qh.pow(2), kt(fkh.pow(2)))).sqrt();
+        const auto k2 = kh.pow(2), q2 = qh.pow(2);
+        r_round = as_heads(torch::matmul(torch::cat({qg(rq->round).pow(2), q2}, -1),
+                                         kt(torch::cat({k2, kg(rk->round).pow(2)}, -1))));
+        r_freq = as_heads(torch::matmul(torch::cat({qg(rq->freq).pow(2), q2}, -1),
+                                        kt(torch::cat({k2, kg(rk->freq).pow(2)}, -1))));
     }
-    auto vis = (k_pos.unsqueeze(0) <= q_pos.unsqueeze(1)).unsqueeze(0);  // [1, T, S]
-    auto p = torch::softmax(s.masked_fill(vis.logical_not(), -INFINITY), -1);
-    auto any = vis.any(-1, true);  // [1, T, 1]
-    p = torch::where(any, p, torch::zeros_like(p));
-    ds = torch::where(vis, ds, torch::zeros_like(ds));
-    auto o = torch::matmul(p, vh);  // [H, T, hd]
-    auto growth = torch::exp((2.0 * std::get<0>(ds.max(-1, true))).clamp_max(50.0));  // [H, T, 1]
-    // Σ_s p δs |v_sd - o_td| and the spread max_s |v_sd - o_td|, one head at a time.
+    const Tensor vis = (k_pos.unsqueeze(0) <= q_pos.unsqueeze(1)).contiguous();  // [T, S]
+    auto p = torch::empty({H, T, S}, q.options()), pds = torch::empty({H, T, S}, q.options());
+    auto growth = torch::empty({H, T, 1}, q.options());
+    Tensor weight = with_weight ? torch::empty({H, T, S}, q.options()) : Tensor();
+    const std::vector<int64_t> qp(q_pos.data_ptr<int64_t>(), q_pos.data_ptr<int64_t>() + T),
+        kp(k_pos.data_ptr<int64_t>(), k_pos.data_ptr<int64_t>() + S);
+    // Per row (h, t): over its keys s,
+    //   δs = moves + store(s) + scale·sqrt(round) + scale·|p_t − p_s|·sqrt(freq),
+    //        0 where s is not visible;
+    //   p = softmax over the visible scores (all 0 for a row that sees none);
+    //   growth = e^{2 max δs} (capped), what δs of O(1) can amplify the first order by.
+    {
+        const double c_store = u.d > u.a ? 2.0 * u.d : 0.0;
+        const double* S0 = s0.data_ptr<double>();
+        const double* MV = moves.data_ptr<double>();
+        const double* RR = r_round.defined() ? r_round.data_ptr<double>() : nullptr;
+        const double* RF = r_freq.defined() ? r_freq.data_ptr<double>() : nullptr;
+        const bool* V = vis.data_ptr<bool>();
+        double* P = p.data_ptr<double>();
+        double* PD = pds.data_ptr<double>();
+        double* G = growth.data_ptr<double>();
+        double* W = with_weight ? weight.data_ptr<double>() : nullptr;
+        const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, S));
+        at::parallel_for(0, H * T, grain, [&](int64_t r0, int64_t r1) {
+            std::vector<double> ds(static_cast<size_t>(S));
+            for (int64_t r = r0; r < r1; ++r) {
+                const int64_t t = r % T, o = r * S;
+                const bool* vt = V + t * S;
+                double smax = -INFINITY, dmax = 0;
+                for (int64_t j = 0; j < S; ++j) {
+                    if (!vt[j]) {
+                        ds[j] = 0;
+                        continue;
+                    }
+                    const double sc = S0[o + j] * scale;
+                    double d = MV[o + j] + c_store * std::abs(sc);
+                    if (RR) {
+                        const double dp = static_cast<double>(std::abs(qp[t] - kp[j]));
+                        d += scale * std::sqrt(RR[o + j]) + scale * dp * std::sqrt(RF[o + j]);
+                    }
+                    ds[j] = d;
+                    smax = std::max(smax, sc);
+                    dmax = std::max(dmax, d);
+                }
+                double sum = 0;
+                for (int64_t j = 0; j < S; ++j) {
+                    const double e = vt[j] ? std::exp(S0[o + j] * scale - smax) : 0.0;
+                    P[o + j] = e;
+                    sum += e;
+                }
+                const double g = std::exp(std::min(2.0 * dmax, 50.0));
+                G[r] = g;
+                for (int64_t j = 0; j < S; ++j) {
+                    const double pj = sum > 0 ? P[o + j] / sum : 0.0;
+                    P[o + j] = pj;
+                    PD[o + j] = pj * ds[j];
+                    if (W) W[o + j] = pj * ds[j] * g;
+                }
+            }
+        });
+    }
+    const auto pg = p.reshape({KV, rep * T, S});
+    const Tensor o = as_heads(torch::matmul(pg, vg)).contiguous();  // [H, T, hd]
+    // Σ_s p δs |v_sd - o_td| and the spread max_s |v_sd - o_td|, per head.
     auto moved = torch::empty_like(o), spread = torch::empty_like(o);
     for (int64_t h = 0; h < H; ++h) {
-        auto dev = (vh[h].unsqueeze(0) - o[h].unsqueeze(1)).abs();  // [T, S, hd]
-        moved[h] = ((p[h] * ds[h]).unsqueeze(-1) * dev).sum(1);
-        spread[h] = std::get<0>(torch::where(vis[0].unsqueeze(-1), dev, torch::zeros_like(dev)).max(1));
+        Tensor mh = moved[h], sh = spread[h];
+        weighted_deviation(vg[h / rep], o[h], pds[h], vis, mh, sh);
     }
-    auto together = torch::minimum(moved * growth, spread);
-    auto apart = carried(p, evh) + std::sqrt(static_cast<double>(S)) * u.a * torch::matmul(p, vh.abs()) +
-                 u.store(torch::matmul(p, vh.abs())) + u.store(o);
+    const Tensor together = torch::minimum(moved * growth, spread);
+    const Tensor pv_abs = as_heads(torch::matmul(pg, vg.abs()));
+    Tensor apart = std::sqrt(static_cast<double>(S)) * u.a * pv_abs;
+    if (ev.defined()) apart = carried(pg, kg(ev)).reshape({H, T, hd}) + apart;  // v's bounds, p-weighted
+    apart = apart + u.store(pv_abs) + u.store(o);
+    auto any = vis.any(-1, true).unsqueeze(0);  // [1, T, 1]
     auto back = [&](const Tensor& e) {
         return torch::where(any, e, torch::zeros_like(e)).transpose(0, 1).reshape({T, H * hd});
     };
-    return {back(together), back(apart), p * ds * growth, vis, vh, o};
+    return {back(together), back(apart), weight, vis, vg, o, rep};
 }
 
 // The softmax's part of attn carried through wo into h = x + attn @ wo. To
@@ -307,27 +422,16 @@ Tensor attn_through_wo(const AttnBound& a, const Tensor& wo, int64_t hd, const T
     auto rows = (sum_sq.sqrt() > 0.1 * rest).any(1).nonzero().reshape({-1});
     const int64_t R = rows.numel();
     if (R == 0) return sum_sq.sqrt();
-    auto vis_r = a.visible[0].index_select(0, rows);  // [R, S]
+    auto vis_r = a.visible.index_select(0, rows).contiguous();  // [R, S]
     auto sel_sq = torch::zeros({R, D}, wo.options());
     for (int64_t h = 0; h < H; ++h) {
-        auto vw = torch::matmul(a.vh[h], wo_h[h]);                       // [S, D]
+        auto vw = torch::matmul(a.vg[h / a.rep], wo_h[h]);               // [S, D]
         auto ow = torch::matmul(a.o[h].index_select(0, rows), wo_h[h]);  // [R, D]
-        auto w_r = a.weight[h].index_select(0, rows), lin = linear[h].index_select(0, rows);
-        // Rows at a time, so that [rows, S, D] stays near 4M elements (32 MB),
-        // and only up to the last key any of them sees.
-        const int64_t step = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, vw.size(0) * D));
-        for (int64_t r0 = 0; r0 < R; r0 += step) {
-            const int64_t n = std::min(step, R - r0);
-            auto vis = vis_r.narrow(0, r0, n);
-            auto seen = vis.any(0).nonzero();
-            if (seen.numel() == 0) continue;  // no key: attn is zeros, nothing moves
-            const int64_t S = seen.max().item<int64_t>() + 1;
-            auto dev = (vw.narrow(0, 0, S).unsqueeze(0) - ow.narrow(0, r0, n).unsqueeze(1)).abs();  // [n, S, D]
-            auto moved = torch::bmm(w_r.narrow(0, r0, n).narrow(1, 0, S).unsqueeze(1), dev).squeeze(1);
-            auto spread = std::get<0>(dev.masked_fill_(vis.narrow(1, 0, S).logical_not().unsqueeze(-1), 0.0).max(1));
-            auto best = torch::minimum(torch::minimum(moved, spread), lin.narrow(0, r0, n));
-            sel_sq.narrow(0, r0, n).add_(best.pow(2) - lin.narrow(0, r0, n).pow(2));
-        }
+        auto w_r = a.weight[h].index_select(0, rows).contiguous(), lin = linear[h].index_select(0, rows);
+        auto moved = torch::empty({R, D}, wo.options()), spread = torch::empty({R, D}, wo.options());
+        weighted_deviation(vw.contiguous(), ow.contiguous(), w_r, vis_r, moved, spread);
+        auto best = torch::minimum(torch::minimum(moved, spread), lin);
+        sel_sq.add_(best.pow(2) - lin.pow(2));
     }
     sum_sq.index_add_(0, rows, sel_sq);
     return sum_sq.clamp_min(0.0).sqrt();
@@ -372,8 +476,13 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
         const auto& p = c.pos(n);
         return torch::tensor(std::vector<int64_t>(p.begin(), p.end()), torch::kInt64);
     };
-    // The float64 reference of this case: the caller's, or computed here.
-    auto reference = [&](const Case& k) { return truth && truth->count("out") && k.op == c.op ? *truth : run(k); };
+    // The float64 reference of this case: the caller's, or computed here. A
+    // block's taps serve a decode case too (decode is the block over the
+    // same tokens), when the caller has them (Options::decode_taps).
+    auto reference = [&](const Case& k) {
+        const bool have = truth && truth->count("out") && (k.op == c.op || truth->count("attn_in"));
+        return have ? *truth : run(k);
+    };
     const BlockConfig& cfg = c.config;
     const int64_t hd = cfg.head_dim;
     const Tensor none;
@@ -434,7 +543,7 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             e["k_rot"] = rk.total();
             auto attn = tap("attn");
             const AttnBound ab = attention_bound(tap("q_rot"), rq.rest, tap("k_rot"), rk.rest, v, e["v"], positions,
-                                                 positions, cfg.n_heads, cfg.n_kv_heads, hd, u, &rq, &rk);
+                                                 positions, cfg.n_heads, cfg.n_kv_heads, hd, u, &rq, &rk, true);
             e["attn"] = ab.together + ab.apart;
             // h = x + attn @ wo: the projection (stored before the add below
             // float32), the add, and attn's bound through wo — what one softmax

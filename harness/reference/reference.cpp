@@ -152,7 +152,7 @@ NamedD run(const Case& c, const Options& o) {
             for (const auto& name : float_inputs(c.op, cfg)) w[name] = in(name);
             const int64_t T = c.in("x").rows();
             auto taps = block(w, pos("positions"), cfg, c.op == Op::decode ? c.prefill : T, ctx);
-            if (c.op == Op::decode) {
+            if (c.op == Op::decode && !o.decode_taps) {
                 put("out", taps.at("out"));
             } else {
                 for (const auto& [name, t] : taps) put(name, t);

@@ -83,6 +83,9 @@ struct Options {
     Precision precision = Precision::f64;
     Order order = Order::library;
     Variant variant;
+    // decode: every tap of the block it is computed as, beside "out" (what
+    // the a-priori bound starts from; a decode case's outputs are "out" only).
+    bool decode_taps = false;
 };
 
 // Runs the case's op. Returns "out" and, for block, every tap by name (all as

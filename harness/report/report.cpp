@@ -173,6 +173,12 @@ nlohmann::json to_json(const CaseResult& c) {
     if (!c.error.empty()) j["error"] = c.error;
     if (!c.first_failing.empty()) j["first_failing"] = c.first_failing;
     if (c.shrink_steps) j["shrink_steps"] = c.shrink_steps;
+    if (c.shrink_tried || !c.shrink_stopped.empty()) {
+        j["shrink_tried"] = c.shrink_tried;
+        j["shrink_seconds"] = c.shrink_seconds;
+        if (!c.shrink_stopped.empty()) j["shrink_stopped"] = c.shrink_stopped;
+    }
+    if (!c.same_as.empty()) j["same_as"] = c.same_as;
     if (!c.diagnosis.empty() || c.hypotheses_tried > 0) {
         // Structured: every hypothesis under which the output conforms, by bug id.
         auto& d = j["diagnosis"];

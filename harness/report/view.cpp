@@ -146,7 +146,14 @@ std::string failure_text(const json& c) {
     std::string s = fmt::format("{} {} {} [{}]  {}\n", flag(c, "pass") ? "PASS" : "FAIL", text(c, "impl"),
                                 text(c, "op"), text(c, "dtype"), text(c, "case_id"));
     if (!text(c, "file").empty()) s += fmt::format("  fixture:   {}:/{}\n", text(c, "file"), text(c, "group"));
-    if (integer(c, "shrink_steps") > 0) s += fmt::format("  shrunk:    {} steps\n", integer(c, "shrink_steps"));
+    if (integer(c, "shrink_tried") > 0 || integer(c, "shrink_steps") > 0 || !text(c, "shrink_stopped").empty()) {
+        s += fmt::format("  shrunk:    {} steps", integer(c, "shrink_steps"));
+        if (integer(c, "shrink_tried") > 0)
+            s += fmt::format(" ({} candidates, {:.1f} s)", integer(c, "shrink_tried"), number(c, "shrink_seconds", 0));
+        if (!text(c, "shrink_stopped").empty()) s += ", stopped at " + text(c, "shrink_stopped");
+        s += "\n";
+    }
+    if (!text(c, "same_as").empty()) s += fmt::format("  same as:   {}\n", text(c, "same_as"));
     s += fmt::format("  inputs:    {}\n", text(c, "inputs"));
     if (!text(c, "error").empty()) s += fmt::format("  error:     {}\n", text(c, "error"));
     if (!text(c, "first_failing").empty()) s += fmt::format("  first failing tensor: {}\n", text(c, "first_failing"));

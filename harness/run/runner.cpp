@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fmt/format.h>
 #include <memory>
 #include <optional>
 #include <set>
@@ -124,7 +125,10 @@ class Executor {
 
     void property_cases(const OpPlan& p) {
         std::set<std::string> shrunk_once;  // shrink the first failure per implementation
+        // Per implementation, the failures of this op diagnosed in full (indices into results).
+        std::map<std::string, std::vector<size_t>> diagnosed;
         const bool replaying = !sel_.case_id.empty();
+        const DiagnoseMode mode = o_.diagnose;
         for (const select::Pick& pick : p.picks) {
             const Case c = property_case(pick.spec, sel_.dtype);
             std::unique_ptr<Truth> truth;
@@ -137,25 +141,46 @@ class Executor {
                 Judged j = run_and_judge(*impl.impl, impl.name, c, sel_.dtype, *truth);
                 CaseResult& r = j.result;
                 gen::CaseSpec failing = pick.spec;
-                bool shrink = false;
-                if (!r.pass && !replaying && !o_.save_failures.empty()) {
-                    shrink = true;
-                } else if (!r.pass && !replaying && shrunk_once.insert(impl.name).second) {
-                    shrink = !sel_.shard.active() || !fails_earlier_elsewhere(impl, p, pick.index);
+                bool shrink = false, full = false;
+                if (!r.pass && !replaying && mode != DiagnoseMode::none) {
+                    if (!o_.save_failures.empty()) {
+                        shrink = true;
+                    } else if (shrunk_once.insert(impl.name).second) {
+                        shrink = !sel_.shard.active() || !fails_earlier_elsewhere(impl, p, pick.index);
+                    }
                 }
                 std::optional<phases::Scope> diagnosing;
                 if (!r.pass) diagnosing.emplace("shrink and diagnose");
+                const diagnose::Evidence evidence{&c, &j.out.outputs, truth.get()};
+                std::vector<size_t>& mine = diagnosed[impl.name];
                 if (shrink) {
                     ErrorMap unshrunk = std::move(r.error_map);  // the larger case shows the pattern better
-                    r = diagnose::shrink_and_explain(*impl.impl, p.stream, pick.index, sel_.dtype,
-                                                     {&c, &j.out.outputs, truth.get()}, r, &failing);
+                    r = diagnose::shrink_and_explain(*impl.impl, p.stream, pick.index, sel_.dtype, evidence, r,
+                                                     &failing, o_.shrink);
                     if (r.case_id != unshrunk.case_id) r.unshrunk_error_map = std::move(unshrunk);
-                } else if (!r.pass) {
-                    diagnose::explain(r, {&c, &j.out.outputs, truth.get()}, impl.impl.get());
+                    full = true;
+                } else if (!r.pass && mode != DiagnoseMode::none) {
+                    // A shard diagnoses every failure in full: what a later
+                    // failure is grouped with must not depend on the shards.
+                    const bool each = mode == DiagnoseMode::all || replaying || sel_.shard.active();
+                    std::vector<const CaseResult*> earlier;
+                    for (size_t i : mine) earlier.push_back(&out_.report.results[i]);
+                    if (each || !diagnose::explain_as_earlier(r, evidence, earlier)) {
+                        if (each || static_cast<int>(mine.size()) < kMaxDiagnosed) {
+                            diagnose::explain(r, evidence, impl.impl.get());
+                            full = true;
+                        } else {
+                            r.diagnosis.push_back(fmt::format(
+                                "not diagnosed: {} failures of {} on {} were diagnosed in full already and none of "
+                                "their bugs explains this one (--diagnose all diagnoses every failure)",
+                                mine.size(), to_string(p.op), impl.name));
+                        }
+                    }
                 }
                 if (!r.pass) r.replay = replay(impl, r.case_id);
                 if (!r.pass && !o_.save_failures.empty()) save(failing, r, impl);
                 if (r.shrink_steps > 0) out_.shrunk_from[out_.report.results.size()] = c.id;
+                if (full && r.error.empty()) mine.push_back(out_.report.results.size());
                 out_.report.results.push_back(std::move(r));
             }
             tick();
@@ -180,7 +205,8 @@ class Executor {
                 Judged j = run_and_judge(*impl.impl, impl.name, fc, sel_.dtype, *truth);
                 if (!j.result.pass) {
                     phases::Scope diagnosing("shrink and diagnose");
-                    diagnose::explain(j.result, {&fc, &j.out.outputs, truth.get()}, impl.impl.get());
+                    if (o_.diagnose != DiagnoseMode::none)
+                        diagnose::explain(j.result, {&fc, &j.out.outputs, truth.get()}, impl.impl.get());
                     j.result.replay = fixture_replay(impl.name, impl.replay_flags, fc);
                 }
                 out_.report.results.push_back(std::move(j.result));
@@ -214,6 +240,13 @@ class Executor {
 };
 
 }  // namespace
+
+std::optional<DiagnoseMode> parse_diagnose_mode(const std::string& s) {
+    if (s == "all") return DiagnoseMode::all;
+    if (s == "first") return DiagnoseMode::first;
+    if (s == "none") return DiagnoseMode::none;
+    return std::nullopt;
+}
 
 Case property_case(const gen::CaseSpec& spec, DType dtype) {
     phases::Scope p("draw inputs");

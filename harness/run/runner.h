@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -20,7 +21,20 @@
 
 namespace conform::run {
 
+// Which failures are diagnosed (--diagnose). The first failure of each op and
+// implementation is shrunk and diagnosed in full whatever the mode (but
+// none); `first` checks each later failure against the bugs already named
+// for that op and implementation (a few reference runs) and diagnoses in
+// full only one that none of them explains — at most kMaxDiagnosed per op
+// and implementation; `all` diagnoses every failure in full; `none` shrinks
+// and diagnoses nothing: the verdict and the metrics only.
+enum class DiagnoseMode { all, first, none };
+std::optional<DiagnoseMode> parse_diagnose_mode(const std::string& s);
+constexpr int kMaxDiagnosed = 3;
+
 struct RunOptions {
+    DiagnoseMode diagnose = DiagnoseMode::first;
+    gen::ShrinkLimits shrink{400, 30.0};  // per failure shrunk
     std::string save_failures;  // directory: every failing property case, shrunk, as a one-case fixture
     bool force = false;         // --save-failures may overwrite
     std::string replay_flags;   // appended to every replay command (" --dtype bf16 --simd-target avx2")
