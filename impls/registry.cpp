@@ -66,6 +66,8 @@ const std::vector<ImplEntry>& mutant_implementations() {
          block_ops},
         {"gqa_head_mapping_tiled", "query head h reads kv head h % n_kv", true, always, gqa_head_mapping_tiled,
          attention_ops},
+        {"gqa_tiled_above_group_4", "h / group up to 4 query heads per kv head, h % n_kv above", true, always,
+         gqa_tiled_above_group_4, attention_ops, {}, {}, "gqa_head_mapping_tiled"},
         {"causal_mask_missing", "no causal mask", true, always, causal_mask_missing, attention_ops},
         {"causal_mask_off_by_one", "causal mask k_pos < q_pos: the diagonal masked", true, always,
          causal_mask_off_by_one, attention_ops},

@@ -48,6 +48,17 @@ struct Outcome {
     bool names_me(const Kill& k) const {
         return std::find(k.named.begin(), k.named.end(), entry->bug_id()) != k.named.end();
     }
+    // A kill that names a bug, but not this one: a confident wrong name, worse
+    // than none (the engineer goes looking for the wrong thing).
+    bool misnames(const Kill& k) const { return !k.named.empty() && !names_me(k); }
+    bool misnamed() const {
+        return std::any_of(kills.begin(), kills.end(), [&](const Kill& k) { return misnames(k); });
+    }
+    // Killed, named wrongly nowhere, but left unnamed somewhere.
+    bool unnamed() const {
+        return killed() && !misnamed() &&
+               std::any_of(kills.begin(), kills.end(), [](const Kill& k) { return k.named.empty(); });
+    }
     // Diagnosed: the first kill names the mutant — and so does the first kill
     // on every other op, so that whichever op a user meets the bug through,
     // the report names it.
@@ -150,8 +161,9 @@ int run(const Options& o) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     // ---- report ------------------------------------------------------------------
-    int killed = 0, correct = 0;
-    for (const auto& m : outcomes) killed += m.killed(), correct += m.correct();
+    int killed = 0, correct = 0, misnamed = 0, unnamed = 0;
+    for (const auto& m : outcomes)
+        killed += m.killed(), correct += m.correct(), misnamed += m.misnamed(), unnamed += m.unnamed();
     if (!o.quiet)
         for (const auto& m : outcomes)
             if (m.killed()) print_failure(std::cout, m.kills.front().failure);
@@ -176,15 +188,17 @@ int run(const Options& o) {
     std::cout << "(cases: property cases run until the first kill; ops: (-) never failed there, the bug does not "
                  "show through that op's cases; yes*: named among coinciding hypotheses)\n";
     const size_t n = outcomes.size();
-    std::cout << fmt::format("\npower: {}/{} killed and diagnosed ({:.0f}%); {} killed  ({:.1f} s)\n", correct, n,
-                             n ? 100.0 * correct / n : 100.0, killed, seconds);
+    std::cout << fmt::format("\npower: {}/{} killed and diagnosed ({:.0f}%); {} killed, {} misnamed, {} unnamed  "
+                             "({:.1f} s)\n",
+                             correct, n, n ? 100.0 * correct / n : 100.0, killed, misnamed, unnamed, seconds);
 
     nlohmann::json j;
     j["schema"] = "conform-mutants/1";
     j["seed"] = seed;
     j["cases_per_op"] = o.cases;
     j["seconds"] = seconds;
-    j["power"] = {{"mutants", n}, {"killed", killed}, {"diagnosed", correct},
+    j["power"] = {{"mutants", n}, {"killed", killed}, {"diagnosed", correct}, {"misnamed", misnamed},
+                  {"unnamed", unnamed},
                   {"fraction", n ? static_cast<double>(correct) / static_cast<double>(n) : 1.0}};
     auto& ms = j["mutants"] = nlohmann::json::array();
     for (const auto& m : outcomes) {
@@ -197,12 +211,14 @@ int run(const Options& o) {
         mj["killed"] = m.killed();
         mj["cases_to_first_kill"] = m.cases_run;
         mj["diagnosed"] = m.correct();
+        mj["misnamed"] = m.misnamed();
         auto& ks = mj["kills"] = nlohmann::json::array();
         for (const auto& k : m.kills)
             ks.push_back({{"op", to_string(k.op)},
                           {"property_case", k.index},
                           {"named", k.named},
                           {"names_mutant", m.names_me(k)},
+                          {"misnamed", m.misnames(k)},
                           {"failure", to_json(k.failure)}});
         ms.push_back(mj);
     }

@@ -26,10 +26,18 @@ Tensor normal(Rng& r, int64_t rows, int64_t cols, double scale) {
 }
 
 // Activations: N(0, mag²), with `outliers` channels ×50 (LLM activations have them).
+// `outliers` distinct channels ×50 (at most every column once): a column
+// drawn twice was ×2500, three times ×125000 — past float16's range at
+// magnitude 30, so an f16 case's inputs were infinite before any kernel ran.
+// A draw that repeats a column is drawn again, so cases without a repeat
+// are what they always were.
 Tensor activations(Rng& r, int64_t rows, int64_t cols, double mag, int64_t outliers) {
     Tensor t = normal(r, rows, cols, mag);
-    for (int64_t o = 0; o < outliers && cols > 0; ++o) {
-        const int64_t c = r.below(cols);
+    std::vector<int64_t> chosen;
+    for (int64_t o = 0; o < std::min(outliers, cols); ++o) {
+        int64_t c = r.below(cols);
+        while (std::find(chosen.begin(), chosen.end(), c) != chosen.end()) c = r.below(cols);
+        chosen.push_back(c);
         for (int64_t i = 0; i < rows; ++i) t.data[i * cols + c] *= 50.0f;
     }
     return t;
@@ -108,7 +116,7 @@ double pick_theta() {
 int64_t pick_head_dim(int64_t max_hd) {
     for (;;) {
         const int64_t hd = weighted<int64_t>({{4, 4}, {3, 8}, {3, 16}, {1, 2}, {2, 6}, {2, 32}, {2, 64}, {1, 10},
-                                              {2, 128}, {1, 80}, {1, 96}, {1, 256}});
+                                              {2, 128}, {1, 80}, {1, 96}, {2, 256}});
         if (hd <= max_hd) return hd;
     }
 }
@@ -132,18 +140,28 @@ int64_t pick_keys(const GenReach& reach) {
     return one_of<int64_t>(2049, 1000, 2100, 1537, 777);
 }
 
-// MHA (KV = H), GQA (1 < KV < H), MQA (KV = 1), all common.
+// MHA (KV = H), GQA (1 < KV < H), MQA (KV = 1), all common; and GQA with
+// groups above 4 (Llama 3 8B 32/8 is 4; TinyLlama 32/4 and Llama 3 70B 64/8
+// are 8, Qwen2.5 7B 28/4 is 7): where a kernel that maps query heads to kv
+// heads one way for small groups and another for large ones differs (h % KV
+// against h / group needs 1 < KV and group > 1 to tell). Up to 32 heads, so
+// a case stays cheap; only where max_heads allows 8 or more.
 void pick_heads(CaseSpec& s, int64_t max_heads) {
-    const int cls = weighted<int>({{2, 0}, {3, 1}, {2, 2}});
+    const int cls = max_heads >= 8 ? weighted<int>({{2, 0}, {3, 1}, {2, 2}, {1, 3}})
+                                   : weighted<int>({{2, 0}, {3, 1}, {2, 2}});
     if (cls == 0) {
         s.n_heads = s.n_kv_heads = *rc::gen::inRange<int64_t>(1, std::min<int64_t>(5, max_heads) + 1);
     } else if (cls == 1) {
         s.n_kv_heads = *rc::gen::inRange<int64_t>(2, 5);
         const int64_t group = *rc::gen::inRange<int64_t>(2, 5);
         s.n_heads = s.n_kv_heads * group;
-    } else {
+    } else if (cls == 2) {
         s.n_kv_heads = 1;
         s.n_heads = *rc::gen::inRange<int64_t>(2, 9);
+    } else {
+        s.n_kv_heads = *rc::gen::inRange<int64_t>(2, 5);
+        const int64_t group = *rc::gen::inRange<int64_t>(5, 32 / s.n_kv_heads + 1);
+        s.n_heads = s.n_kv_heads * group;
     }
 }
 

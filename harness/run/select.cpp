@@ -219,7 +219,8 @@ const std::vector<Dimension>& dimensions() {
         {"theta", {"1e4", "5e5", ">=1e6", "other"}, ops_using(kRope)},
         {"max position", {"<512", "<4096", "<32768", ">=32768"}, ops_with_positions()},
         {"qk_norm", {"off", "on"}, ops_using(kQkNorm | kResidual)},  // a switch of the block's config
-        {"heads", {"MHA", "GQA", "MQA"}, ops_using(kHeads)},
+        // GQA's group: up to 4 query heads per kv head, or more (TinyLlama, Llama 3 70B: 8).
+        {"heads", {"MHA", "GQA group<=4", "GQA group>4", "MQA"}, ops_using(kHeads)},
         // The widths a kernel vectorises over (D, F, head_dim): narrower than
         // one vector, a tail past whole 16-lane vectors, or whole vectors only.
         {"widths", {"<8", "tail", "x16"}, {kAllOps.begin(), kAllOps.end()}},
@@ -266,7 +267,12 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
             case kTheta: c.push_back(s.theta == 10000.0 ? 0 : s.theta == 500000.0 ? 1 : s.theta >= 1e6 ? 2 : 3); break;
             case kMaxPos: c.push_back(max_pos < 512 ? 0 : max_pos < 4096 ? 1 : max_pos < 32768 ? 2 : 3); break;
             case kQkNormTrap: c.push_back(s.qk_norm ? 1 : 0); break;
-            case kHeadsTrap: c.push_back(s.n_kv_heads == s.n_heads ? 0 : s.n_kv_heads == 1 ? 2 : 1); break;
+            case kHeadsTrap:
+                c.push_back(s.n_kv_heads == s.n_heads      ? 0
+                            : s.n_kv_heads == 1            ? 3
+                            : s.n_heads / s.n_kv_heads <= 4 ? 1
+                                                           : 2);
+                break;
             case kWidths: {
                 // The widths a kernel vectorises over, as far as the op has them.
                 const OpInfo& info = op_info(s.op);

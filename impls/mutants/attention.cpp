@@ -27,6 +27,20 @@ AttentionRules tiled_heads() {
     return r;
 }
 
+// Class 3, in the form a kernel specialised by group size has it: the
+// repeated mapping h / group up to 4 query heads per kv head, and the tiled
+// h % n_kv above (a second code path for large groups, as TinyLlama's 32/4
+// or Llama 3 70B's 64/8 take). Named by the same bug id: on a case with a
+// group above 4 it is gqa_head_mapping_tiled.
+AttentionRules tiled_heads_above_group_4() {
+    AttentionRules r;
+    r.kv_head = [](int64_t h, int64_t n_heads, int64_t n_kv_heads) {
+        const int64_t group = n_heads / n_kv_heads;
+        return group > 4 ? h % n_kv_heads : h / group;
+    };
+    return r;
+}
+
 // Causal mask missing: every query sees every key.
 AttentionRules no_mask() {
     AttentionRules r;
@@ -110,6 +124,9 @@ struct KvCacheWrapsEarly : ScalarImpl {
 
 std::unique_ptr<Implementation> gqa_head_mapping_tiled(const ImplOptions& o) {
     return detail::make<WithRules<tiled_heads>>("gqa_head_mapping_tiled", o);
+}
+std::unique_ptr<Implementation> gqa_tiled_above_group_4(const ImplOptions& o) {
+    return detail::make<WithRules<tiled_heads_above_group_4>>("gqa_tiled_above_group_4", o);
 }
 std::unique_ptr<Implementation> causal_mask_missing(const ImplOptions& o) {
     return detail::make<WithRules<no_mask>>("causal_mask_missing", o);

@@ -33,6 +33,7 @@ std::unique_ptr<Implementation> rope_position_from_row_index(const ImplOptions& 
 
 // attention.cpp
 std::unique_ptr<Implementation> gqa_head_mapping_tiled(const ImplOptions& o);
+std::unique_ptr<Implementation> gqa_tiled_above_group_4(const ImplOptions& o);
 std::unique_ptr<Implementation> causal_mask_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> causal_mask_off_by_one(const ImplOptions& o);
 std::unique_ptr<Implementation> attention_scale_wrong(const ImplOptions& o);

@@ -12,7 +12,8 @@ rc=$?
 tail -n 30 "$tmp/log"
 echo "conform mutants: $(( $(date +%s) - start )) s"
 [ $rc -eq 0 ] || fail "conform mutants exited $rc"
-grep -q "^power: \([0-9]*\)/\1 killed and diagnosed (100%)" "$tmp/log" || fail "no 100% power line"
+grep -q "^power: \([0-9]*\)/\1 killed and diagnosed (100%); \1 killed, 0 misnamed, 0 unnamed" "$tmp/log" ||
+  fail "no 100% power line with 0 misnamed"
 python3 - "$tmp/mutants.json" <<'PY' || fail "mutants.json"
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -25,14 +26,17 @@ required = {"rope_layout_swapped", "rope_theta_default", "rope_angle_low_precisi
             # precision (issue 14) and the generators' reach (issue 15)
             "rope_cos_sin_bf16", "rope_inv_freq_bf16", "rope_positions_f16", "matmul_accumulates_bf16",
             "rope_position_from_row_index", "causal_mask_by_index", "head_dim_truncated",
-            "softmax_tile_not_rescaled", "kv_cache_wraps_early", "layer_norm_not_rms", "gelu_gate"}
+            "softmax_tile_not_rescaled", "kv_cache_wraps_early", "layer_norm_not_rms", "gelu_gate",
+            # groups above 4 with more than one kv head (issue 26)
+            "gqa_tiled_above_group_4"}
 # Named by its effect, not its own name.
-named_by = {"matmul_accumulates_bf16": "precision_downgrade"}
+named_by = {"matmul_accumulates_bf16": "precision_downgrade", "gqa_tiled_above_group_4": "gqa_head_mapping_tiled"}
 ids = {m["id"] for m in r["mutants"]}
 assert required <= ids, required - ids
 assert r["power"]["fraction"] == 1.0, r["power"]
+assert r["power"]["misnamed"] == 0 and r["power"]["unnamed"] == 0, r["power"]
 for m in r["mutants"]:
-    assert m["killed"] and m["diagnosed"], m["id"]
+    assert m["killed"] and m["diagnosed"] and not m["misnamed"], m["id"]
     for k in m["kills"]:
         f = k["failure"]
         bug = named_by.get(m["id"], m["id"])

@@ -14,11 +14,15 @@
 #   test_plugin.sh install    cmake --install, then the example built against
 #                             the prefix with find_package(conform), and its
 #                             own ctest running the installed conform
+#   test_plugin.sh gqa        attention in C passes; its twin that maps query
+#                             heads h % n_kv only for groups above 4 fails,
+#                             named gqa_head_mapping_tiled, on a case whose
+#                             group is above 4
 #
 # Environment (tests/plugins/CMakeLists.txt sets it): CONFORM, CONFORM_SOURCE_DIR,
 # CONFORM_BINARY_DIR, BAD_PLUGIN_DIR, CMAKE, CTEST, CC, CXX.
 set -uo pipefail
-mode=${1:?usage: test_plugin.sh example|contract|dtypes|install}
+mode=${1:?usage: test_plugin.sh example|contract|dtypes|install|gqa}
 : "${CONFORM:?}" "${CONFORM_SOURCE_DIR:?}" "${CONFORM_BINARY_DIR:?}" "${BAD_PLUGIN_DIR:?}" "${CMAKE:?}" "${CTEST:?}" "${CC:?}"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
 
@@ -189,6 +193,22 @@ install)
   grep -q "conform_DIR:PATH=$prefix" "$tmp/ex/CMakeCache.txt" || fail "the example did not find conform under $prefix"
   ;;
 
+gqa)
+  expect 0 "attention +gqa +[0-9]+ +[0-9]+" -- --impl-lib "$BAD_PLUGIN_DIR/libgqa_plugin.so" --op attention \
+    --no-default-fixtures --out "$tmp/good"
+  expect 1 "diagnosis: gqa_head_mapping_tiled" -- --impl-lib "$BAD_PLUGIN_DIR/libgqa_tiled_above_4_plugin.so" \
+    --op attention --no-default-fixtures --out "$tmp/bad"
+  python3 - "$tmp/bad/conform.json" <<'PY' || fail "the twin's report"
+import json, re, sys
+r = json.load(open(sys.argv[1]))
+bad = [c for c in r["cases"] if not c["pass"]]
+assert bad, "no case failed"
+for c in bad:  # it fails only where a group is above 4, and each failure is named
+    H, KV = (int(re.search(k + r"=(\d+)", c["case_id"]).group(1)) for k in ("H", "KV"))
+    assert KV > 1 and H // KV > 4, c["case_id"]
+    assert "gqa_head_mapping_tiled" in {m["id"] for m in c["diagnosis"]["matches"]}, c["diagnosis"]["lines"]
+PY
+  ;;
 *) fail "unknown mode $mode" ;;
 esac
 echo "plugin $mode: ok"
