@@ -217,17 +217,18 @@ RopeBound rope_bound(const Tensor& x, const Tensor& ex, const Tensor& positions,
     return b;
 }
 
-// For every row t and column j: moved = Σ_s w_ts |a_sj − b_tj| and spread =
-// max(0, max over visible s of |a_sj − b_tj|). a [S, n], b [T, n], w [T, S]
-// (0 where s is not visible), vis [T, S] bool; all float64, contiguous.
-// What the softmax's part of attention needs, per key. As torch ops it is
-// [T, S, n] temporaries made and walked several times over (and, on the
-// small tensors of most cases, thread start-up per op): the a-priori bound
-// then cost five times the reference it bounds. One pass over (t, s, j),
-// rows split across threads, each row summed by one thread in key order.
-void weighted_deviation(const Tensor& a, const Tensor& b, const Tensor& w, const Tensor& vis, Tensor& moved,
-                        Tensor& spread) {
-    const int64_t T = b.size(0), S = a.size(0), n = a.size(1);
+// For every head h, row t and column j: moved = Σ_s w_hts |a_sj − b_htj| and
+// spread = max(0, max over visible s of |a_sj − b_htj|), a being head h's
+// a[h / rep]. a [A, S, n], b [H, T, n], w [H, T, S] (0 where s is not
+// visible), vis [T, S] bool; all float64, contiguous. What the softmax's
+// part of attention needs, per key. As torch ops it is [T, S, n] temporaries
+// made and walked several times over per head (and, on the small tensors of
+// most cases, threads started per op): the a-priori bound then cost five
+// times the reference it bounds. One pass over (h, t, s, j), rows split
+// across threads, each row summed by one thread in key order.
+void weighted_deviation(const Tensor& a, int64_t rep, const Tensor& b, const Tensor& w, const Tensor& vis,
+                        Tensor& moved, Tensor& spread) {
+    const int64_t H = b.size(0), T = b.size(1), S = a.size(1), n = a.size(2);
     const double* A = a.data_ptr<double>();
     const double* B = b.data_ptr<double>();
     const double* W = w.data_ptr<double>();
@@ -235,17 +236,21 @@ void weighted_deviation(const Tensor& a, const Tensor& b, const Tensor& w, const
     double* M = moved.data_ptr<double>();
     double* X = spread.data_ptr<double>();
     const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, S * n));
-    at::parallel_for(0, T, grain, [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) {
-            const double* bt = B + t * n;
-            double* mt = M + t * n;
-            double* xt = X + t * n;
+    at::parallel_for(0, H * T, grain, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t h = r / T, t = r % T;
+            const double* ah = A + (h / rep) * S * n;
+            const double* bt = B + r * n;
+            const double* wt = W + r * S;
+            const bool* vt = V + t * S;
+            double* mt = M + r * n;
+            double* xt = X + r * n;
             std::fill(mt, mt + n, 0.0);
             std::fill(xt, xt + n, 0.0);
             for (int64_t s = 0; s < S; ++s) {
-                if (!V[t * S + s]) continue;
-                const double ws = W[t * S + s];
-                const double* as = A + s * n;
+                if (!vt[s]) continue;
+                const double ws = wt[s];
+                const double* as = ah + s * n;
                 for (int64_t j = 0; j < n; ++j) {
                     const double d = std::abs(as[j] - bt[j]);
                     mt[j] += ws * d;
@@ -379,12 +384,9 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
     }
     const auto pg = p.reshape({KV, rep * T, S});
     const Tensor o = as_heads(torch::matmul(pg, vg)).contiguous();  // [H, T, hd]
-    // Σ_s p δs |v_sd - o_td| and the spread max_s |v_sd - o_td|, per head.
+    // Σ_s p δs |v_sd - o_td| and the spread max_s |v_sd - o_td|.
     auto moved = torch::empty_like(o), spread = torch::empty_like(o);
-    for (int64_t h = 0; h < H; ++h) {
-        Tensor mh = moved[h], sh = spread[h];
-        weighted_deviation(vg[h / rep], o[h], pds[h], vis, mh, sh);
-    }
+    weighted_deviation(vg, rep, o, pds, vis, moved, spread);
     const Tensor together = torch::minimum(moved * growth, spread);
     const Tensor pv_abs = as_heads(torch::matmul(pg, vg.abs()));
     Tensor apart = std::sqrt(static_cast<double>(S)) * u.a * pv_abs;
@@ -423,16 +425,16 @@ Tensor attn_through_wo(const AttnBound& a, const Tensor& wo, int64_t hd, const T
     const int64_t R = rows.numel();
     if (R == 0) return sum_sq.sqrt();
     auto vis_r = a.visible.index_select(0, rows).contiguous();  // [R, S]
-    auto sel_sq = torch::zeros({R, D}, wo.options());
-    for (int64_t h = 0; h < H; ++h) {
-        auto vw = torch::matmul(a.vg[h / a.rep], wo_h[h]);               // [S, D]
-        auto ow = torch::matmul(a.o[h].index_select(0, rows), wo_h[h]);  // [R, D]
-        auto w_r = a.weight[h].index_select(0, rows).contiguous(), lin = linear[h].index_select(0, rows);
-        auto moved = torch::empty({R, D}, wo.options()), spread = torch::empty({R, D}, wo.options());
-        weighted_deviation(vw.contiguous(), ow.contiguous(), w_r, vis_r, moved, spread);
-        auto best = torch::minimum(torch::minimum(moved, spread), lin);
-        sel_sq.add_(best.pow(2) - lin.pow(2));
-    }
+    // Every head at once: v and o projected through the head's rows of wo.
+    auto heads_of = torch::arange(H, torch::kInt64).div(a.rep, "floor");
+    auto vw = torch::matmul(a.vg.index_select(0, heads_of), wo_h).contiguous();      // [H, S, D]
+    auto ow = torch::matmul(a.o.index_select(1, rows), wo_h).contiguous();           // [H, R, D]
+    auto w_r = a.weight.index_select(1, rows).contiguous();                          // [H, R, S]
+    auto lin = torch::stack(linear).index_select(1, rows);                           // [H, R, D]
+    auto moved = torch::empty({H, R, D}, wo.options()), spread = torch::empty({H, R, D}, wo.options());
+    weighted_deviation(vw, 1, ow, w_r, vis_r, moved, spread);
+    auto best = torch::minimum(torch::minimum(moved, spread), lin);
+    auto sel_sq = (best.pow(2) - lin.pow(2)).sum(0);  // [R, D]
     sum_sq.index_add_(0, rows, sel_sq);
     return sum_sq.clamp_min(0.0).sqrt();
 }
