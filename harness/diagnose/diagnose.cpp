@@ -329,7 +329,10 @@ Diagnosis recheck(const Case& c, DType dtype, const NamedD& observed, const Case
     if (d.matches.empty())
         for (const HypothesisMatch& e : earlier)
             if (e.id != "precision_downgrade" && !e.variant.faithful()) try_variant(e.id, e.why, e.variant);
-    if (d.matches.empty() && named("precision_downgrade")) precision_downgrade(c, dtype, observed, failed, d);
+    // precision_downgrade under the same condition diagnose() names it: a failure far from marginal.
+    const TensorResult* worst = tensor_of(failed, subject_tensor(failed));
+    const bool far = worst && worst->v.err > 16.0 * worst->v.allowed;
+    if (d.matches.empty() && far && named("precision_downgrade")) precision_downgrade(c, dtype, observed, failed, d);
     return d;
 }
 
