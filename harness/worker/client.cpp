@@ -113,7 +113,7 @@ Hello parse_hello(const json& h) {
     const std::string where = "hello: ";
     if (h.value("protocol", 0) != kProtocol)
         throw ProtocolError(where + "protocol: expected " + std::to_string(kProtocol) + ", found " +
-                            (h.contains("protocol") ? h["protocol"].dump() : std::string("nothing")));
+                            (h.contains("protocol") ? shown(h["protocol"]) : std::string("nothing")));
     if (!h.contains("name") || !h["name"].is_string()) throw ProtocolError(where + "name: missing or not a string");
     out.name = h["name"].get<std::string>();
     bool ok = !out.name.empty() && out.name.size() <= 64;

@@ -80,8 +80,14 @@ std::string clean_line(const std::string& line) {
             ok = (d & 0xc0) == 0x80;
             cp = (cp << 6) | (d & 0x3fu);
         }
+        // Refused besides malformed UTF-8: C1 controls (0x9b is a CSI on some
+        // terminals); the bidi controls, which reorder what a terminal or a
+        // report shows (a line can then read as conform's own); the line and
+        // paragraph separators, which break a line where a viewer honours them.
+        const bool bidi = cp == 0x061c || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+                          (cp >= 0x2066 && cp <= 0x2069);
         ok = ok && !(len == 3 && cp < 0x800) && !(len == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
-             !(cp >= 0xd800 && cp <= 0xdfff) && !(cp >= 0x80 && cp <= 0x9f);  // C1 controls
+             !(cp >= 0xd800 && cp <= 0xdfff) && !(cp >= 0x80 && cp <= 0x9f) && !bidi && cp != 0x2028 && cp != 0x2029;
         if (!ok) {
             out += '?';
             ++i;

@@ -94,13 +94,23 @@ void read_all(int fd, void* data, size_t n, const Deadline& deadline, const char
     }
 }
 
+}  // namespace
+
+std::string shown(const json& v, size_t max) {
+    std::string s = v.dump(-1, ' ', true, json::error_handler_t::replace);
+    if (s.size() > max) s = s.substr(0, max) + "...";
+    return s;
+}
+
+namespace {
+
 template <typename T>
 T get(const json& j, const char* field, const std::string& where) {
     if (!j.contains(field)) throw ProtocolError(where + field + ": missing");
     try {
         return j.at(field).get<T>();
     } catch (const json::exception&) {
-        throw ProtocolError(where + field + ": wrong type, found " + j.at(field).dump());
+        throw ProtocolError(where + field + ": wrong type, found " + shown(j.at(field)));
     }
 }
 
@@ -164,7 +174,7 @@ Frame read_frame(int fd, const char* list, const Deadline& deadline, uint64_t ma
     } catch (const json::exception& e) {
         throw ProtocolError(std::string("frame: header: not JSON: ") + e.what());
     }
-    if (!f.header.is_object()) throw ProtocolError("frame: header: expected a JSON object, found " + f.header.dump());
+    if (!f.header.is_object()) throw ProtocolError("frame: header: expected a JSON object, found " + shown(f.header));
     if (!f.header.contains("type") || !f.header["type"].is_string())
         throw ProtocolError("frame: header: type: missing or not a string");
     uint64_t listed = 0;
@@ -177,7 +187,7 @@ Frame read_frame(int fd, const char* list, const Deadline& deadline, uint64_t ma
             WireTensor t;
             t.name = get<std::string>(l[i], "name", where);
             const auto d = parse_wire(get<std::string>(l[i], "dtype", where));
-            if (!d) throw ProtocolError(where + "dtype: expected f32, bf16, f16 or i64, found " + l[i]["dtype"].dump());
+            if (!d) throw ProtocolError(where + "dtype: expected f32, bf16, f16 or i64, found " + shown(l[i]["dtype"]));
             t.dtype = *d;
             t.shape = get<std::vector<int64_t>>(l[i], "shape", where);
             uint64_t n = 1;

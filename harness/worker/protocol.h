@@ -80,6 +80,11 @@ WireTensor to_wire(const std::string& name, const int64_t* data, int64_t n);
 std::vector<float> widen(const WireTensor& t);
 std::vector<int64_t> as_i64(const WireTensor& t);
 
+// A value a worker sent, for a message: JSON with every character past
+// ASCII escaped (\uXXXX: no C1 control, bidi override or line separator
+// reaches a terminal or a report as itself), at most `max` bytes.
+std::string shown(const nlohmann::json& v, size_t max = 100);
+
 // The block's configuration as the protocol carries it: every field,
 // resolved (rotary_dim the dims actually rotated). And back (the C worker).
 nlohmann::json config_to_json(const BlockConfig& c);

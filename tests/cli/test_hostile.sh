@@ -220,6 +220,8 @@ fi
 LC_ALL=C grep -q $'\x1b' "$tmp/forgery.out" && fail "forgery: an escape character reached conform's output"
 LC_ALL=C grep -q $'\xc2\x9b' "$tmp/forgery.out" && fail "forgery: a C1 CSI reached conform's output"
 LC_ALL=C grep -q $'\r' "$tmp/forgery.out" && fail "forgery: a carriage return reached conform's output"
+LC_ALL=C grep -q $'\xe2\x80\xae' "$tmp/forgery.out" && fail "forgery: a bidi override reached conform's output"
+LC_ALL=C grep -q $'\xe2\x80\xa8' "$tmp/forgery.out" && fail "forgery: a line separator reached conform's output"
 has forgery "/proc/[0-9]+/fd/1: Permission denied; /proc/[0-9]+/fd/2: Permission denied; /dev/tty: No such device or address"
 has forgery "^rope +hostile-forgery +3 +0 "
 report "$tmp/fg" false hostile-forgery

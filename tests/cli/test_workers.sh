@@ -81,6 +81,11 @@ grep -q "^  worker\[fault_prints_to_stdout\] | " "$tmp/out" || { cat "$tmp/out";
 # A worker that gives up before its hello: unavailable, exit 3, with its stderr.
 expect 3 "exited with status 1 before its hello; its stderr: early_exit" -- \
   --impl-cmd "$PY $faults/early_exit.py" --op rope --cases 1 --no-default-fixtures --out "$tmp/early"
+# A hello that is a bare JSON string holding a C1 CSI and a bidi override:
+# refused (exit 3), the string shown escaped, neither character printed.
+expect 3 'found "\\u009b2J\\u202eolleh FORGED"' -- --impl-cmd "$PY $faults/bad_hello.py string" --op rope --cases 1 \
+  --no-default-fixtures --out "$tmp/string"
+LC_ALL=C grep -q $'\xc2\x9b\|\xe2\x80\xae' "$tmp/out" && { cat "$tmp/out"; fail "a worker's C1 or bidi control was printed"; }
 # One that cannot even start.
 expect 3 "impl-cmd '/nonexistent/worker'" -- --impl-cmd "/nonexistent/worker" --op rope --cases 1 --out "$tmp/none"
 echo "workers: ok"

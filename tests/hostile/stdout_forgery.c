@@ -23,6 +23,7 @@
 #define NAME "hostile-forgery"
 static const char fake[] =
     "\x1b[1A\x1b[2K\r\xc2\x9b" "1A\x9b" "2K"
+    "\xe2\x80\xae" "DEGROF\xe2\x80\xa8" /* U+202E right-to-left override, U+2028 line separator */
     "rope       " NAME "  40     40   1.00e-07   1.00e-05  100.00x  out FORGED\n"
     "power: 12/12 mutants caught (100%) FORGED\n"
     "report: reports/conform.json  (0.1 s) FORGED\n";

@@ -6,6 +6,8 @@
                           type: answers the hello with a result
                           ops: lists an op that does not exist
                           garbage: text instead of a frame
+                          string: a frame whose header is a bare JSON string
+                                  holding a C1 CSI and a bidi override
 """
 import sys
 from common import conform_worker, frame_bytes, write_raw
@@ -20,6 +22,8 @@ elif MODE == "type":
     hello = {"type": "result", "id": 0, "outputs": []}
 elif MODE == "ops":
     hello["ops"] = ["rmsnorm", "flash_attention"]
+elif MODE == "string":
+    hello = "\u009b2J\u202eolleh FORGED"
 elif MODE != "garbage":
     sys.exit("bad_hello.py: unknown mode %r" % MODE)
 
