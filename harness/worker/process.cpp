@@ -220,6 +220,30 @@ Process Process::spawn(const std::vector<std::string>& argv, const std::string& 
     }
     State* st = s.get();
     s->relay = std::thread([st] {
+        // What a worker's stderr may cost conform's: blank lines are not
+        // relayed (each cost a prefix: 3 MB of newlines became 72 MB), and
+        // past kRelayBudget bytes nothing more is, with one line saying so.
+        // The pipe is still drained, and the last lines kept for the
+        // worker's error reports.
+        constexpr size_t kRelayBudget = size_t{1} << 20;
+        size_t relayed = 0;
+        bool over = false;
+        auto emit = [&](const std::string& line) {
+            std::lock_guard<std::mutex> g(st->m);
+            if (line.find_first_not_of(' ') == std::string::npos) return;
+            st->tail.push_back(line);
+            if (st->tail.size() > 20) st->tail.pop_front();
+            if (over) return;
+            std::string out = "  worker[" + st->label + "] | " + line + "\n";
+            if (relayed + out.size() > kRelayBudget) {
+                over = true;
+                out = "  worker[" + st->label + "] | (its stderr past 1 MiB is not shown; the last lines stay in its "
+                      "error reports)\n";
+            }
+            relayed += out.size();
+            std::lock_guard<std::mutex> o(stderr_mutex());
+            std::cerr << out << std::flush;
+        };
         std::string pending;
         char buf[4096];
         for (;;) {
@@ -227,26 +251,16 @@ Process Process::spawn(const std::vector<std::string>& argv, const std::string& 
             if (got < 0 && errno == EINTR) continue;
             if (got <= 0) break;
             pending.append(buf, static_cast<size_t>(got));
-            size_t nl;
-            while ((nl = pending.find('\n')) != std::string::npos || pending.size() > 8192) {
-                const size_t cut = nl == std::string::npos ? 8192 : nl;
-                const std::string line = clean_line(pending.substr(0, cut));
-                pending.erase(0, nl == std::string::npos ? cut : cut + 1);
-                std::lock_guard<std::mutex> g(st->m);
-                st->tail.push_back(line);
-                if (st->tail.size() > 20) st->tail.pop_front();
-                const std::string out = "  worker[" + st->label + "] | " + line + "\n";
-                std::lock_guard<std::mutex> o(stderr_mutex());
-                std::cerr << out << std::flush;
+            // Lines cut from `at` on, the consumed part dropped once per read.
+            size_t at = 0, nl;
+            while ((nl = pending.find('\n', at)) != std::string::npos || pending.size() - at > 8192) {
+                const size_t cut = nl == std::string::npos ? at + 8192 : nl;
+                emit(clean_line(pending.substr(at, cut - at)));
+                at = nl == std::string::npos ? cut : cut + 1;
             }
+            pending.erase(0, at);
         }
-        if (!pending.empty()) {
-            std::lock_guard<std::mutex> g(st->m);
-            st->tail.push_back(clean_line(pending));
-            const std::string out = "  worker[" + st->label + "] | " + clean_line(pending) + "\n";
-            std::lock_guard<std::mutex> o(stderr_mutex());
-            std::cerr << out << std::flush;
-        }
+        if (!pending.empty()) emit(clean_line(pending));
     });
     return Process(std::move(s));
 }

@@ -81,6 +81,14 @@ grep -q "^  worker\[fault_prints_to_stdout\] | " "$tmp/out" || { cat "$tmp/out";
 # A worker that gives up before its hello: unavailable, exit 3, with its stderr.
 expect 3 "exited with status 1 before its hello; its stderr: early_exit" -- \
   --impl-cmd "$PY $faults/early_exit.py" --op rope --cases 1 --no-default-fixtures --out "$tmp/early"
+# A worker flooding its stderr (3 MB of blank lines, 2 MB of text) costs
+# conform's output at most 1 MiB, says so once, and is judged as usual.
+expect 0 "^rope +fault_noisy_stderr" -- --impl-cmd "$PY $faults/noisy_stderr.py" --op rope --cases 2 \
+  --no-default-fixtures --out "$tmp/noisy"
+# (before its hello a worker is labelled by its command)
+grep -q "^  worker\[.*noisy_stderr.*\] | (its stderr past 1 MiB is not shown" "$tmp/out" || fail "no line for the cut stderr"
+grep -q "^  worker\[.*noisy_stderr.*\] | $" "$tmp/out" && fail "a blank stderr line was relayed"
+[ "$(wc -c <"$tmp/out")" -lt 1200000 ] || fail "a flooded stderr cost $(wc -c <"$tmp/out") bytes of output"
 # A hello that is a bare JSON string holding a C1 CSI and a bidi override:
 # refused (exit 3), the string shown escaped, neither character printed.
 expect 3 'found "\\u009b2J\\u202eolleh FORGED"' -- --impl-cmd "$PY $faults/bad_hello.py string" --op rope --cases 1 \
