@@ -230,8 +230,13 @@ std::optional<HypothesisMatch> fit_theta(const Case& c, DType dtype, const Named
 // Below the claimed dtype: the output conforms to the reference computed in
 // bf16 or f16 (their baselines, their bounds) but not in the dtype the
 // implementation claims — it stores or multiplies in less than it says.
+// Only for a failure far from marginal (err over 16 times its bound on the
+// failing tensor): an honest float32 program never comes near that, and a
+// lower precision's rounding is thousands of times the bound.
 // Adds the match to d (the first lower dtype that conforms); true if found.
 bool precision_downgrade(const Case& c, DType dtype, const NamedD& observed, const CaseResult& failed, Diagnosis& d) {
+    const TensorResult* worst = tensor_of(failed, subject_tensor(failed));
+    if (!worst || !(worst->v.err > 16.0 * worst->v.allowed)) return false;
     for (DType lower : {DType::bf16, DType::f16}) {
         if (unit_roundoff(lower) <= unit_roundoff(dtype)) continue;
         ++d.tried;
@@ -292,15 +297,8 @@ Diagnosis diagnose(const Case& c, DType dtype, const NamedD& observed, const Cas
         ++d.tried;
         if (auto m = fit_theta(c, dtype, observed, failed)) d.matches.push_back(*m);
     }
-    // Below the claimed dtype: the output conforms to the reference computed
-    // in bf16 or f16 (their baselines, their bounds) but not in the dtype the
-    // implementation claims — it stores or multiplies in less than it says.
-    // Only for a failure far from marginal (err over 16 times its bound on
-    // the failing tensor): an honest float32 program never comes near that,
-    // and a lower precision's rounding is thousands of times the bound.
-    const TensorResult* worst = tensor_of(failed, subject_tensor(failed));
-    const bool far = worst && worst->v.err > 16.0 * worst->v.allowed;
-    if (d.matches.empty() && far) precision_downgrade(c, dtype, observed, failed, d);
+    // Below the claimed dtype (precision_downgrade says when it is tried).
+    if (d.matches.empty()) precision_downgrade(c, dtype, observed, failed, d);
     return d;
 }
 
@@ -329,10 +327,7 @@ Diagnosis recheck(const Case& c, DType dtype, const NamedD& observed, const Case
     if (d.matches.empty())
         for (const HypothesisMatch& e : earlier)
             if (e.id != "precision_downgrade" && !e.variant.faithful()) try_variant(e.id, e.why, e.variant);
-    // precision_downgrade under the same condition diagnose() names it: a failure far from marginal.
-    const TensorResult* worst = tensor_of(failed, subject_tensor(failed));
-    const bool far = worst && worst->v.err > 16.0 * worst->v.allowed;
-    if (d.matches.empty() && far && named("precision_downgrade")) precision_downgrade(c, dtype, observed, failed, d);
+    if (d.matches.empty() && named("precision_downgrade")) precision_downgrade(c, dtype, observed, failed, d);
     return d;
 }
 
@@ -356,17 +351,11 @@ void explain(CaseResult& r, const Evidence& failing, Implementation* impl, const
 
 bool explain_as_earlier(CaseResult& r, const Evidence& failing, const std::vector<const CaseResult*>& earlier) {
     if (r.pass || !r.error.empty() || !failing.c || !failing.observed) return false;
-    auto ids_of = [](const std::vector<HypothesisMatch>& ms) {
-        std::vector<std::string> ids;
-        for (const auto& m : ms)
-            if (std::find(ids.begin(), ids.end(), m.id) == ids.end()) ids.push_back(m.id);
-        return ids;
-    };
     for (const CaseResult* e : earlier) {
         if (e->hypotheses.empty()) continue;
         const Diagnosis d = recheck(*failing.c, r.dtype, *failing.observed, r, e->hypotheses, failing.truth);
         if (d.matches.empty()) continue;
-        const auto ids = ids_of(d.matches);
+        const auto ids = d.ids();
         r.same_as = e->case_id;
         r.hypotheses = d.matches;
         r.hypotheses_tried = d.tried;

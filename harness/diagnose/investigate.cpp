@@ -146,10 +146,13 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
                               const Evidence& unshrunk, const CaseResult& failed, gen::CaseSpec* reported,
                               const gen::ShrinkLimits& limits) {
     gen::Shrunk sh;
-    auto finish = [&](CaseResult res, int steps, double seconds) {
+    auto how_far = [&](CaseResult& res) {
         res.shrink_tried = sh.tried;
         res.shrink_seconds = sh.seconds;
         res.shrink_stopped = stop_reason(sh, limits);
+    };
+    auto finish = [&](CaseResult res, int steps, double seconds) {
+        how_far(res);
         res.impl = failed.impl;
         res.origin = failed.origin;
         res.dtype = dtype;
@@ -165,9 +168,7 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
         CaseResult r = failed;
         r.dtype = dtype;
         if (r.error.empty()) explain(r, unshrunk, &impl);
-        r.shrink_tried = sh.tried;
-        r.shrink_seconds = sh.seconds;
-        r.shrink_stopped = stop_reason(sh, limits);
+        how_far(r);
         return r;
     }
     std::unique_ptr<Look> best = look(impl, smallest, dtype, truths);

@@ -308,10 +308,11 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
     // and RoPE's angle errors of both sides (in quadrature). A bound that is
     // absent (the attention op's inputs carry none) is not computed.
     const Tensor s0 = as_heads(torch::matmul(qh, kt(kh)));  // q·k
+    const Tensor eqs = eq.defined() ? scale * qg(eq) : Tensor(), ekg = ek.defined() ? kg(ek) : Tensor();
     std::vector<Tensor> lq{c_abs * qa}, rk_{ka};
-    if (eq.defined()) lq.push_back(scale * qg(eq)), rk_.push_back(ka);
-    if (ek.defined()) lq.push_back(scale * qa), rk_.push_back(kg(ek));
-    if (eq.defined() && ek.defined()) lq.push_back(scale * qg(eq)), rk_.push_back(kg(ek));
+    if (eq.defined()) lq.push_back(eqs), rk_.push_back(ka);
+    if (ek.defined()) lq.push_back(scale * qa), rk_.push_back(ekg);
+    if (eq.defined() && ek.defined()) lq.push_back(eqs), rk_.push_back(ekg);
     const Tensor moves = as_heads(torch::matmul(torch::cat(lq, -1), kt(torch::cat(rk_, -1))));
     Tensor r_round, r_freq;
     if (rq && rk) {
