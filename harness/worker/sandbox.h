@@ -10,10 +10,16 @@
 //   * a seccomp filter (x86-64; other ABIs are refused): no ptrace,
 //     process_vm_readv/writev, pidfd_*, setsid/setpgid (whatever it starts
 //     stays in its group, killed with it), namespaces, mounts, io_uring, bpf,
-//     modules; kill and tgkill only to itself or its own group. A plugin
+//     modules; kill and tgkill only to itself or its own group; prlimit,
+//     setpriority, ioprio_set and sched_set* only on itself, F_SETOWN only
+//     to itself or its group, no F_SETOWN_EX, FIOSETOWN or SIOCSPGRP (the
+//     kernel would act on the judge for it); a plugin
 //     worker also starts no process at all: no fork, vfork, exec, or clone
 //     without CLONE_THREAD (clone3 answers ENOSYS, so libc falls back to
-//     clone, whose flags the filter can read).
+//     clone, whose flags the filter can read);
+//   * a Landlock domain of its own (Linux >= 5.13): no ptrace or
+//     /proc/PID/{mem,fd} of any process outside it, siblings included; with
+//     Landlock ABI 6 (Linux 6.12) no signal out of it either.
 //
 // A refused call returns EPERM. In a plugin worker the filter traps instead
 // (SIGSYS), and conform-worker's handler returns EPERM after writing
@@ -40,5 +46,7 @@ struct Limits {
 // Applies everything above to the calling process; "" on success, else
 // what could not be set (the caller refuses to go on).
 std::string enter_sandbox(Sandbox s, const Limits& limits);
+// After enter_sandbox: "landlock domain[, signals scoped]", or why there is none.
+const std::string& landlock_state();
 
 }  // namespace conform::worker

@@ -183,6 +183,26 @@ has kill_parent "kill\(judge, SIGKILL\): Operation not permitted; tgkill\(judge,
 has kill_parent "the sandbox refused kill \(signals reach only the worker and its group\)"
 report "$tmp/kp" false hostile-kill-parent
 
+# The kernel acting on the judge for a worker: its limits, priorities, CPUs,
+# I/O class, and a pipe's SIGIO owner with F_SETSIG SIGKILL (before the
+# filter covered them: conform killed, exit 137).
+run judge_limits 1 -- --impl-lib "$(lib judge_limits)" --op rope --cases 2 --no-default-fixtures --out "$tmp/jl"
+has judge_limits "setpriority\(judge, 19\): Operation not permitted; setpriority\(judge's group, 19\): Operation not permitted; sched_setaffinity\(judge\): Operation not permitted; ioprio_set\(judge, idle\): Operation not permitted; ioctl\(FIOSETOWN, judge\): Operation not permitted; fcntl\(F_SETOWN, judge\): Operation not permitted; fcntl\(F_SETOWN_EX, judge\): Operation not permitted; prlimit\(judge, RLIMIT_FSIZE, 0\): Operation not permitted"
+has judge_limits "the sandbox refused prlimit64 of another process"
+hasnt judge_limits "REACHED"
+report "$tmp/jl" false hostile-judge-limits
+
+# ---- sibling workers ---------------------------------------------------------------------
+# Beside an honest worker that answered the same case a moment before (before
+# each worker had a Landlock domain of its own: the answer found in the
+# sibling's heap, every case passed).
+run sibling_scan 1 -- --isolate --impl scalar,hostile-sibling-scan --impl-lib "$(lib sibling_scan)" --op rope \
+  --cases 4 --no-default-fixtures --out "$tmp/ss"
+has sibling_scan "sibling workers: [1-9][0-9]* \([0-9]+: Permission denied"
+hasnt sibling_scan "FOUND|scanned, nothing\)"
+report "$tmp/ss" false hostile-sibling-scan '
+assert all(c["pass"] for c in r["cases"] if c["impl"] == "scalar")'
+
 # ---- time and memory ------------------------------------------------------------------------
 HOSTILE_STATE=$tmp/hang.state run hang 1 -- --impl-lib "$(lib hang)" --op rope,rmsnorm --cases 6 --call-timeout 2 \
   --no-default-fixtures --out "$tmp/hang"

@@ -9,8 +9,17 @@
  * holds only the call's inputs, never the reference (harness/run/runner.cpp
  * keeps the truth in the judge); the judge's memory does not open
  * (protect_judge(): non-dumpable). Its own copy, which it must find, shows
- * that the scan works. */
+ * that the scan works.
+ *
+ * Built with HOSTILE_SIBLINGS (hostile-sibling-scan), it also scans every
+ * other conform-worker of the run: run beside an honest implementation
+ * (--isolate --impl scalar,hostile-sibling-scan), it finds the answer the
+ * sibling computed for the same case a moment before.
+ * Refused by: each worker is a Landlock domain of its own
+ * (harness/worker/sandbox.cpp): /proc/PID/mem and /proc/PID/fd of a process
+ * outside its domain do not open, whatever the uid. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -111,6 +120,32 @@ static int32_t rope(const conform_config* cfg, const conform_tensor* x, const co
     memcpy(s.probe, mine + row * cols, sizeof s.probe);
     scan_process(&s, getpid(), 1);
     const int judge_err = scan_process(&s, getppid(), 0);
+#ifdef HOSTILE_SIBLINGS
+    /* The other workers of the run (--isolate --impl scalar,THIS): an honest
+     * sibling that answered the same case first has the answer in its heap. */
+    char siblings[512] = "";
+    int seen = 0;
+    DIR* proc = opendir("/proc");
+    for (struct dirent* e; proc && (e = readdir(proc));) {
+        const pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid <= 0 || pid == getpid() || pid == getppid()) continue;
+        char path[64], comm[64] = "";
+        snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+        FILE* f = fopen(path, "r");
+        if (!f) continue;
+        if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+        fclose(f);
+        if (strncmp(comm, "conform-worker", 14) != 0) continue;
+        ++seen;
+        const int before = s.foreign_found;
+        const int err = scan_process(&s, pid, 0);
+        char one[96];
+        snprintf(one, sizeof one, "%s%d: %s", seen > 1 ? "; " : "", (int)pid,
+                 err ? strerror(err) : s.foreign_found > before ? "FOUND" : "scanned, nothing");
+        strncat(siblings, one, sizeof siblings - strlen(siblings) - 1);
+    }
+    if (proc) closedir(proc);
+#endif
     const long mib = s.scanned_mib >> 20;
     if (s.foreign_found) {
         fprintf(stderr, "hostile-heap-scan: FOUND %d copies of the expected output that are not mine\n", s.foreign_found);
@@ -121,8 +156,21 @@ static int32_t rope(const conform_config* cfg, const conform_tensor* x, const co
     free(mine);
     return hostile_fail(msg, cap,
                         "hostile: no copy of the expected output in reach: scanned %ld MiB of my own memory (my own "
-                        "answer found %d time%s, no other); the judge's memory: %s",
-                        mib, s.own_found, s.own_found == 1 ? "" : "s", judge_err ? strerror(judge_err) : "scanned, nothing");
+                        "answer found %d time%s, no other); the judge's memory: %s"
+#ifdef HOSTILE_SIBLINGS
+                        "; sibling workers: %d (%s)"
+#endif
+                        ,
+                        mib, s.own_found, s.own_found == 1 ? "" : "s", judge_err ? strerror(judge_err) : "scanned, nothing"
+#ifdef HOSTILE_SIBLINGS
+                        , seen, siblings
+#endif
+    );
 }
 
+#ifdef HOSTILE_SIBLINGS
+HOSTILE_PLUGIN("hostile-sibling-scan", "looks for the expected output in its sibling workers' memory (tests/hostile)",
+               rope, ok_rmsnorm, ok_supports)
+#else
 HOSTILE_PLUGIN("hostile-heap-scan", "looks for the expected output in memory (tests/hostile)", rope, ok_rmsnorm, ok_supports)
+#endif
