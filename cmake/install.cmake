@@ -8,9 +8,13 @@ install(TARGETS conform conform-worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDI
 set_target_properties(conform PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(FILES ${PROJECT_SOURCE_DIR}/impls/include/conform/plugin.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/conform)
 install(FILES ${PROJECT_SOURCE_DIR}/impls/PLUGINS.md ${PROJECT_SOURCE_DIR}/impls/WORKERS.md
-        ${PROJECT_SOURCE_DIR}/docs/python-workers.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+        ${PROJECT_SOURCE_DIR}/docs/python-workers.md ${PROJECT_SOURCE_DIR}/docs/pytest.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 # The Python side of the worker protocol, and the example workers to start from.
 install(FILES ${PROJECT_SOURCE_DIR}/python/conform_worker.py DESTINATION ${CMAKE_INSTALL_DATADIR}/conform/python)
+# conform.check and the pytest plugin (docs/pytest.md): PYTHONPATH=P/share/conform/python
+# finds them, and they find P/bin/conform.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/conform DESTINATION ${CMAKE_INSTALL_DATADIR}/conform/python
+        FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
 install(FILES ${PROJECT_SOURCE_DIR}/impls/worker_example/numpy_worker.py
         ${PROJECT_SOURCE_DIR}/impls/worker_example/torch_worker.py
         DESTINATION ${CMAKE_INSTALL_DATADIR}/conform/python/examples)

@@ -267,11 +267,12 @@ class Worker:
     name:        what conform calls the implementation ([A-Za-z0-9_.-]+)
     dtypes:      the dtypes it runs (f32, bf16, f16); arithmetic is the
                  kernel's, inputs always arrive widened to float32
-    torch:       give the kernels torch tensors (CPU) instead of numpy arrays
+    torch:       give the kernels torch tensors instead of numpy arrays
+    device:      with torch, the device the tensors are put on ("cuda", "cuda:1"; default the CPU)
     description: one line for reports
     """
 
-    def __init__(self, name, dtypes=("f32",), torch=False, description=""):
+    def __init__(self, name, dtypes=("f32",), torch=False, description="", device=None):
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise ValueError("Worker name %r: must match [A-Za-z0-9_.-]+" % (name,))
         dtypes = list(dtypes)
@@ -281,7 +282,8 @@ class Worker:
         self.name = name
         self.dtypes = dtypes
         self.description = description
-        self.torch = bool(torch)
+        self.torch = bool(torch) or device is not None
+        self.device = device
         self._torch = None
         self._ops = {}
         self._supports = None
@@ -310,24 +312,40 @@ class Worker:
         """Serve conform until bye (exit 0) or the end of stdin (exit 0); a
         stream that is not this protocol: a message on stderr, exit 2."""
         in_fd, out_fd = _take_stdio()
-        if self.torch:
-            try:
-                import torch  # here, so that a numpy worker never needs it
-            except ImportError as e:
-                sys.stderr.write("conform_worker[%s]: Worker(torch=True) but torch is not importable: %s\n" % (self.name, e))
-                sys.exit(1)  # before the hello: conform reports the worker unavailable, with this line
-            self._torch = torch
+        try:
+            self._import_torch()
+        except ImportError as e:
+            sys.stderr.write("conform_worker[%s]: %s\n" % (self.name, e))
+            sys.exit(1)  # before the hello: conform reports the worker unavailable, with this line
+        code = self.serve(in_fd, out_fd)
+        sys.stderr.flush()
+        sys.exit(code)
+
+    def serve(self, in_fd, out_fd):
+        """Serve conform on two descriptors (conform's calls arrive on in_fd,
+        the answers go to out_fd) until bye or the end of the stream: 0; a
+        stream that is not this protocol: a message on stderr, 2. run() serves
+        on the process's own stdin and stdout; conform.check() serves a
+        conform it started with --impl-fd, from the calling process."""
+        self._import_torch()
         self._out = out_fd
         reader = _Reader(in_fd)
         try:
-            code = self._serve(reader)
+            return self._serve(reader)
         except ProtocolError as e:
             sys.stderr.write("conform_worker[%s]: protocol error: %s\n" % (self.name, e))
-            code = 2
+            return 2
         except BrokenPipeError:
-            code = 0  # conform has gone; nobody is left to tell
-        sys.stderr.flush()
-        sys.exit(code)
+            return 0  # conform has gone; nobody is left to tell
+
+    def _import_torch(self):
+        if not self.torch or self._torch is not None:
+            return
+        try:
+            import torch  # here, so that a numpy worker never needs it
+        except ImportError as e:
+            raise ImportError("Worker(torch=True) but torch is not importable: %s" % e)
+        self._torch = torch
 
     def _serve(self, reader):
         first = reader.frame()
@@ -424,7 +442,11 @@ class Worker:
             n = ITEMSIZE[d] * int(np.prod(shape, dtype=np.int64))
             arr = _decode(memoryview(payload)[at:at + n], d, shape)
             at += n
-            args[name] = self._torch.from_numpy(arr) if self._torch is not None else arr
+            if self._torch is not None:
+                arr = self._torch.from_numpy(arr)
+                if self.device is not None:
+                    arr = arr.to(self.device)
+            args[name] = arr
         kwargs = {"config": config}
         if op == "decode":
             prefill = header.get("prefill")

@@ -14,6 +14,9 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libfmt-dev
   python3 python3-h5py python3-numpy     # scripts/h5py_example.py, the numpy worker (impls/worker_example/)
   python3-torch                          # the PyTorch worker example (impls/worker_example/torch_worker.py), scripts/rope_f32_fixtures.py
+  python3-pytest python3-venv python3-pip python3-setuptools python3-wheel
+                                         # the Python package (python/): its pytest plugin and examples, installed into
+                                         # a clean venv by ctest python.package (pip --no-index: no package index needed)
   chromium                               # headless render checks of the HTML reports (ctest cli.html_render, cli.anatomy_html):
                                          # installed here, not by a test while others run (that test was then skipped)
 )

@@ -428,7 +428,7 @@ int run_bench(const Options& o) {
         }
         dtypes.push_back(*dt);
     }
-    // Workers (--impl-lib, --impl-cmd): each a process, timed per round trip.
+    // Workers (--impl-lib, --impl-cmd, --impl-fd): each a process, timed per round trip.
     run::ImplRequest wr;
     apply_worker_flags(o.workers, wr);
     wr.names = {"-"};  // only the workers: no in-repo implementation is made here
@@ -437,7 +437,7 @@ int run_bench(const Options& o) {
     {
         run::ImplRequest only = wr;
         only.names.clear();
-        if (!only.impl_libs.empty() || !only.impl_cmds.empty()) {
+        if (only.has_workers()) {
             run::ImplSet set = run::choose_implementations(only);
             for (auto& c : set.impls)
                 if (c.worker) {
@@ -469,7 +469,7 @@ int run_bench(const Options& o) {
         const ImplEntry* e = find_implementation(i);
         if (i != "torch" && i != "scalar" && !(e && e->bench) && !find_worker(i)) {
             std::cerr << "conform bench: --impl: '" << i << "' is not benchmarked (" << benched
-                      << (workers.empty() ? "" : ", or a worker of --impl-lib / --impl-cmd") << ")\n";
+                      << (workers.empty() ? "" : ", or a worker of --impl-lib / --impl-cmd / --impl-fd") << ")\n";
             return kUsage;
         }
     }

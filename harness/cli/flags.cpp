@@ -84,6 +84,12 @@ void add_worker_flags(CLI::App& app, WorkerFlags& f, bool gate) {
                    "an out-of-tree implementation: a command speaking the worker protocol (impls/WORKERS.md), e.g. "
                    "'python3 my_kernels.py' (repeatable); started once, in its own sandboxed process group")
         ->allow_extra_args(false);
+    app.add_option("--impl-fd", f.impl_fds,
+                   "READ,WRITE: a worker conform does not start: the process that started conform serves the worker "
+                   "protocol on these two inherited descriptors (conform reads answers from READ, writes calls to "
+                   "WRITE; python/conform's check() does this). No sandbox, limits or restart: after it crashes, "
+                   "hangs or breaks the protocol its later cases are not run (impls/WORKERS.md)")
+        ->allow_extra_args(false);
     app.add_option("--call-timeout", f.call_timeout_s,
                    "seconds a worker may take for one call before the case fails and the worker is restarted (default 120)")
         ->check(CLI::PositiveNumber);
@@ -107,6 +113,7 @@ void apply_worker_flags(const WorkerFlags& f, run::ImplRequest& r) {
                          "unless --isolate");
     r.impl_libs = f.impl_libs;
     r.impl_cmds = f.impl_cmds;
+    r.impl_fds = f.impl_fds;
     r.isolate = f.isolate;
     r.call_timeout_s = f.call_timeout_s;
     r.worker_memory = static_cast<uint64_t>(f.memory_gb * double(uint64_t(1) << 30));

@@ -39,10 +39,10 @@ inline constexpr int64_t kFullSizeRows = 64;
 // --no-default-fixtures --fixture-case, and the CONFIG flags.
 void add_case_flags(CLI::App& app, CaseFlags& f);
 
-// Out-of-tree implementations: --impl-lib, --impl-cmd, and the limits of
+// Out-of-tree implementations: --impl-lib, --impl-cmd, --impl-fd, and the limits of
 // the worker processes they run in (impls/WORKERS.md); --isolate.
 struct WorkerFlags {
-    std::vector<std::string> impl_libs, impl_cmds;
+    std::vector<std::string> impl_libs, impl_cmds, impl_fds;
     double call_timeout_s = 120;
     double memory_gb = 0;  // 0: the default (none for commands; 16 GB or half the RAM for plugins)
     int64_t cpu_s = 3600;

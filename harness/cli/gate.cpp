@@ -78,7 +78,7 @@ int run_gate(const GateOptions& g) {
     } catch (const std::exception& e) {
         throw InputError(std::string("--out ") + e.what());
     }
-    const bool foreign = r.impls.isolate || !r.impls.impl_libs.empty() || !r.impls.impl_cmds.empty();
+    const bool foreign = r.impls.isolate || r.impls.has_workers();
     if (foreign) out_dir->snapshot();
     try {
         return run_planned(g, r, plan, formats, *out_dir);

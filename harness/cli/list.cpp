@@ -29,7 +29,7 @@ Command add_list(CLI::App& app) {
                 run::ImplRequest r;
                 apply_worker_flags(o->workers, r);
                 run::ImplSet workers;
-                if (!r.impl_libs.empty() || !r.impl_cmds.empty()) workers = run::choose_implementations(r);
+                if (r.has_workers()) workers = run::choose_implementations(r);
                 if (!o->impls) std::cout << "implementations:\n";
                 for (const auto& e : implementations()) {
                     const Availability a = e.available();

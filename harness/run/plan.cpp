@@ -77,6 +77,7 @@ ImplSet choose_implementations(const ImplRequest& r) {
         add_worker(worker::WorkerSpec::Kind::plugin, lib);
     }
     for (const auto& cmd : r.impl_cmds) add_worker(worker::WorkerSpec::Kind::command, cmd);
+    for (const auto& fds : r.impl_fds) add_worker(worker::WorkerSpec::Kind::attached, fds);
 
     std::vector<std::string> names = r.names;
     // Given workers, the run is about them: the in-repo ones only when named.

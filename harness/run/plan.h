@@ -37,6 +37,8 @@ struct ImplRequest {
     ImplOptions options;             // dtype, simd target, threads
     std::vector<std::string> impl_libs;  // --impl-lib: C plugins (conform/plugin.h), each hosted by conform-worker
     std::vector<std::string> impl_cmds;  // --impl-cmd: commands speaking the worker protocol (impls/WORKERS.md)
+    std::vector<std::string> impl_fds;   // --impl-fd R,W: a worker conform did not start, on inherited descriptors
+    bool has_workers() const { return !impl_libs.empty() || !impl_cmds.empty() || !impl_fds.empty(); }
     bool isolate = false;                // --isolate: the in-repo implementations in workers too
     // Worker limits (impls/WORKERS.md): per call, memory (0: the default for
     // the kind), CPU time; the seed of the repeated calls and the poison.

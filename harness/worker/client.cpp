@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -23,6 +24,7 @@ std::string WorkerSpec::flag() const {
         case Kind::command: return "--impl-cmd '" + target + "'";
         case Kind::plugin: return "--impl-lib " + target;
         case Kind::builtin: return "--isolate";
+        case Kind::attached: return "--impl-fd " + target;
     }
     return "";
 }
@@ -76,6 +78,8 @@ struct WorkerImpl::State {
     std::mt19937_64 rng;
     bool dead = true;
     std::string label;
+    bool attached_once = false;  // --impl-fd: its descriptors were taken (there is no second start)
+    std::string gone;            // --impl-fd: why it stopped serving, once it has
 };
 
 WorkerImpl::WorkerImpl(const WorkerSpec& spec, DType dtype) : spec_(spec), dtype_(dtype), s_(std::make_unique<State>()) {
@@ -104,6 +108,7 @@ std::vector<std::string> argv_for(const WorkerSpec& s) {
         case WorkerSpec::Kind::command: a.insert(a.end(), {"--exec", "--", "/bin/sh", "-c", "exec " + s.target}); break;
         case WorkerSpec::Kind::plugin: a.insert(a.end(), {"--plugin", s.target}); break;
         case WorkerSpec::Kind::builtin: a.insert(a.end(), {"--builtin", s.target}); break;
+        case WorkerSpec::Kind::attached: break;  // not started by conform
     }
     return a;
 }
@@ -162,10 +167,29 @@ std::unique_ptr<WorkerImpl> WorkerImpl::start(const WorkerSpec& spec, DType dtyp
 Hello launch(const WorkerSpec& spec, WorkerImpl::State& s) {
     const std::string who = spec.flag();
     s.dead = true;
-    try {
-        s.proc.emplace(Process::spawn(argv_for(spec), s.label.empty() ? who : s.label));
-    } catch (const std::exception& e) {
-        throw StartError(who + ": " + e.what(), false);
+    if (spec.kind == WorkerSpec::Kind::attached) {
+        if (s.attached_once)
+            throw StartError(who + ": the process that started conform serves it, and conform cannot start it again" +
+                                 (s.gone.empty() ? std::string() : " (it stopped serving: " + s.gone + ")"),
+                             false);
+        s.attached_once = true;
+        int from = -1, to = -1;
+        char extra = 0;
+        if (std::sscanf(spec.target.c_str(), "%d,%d%c", &from, &to, &extra) != 2)
+            throw StartError(who + ": expected two descriptors READ,WRITE (conform reads answers from the first and "
+                                   "writes calls to the second), e.g. --impl-fd 3,4",
+                             true);
+        try {
+            s.proc.emplace(Process::attach(from, to, who));
+        } catch (const std::exception& e) {
+            throw StartError(who + ": " + e.what(), true);
+        }
+    } else {
+        try {
+            s.proc.emplace(Process::spawn(argv_for(spec), s.label.empty() ? who : s.label));
+        } catch (const std::exception& e) {
+            throw StartError(who + ": " + e.what(), false);
+        }
     }
     const Deadline deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                  std::chrono::duration<double>(spec.start_timeout_s));
@@ -259,6 +283,11 @@ std::vector<WireTensor> round_trip(const WorkerSpec& spec, const Hello& hello, D
     auto died = [&](const std::string& why) -> ImplError {
         s.dead = true;
         s.proc->kill();
+        if (spec.kind == WorkerSpec::Kind::attached) {
+            // Nothing to restart: its later cases are declined (supports()).
+            s.gone = why;
+            return ImplError(why + " (an attached worker, --impl-fd, is not restarted: its later cases are not run)");
+        }
         return ImplError(why + " (the worker is restarted for the next call)");
     };
     const int64_t id = s.next_id++;
@@ -402,8 +431,11 @@ BlockConfig single(const RopeParams& p, int64_t cols) {
 Support WorkerImpl::supports(Op op, const BlockConfig& config) const {
     if (std::find(hello_.ops.begin(), hello_.ops.end(), op) == hello_.ops.end())
         return Support::no(hello_.name + " does not implement " + to_string(op));
-    if (!hello_.supports) return Support::yes();
     State& s = *s_;
+    if (s.dead && spec_.kind == WorkerSpec::Kind::attached)
+        return Support::no("the attached worker (" + spec_.flag() + ") stopped serving earlier and cannot be restarted: " +
+                           s.gone);
+    if (!hello_.supports) return Support::yes();
     if (s.dead) return Support::yes();  // the call will restart it, and fail with the reason if it cannot
     try {
         const int64_t id = s.next_id++;
@@ -419,10 +451,11 @@ Support WorkerImpl::supports(Op op, const BlockConfig& config) const {
         if (f.header["ok"] == true) return Support::yes();
         const std::string reason = text_field(f.header, "reason", 300);
         return Support::no(reason.empty() ? hello_.name + " declines this case" : reason);
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
         // Saying "no" would silently skip the case; running it instead fails
         // it, with the call's own report of what went wrong.
         s.dead = true;
+        s.gone = std::string("its answer to a supports request: ") + clean_text(e.what());
         if (s.proc) s.proc->kill();
         return Support::yes();
     }

@@ -5,9 +5,15 @@
 // Three kinds of worker, one mechanism:
 //   --impl-cmd 'CMD'   a command (Python, anything) speaking the protocol;
 //   --impl-lib LIB.so  a C plugin, hosted by conform-worker (never loaded here);
-//   --isolate          an in-repo implementation, hosted by conform-worker.
-// Every worker is started through conform-worker, which sandboxes itself
-// (sandbox.h) before it loads the plugin or execs the command. The judge
+//   --isolate          an in-repo implementation, hosted by conform-worker;
+//   --impl-fd R,W      a worker conform did not start: the process that started
+//                      conform serves on two inherited descriptors (python/conform:
+//                      kernels answered from a pytest process).
+// Every worker conform starts is started through conform-worker, which
+// sandboxes itself (sandbox.h) before it loads the plugin or execs the
+// command. An attached worker (--impl-fd) gets every defence of the call
+// path below, but no sandbox, limits or restart: after it crashes, hangs or
+// breaks the protocol, its later cases are declined (not run), not retried. The judge
 // holds the reference, the baselines and the reports; the worker holds only
 // the inputs of the call it is answering.
 //
@@ -35,15 +41,17 @@
 namespace conform::worker {
 
 struct WorkerSpec {
-    enum class Kind { command, plugin, builtin } kind = Kind::command;
-    std::string target;  // the command line, the library's path, or the in-repo implementation's name
+    enum class Kind { command, plugin, builtin, attached } kind = Kind::command;
+    // the command line, the library's path, the in-repo implementation's
+    // name, or "R,W": the descriptors conform reads from and writes to
+    std::string target;
     double call_timeout_s = 120;
     double start_timeout_s = 60;
     Limits limits;                  // memory 0: none (commands), or the plugin default
     double repeat_fraction = 0.125;  // calls repeated to check they are deterministic
     std::optional<uint64_t> seed;   // which calls are repeated, which poison is drawn (none: from the clock)
 
-    std::string flag() const;  // "--impl-cmd 'CMD'", "--impl-lib PATH", "--isolate"
+    std::string flag() const;  // "--impl-cmd 'CMD'", "--impl-lib PATH", "--isolate", "--impl-fd R,W"
 };
 
 // A worker that cannot be started or does not say hello properly. bad_input:

@@ -137,6 +137,7 @@ const char* signal_name(int sig) {
 struct Process::State {
     pid_t pid = -1;
     int to = -1, from = -1, err = -1;
+    bool attached = false;  // --impl-fd: no process of ours; "reaped" once we let go of its descriptors
     bool reaped = false;
     int status = 0;
     std::thread relay;
@@ -166,6 +167,7 @@ Process::~Process() = default;
 int Process::to_worker() const { return s_->to; }
 int Process::from_worker() const { return s_->from; }
 pid_t Process::pid() const { return s_->pid; }
+bool Process::attached() const { return s_->attached; }
 
 void Process::set_label(const std::string& label) {
     std::lock_guard<std::mutex> g(s_->m);
@@ -265,7 +267,44 @@ Process Process::spawn(const std::vector<std::string>& argv, const std::string& 
     return Process(std::move(s));
 }
 
+Process Process::attach(int from_worker, int to_worker, const std::string& label) {
+    auto check = [](int fd, int want, const char* role) {
+        const int fl = ::fcntl(fd, F_GETFL);
+        if (fl < 0) throw std::runtime_error("descriptor " + std::to_string(fd) + " (" + role + ") is not open");
+        const int mode = fl & O_ACCMODE;
+        if (mode != want && mode != O_RDWR)
+            throw std::runtime_error("descriptor " + std::to_string(fd) + " (" + role + ") is open only for " +
+                                     (mode == O_RDONLY ? "reading" : "writing"));
+    };
+    if (from_worker <= 2 || to_worker <= 2 || from_worker == to_worker)
+        throw std::runtime_error("the descriptors must be two different ones above 2 (0, 1 and 2 are conform's own "
+                                 "stdin, stdout and stderr), found " + std::to_string(from_worker) + "," +
+                                 std::to_string(to_worker));
+    check(from_worker, O_RDONLY, "conform reads the worker's answers from it");
+    check(to_worker, O_WRONLY, "conform writes its calls to it");
+    // Not inherited by the workers conform starts; conform's end never
+    // blocks, as with a spawned worker (protocol.cpp's deadlines).
+    for (int fd : {from_worker, to_worker}) ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
+    ::fcntl(to_worker, F_SETFL, ::fcntl(to_worker, F_GETFL) | O_NONBLOCK);
+    for (int fd : {from_worker, to_worker}) (void)::fcntl(fd, F_SETPIPE_SZ, 1 << 20);
+    auto s = std::make_unique<State>();
+    s->attached = true;
+    s->to = to_worker;
+    s->from = from_worker;
+    s->label = label;
+    return Process(std::move(s));
+}
+
 void Process::kill() {
+    if (s_->attached) {
+        // Not ours to kill: closing our ends is all we can do (the peer reads
+        // the end of its stream, or fails its next write).
+        if (s_->to >= 0) ::close(s_->to);
+        if (s_->from >= 0) ::close(s_->from);
+        s_->to = s_->from = -1;
+        s_->reaped = true;
+        return;
+    }
     if (s_->pid <= 0 || s_->reaped) return;
     ::kill(-s_->pid, SIGKILL);  // the group: helpers it started die with it
     ::kill(s_->pid, SIGKILL);
@@ -275,7 +314,7 @@ void Process::kill() {
 }
 
 bool Process::ended() {
-    if (s_->reaped) return true;
+    if (s_->reaped || s_->attached) return true;  // attached: nothing of ours to wait for
     const pid_t w = ::waitpid(s_->pid, &s_->status, WNOHANG);
     if (w == s_->pid) {
         s_->reaped = true;
@@ -294,6 +333,7 @@ bool Process::wait(double seconds) {
 }
 
 std::string Process::how_it_ended() const {
+    if (s_->attached) return "closed its end of the pipes (--impl-fd: the process that started conform)";
     if (!s_->reaped) return "still running";
     const int st = s_->status;
     if (WIFEXITED(st)) return "exited with status " + std::to_string(WEXITSTATUS(st));
@@ -305,6 +345,7 @@ std::string Process::how_it_ended() const {
 }
 
 std::string Process::stderr_tail() const {
+    if (s_->attached) return "";  // its stderr is its own
     // The relay may still be reading: give it a moment to drain what was written.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::lock_guard<std::mutex> g(s_->m);

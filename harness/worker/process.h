@@ -25,6 +25,13 @@ class Process {
     // Starts argv[0] (looked up on PATH when it has no slash). Throws
     // std::runtime_error when it cannot be started (the message says why).
     static Process spawn(const std::vector<std::string>& argv, const std::string& label);
+    // A worker conform did not start (--impl-fd): the process that started
+    // conform serves on two descriptors it handed over. There is no pid to
+    // sandbox, limit, kill or restart and no stderr to relay; kill() closes
+    // the descriptors (the peer sees the end of its stream), and the
+    // Process owns them from here on. Throws std::runtime_error when a
+    // descriptor is not open or not open for the direction it serves.
+    static Process attach(int from_worker, int to_worker, const std::string& label);
 
     Process(Process&&) noexcept;
     Process& operator=(Process&&) noexcept;
@@ -34,7 +41,8 @@ class Process {
 
     int to_worker() const;    // its stdin
     int from_worker() const;  // its stdout
-    pid_t pid() const;
+    pid_t pid() const;        // -1 when attached
+    bool attached() const;
 
     // SIGKILL to the whole process group, then reaps the worker.
     void kill();

@@ -176,6 +176,16 @@ install)
   config=$(find "$prefix" -name conformConfig.cmake | head -1)
   [ -n "$config" ] && [ -f "$(dirname "$config")/conformConfigVersion.cmake" ] || fail "no package config under $prefix"
   "$prefix/bin/conform" list --impls >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "the installed conform does not run"; }
+  # The Python package beside it finds it (no PATH, no CONFORM_BIN) and judges a kernel with it.
+  if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
+    (cd "$tmp" && env -u CONFORM_BIN PATH=/usr/bin:/bin PYTHONPATH="$prefix/share/conform/python" /usr/bin/python3 -c "
+import numpy as np, conform
+assert conform.find_binary().startswith('$prefix/'), conform.find_binary()
+r = conform.check(lambda x, weight, norm_eps: x / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(norm_eps)) * weight,
+                  op='rmsnorm', name='installed', cases=5, fixtures=False)
+assert r.passed
+") >"$tmp/py.out" 2>&1 || { cat "$tmp/py.out"; fail "the installed Python package"; }
+  fi
 
   # The installed header is plain C99 and C++, warning-free.
   echo '#include <conform/plugin.h>' >"$tmp/h.c"

@@ -96,4 +96,12 @@ expect 3 'found "\\u009b2J\\u202eolleh FORGED"' -- --impl-cmd "$PY $faults/bad_h
 LC_ALL=C grep -q $'\xc2\x9b\|\xe2\x80\xae' "$tmp/out" && { cat "$tmp/out"; fail "a worker's C1 or bidi control was printed"; }
 # One that cannot even start.
 expect 3 "impl-cmd '/nonexistent/worker'" -- --impl-cmd "/nonexistent/worker" --op rope --cases 1 --out "$tmp/none"
+# --impl-fd: descriptors that are not two open ones of the right direction are a bad input (exit 2).
+expect 2 "expected two descriptors READ,WRITE" -- --impl-fd 5 --op rope --cases 1 --out "$tmp/fd"
+expect 2 "0, 1 and 2 are conform's own" -- --impl-fd 0,1 --op rope --cases 1 --out "$tmp/fd"
+expect 2 "descriptor 7 .* is not open" -- --impl-fd 7,8 --op rope --cases 1 --out "$tmp/fd"
+expect 2 "descriptor 8 .*conform writes its calls to it.* is open only for reading" -- --impl-fd 7,8 --op rope \
+  --cases 1 --out "$tmp/fd" 7<"$tmp/out" 8<"$tmp/out"
+# A peer that closes at once: unavailable (exit 3), named.
+expect 3 "impl-fd 7,8.*before its hello" -- --impl-fd 7,8 --op rope --cases 1 --out "$tmp/fd" 7</dev/null 8>/dev/null
 echo "workers: ok"

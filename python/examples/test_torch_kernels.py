@@ -1,0 +1,23 @@
+"""Kernels on torch tensors (Debian's python3-torch, CPU; device="cuda" for a GPU kernel: docs/pytest.md)."""
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def rmsnorm(x, weight, *, norm_eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm_eps) * weight
+
+
+def attention(q, k, v, q_positions, k_positions, *, n_heads, n_kv_heads, head_dim):
+    q = q.view(-1, n_heads, head_dim).transpose(0, 1)                                            # [H, T, hd]
+    k, v = (t.view(-1, n_kv_heads, head_dim).transpose(0, 1).repeat_interleave(n_heads // n_kv_heads, 0) for t in (k, v))
+    visible = k_positions[None, :] <= q_positions[:, None]                                       # [T, S]
+    p = (q @ k.transpose(1, 2) / math.sqrt(head_dim)).masked_fill(~visible, -math.inf).softmax(-1)
+    p = p.nan_to_num(0.0)                                             # a query that sees no key: zeros
+    return (p @ v).transpose(0, 1).reshape(q.shape[1], n_heads * head_dim)
+
+
+def test_torch_kernels(conform):
+    conform.check({"rmsnorm": rmsnorm, "attention": attention}, torch=True, name="torch_kernels")
