@@ -162,14 +162,21 @@ int run_planned(const GateOptions& g, const Resolved& r, const run::Plan& plan, 
         config["property_cases_scale_down"] = r.scale_down;
         if (r.real) r.real->add_to_config_json(config);
     }
-    const auto j = run::report_json(out, plan, config);
+    auto j = run::report_json(out, plan, config);
+    // What a worker did to --out, found before the reports are written, so
+    // that every report says it and none says "pass" (report/out_dir.h).
+    std::vector<std::string> tampered = out_dir.sweep();
+    if (!tampered.empty()) {
+        j["tampered"] = tampered;
+        j["pass"] = false;
+    }
     std::string written;
     try {
         for (const auto& p : out_dir.write(j, formats)) written += (written.empty() ? "" : ", ") + p;
     } catch (const std::exception& e) {
         throw InputError(std::string("cannot write report: ") + e.what());
     }
-    const std::vector<std::string> tampered = out_dir.sweep();
+    for (const auto& l : out_dir.sweep()) tampered.push_back(l);
     if (g.json) {
         std::cout << j.dump(2) << "\n";
     } else {
@@ -189,7 +196,8 @@ int run_planned(const GateOptions& g, const Resolved& r, const run::Plan& plan, 
         return kUnavailable;
     }
     for (const auto& n : out.report.nothing_ran)
-        std::cerr << "conform: no case ran for " << n.impl << " (" << n.reason << ")\n";
+        std::cerr << "conform: no " << (n.op.empty() ? "case" : "property case of " + n.op) << " ran for " << n.impl
+                  << " (" << n.reason << ")\n";
     // A report directory tampered with during the run: no pass, whatever the cases said.
     for (const auto& l : tampered) std::cerr << l << "\n";
     if (out.save_failed) return kUsage;

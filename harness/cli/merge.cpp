@@ -211,6 +211,27 @@ int run(const Opts& o) {
                 (*same)["cases"] = same->value("cases", 0) + n.value("cases", 0);
         }
     merged["not_run"] = not_run;
+    // Nothing ran, as the merged cases say: a shard's entry stands unless
+    // another shard judged such a case; a tampered report directory in any
+    // shard fails the merge.
+    json nothing_ran = json::array(), tampered = json::array();
+    for (const json& d : docs) {
+        for (const json& e : d.value("nothing_ran", json::array())) {
+            const std::string impl = e.value("impl", ""), op = e.value("op", "");
+            const bool ran = std::any_of(cases.begin(), cases.end(), [&](const json& c) {
+                return c.value("impl", "") == impl &&
+                       (op.empty() || (c.value("op", "") == op && c.value("origin", "") == "property"));
+            });
+            if (!ran && std::find(nothing_ran.begin(), nothing_ran.end(), e) == nothing_ran.end()) nothing_ran.push_back(e);
+        }
+        for (const json& t : d.value("tampered", json::array())) tampered.push_back(t);
+    }
+    merged["nothing_ran"] = nothing_ran;
+    if (tampered.empty())
+        merged.erase("tampered");
+    else
+        merged["tampered"] = tampered;
+    merged["pass"] = passed == n && nothing_ran.empty() && tampered.empty();
 
     std::vector<std::string> written;
     try {

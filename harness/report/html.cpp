@@ -173,9 +173,9 @@ std::string case_section(const json& c, const std::string& anchor) {
 
 std::string render_html(const json& r) {
     const std::vector<Row> rows = summarise(r);
-    int cases = 0, passed = 0;
-    for (const Row& row : rows) cases += row.cases, passed += row.passed;
-    const bool pass = cases == passed;
+    const RunVerdict v = run_verdict(r, rows);
+    const bool pass = v.pass;
+    const int cases = v.cases, passed = v.passed;
     std::string h =
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">";
@@ -187,6 +187,11 @@ std::string render_html(const json& r) {
         fmt::format("<div class=\"meta\">seed {} &#183; dtype {} &#183; reference {} &#183; {} &#183; {:.1f} s</div>\n",
                     esc(text(r, "seed")), esc(text(r, "dtype")), esc(text(r, "reference")), esc(text(r, "schema")),
                     number(r, "seconds", 0.0));
+    if (!v.why.empty()) {
+        h += "<ul class=\"why\">";
+        for (const auto& why : v.why) h += "<li class=\"fail\">" + esc(why) + "</li>";
+        h += "</ul>\n";
+    }
 
     // Anchors of failing cases, in report order.
     std::map<const json*, std::string> anchor;
@@ -196,19 +201,29 @@ std::string render_html(const json& r) {
     h += "<h2>Summary</h2><table class=\"summary\"><tr><th>op</th><th>impl</th><th>cases</th><th>pass</th>"
          "<th>worst err</th><th>allowed</th><th>margin</th><th>tensor</th><th>first failure</th></tr>\n";
     for (const Row& row : rows) {
-        const bool ok = row.failures.empty();
+        const bool ok = row.ok();
+        std::string first = row.failures.empty() ? std::string()
+                                                 : fmt::format("<a href=\"#{}\">{}</a>", anchor[row.failures.front()],
+                                                               esc(first_diagnosis(*row.failures.front())));
+        if (row.nothing_ran) first = "no property case ran" + std::string(first.empty() ? "" : "; ") + first;
+        if (row.declined) first += fmt::format("{}({} declined)", first.empty() ? "" : " ", row.declined);
         h += fmt::format(
             "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n {}\">{}</td><td class=\"n\">{}</td>"
             "<td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>\n",
             esc(row.op), esc(row.impl), row.cases, ok ? "pass" : "fail", row.passed, sci(row.err), sci(row.allowed),
-            margin_str(row.worst_margin), esc(row.tensor),
-            ok ? std::string()
-               : fmt::format("<a href=\"#{}\">{}</a>", anchor[row.failures.front()],
-                             esc(first_diagnosis(*row.failures.front()))));
+            row.cases ? margin_str(row.worst_margin) : "-", esc(row.tensor), first);
     }
     h += "</table><div class=\"note\">margin = allowed / err of the worst case (below 1 fails).</div>\n";
+    for (const json& n : r.value("not_run", json::array()))
+        h += fmt::format("<div class=\"note\">not run: {} {}: {} cases unsupported ({})</div>\n", esc(text(n, "impl")),
+                         esc(text(n, "op")), integer(n, "cases"), esc(text(n, "reason")));
+    for (const json& w : r.value("workers", json::array()))
+        if (integer(w, "restarts") > 0)
+            h += fmt::format("<div class=\"note fail\">restarted: {} {} times in {} calls (each after it crashed, hung "
+                             "or broke the protocol)</div>\n",
+                             esc(text(w, "impl")), integer(w, "restarts"), integer(w, "calls"));
 
-    if (!pass) {
+    if (v.passed < v.cases) {
         h += "<h2>Failures</h2>\n";
         std::string rest;
         size_t listed = 0, unlisted = 0;

@@ -46,10 +46,29 @@ std::string render_junit(const json& r) {
         total += row.seconds;
         for (const json* c : row.failures) (errored(*c) ? errors : failures)++;
     }
+    // What failed the run besides its cases (nothing ran, a tampered report
+    // directory): a test case each, failing, so CI's count agrees with
+    // conform's exit code.
+    const RunVerdict v = run_verdict(r, rows);
+    std::vector<std::string> run_failures;
+    for (const auto& why : v.why)
+        if (why.find(" cases fail") == std::string::npos) run_failures.push_back(why);
+    tests += static_cast<int>(run_failures.size());
+    failures += static_cast<int>(run_failures.size());
     std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
     x += fmt::format(
         "<testsuites name=\"conform\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" time=\"{}\">\n", tests,
         failures, errors, seconds(number(r, "seconds", total)));
+    if (!run_failures.empty()) {
+        x += fmt::format("  <testsuite name=\"conform.run\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"0\" "
+                         "time=\"0\">\n",
+                         run_failures.size(), run_failures.size());
+        for (size_t i = 0; i < run_failures.size(); ++i)
+            x += fmt::format("    <testcase name=\"run check {}\" classname=\"conform.run\" time=\"0\">\n      <failure "
+                             "message=\"{}\" type=\"run\">{}</failure>\n    </testcase>\n",
+                             i + 1, xml_attr(run_failures[i]), xml_escape(run_failures[i]));
+        x += "  </testsuite>\n";
+    }
     for (const Row& row : rows) {
         int f = 0, e = 0;
         for (const json* c : row.failures) (errored(*c) ? e : f)++;

@@ -84,30 +84,38 @@ std::string md_code(const std::string& s, bool in_table, size_t n = 400) {
 
 std::string render_markdown(const json& r) {
     const std::vector<Row> rows = summarise(r);
-    int cases = 0, passed = 0;
-    for (const Row& row : rows) cases += row.cases, passed += row.passed;
-    const bool pass = cases == passed;
-    std::string m = fmt::format("### conform: {} — {} of {} cases conform\n\n", pass ? "PASS" : "FAIL", passed, cases);
+    const RunVerdict v = run_verdict(r, rows);
+    std::string m = fmt::format("### conform: {} — {} of {} cases conform\n\n", v.pass ? "PASS" : "FAIL", v.passed,
+                                v.cases);
+    for (const auto& why : v.why) m += "- **" + md_text(why) + "**\n";
+    if (!v.why.empty()) m += "\n";
     m += fmt::format("seed {} · dtype {} · reference {} · {:.1f} s\n\n", md_text(text(r, "seed")),
                      md_text(text(r, "dtype")), md_text(text(r, "reference")), number(r, "seconds", 0.0));
     m += "| op | impl | cases | pass | worst err | allowed | margin | tensor | first failure |\n";
     m += "|---|---|---:|---:|---:|---:|---:|---|---|\n";
     size_t hidden = 0, shown = 0;
     for (const Row& row : rows) {
-        if (rows.size() > kMaxRows && (row.failures.empty() || shown == kMaxRows)) {
+        if (rows.size() > kMaxRows && (row.ok() || shown == kMaxRows)) {
             ++hidden;
             continue;
         }
         ++shown;
-        const std::string first = row.failures.empty() ? "" : md_text(first_diagnosis(*row.failures.front()));
+        std::string first = row.failures.empty() ? "" : md_text(first_diagnosis(*row.failures.front()));
+        if (row.nothing_ran) first = "no property case ran" + std::string(first.empty() ? "" : "; ") + first;
+        if (row.declined) first += fmt::format("{}({} declined)", first.empty() ? "" : " ", row.declined);
         m += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {}{} |\n", md_text(row.op), md_text(row.impl),
-                         row.cases, row.passed, sci(row.err), sci(row.allowed), margin_str(row.worst_margin),
-                         md_text(row.tensor), row.failures.empty() ? "" : "**FAIL** ", first);
+                         row.cases, row.passed, sci(row.err), sci(row.allowed),
+                         row.cases ? margin_str(row.worst_margin) : "-", md_text(row.tensor),
+                         row.ok() ? "" : "**FAIL** ", first);
     }
     if (hidden)
         m += fmt::format("\n{} op × impl rows not shown: past {} rows only failing ones are (see the HTML report).\n",
                          hidden, kMaxRows);
     m += "\nmargin = allowed / err of the worst case (below 1 fails).\n";
+    for (const json& w : r.value("workers", json::array()))
+        if (integer(w, "restarts") > 0)
+            m += fmt::format("\nrestarted: {} {} times in {} calls (each after it crashed, hung or broke the protocol)\n",
+                             md_text(text(w, "impl")), integer(w, "restarts"), integer(w, "calls"));
     for (const json& n : r.value("not_run", json::array()))
         m += fmt::format("\nnot run: {} {}, {} cases unsupported ({})\n", md_text(text(n, "impl")),
                          md_text(text(n, "op")), n.value("cases", 0), md_text(text(n, "reason")));

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <stdexcept>
 
 #include "report/formats.h"
@@ -77,30 +78,64 @@ std::vector<std::string> OutDir::write(const nlohmann::json& report, const std::
     return paths;
 }
 
+bool OutDir::same_dir() const {
+    struct stat by_path {}, opened {};
+    return ::stat(path_.c_str(), &by_path) == 0 && ::fstat(fd_, &opened) == 0 && by_path.st_dev == opened.st_dev &&
+           by_path.st_ino == opened.st_ino;
+}
+
+std::string OutDir::put_back() {
+    // Whatever now answers to --out (a planted directory, a link) is moved
+    // aside under a name that says what it is, nothing deleted; the
+    // directory conform opened goes back to the path the user will look at.
+    const std::string ours = where_opened();
+    std::random_device rd;
+    std::string aside;
+    struct stat st {};
+    if (::lstat(path_.c_str(), &st) == 0) {
+        for (int attempt = 0; attempt < 20 && aside.empty(); ++attempt) {
+            const std::string name = path_ + ".planted-" + std::to_string(rd() % 1000000);
+            if (::lstat(name.c_str(), &st) != 0 && ::rename(path_.c_str(), name.c_str()) == 0) aside = name;
+        }
+        if (aside.empty())
+            return "conform: --out " + path_ + " is not the directory conform opened before the run (it was replaced "
+                   "during the run, by a worker?) and cannot be moved aside: " + std::strerror(errno) +
+                   "; the reports conform wrote are in " + ours;
+    }
+    if (::rename(ours.c_str(), path_.c_str()) != 0)
+        return "conform: --out " + path_ + " was replaced during the run (by a worker?)" +
+               (aside.empty() ? std::string() : "; what was put there is now " + aside) +
+               "; conform's directory cannot be moved back (" + std::strerror(errno) + "): its reports are in " + ours;
+    return "conform: --out " + path_ + " was replaced during the run (by a worker?): conform's directory is back at " +
+           path_ + (aside.empty() ? std::string() : ", and what was put there is now " + aside);
+}
+
 std::vector<std::string> OutDir::sweep() {
     std::vector<std::string> lines;
-    struct stat by_path {}, opened {};
-    const bool same_dir = ::stat(path_.c_str(), &by_path) == 0 && ::fstat(fd_, &opened) == 0 &&
-                          by_path.st_dev == opened.st_dev && by_path.st_ino == opened.st_ino;
-    if (!same_dir)
-        lines.push_back("conform: --out " + path_ + " is not the directory conform opened before the run (it was "
-                        "replaced during the run, by a worker?); the reports conform wrote are in " + where_opened());
+    if (!same_dir()) lines.push_back(put_back());
+    const bool at_path = same_dir();
     for (const auto& [name, id] : written_) {
         struct stat st {};
         const bool reached = ::stat(shown(name).c_str(), &st) == 0 && static_cast<uint64_t>(st.st_dev) == id.dev &&
                              static_cast<uint64_t>(st.st_ino) == id.ino;
         const Seen now = look(name);
-        if ((!reached || !now.exists || now.dev != id.dev || now.ino != id.ino) && same_dir)
+        if ((!reached || !now.exists || now.dev != id.dev || now.ino != id.ino) && at_path)
             lines.push_back("conform: " + shown(name) + " is not the report conform wrote: it was replaced after "
                             "conform wrote it");
     }
     if (!snapped_) return lines;
-    for (const auto& [name, was] : before_) {
+    for (auto& [name, was] : before_) {
         bool ours = false;
         for (const auto& w : written_) ours = ours || w.first == name;
         if (ours) continue;
         const Seen now = look(name);
         if (now == was) continue;
+        struct Settle {  // said once: a second sweep (after writing) compares with what this one left
+            Seen& was;
+            const OutDir& d;
+            const std::string& name;
+            ~Settle() { was = d.look(name); }
+        } settle{was, *this, name};
         if (now.exists && ::unlinkat(fd_, name.c_str(), 0) == 0)
             lines.push_back("conform: " + shown(name) + " was changed during the run, not by conform (a worker?): "
                             "removed, so that it cannot pass for this run's report");

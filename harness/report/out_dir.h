@@ -7,11 +7,15 @@
 //     followed), each into an unpredictable new file renamed into place;
 //   * remembers, before the first worker starts, what every report file of
 //     the directory was (snapshot);
-//   * after every worker has stopped (sweep): removes a report file that
-//     changed since and that it did not write — a forgery must not pass for
-//     this run's report — and checks that --out/NAME, as the user will open
-//     it, is the file it wrote. Each finding is a line for the user, and
-//     makes the run fail.
+//   * after every worker has stopped and before it writes (sweep): puts its
+//     directory back at --out if something else was put there (that is
+//     moved aside as --out.planted-N, nothing deleted), and removes a report
+//     file that changed since and that it did not write — a forgery must not
+//     pass for this run's report, nor stay where the user will look. Each
+//     finding is a line for the user, goes into the report it then writes
+//     ("tampered"), and makes the run fail;
+//   * after writing (sweep again): checks that --out/NAME, as the user will
+//     open it, is the file it wrote.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -51,6 +55,8 @@ class OutDir {
     Seen look(const std::string& name) const;
     std::string shown(const std::string& name) const;
     std::string where_opened() const;  // the opened directory's path now
+    bool same_dir() const;             // --out, by its path, is the directory opened
+    std::string put_back();            // the opened directory back at --out; the line saying what happened
 
     std::string path_, base_;
     int fd_ = -1;

@@ -30,13 +30,13 @@ bool RunReport::all_pass() const {
     return true;
 }
 
-void RunReport::add_nothing_ran(const std::string& impl) {
+void RunReport::add_nothing_ran(const std::string& impl, const std::string& op) {
     std::string why;
     for (const auto& n : not_run)
-        if (n.impl == impl)
+        if (n.impl == impl && (op.empty() || n.op == op))
             why += (why.empty() ? "" : "; ") + fmt::format("{}: {} case{} declined: {}", n.op, n.cases,
                                                            n.cases == 1 ? "" : "s", n.reason);
-    nothing_ran.push_back({impl, why.empty() ? "no case was offered to it" : why});
+    nothing_ran.push_back({impl, op, why.empty() ? "no case was offered to it" : why});
 }
 
 namespace {
@@ -123,9 +123,17 @@ void print_summary(std::ostream& os, const RunReport& r) {
     struct Row {
         int run = 0, passed = 0;
         double worst_margin = INFINITY, err = 0, allowed = 0;
-        std::string tensor;
+        std::string tensor = "-";
+        int declined = 0;
+        bool nothing_ran = false;
     };
     std::map<std::pair<std::string, std::string>, Row> rows;  // (op, impl)
+    // Declines in the table, beside what ran: a row of nothing but declines
+    // is a row, not an absence.
+    for (const auto& n : r.not_run) rows[{n.op, n.impl}].declined += n.cases;
+    for (const auto& n : r.nothing_ran)
+        for (auto& [key, row] : rows)
+            if (key.second == n.impl && (n.op.empty() || key.first == n.op)) row.nothing_ran = true;
     for (const auto& c : r.results) {
         Row& row = rows[{to_string(c.op), c.impl}];
         row.run++;
@@ -142,14 +150,24 @@ void print_summary(std::ostream& os, const RunReport& r) {
     os << fmt::format("{:<10} {:<12} {:>6} {:>6} {:>10} {:>10} {:>8}  {}\n", "op", "impl", "cases", "pass", "worst err",
                       "allowed", "margin", "tensor");
     for (const auto& [key, row] : rows) {
-        const std::string margin = std::isinf(row.worst_margin) ? "inf" : fmt::format("{:.2f}x", row.worst_margin);
+        const std::string margin = row.run == 0               ? "-"
+                                   : std::isinf(row.worst_margin) ? "inf"
+                                                                  : fmt::format("{:.2f}x", row.worst_margin);
+        std::string note = row.passed == row.run ? "" : "   FAIL";
+        if (row.nothing_ran) note = "   FAIL: no property case ran";
+        if (row.declined) note += fmt::format("   ({} declined)", row.declined);
         os << fmt::format("{:<10} {:<12} {:>6} {:>6} {:>10} {:>10} {:>8}  {}{}\n", key.first, key.second, row.run,
-                          row.passed, sci(row.err), sci(row.allowed), margin, row.tensor,
-                          row.passed == row.run ? "" : "   FAIL");
+                          row.passed, row.run ? sci(row.err) : "-", row.run ? sci(row.allowed) : "-", margin,
+                          row.tensor, note);
     }
     for (const auto& n : r.not_run)
         os << fmt::format("not run:   {} {}: {} case{} unsupported ({})\n", n.impl, n.op, n.cases,
                           n.cases == 1 ? "" : "s", n.reason);
+    for (const auto& w : r.workers)
+        if (w.restarts > 0)
+            os << fmt::format("restarted: {} {} time{} in {} calls (each after it crashed, hung or broke the protocol, "
+                              "between cases or in one)\n",
+                              w.impl, w.restarts, w.restarts == 1 ? "" : "s", w.calls);
 }
 
 void print_failure(std::ostream& os, const CaseResult& c) {
@@ -288,8 +306,14 @@ nlohmann::json to_json(const RunReport& r) {
     auto& nr = j["not_run"] = nlohmann::json::array();
     for (const auto& n : r.not_run)
         nr.push_back({{"impl", n.impl}, {"op", n.op}, {"cases", n.cases}, {"reason", n.reason}});
+    auto& ws = j["workers"] = nlohmann::json::array();
+    for (const auto& w : r.workers)
+        ws.push_back({{"impl", w.impl}, {"calls", w.calls}, {"repeats", w.repeats}, {"restarts", w.restarts}});
     auto& none = j["nothing_ran"] = nlohmann::json::array();
-    for (const auto& n : r.nothing_ran) none.push_back({{"impl", n.impl}, {"reason", n.reason}});
+    for (const auto& n : r.nothing_ran) {
+        none.push_back({{"impl", n.impl}, {"reason", n.reason}});
+        if (!n.op.empty()) none.back()["op"] = n.op;
+    }
     return j;
 }
 

@@ -31,11 +31,23 @@ struct RunReport {
     // Implementations that were asked to run and had no case judged (every
     // case declined): a run that ran nothing has passed nothing. The reason
     // joins their not_run entries.
+    // And per op: an op an implementation offers, with property cases
+    // drawn, none of them judged (declined through supports(), while it
+    // answers the fixture cases it could read the answers of): that op ran
+    // nothing, and the implementation does not pass.
     struct NothingRan {
-        std::string impl, reason;
+        std::string impl, op, reason;  // op "": no case of any op
     };
     std::vector<NothingRan> nothing_ran;
-    void add_nothing_ran(const std::string& impl);
+    void add_nothing_ran(const std::string& impl, const std::string& op = "");
+    // Each worker's calls, repeats and restarts: a worker restarted after a
+    // crash between cases (in a supports request) fails no case, and must
+    // not pass in silence.
+    struct WorkerStats {
+        std::string impl;
+        int calls = 0, repeats = 0, restarts = 0;
+    };
+    std::vector<WorkerStats> workers;
     // Where the run's time went (harness/core/phases.h): reading, drawing,
     // the reference and baselines, each implementation, judging, diagnosis.
     std::vector<phases::Phase> phases;

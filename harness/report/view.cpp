@@ -199,8 +199,8 @@ std::vector<Row> summarise(const json& report) {
     std::vector<Row> rows;
     std::map<std::pair<std::string, std::string>, size_t> index;
     auto cases = report.find("cases");
-    if (cases == report.end() || !cases->is_array()) return rows;
-    for (const json& c : *cases) {
+    const json no_cases = json::array();
+    for (const json& c : cases != report.end() && cases->is_array() ? *cases : no_cases) {
         const std::string op = text(c, "op"), impl = text(c, "impl");
         auto [it, fresh] = index.emplace(std::make_pair(op, impl), rows.size());
         if (fresh) {
@@ -227,12 +227,54 @@ std::vector<Row> summarise(const json& report) {
             row.tensor = w ? text(*w, "name") : "-";
         }
     }
+    auto row_of = [&](const std::string& op, const std::string& impl) -> Row& {
+        auto [it, fresh] = index.emplace(std::make_pair(op, impl), rows.size());
+        if (fresh) {
+            rows.emplace_back();
+            rows.back().op = op;
+            rows.back().impl = impl;
+            rows.back().tensor = "-";
+        }
+        return rows[it->second];
+    };
+    if (auto nr = report.find("not_run"); nr != report.end() && nr->is_array())
+        for (const json& n : *nr) row_of(text(n, "op"), text(n, "impl")).declined += static_cast<int>(integer(n, "cases"));
+    if (auto none = report.find("nothing_ran"); none != report.end() && none->is_array())
+        for (const json& n : *none)
+            for (Row& row : rows)
+                if (row.impl == text(n, "impl") && (text(n, "op").empty() || row.op == text(n, "op"))) row.nothing_ran = true;
     std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
         const auto ka = std::make_tuple(rank(op_order, a.op), a.op, rank(impl_order, a.impl), a.impl);
         const auto kb = std::make_tuple(rank(op_order, b.op), b.op, rank(impl_order, b.impl), b.impl);
         return ka < kb;
     });
     return rows;
+}
+
+RunVerdict run_verdict(const json& report, const std::vector<Row>& rows) {
+    RunVerdict v;
+    bool rows_ok = true;
+    for (const Row& row : rows) {
+        v.cases += row.cases;
+        v.passed += row.passed;
+        rows_ok = rows_ok && row.ok();
+    }
+    if (v.passed < v.cases) v.why.push_back(fmt::format("{} of {} cases fail", v.cases - v.passed, v.cases));
+    if (auto none = report.find("nothing_ran"); none != report.end() && none->is_array())
+        for (const json& n : *none)
+            v.why.push_back(text(n, "op").empty()
+                                ? fmt::format("no case ran for {} ({})", text(n, "impl"), text(n, "reason"))
+                                : fmt::format("no property case of {} ran for {} ({})", text(n, "op"), text(n, "impl"),
+                                              text(n, "reason")));
+    if (auto t = report.find("tampered"); t != report.end() && t->is_array())
+        for (const json& l : *t)
+            if (l.is_string()) v.why.push_back(l.get<std::string>());
+    // conform's own verdict where it wrote one; a report without it (an
+    // older writer) is judged from what it holds.
+    auto p = report.find("pass");
+    v.pass = p != report.end() && p->is_boolean() ? p->get<bool>() && v.why.empty() : rows_ok && v.why.empty();
+    if (!v.pass && v.why.empty()) v.why.push_back("the run did not pass");
+    return v;
 }
 
 }  // namespace conform::report

@@ -63,10 +63,24 @@ struct Row {
     std::vector<const json*> all;       // every case of the row, in report order
     std::vector<const json*> failures;  // failing cases, in report order
     double seconds = 0;
+    int declined = 0;          // cases it declined (not_run)
+    bool nothing_ran = false;  // no property case of it ran (nothing_ran): the row fails
+    bool ok() const { return failures.empty() && !nothing_ran; }
 };
 
 // Rows in op order as the report lists ops (then any other op), impls in
-// the order the report lists them (then any other).
+// the order the report lists them (then any other); a row for every
+// (op, impl) that ran or declined a case.
 std::vector<Row> summarise(const json& report);
+
+// The run's one verdict, which every format states: the report's own "pass"
+// (conform decided it: cases, nothing ran, a tampered report directory), and
+// the reasons a run that failed failed, one line each.
+struct RunVerdict {
+    bool pass = true;
+    int cases = 0, passed = 0;
+    std::vector<std::string> why;  // "3 of 40 cases fail", "no property case of rope ran for X (...)", tampering
+};
+RunVerdict run_verdict(const json& report, const std::vector<Row>& rows);
 
 }  // namespace conform::report

@@ -68,16 +68,46 @@ class Executor {
         // Declining every case is not passing them. (A shard that was dealt
         // no case at all has nothing to say: merge-reports decides.)
         if (plan_.total_cases > 0)
-            for (const auto& c : impls_.impls)
+            for (const auto& c : impls_.impls) {
                 if (std::none_of(rep.results.begin(), rep.results.end(),
-                                 [&](const CaseResult& r) { return r.impl == c.name; }))
+                                 [&](const CaseResult& r) { return r.impl == c.name; })) {
                     rep.add_nothing_ran(c.name);
+                    continue;
+                }
+                // Nor is declining every property case of an op it offers,
+                // however many fixture cases of it pass (their answers are
+                // in files a worker can read).
+                for (const OpPlan& p : plan_.ops) {
+                    if (p.picks.empty() || !offers(c, p.op)) continue;
+                    const bool judged = std::any_of(rep.results.begin(), rep.results.end(), [&](const CaseResult& r) {
+                        return r.impl == c.name && r.op == p.op && r.origin == "property";
+                    });
+                    const bool noted = std::any_of(rep.nothing_ran.begin(), rep.nothing_ran.end(), [&](const auto& n) {
+                        return n.impl == c.name && n.op == to_string(p.op);
+                    });
+                    if (!judged && !noted) rep.add_nothing_ran(c.name, to_string(p.op));
+                }
+            }
+        for (const auto& c : impls_.impls)
+            if (c.worker) {
+                const auto& st = c.worker->stats();
+                rep.workers.push_back({c.name, st.calls, st.repeats, st.restarts});
+            }
         rep.seconds = since(t0);
         rep.phases = phases::take();  // and what the plan spent reading fixtures before
         return std::move(out_);
     }
 
    private:
+    // Whether an implementation offers an op at all: a worker, the ops of
+    // its hello (one that never offered swiglu has not declined it); an
+    // in-repo implementation, every op.
+    static bool offers(const Chosen& c, Op op) {
+        if (!c.worker) return true;
+        const auto& ops = c.worker->hello().ops;
+        return std::find(ops.begin(), ops.end(), op) != ops.end();
+    }
+
     void tick() {
         for (; counted_ < out_.report.results.size(); ++counted_) failures_ += !out_.report.results[counted_].pass;
         if (on_case_) on_case_(++done_, failures_);

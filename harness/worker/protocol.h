@@ -22,6 +22,9 @@ inline constexpr uint32_t kMagic = 0x4B574643u;  // "CFWK" as little-endian byte
 inline constexpr uint64_t kMaxHeader = uint64_t(16) << 20;
 inline constexpr uint64_t kMaxPayload = uint64_t(64) << 30;
 inline constexpr int kMaxDepth = 32;  // of a header's JSON
+// Values in a header's JSON (strings, containers, and one per comma): a call
+// of a block lists about twenty tensors; a result a dozen.
+inline constexpr uint64_t kMaxHeaderValues = 65536;
 
 // A message that is not what the protocol says: the field, and what was found.
 struct ProtocolError : std::runtime_error {
@@ -68,7 +71,7 @@ void write_frame(int fd, nlohmann::json header, const std::vector<WireTensor>& t
 // naming the field, Closed on EOF (before or inside a frame), TimedOut past
 // the deadline; a payload over max_payload bytes is refused before it is
 // read (the judge passes what the request's outputs take), and so is a
-// header nested deeper than kMaxDepth.
+// header nested deeper than kMaxDepth or holding more than kMaxHeaderValues values.
 Frame read_frame(int fd, const char* list, const Deadline& deadline = std::nullopt,
                  uint64_t max_payload = kMaxPayload);
 

@@ -119,7 +119,8 @@ sleep 0.5  # were a helper alive, this is when it would rewrite the report
 hasnt ctor_stay "REWROTE"
 has ctor_stay "conform.xml was changed during the run, not by conform"
 has ctor_stay "^rope +hostile-ctor +3 "
-report "$tmp/ctor_stay" false hostile-ctor
+report "$tmp/ctor_stay" false hostile-ctor '
+assert any("conform.xml was changed during the run" in t for t in r["tampered"]), r.get("tampered")'
 [ ! -e "$tmp/ctor_stay/conform.xml" ] && [ ! -e "$tmp/ctor_stay/conform.md" ] || fail "ctor_stay: forged reports left"
 
 # ---- replay: a table recorded under one seed ------------------------------------------
@@ -275,10 +276,16 @@ mkdir -p "$tmp/sd" "$tmp/elsewhere"
 echo precious >"$tmp/elsewhere/conform.json"
 HOSTILE_TARGET=$tmp/outside HOSTILE_TARGET_DIR=$tmp/elsewhere run symlink_dir 1 -- --impl-lib "$(lib symlink_dir)" --op rope \
   --cases 3 --no-default-fixtures --out "$tmp/sd"
-has symlink_dir "--out $tmp/sd is not the directory conform opened before the run .* the reports conform wrote are in $tmp/sd.moved-aside"
+# Nothing planted stays where the user looks: conform's directory goes back
+# to --out, the planted link beside it under a name that says so.
+has symlink_dir "--out $tmp/sd was replaced during the run \(by a worker\?\): conform's directory is back at $tmp/sd, and what was put there is now $tmp/sd.planted-[0-9]+"
 [ "$(cat "$tmp/elsewhere/conform.json")" = precious ] || fail "symlink_dir: the report went through the swapped directory"
 [ "$(cat "$tmp/outside")" = precious ] || fail "symlink_dir: the file outside was written through a link"
-report "$tmp/sd.moved-aside" false hostile-symlink-dir
+[ -d "$tmp/sd" ] && [ ! -L "$tmp/sd" ] || fail "symlink_dir: --out is not conform's directory again"
+ls -d "$tmp"/sd.planted-* >/dev/null 2>&1 || fail "symlink_dir: the planted link was not kept aside"
+report "$tmp/sd" false hostile-symlink-dir '
+assert any("was replaced during the run" in t for t in r["tampered"]), r.get("tampered")'
+
 
 # ---- passing without working ---------------------------------------------------------------------
 run nan_repeat 1 -- --impl-lib "$(lib nan_repeat)" --op rope,rmsnorm --cases 100 --no-default-fixtures --out "$tmp/nr"
@@ -303,10 +310,28 @@ has lazy_bench "hostile-lazy rmsnorm T=4 disagrees with torch"
 run lazy 1 -- --impl-lib "$(lib lazy)" --op rope,rmsnorm --cases 30 --no-default-fixtures --out "$tmp/lz"
 report "$tmp/lz" false hostile-lazy
 
-run none 1 -- --impl-lib "$(lib none)" --op rope,rmsnorm --cases 5 --out "$tmp/none"
+run none 1 -- --impl-lib "$(lib none)" --op rope,rmsnorm --cases 5 --report all --out "$tmp/none"
 has none "conform: no case ran for hostile-none \(rope: [0-9]+ cases declined: this build declines everything; rmsnorm: [0-9]+ cases declined"
 report "$tmp/none" false hostile-none \
   'assert [n["impl"] for n in r["nothing_ran"]] == ["hostile-none"] and "declines everything" in r["nothing_ran"][0]["reason"], r["nothing_ran"]'
+# Every format states the run's one verdict (before: conform.md and conform.html said PASS, JUnit 0 failures).
+verdicts() {  # verdicts DIR: md, html and JUnit all say FAIL, and why
+  grep -q "^### conform: FAIL" "$1/conform.md" || fail "$1/conform.md does not say FAIL"
+  grep -q "<title>conform: FAIL" "$1/conform.html" || fail "$1/conform.html does not say FAIL"
+  grep -qE '<testsuites name="conform" tests="[0-9]+" failures="[1-9]' "$1/conform.xml" || fail "$1/conform.xml has no failure"
+  grep -q 'testsuite name="conform.run"' "$1/conform.xml" || fail "$1/conform.xml does not say why the run failed"
+}
+verdicts "$tmp/none"
+# Declining an op's property cases and answering its fixtures (whose answers
+# are in files a worker can read): before, rope passed on its fixtures alone.
+run fixtures_only 1 -- --impl-lib "$(lib fixtures_only)" --op rope,rmsnorm --cases 8 --report all --out "$tmp/fo"
+has fixtures_only "conform: no property case of rope ran for hostile-fixtures-only \(rope: [0-9]+ cases declined: this build declines rope's property cases\)"
+has fixtures_only "^rope +hostile-fixtures-only +[1-9][0-9]* +[1-9][0-9]* .*FAIL: no property case ran +\([0-9]+ declined\)"
+hasnt fixtures_only "^rmsnorm +hostile-fixtures-only .*FAIL"
+verdicts "$tmp/fo"
+report "$tmp/fo" false hostile-fixtures-only '
+assert [(n["impl"], n.get("op")) for n in r["nothing_ran"]] == [("hostile-fixtures-only", "rope")], r["nothing_ran"]
+assert all(c["pass"] for c in mine) and any(c["op"] == "rope" and c["origin"] == "fixture" for c in mine)'
 run empty 2 -- --impl-lib "$(lib none)" --op rope --cases 0 --no-default-fixtures --out "$tmp/empty"
 has empty "the selection has no case"
 
