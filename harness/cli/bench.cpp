@@ -269,9 +269,12 @@ struct Runner {
     std::function<std::vector<float>()> output;
     std::vector<double> times;
     std::function<double()> device_seconds = {};  // cuda: the run between device events, not host wall time
-    // Interface runners: choose the input set of the next run and re-poison
-    // the output buffer (untimed); sets > 1 then.
+    // Interface runners: choose the input set of the next run, perturb a few
+    // of its elements and re-poison the output buffer (untimed); sets > 1 then.
     std::function<void(int)> prepare = {};
+    // Interface runners: torch's answer for the inputs of the last run as
+    // they were perturbed (untimed), to check it against.
+    std::function<std::vector<float>()> truth = {};
     int sets = 1;
     worker::WorkerImpl* worker = nullptr;  // a worker: its own seconds and bytes per call
     std::vector<double> worker_times = {};
@@ -288,7 +291,7 @@ struct Runner {
 // time is the round trip conform sees: the inputs down the pipe, the kernel,
 // the worker's checks, the outputs back.
 Runner interface_runner(const std::string& name, std::shared_ptr<Implementation> impl,
-                        std::shared_ptr<const std::vector<Inputs>> sets) {
+                        std::shared_ptr<std::vector<Inputs>> sets) {
     const Case& c = sets->front().c;
     const int64_t rows = c.in(c.op == Op::attention ? "q" : "x").rows();
     const int64_t cols = c.op == Op::attention ? c.config.q_width() : c.in("x").cols();
@@ -317,10 +320,26 @@ Runner interface_runner(const std::string& name, std::shared_ptr<Implementation>
         }
     };
     // NaN in every element: what an implementation leaves unwritten stays NaN,
-    // not the last run's answer.
-    r.prepare = [out, current, b](int set) {
+    // not the last run's answer. And no two runs with the same inputs: a few
+    // elements of the activations (x; attention's q) are scaled by a factor
+    // drawn per run, so an implementation that remembers the input sets (or
+    // any input it has seen) has nothing to look up and must compute; the
+    // checks compare with torch on the inputs as they were (truth).
+    auto draw = std::make_shared<std::mt19937_64>(std::random_device{}());
+    r.prepare = [out, current, b, sets, draw](int set) {
         *current = static_cast<size_t>(set) % b->size();
+        Case& c = (*sets)[*current].c;
+        Tensor& t = c.inputs.at(c.op == Op::attention ? "q" : "x");
+        std::uniform_int_distribution<size_t> at(0, t.data.size() - 1);
+        std::uniform_real_distribution<float> by(1.0f / 512, 1.0f / 256);
+        for (int i = 0; i < 8; ++i) t.data[at(*draw)] *= 1.0f + by(*draw);
         std::fill(out->data.begin(), out->data.end(), std::numeric_limits<float>::quiet_NaN());
+    };
+    r.truth = [current, sets] {
+        const Inputs& in = (*sets)[*current];
+        auto t = ref::make_torch_bench_op(in.c, &in.context_x, &in.context_pos);
+        t->run();
+        return t->output();
     };
     r.sets = static_cast<int>(sets->size());
     r.output = [out] { return out->data; };
@@ -518,8 +537,14 @@ int run_bench(const Options& o) {
         }
         std::vector<double> rt, ws;
         try {
-            for (int i = 0; i < 20; ++i) call();
+            // Each call's first input element its own (untimed): a worker that
+            // remembers inputs has nothing to remember this price by.
+            for (int i = 0; i < 20; ++i) {
+                x.data[0] = 0.001f * static_cast<float>(i + 1);
+                call();
+            }
             for (int i = 0; i < 300; ++i) {
+                x.data[0] = 0.001f * static_cast<float>(i + 21);
                 const auto s0 = Clock::now();
                 call();
                 rt.push_back(seconds_since(s0));
@@ -532,10 +557,10 @@ int run_bench(const Options& o) {
         const double rt_med = quantile(rt, 0.5), ws_med = ws.empty() ? NAN : quantile(ws, 0.5);
         log << fmt::format("  worker {}: a trivial call ({}) costs {} round trip{}: the price of a call itself\n",
                            w->hello().name, what, fmt_time(rt_med),
-                           ws.empty() ? std::string() : fmt::format(", {} of it in the kernel", fmt_time(ws_med)));
+                           ws.empty() ? std::string() : fmt::format(", {} of it in the kernel as the worker claims", fmt_time(ws_med)));
         json tj = {{"impl", w->hello().name}, {"call", what}, {"round_trip_median_s", rt_med},
                    {"round_trip_p25_s", quantile(rt, 0.25)}, {"round_trip_p75_s", quantile(rt, 0.75)}};
-        if (!ws.empty()) tj["worker_seconds_median"] = ws_med;
+        if (!ws.empty()) tj["worker_seconds_median_claimed"] = ws_med;  // the worker's word, not a measurement
         trivial_json.push_back(tj);
     }
 
@@ -567,7 +592,7 @@ int run_bench(const Options& o) {
                     sets = std::make_shared<std::vector<Inputs>>();
                     for (int k = 0; k < kSets; ++k) sets->push_back(input_set(in, k));
                 }
-                return std::const_pointer_cast<const std::vector<Inputs>>(sets);
+                return sets;
             };
             std::vector<Runner> runners;
             std::unique_ptr<ref::TorchBenchOp> torch_op;
@@ -639,7 +664,12 @@ int run_bench(const Options& o) {
             auto inspect = [&](Runner& r, int set, int rep, bool compare) {
                 if (&r == torch_r || !r.bad.empty()) return;
                 const std::vector<float> got = r.output();
-                const std::vector<float>* want = static_cast<size_t>(set) < expected.size() ? &expected[set] : nullptr;
+                // A perturbing runner: torch on the inputs it was given, when compared.
+                std::vector<float> perturbed;
+                if (r.truth && torch_r && compare) perturbed = r.truth();
+                const std::vector<float>* want = r.truth ? (compare && torch_r ? &perturbed : nullptr)
+                                                 : static_cast<size_t>(set) < expected.size() ? &expected[set]
+                                                                                              : nullptr;
                 if (const int64_t i = first_nonfinite(got, want); i >= 0) {
                     r.bad = fmt::format("{} at element {} in repetition {} (input set {})", std::isnan(got[i]) ? "NaN" : "Inf",
                                         i, rep, set);
@@ -754,7 +784,7 @@ int run_bench(const Options& o) {
         j["compared_runs"] = r.compared;
         if (!r.bad.empty()) j["bad"] = r.bad;
         if (!std::isnan(r.worker_median)) {
-            j["worker_seconds_median"] = r.worker_median;
+            j["worker_seconds_median_claimed"] = r.worker_median;  // the worker's word, not a measurement
             j["round_trip_overhead_s"] = r.median - r.worker_median;
         }
         if (r.bytes_per_call) j["bytes_per_call"] = r.bytes_per_call;
@@ -798,11 +828,11 @@ int run_bench(const Options& o) {
         bool any = false;
         for (const Row& r : rows) {
             if (std::isnan(r.worker_median)) continue;
-            if (!any) std::cout << "\nworkers: the round trip conform timed, the worker's own time for the kernel "
-                                   "(without conform's checks), and the difference, per call:\n";
+            if (!any) std::cout << "\nworkers: the round trip conform timed; the time in the kernel the worker "
+                                   "claims (its own report, not measured by conform), and the rest, per call:\n";
             any = true;
-            std::cout << fmt::format("  {} {} T={}: {} round trip, {} in the kernel, {} overhead; {:.3g} MB through the "
-                                     "pipes\n",
+            std::cout << fmt::format("  {} {} T={}: {} round trip (measured), {} in the kernel (claimed), {} the rest; "
+                                     "{:.3g} MB through the pipes\n",
                                      r.impl, r.op, r.T, fmt_time(r.median), fmt_time(r.worker_median),
                                      fmt_time(r.median - r.worker_median), static_cast<double>(r.bytes_per_call) / 1e6);
         }

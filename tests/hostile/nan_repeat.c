@@ -7,7 +7,8 @@
  * inputs and compares the answers bit for bit (harness/worker/client.cpp):
  * "nondeterministic"; NaN where the reference is finite fails a case
  * (harness/judge); bench checks every repetition for NaN/Inf and a subset of
- * them against torch (harness/cli/bench.cpp). */
+ * them against torch (harness/cli/bench.cpp), and never repeats an input
+ * there (each repetition's are perturbed), so its trick never fires. */
 #include <stdint.h>
 
 #include "hostile.h"
