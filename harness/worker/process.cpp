@@ -1,6 +1,7 @@
 #include "worker/process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -141,6 +142,12 @@ struct Process::State {
     bool reaped = false;
     int status = 0;
     std::thread relay;
+    // The relay reads until the end of the worker's stderr, which comes when
+    // every process holding its write end is dead. Something outside the
+    // group that kept a copy (a descriptor passed on, a sibling that reached
+    // /proc/PID/fd before workers had domains of their own) must not hold
+    // the judge at exit: past a grace period the relay is told to stop.
+    std::atomic<bool> relay_done{false}, relay_stop{false};
     std::mutex m;
     std::string label;
     std::deque<std::string> tail;
@@ -154,7 +161,13 @@ struct Process::State {
         }
         if (to >= 0) ::close(to);
         if (from >= 0) ::close(from);
-        if (relay.joinable()) relay.join();  // its pipe is at EOF once every writer in the group is dead
+        if (relay.joinable()) {
+            // Its pipe is at EOF once every writer in the group is dead: a
+            // second for the rest of what it wrote, then no longer.
+            for (int i = 0; i < 100 && !relay_done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            relay_stop = true;
+            relay.join();
+        }
         if (err >= 0) ::close(err);
     }
 };
@@ -248,7 +261,11 @@ Process Process::spawn(const std::vector<std::string>& argv, const std::string& 
         };
         std::string pending;
         char buf[4096];
-        for (;;) {
+        while (!st->relay_stop) {  // (checked between reads too: a writer that never pauses cannot keep it)
+            pollfd pfd{st->err, POLLIN, 0};
+            const int ready = ::poll(&pfd, 1, 100);
+            if (ready < 0 && errno != EINTR) break;
+            if (ready <= 0) continue;
             const ssize_t got = ::read(st->err, buf, sizeof buf);
             if (got < 0 && errno == EINTR) continue;
             if (got <= 0) break;
@@ -263,6 +280,7 @@ Process Process::spawn(const std::vector<std::string>& argv, const std::string& 
             pending.erase(0, at);
         }
         if (!pending.empty()) emit(clean_line(pending));
+        st->relay_done = true;
     });
     return Process(std::move(s));
 }

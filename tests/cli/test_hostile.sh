@@ -46,7 +46,8 @@ hasnt() { ! grep -qE -- "$2" "$tmp/$1.out" || { grep -E -- "$2" "$tmp/$1.out" | 
 
 # report DIR PASS IMPL [PYTHON]: DIR/conform.json is a regular file, parses,
 # says pass == PASS; IMPL has cases, and (PASS false) a failing one unless
-# nothing ran; PYTHON, given the report as r, asserts the rest.
+# nothing ran or the directory was tampered with; PYTHON, given the report
+# as r, asserts the rest.
 report() {
   local dir=$1 pass=$2 impl=$3 extra=${4:-}
   [ -f "$dir/conform.json" ] && [ ! -L "$dir/conform.json" ] || fail "$dir/conform.json: not a regular file"
@@ -61,7 +62,7 @@ mine = [c for c in r["cases"] if c["impl"] == impl]
 if not r["nothing_ran"]:
     assert mine, "no case of " + impl
     assert r["summary"]["cases"] == len(r["cases"])
-    if not want:
+    if not want and not r.get("tampered"):
         assert any(not c["pass"] for c in mine), "no failing case of " + impl
 exec(extra)
 PY
@@ -192,6 +193,43 @@ has judge_limits "setpriority\(judge, 19\): Operation not permitted; setpriority
 has judge_limits "the sandbox refused prlimit64 of another process"
 hasnt judge_limits "REACHED"
 report "$tmp/jl" false hostile-judge-limits
+
+# ---- the parser's work ---------------------------------------------------------------------
+# A result header of five million empty objects, under the 16 MiB byte limit:
+# refused unparsed, in a linear pass (parsed, it held the judge for over ten
+# minutes past a 3 s call timeout).
+if [ -n "$PY" ]; then
+  start=$SECONDS
+  run wide_header 1 -- --impl-cmd "$PY $SRC/tests/hostile/wide_header_cmd.py" --op rope --cases 2 --no-default-fixtures \
+    --call-timeout 3 --out "$tmp/wh"
+  has wide_header "protocol violation in rope: frame: header: more than 65536 JSON values"
+  [ $((SECONDS - start)) -lt 60 ] || fail "wide_header: the judge took $((SECONDS - start)) s over a 2-case run"
+  report "$tmp/wh" false hostile_wide_header
+fi
+
+# ---- restarts ------------------------------------------------------------------------------
+# A worker that dies between cases (in a supports request) and answers every
+# call right: the run passes, but its restarts are counted and said (before:
+# nothing said).
+if [ -n "$PY" ]; then
+  run restarts 0 -- --impl-cmd "$PY $SRC/tests/hostile/restarts_cmd.py" --op rope,rmsnorm --cases 12 \
+    --no-default-fixtures --report all --out "$tmp/rs"
+  has restarts "^restarted: hostile_restarts [1-9][0-9]* times in [0-9]+ calls"
+  grep -q "^restarted: hostile_restarts" "$tmp/rs/conform.md" || fail "restarts: conform.md does not say it"
+  report "$tmp/rs" true hostile_restarts '
+w = [x for x in r["workers"] if x["impl"] == "hostile_restarts"]
+assert w and w[0]["restarts"] >= 3, w'
+fi
+
+# ---- reports that agree ----------------------------------------------------------------------
+# Right answers, and forged PASS pages for the formats the run does not write:
+# before, conform exited 1 for the forgery while its conform.json said pass.
+run tamper_pass 1 -- --impl-lib "$(lib tamper_pass)" --op rope --cases 4 --no-default-fixtures --out "$tmp/tp"
+has tamper_pass "conform.md was changed during the run, not by conform \(a worker\?\): removed"
+[ ! -e "$tmp/tp/conform.md" ] && [ ! -e "$tmp/tp/conform.html" ] || fail "tamper_pass: a forged page is still there"
+report "$tmp/tp" false hostile-tamper-pass '
+assert all(c["pass"] for c in mine), "its cases pass"
+assert len(r["tampered"]) == 2, r.get("tampered")'
 
 # ---- sibling workers ---------------------------------------------------------------------
 # Beside an honest worker that answered the same case a moment before (before

@@ -7,11 +7,7 @@
                         length: a payload length that disagrees with the outputs listed
                         huge: a header length over the 16 MiB limit
                         truncated: half a frame, then exit 0
-                        wide: a header under the 16 MiB limit holding five
-                              million empty objects (the parser's work, not
-                              the bytes, is what it costs)
 """
-import json
 import os
 import sys
 from common import main_output, conform_worker, faulty, frame_bytes, stall, write_raw
@@ -34,12 +30,6 @@ def garbage(out):
         write_raw(frame_bytes({"type": "result", "id": rid, "outputs": spec}, out.astype("<f4").tobytes()[:-4]))
     elif MODE == "huge":
         write_raw(P.pack(b"CFWK", 17 << 20, 0))
-    elif MODE == "wide":
-        spec = [{"name": "out", "dtype": "f32", "shape": list(out.shape)}]
-        head = '{"type":"result","id":%d,"outputs":%s,"x":[' % (rid, json.dumps(spec))
-        n = ((16 << 20) - len(head) - 64) // 3
-        header = (head + "{}," * (n - 1) + "{}]}").encode()
-        write_raw(P.pack(b"CFWK", len(header), out.nbytes) + header + out.astype("<f4").tobytes())
     elif MODE == "truncated":
         spec = [{"name": "out", "dtype": "f32", "shape": list(out.shape)}]
         data = frame_bytes({"type": "result", "id": rid, "outputs": spec}, out.astype("<f4").tobytes())
