@@ -28,19 +28,7 @@ static const char forged[] =
     "{\"schema\": \"conform-report/1\", \"pass\": true, \"summary\": {\"cases\": 1, \"passed\": 1, \"failed\": 0},"
     " \"cases\": [], \"not_run\": [], \"forged\": \"by tests/hostile/constructor.c\"}\n";
 
-/* The judge's --out, from /proc/PPID/cmdline. */
-static void find_out_dir(void) {
-    char path[64], args[16384];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)getppid());
-    const int fd = open(path, O_RDONLY);
-    if (fd < 0) return;
-    const ssize_t n = read(fd, args, sizeof args - 1);
-    close(fd);
-    if (n <= 0) return;
-    args[n] = '\0';
-    for (const char* a = args; a < args + n; a += strlen(a) + 1)
-        if (strcmp(a, "--out") == 0 && a + strlen(a) + 1 < args + n) snprintf(out_dir, sizeof out_dir, "%s", a + strlen(a) + 1);
-}
+static void find_out_dir(void) { hostile_out_dir(out_dir, sizeof out_dir); }
 
 static void forge(const char* file) {
     char path[1200];

@@ -15,11 +15,13 @@
 #include <conform/plugin.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Fails the call with a message (the judge quotes it). */
 __attribute__((unused)) static int32_t hostile_fail(char* msg, size_t cap, const char* fmt, ...) {
@@ -35,6 +37,21 @@ __attribute__((unused)) static void hostile_note(char* buf, size_t cap, const ch
     const size_t n = strlen(buf);
     if (n + 1 >= cap) return;
     snprintf(buf + n, cap - n, "%s%s: %s", n ? "; " : "", what, e ? strerror(e) : "ALLOWED");
+}
+
+/* The judge's --out, from its world-readable /proc/PPID/cmdline: what an
+ * attacker of the reports starts from. Unchanged ("reports", say) when absent. */
+__attribute__((unused)) static void hostile_out_dir(char* out_dir, size_t cap) {
+    char path[64], args[16384];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)getppid());
+    const int fd = open(path, O_RDONLY);
+    if (fd < 0) return;
+    const ssize_t n = read(fd, args, sizeof args - 1);
+    close(fd);
+    if (n <= 0) return;
+    args[n] = '\0';
+    for (const char* a = args; a < args + n; a += strlen(a) + 1)
+        if (strcmp(a, "--out") == 0 && a + strlen(a) + 1 < args + n) snprintf(out_dir, cap, "%s", a + strlen(a) + 1);
 }
 
 __attribute__((unused)) static int32_t ok_rmsnorm(const conform_config* cfg, const conform_tensor* x, const conform_tensor* weight,
