@@ -244,3 +244,42 @@ TEST_CASE("the JSON report carries the diagnosis and localisation", "[diagnose][
     REQUIRE(j.at("diagnosis").at("tried").get<int>() > 0);
     REQUIRE(j.at("localisation").at("first_divergence") == "h");
 }
+
+TEST_CASE("precision is named only for rounding's kind of error", "[diagnose]") {
+    // A [32, 16] output; `low` is it rounded to bf16 (the lower dtype's own
+    // error), each candidate error is compared with that.
+    DTensor ref{{32, 16}, {}}, low = ref;
+    uint64_t s = 99;
+    auto uniform = [&] {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        return static_cast<double>(s >> 11) * 0x1.0p-53 - 0.5;
+    };
+    for (int i = 0; i < 32 * 16; ++i) ref.data.push_back(4 * uniform());
+    auto bf16 = [](double v) { return static_cast<double>(round_bf16(static_cast<float>(v))); };
+    low.data.clear();
+    for (double v : ref.data) low.data.push_back(bf16(v));
+    auto with = [&](auto error) {
+        DTensor o = ref;
+        for (size_t i = 0; i < o.data.size(); ++i) o.data[i] += error(i);
+        return o;
+    };
+    // Another computation in bf16 (v / 3 rounded, times 3 rounded): its own
+    // rounding, of the same size and kind. Explained.
+    DTensor rounded = ref;
+    for (double& v : rounded.data) v = bf16(bf16(v / 3) * 3);
+    CHECK(diagnose::unlike_rounding(low, ref, low).empty());
+    CHECK(diagnose::unlike_rounding(rounded, ref, low).empty());
+    // A scale off by 0.3 % (mean over D-1, an attention factor twice): its size, but systematic.
+    CHECK_THAT(diagnose::unlike_rounding(with([&](size_t i) { return 0.003 * ref.data[i]; }), ref, low),
+               Catch::Contains("systematic"));
+    // The lower dtype's error on 2 columns of 16 (a dim band, a head): structured.
+    CHECK_THAT(diagnose::unlike_rounding(with([&](size_t i) { return i % 16 < 2 ? 8 * (low.data[i] - ref.data[i]) : 0; }),
+                                         ref, low),
+               Catch::Contains("structured"));
+    // Far larger than rounding: not its size.
+    CHECK_THAT(diagnose::unlike_rounding(with([&](size_t) { return 0.5 * uniform(); }), ref, low),
+               Catch::Contains("not its size"));
+    // A handful of elements: too few to tell.
+    const DTensor r4{{1, 4}, {1, 2, 3, 4}}, l4{{1, 4}, {bf16(1.01), 2, 3, 4}};
+    CHECK_THAT(diagnose::unlike_rounding(l4, r4, l4), Catch::Contains("too few"));
+}

@@ -147,7 +147,7 @@ int run(const Options& o) {
                 if (!d.truth) d.truth = std::make_unique<Truth>(reference_truth(d.c, DType::f32));
                 const run::Judged j = run::run_and_judge(*impl, e->name, d.c, DType::f32, *d.truth);
                 if (j.result.pass) continue;
-                Kill k{op, i, diagnose::shrink_and_explain(*impl, gen::Stream{op, seed, std::nullopt}, i, DType::f32,
+                Kill k{op, i, diagnose::shrink_and_explain(*impl, gen::Stream{op, seed, std::nullopt, {}, 0}, i, DType::f32,
                                                            {&d.c, &j.out.outputs, d.truth.get()}, j.result), {}};
                 k.failure.replay = "build/conform --impl " + e->name + " --case '" + k.failure.case_id + "'";
                 for (const auto& h : k.failure.hypotheses)

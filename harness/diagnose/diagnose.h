@@ -47,6 +47,15 @@ bool conforms_under(const Case& c, DType dtype, const NamedD& observed, const Hy
 // explains nothing). What diagnose() reports.
 bool explains(const Case& c, DType dtype, const NamedD& observed, const Hypothesis& h);
 
+// Whether `observed`'s error on `tensor` is a lower precision's: it conforms
+// to the reference computed in bf16 or f16 below the claimed dtype, and the
+// error is that dtype's kind (unlike_rounding: ""). precision_downgrade is
+// named only so; the contradiction check on the unshrunk case uses it too.
+bool explained_by_precision(const Case& c, DType dtype, const NamedD& observed, const std::string& tensor);
+// "" when the error of obs against ref looks like low's own rounding error
+// (size, no correlation with ref, in most rows and columns); else why not.
+std::string unlike_rounding(const DTensor& obs, const DTensor& ref, const DTensor& low);
+
 // What diagnosis found.
 struct Diagnosis {
     std::vector<HypothesisMatch> matches;

@@ -45,6 +45,11 @@ bool discriminates(const Case& c, DType dtype, const NamedD& observed, const std
                    const std::vector<std::string>& rivals) {
     const std::vector<Hypothesis> hs = hypotheses(c);
     for (const auto& id : want) {
+        // Not a convention of the reference's, but a claim with its own test.
+        if (id == "precision_downgrade") {
+            if (!explained_by_precision(c, dtype, observed, "out")) return false;
+            continue;
+        }
         bool found = false;
         for (const Hypothesis& h : hs) found = found || (h.id == id && explains(c, dtype, observed, h));
         if (!found) return false;
@@ -185,6 +190,10 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
 
     std::vector<std::string> notes;
     const auto small_ids = best->d.ids();
+    // A later case of the run that named the bug when the first failing one
+    // could not: the case the name must then hold on (not the first one).
+    std::optional<Case> named_on;
+    NamedD named_out;
     // The diagnosis of the case as drawn, once.
     std::optional<Diagnosis> du_memo;
     auto unshrunk_diagnosis = [&]() -> const Diagnosis& {
@@ -196,35 +205,75 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
         std::vector<std::string> want = du.ids();
         int from = index;  // the property case the sharper diagnosis comes from
         bool sharper = !want.empty() && (small_ids.empty() || want.size() < small_ids.size());
+        // A later property case of the run that fails, judged: the case, its
+        // outputs, the truth and the verdict; nullopt when it passes or cannot run.
+        struct Later {
+            Case c;
+            ImplOutputs out;
+            std::shared_ptr<const Truth> truth;
+            CaseResult r;
+        };
+        auto failing_later = [&](int j) -> std::optional<Later> {
+            Later l;
+            l.c = gen::materialize(gen::draw(stream, j));
+            round_inputs(l.c, dtype);
+            try {
+                validate_case(l.c);
+            } catch (const std::exception&) {
+                return std::nullopt;
+            }
+            if (!impl.supports(l.c.op, l.c.config).ok) return std::nullopt;
+            l.out = run_impl(impl, l.c);
+            if (!l.out.error.empty()) return std::nullopt;
+            l.truth = truths.get(l.c, dtype);
+            l.r = judge_case(l.c, dtype, l.out.outputs, *l.truth);
+            if (l.r.pass) return std::nullopt;
+            return l;
+        };
+        if (!sharper && small_ids.empty() && want.empty()) {
+            // Nothing named on the case or anything it shrinks to: it may be
+            // too small to tell (a lower precision needs a few dozen
+            // elements to be told from a small logic error). A later failing
+            // case of the run, diagnosed in full, may name one bug.
+            for (int j = index + 1; j <= index + kScan && !sharper; ++j) {
+                std::optional<Later> l = failing_later(j);
+                if (!l) continue;
+                const std::vector<std::string> named = diagnose(l->c, dtype, l->out.outputs, l->r, l->truth.get()).ids();
+                if (named.size() == 1) {
+                    want = named, from = j, sharper = true;
+                    named_out = l->out.outputs;
+                    named_on.emplace(std::move(l->c));
+                }
+            }
+        }
         if (!sharper && small_ids.size() > 1) {
             // The case and all it shrinks to fail alike under several bugs (an
             // early, small case). A later case of the run may tell them apart:
             // only the coinciding hypotheses are tested on each.
             for (int j = index + 1; j <= index + kScan && !sharper; ++j) {
-                Case c = gen::materialize(gen::draw(stream, j));
-                round_inputs(c, dtype);
-                try {
-                    validate_case(c);
-                } catch (const std::exception&) {
-                    continue;
-                }
-                if (!impl.supports(c.op, c.config).ok) continue;
-                const ImplOutputs out = run_impl(impl, c);
-                if (!out.error.empty() || judge_case(c, dtype, out.outputs, *truths.get(c, dtype)).pass) continue;
+                std::optional<Later> l = failing_later(j);
+                if (!l) continue;
                 std::vector<std::string> named;
                 for (const auto& id : small_ids)
-                    if (discriminates(c, dtype, out.outputs, {id}, {})) named.push_back(id);
+                    if (discriminates(l->c, dtype, l->out.outputs, {id}, {})) named.push_back(id);
                 if (named.size() == 1) want = named, from = j, sharper = true;
             }
         }
         if (sharper) {
             const std::string coincide =
                 small_ids.empty() ? "no single-convention change explains them" : "there " + join(small_ids) + " coincide";
-            notes.push_back(from == index
-                                ? fmt::format("smaller cases fail too, but {} (e.g. {})", coincide, best->c.id)
-                                : fmt::format("the first failing case, {}, and all it shrinks to fail alike: {}; "
-                                              "property case {} of this run tells them apart, and is reported here",
-                                              unshrunk.c->id, "there " + join(small_ids) + " coincide", from));
+            if (from == index)
+                notes.push_back(fmt::format("smaller cases fail too, but {} (e.g. {})", coincide, best->c.id));
+            else if (small_ids.empty())
+                notes.push_back(fmt::format("the first failing case, {}, and all it shrinks to name no bug (too few "
+                                            "elements to tell); property case {} of this run names one, and is "
+                                            "reported here",
+                                            unshrunk.c->id, from));
+            else
+                notes.push_back(fmt::format("the first failing case, {}, and all it shrinks to fail alike: there {} "
+                                            "coincide; property case {} of this run tells them apart, and is "
+                                            "reported here",
+                                            unshrunk.c->id, join(small_ids), from));
             std::vector<std::string> rivals;
             for (const auto& id : small_ids)
                 if (!has(want, id)) rivals.push_back(id);
@@ -261,11 +310,18 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
     if (failed.error.empty() && unshrunk.c && !earned.matches.empty()) {
         const std::vector<Hypothesis> drawn = hypotheses(*unshrunk.c);
         auto contradicted = [&](const std::string& id) {
+            // Lower precision, too, must hold on the case as drawn: its error
+            // there must be that precision's kind, not merely under its bound.
+            const Case& drawn_as = named_on ? *named_on : *unshrunk.c;
+            const NamedD& seen = named_on ? named_out : *unshrunk.observed;
+            if (id == "precision_downgrade")
+                return !explained_by_precision(drawn_as, dtype, seen,
+                                               failed.first_failing.empty() ? "out" : failed.first_failing);
             bool listed = false;
-            for (const Hypothesis& h : drawn) {
+            for (const Hypothesis& h : named_on ? hypotheses(*named_on) : drawn) {
                 if (h.id != id) continue;
                 listed = true;
-                if (conforms_under(*unshrunk.c, dtype, *unshrunk.observed, h)) return false;
+                if (conforms_under(drawn_as, dtype, seen, h)) return false;
             }
             return listed;  // a fitted theta is not in the list: nothing to contradict it with
         };
@@ -280,7 +336,8 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
             notes.push_back(fmt::format("candidates, not the diagnosis: {} explain{} the shrunk case, but the "
                                         "case it was drawn as contradicts {} ({})",
                                         join(candidates), candidates.size() == 1 ? "s" : "",
-                                        candidates.size() == 1 ? "it" : "them", unshrunk.c->id));
+                                        candidates.size() == 1 ? "it" : "them",
+                                        named_on ? named_on->id : unshrunk.c->id));
         }
     }
     annotate(res, earned, {&best->c, &best->out.outputs, best->truth.get()}, &impl, "the output", notes);

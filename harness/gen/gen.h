@@ -119,7 +119,7 @@ Case materialize(const CaseSpec& s);
 // Draws the property case number `index` of a stream (same seed, same
 // cases, whatever else is selected).
 CaseSpec draw(const Stream& s, int index);
-inline CaseSpec draw(Op op, uint64_t seed, int index) { return draw(Stream{op, seed, std::nullopt}, index); }
+inline CaseSpec draw(Op op, uint64_t seed, int index) { return draw(Stream{op, seed, std::nullopt, {}, 0}, index); }
 
 // Shrinks a failing spec: repeatedly takes the first simpler spec (as
 // RapidCheck's shrinks order them) for which still_fails() holds. Returns the
@@ -142,7 +142,7 @@ struct Shrunk {
 Shrunk shrink(const Stream& s, int index, const std::function<bool(const CaseSpec&)>& still_fails,
               const ShrinkLimits& limits = {});
 inline Shrunk shrink(Op op, uint64_t seed, int index, const std::function<bool(const CaseSpec&)>& still_fails) {
-    return shrink(Stream{op, seed, std::nullopt}, index, still_fails);
+    return shrink(Stream{op, seed, std::nullopt, {}, 0}, index, still_fails);
 }
 
 }  // namespace conform::gen
