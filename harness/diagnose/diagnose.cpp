@@ -470,10 +470,16 @@ void annotate(CaseResult& r, const Diagnosis& d, const Evidence& failing, Implem
     auto& lines = r.diagnosis;
     lines.insert(lines.end(), notes.begin(), notes.end());
     const auto ids = d.ids();
-    if (ids.size() > 1)
-        lines.push_back(fmt::format("{} hypotheses coincide on this case ({}); a case that tells them apart needs "
-                                    "more tokens, positions or heads",
-                                    ids.size(), join(ids)));
+    // Several names that no case tried tells apart are not a diagnosis: they
+    // are said as one alternative, before the evidence for each.
+    if (ids.size() > 1) {
+        std::string alternatives;
+        for (size_t i = 0; i < ids.size(); ++i)
+            alternatives += (i == 0 ? "" : i + 1 == ids.size() ? " or " : ", ") + ids[i];
+        lines.push_back(fmt::format("equivalent on every case tried: {} (a case that tells them apart needs more "
+                                    "tokens, positions or heads)",
+                                    alternatives));
+    }
     for (const auto& m : d.matches) lines.push_back(match_line(m));
     if (d.matches.empty())
         lines.push_back(fmt::format("no single-convention change explains this failure of {} ({} hypotheses tried)",
