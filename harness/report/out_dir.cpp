@@ -130,18 +130,13 @@ std::vector<std::string> OutDir::sweep() {
         if (ours) continue;
         const Seen now = look(name);
         if (now == was) continue;
-        struct Settle {  // said once: a second sweep (after writing) compares with what this one left
-            Seen& was;
-            const OutDir& d;
-            const std::string& name;
-            ~Settle() { was = d.look(name); }
-        } settle{was, *this, name};
         if (now.exists && ::unlinkat(fd_, name.c_str(), 0) == 0)
             lines.push_back("conform: " + shown(name) + " was changed during the run, not by conform (a worker?): "
                             "removed, so that it cannot pass for this run's report");
         else
             lines.push_back("conform: " + shown(name) + " was changed during the run, not by conform (a worker?)" +
                             (now.exists ? std::string(" and cannot be removed: ") + std::strerror(errno) : ""));
+        was = look(name);  // said once: a second sweep (after writing) compares with what this one left
     }
     return lines;
 }

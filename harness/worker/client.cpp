@@ -78,7 +78,6 @@ struct WorkerImpl::State {
     std::mt19937_64 rng;
     bool dead = true;
     std::string label;
-    bool attached_once = false;  // --impl-fd: its descriptors were taken (there is no second start)
     std::string gone;            // --impl-fd: why it stopped serving, once it has
 };
 
@@ -168,11 +167,10 @@ Hello launch(const WorkerSpec& spec, WorkerImpl::State& s) {
     const std::string who = spec.flag();
     s.dead = true;
     if (spec.kind == WorkerSpec::Kind::attached) {
-        if (s.attached_once)
+        if (s.proc)  // its descriptors were taken once: there is no second start
             throw StartError(who + ": the process that started conform serves it, and conform cannot start it again" +
                                  (s.gone.empty() ? std::string() : " (it stopped serving: " + s.gone + ")"),
                              false);
-        s.attached_once = true;
         int from = -1, to = -1;
         char extra = 0;
         if (std::sscanf(spec.target.c_str(), "%d,%d%c", &from, &to, &extra) != 2)
