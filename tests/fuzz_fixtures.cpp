@@ -25,37 +25,34 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_mutate.h"
 #include "h5/fixture.h"
 
 using namespace conform;
+using conform::test::below;
+using conform::test::byte_edit;
+using conform::test::ByteEditSizes;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Rng {
-    uint64_t s;
-    uint64_t next() {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    size_t below(size_t n) { return n ? static_cast<size_t>(next() % n) : 0; }
-    double normal() { return static_cast<double>(static_cast<int64_t>(next() >> 11) - (int64_t(1) << 52)) / double(int64_t(1) << 52); }
-};
+// A value in [-1, 1), uniform (the values only need to be finite and varied).
+double signed_unit(Rng& r) {
+    return static_cast<double>(static_cast<int64_t>(r.next() >> 11) - (int64_t(1) << 52)) / double(int64_t(1) << 52);
+}
 
 // ---- valid fixtures ------------------------------------------------------------
 
 Tensor tensor(Rng& r, int64_t rows, int64_t cols) {
     Tensor t(rows, cols);
-    for (auto& v : t.data) v = static_cast<float>(r.normal());
+    for (auto& v : t.data) v = static_cast<float>(signed_unit(r));
     return t;
 }
 DTensor dtensor(Rng& r, int64_t rows, int64_t cols) {
     DTensor t;
     t.shape = {rows, cols};
     t.data.resize(static_cast<size_t>(rows * cols));
-    for (auto& v : t.data) v = r.normal();
+    for (auto& v : t.data) v = signed_unit(r);
     return t;
 }
 std::vector<int64_t> positions(int64_t start, int64_t n) {
@@ -284,7 +281,7 @@ std::vector<std::string> children(hid_t loc, const std::string& path) {
     return names;
 }
 
-std::string pick(Rng& r, const std::vector<std::string>& v) { return v.empty() ? std::string() : v[r.below(v.size())]; }
+std::string pick(Rng& r, const std::vector<std::string>& v) { return v.empty() ? std::string() : v[below(r, v.size())]; }
 
 void set_attr_raw(hid_t obj, const char* name, hid_t file_type, hid_t mem_type, const void* value) {
     if (H5Aexists(obj, name) > 0) H5Adelete(obj, name);
@@ -314,7 +311,7 @@ void replace_dataset(hid_t file, const std::string& path, hid_t file_type, std::
     for (hsize_t x : dims) n *= x;
     if (n > 0 && H5Tget_class(file_type) != H5T_STRING) {
         std::vector<double> v(n);
-        for (auto& x : v) x = r.normal();
+        for (auto& x : v) x = signed_unit(r);
         ok(H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), "H5Dwrite");
     }
     H5Dclose(d);
@@ -339,7 +336,7 @@ void poke(hid_t file, const std::string& path, double value, Rng& r) {
     const hssize_t n = H5Sget_simple_extent_npoints(s);
     std::vector<double> v(static_cast<size_t>(n));
     ok(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), "H5Dread");
-    v[r.below(v.size())] = value;
+    v[below(r, v.size())] = value;
     ok(H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), "H5Dwrite");
     H5Sclose(s);
     H5Dclose(d);
@@ -351,7 +348,7 @@ struct Target {
 };
 Target any_dataset(hid_t f, Rng& r, const char* where = nullptr) {
     const std::string c = pick(r, children(f, "/"));
-    const std::string sub = where ? where : (r.below(4) == 0 ? "expected" : "inputs");
+    const std::string sub = where ? where : (below(r, 4) == 0 ? "expected" : "inputs");
     const std::string n = pick(r, children(f, "/" + c + "/" + sub));
     return {c, "/" + c + "/" + sub + "/" + n};
 }
@@ -373,7 +370,7 @@ std::vector<Edit> edits() {
                  }});
     e.push_back({"another op's name", Expect::either, [=](hid_t f, Rng& r) {
                      hid_t g = open_group(f, "/" + pick(r, children(f, "/")));
-                     set_attr(g, "op", std::string(to_string(kAllOps[r.below(kAllOps.size())])));
+                     set_attr(g, "op", std::string(to_string(kAllOps[below(r, kAllOps.size())])));
                      H5Gclose(g);
                  }});
     e.push_back({"op deleted", Expect::refuse, [=](hid_t f, Rng& r) {
@@ -391,7 +388,7 @@ std::vector<Edit> edits() {
     e.push_back({"inputs/expected/config group deleted", Expect::either, [](hid_t f, Rng& r) {
                      const std::string c = pick(r, children(f, "/"));
                      const char* g[] = {"inputs", "expected", "config"};
-                     H5Ldelete(f, ("/" + c + "/" + g[r.below(3)]).c_str(), H5P_DEFAULT);
+                     H5Ldelete(f, ("/" + c + "/" + g[below(r, 3)]).c_str(), H5P_DEFAULT);
                  }});
     e.push_back({"input dataset deleted", Expect::refuse, [](hid_t f, Rng& r) {
                      Target t = any_dataset(f, r, "inputs");
@@ -410,7 +407,7 @@ std::vector<Edit> edits() {
                  }});
     e.push_back({"dataset replaced by float16-sized float / string", Expect::refuse, [](hid_t f, Rng& r) {
                      Target t = any_dataset(f, r);
-                     hid_t type = H5Tcopy(r.below(2) ? H5T_IEEE_F32LE : H5T_C_S1);
+                     hid_t type = H5Tcopy(below(r, 2) ? H5T_IEEE_F32LE : H5T_C_S1);
                      if (H5Tget_class(type) == H5T_FLOAT) {
                          // a 16-bit IEEE half, as numpy's float16 writes it
                          H5Tset_fields(type, 15, 10, 5, 0, 10);
@@ -430,7 +427,7 @@ std::vector<Edit> edits() {
     e.push_back({"dataset with an extra dimension", Expect::refuse, [](hid_t f, Rng& r) {
                      Target t = any_dataset(f, r);
                      auto d = dims_of(f, t.ds);
-                     d.insert(d.begin() + static_cast<long>(r.below(d.size() + 1)), 1 + r.below(2));
+                     d.insert(d.begin() + static_cast<long>(below(r, d.size() + 1)), 1 + below(r, 2));
                      const bool pos = t.ds.find("positions") != std::string::npos;
                      const bool input = t.ds.find("/inputs/") != std::string::npos;
                      replace_dataset(f, t.ds, pos ? H5T_STD_I64LE : input ? H5T_IEEE_F32LE : H5T_IEEE_F64LE, d, r);
@@ -442,7 +439,7 @@ std::vector<Edit> edits() {
     e.push_back({"dataset with a zero dimension", Expect::refuse, [](hid_t f, Rng& r) {
                      Target t = any_dataset(f, r);
                      auto d = dims_of(f, t.ds);
-                     d[r.below(d.size())] = 0;
+                     d[below(r, d.size())] = 0;
                      const bool pos = t.ds.find("positions") != std::string::npos;
                      const bool input = t.ds.find("/inputs/") != std::string::npos;
                      replace_dataset(f, t.ds, pos ? H5T_STD_I64LE : input ? H5T_IEEE_F32LE : H5T_IEEE_F64LE, d, r);
@@ -450,7 +447,7 @@ std::vector<Edit> edits() {
     e.push_back({"dataset one longer in one dimension", Expect::refuse, [](hid_t f, Rng& r) {
                      Target t = any_dataset(f, r);
                      auto d = dims_of(f, t.ds);
-                     d[r.below(d.size())] += 1 + r.below(3);
+                     d[below(r, d.size())] += 1 + below(r, 3);
                      const bool pos = t.ds.find("positions") != std::string::npos;
                      const bool input = t.ds.find("/inputs/") != std::string::npos;
                      // Positions must stay increasing and non-negative to isolate the shape error.
@@ -473,7 +470,7 @@ std::vector<Edit> edits() {
                      if (t.ds.find("positions") != std::string::npos) t = any_dataset(f, r, "expected");
                      const double bad[] = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
                                            -std::numeric_limits<double>::infinity()};
-                     poke(f, t.ds, bad[r.below(3)], r);
+                     poke(f, t.ds, bad[below(r, 3)], r);
                  }});
     e.push_back({"huge finite value in expected (loads)", Expect::load,
                  [](hid_t f, Rng& r) { poke(f, any_dataset(f, r, "expected").ds, 1e300, r); }});
@@ -511,15 +508,15 @@ std::vector<Edit> edits() {
                              },
                              &names);
                          const std::string a = pick(r, names);
-                         if (a == "rope_layout") set_attr(g, a.c_str(), std::string(r.below(2) ? "gptj" : ""));
-                         else if (a == "rope_theta") set_attr(g, a.c_str(), r.below(2) ? std::nan("") : -1.0);
-                         else if (a == "norm_eps") set_attr(g, a.c_str(), r.below(2) ? std::nan("") : -1e-5);
-                         else if (a == "qk_norm") set_attr(g, a.c_str(), int64_t(2 + r.below(5)));
+                         if (a == "rope_layout") set_attr(g, a.c_str(), std::string(below(r, 2) ? "gptj" : ""));
+                         else if (a == "rope_theta") set_attr(g, a.c_str(), below(r, 2) ? std::nan("") : -1.0);
+                         else if (a == "norm_eps") set_attr(g, a.c_str(), below(r, 2) ? std::nan("") : -1e-5);
+                         else if (a == "qk_norm") set_attr(g, a.c_str(), int64_t(2 + below(r, 5)));
                          else if (a == "n_kv_heads") set_attr(g, a.c_str(), int64_t(3));  // 4 heads: not divisible
-                         else if (a == "head_dim") set_attr(g, a.c_str(), int64_t(r.below(2) ? 3 : 0));
+                         else if (a == "head_dim") set_attr(g, a.c_str(), int64_t(below(r, 2) ? 3 : 0));
                          else if (!a.empty()) {
                              const int64_t bad[] = {0, -4, int64_t(1) << 40, std::numeric_limits<int64_t>::min()};
-                             set_attr(g, a.c_str(), bad[r.below(4)]);
+                             set_attr(g, a.c_str(), bad[below(r, 4)]);
                          }
                          H5Gclose(g);
                          if (!a.empty()) return;
@@ -556,7 +553,7 @@ std::vector<Edit> edits() {
     e.push_back({"a dataset where a group belongs", Expect::refuse, [](hid_t f, Rng& r) {
                      const std::string c = pick(r, children(f, "/"));
                      const char* g[] = {"inputs", "expected"};
-                     const std::string p = "/" + c + "/" + g[r.below(2)];
+                     const std::string p = "/" + c + "/" + g[below(r, 2)];
                      H5Ldelete(f, p.c_str(), H5P_DEFAULT);
                      replace_dataset(f, p, H5T_IEEE_F32LE, {2, 2}, r);
                  }});
@@ -571,7 +568,7 @@ std::vector<Edit> edits() {
                          H5Adelete(f, "conform_schema");
                          return;
                      }
-                     const int k = static_cast<int>(r.below(3));
+                     const int k = static_cast<int>(below(r, 3));
                      if (k == 0) H5Adelete(g, "prefill");
                      else set_attr(g, "prefill", int64_t(k == 1 ? -1 : 99));
                      H5Gclose(g);
@@ -579,7 +576,7 @@ std::vector<Edit> edits() {
     e.push_back({"a case's group is a link into another file", Expect::refuse, [](hid_t f, Rng& r) {
                      const std::string c = pick(r, children(f, "/"));
                      const char* g[] = {"inputs", "expected", "config"};
-                     const std::string p = "/" + c + "/" + g[r.below(3)];
+                     const std::string p = "/" + c + "/" + g[below(r, 3)];
                      if (H5Lexists(f, p.c_str(), H5P_DEFAULT) > 0) H5Ldelete(f, p.c_str(), H5P_DEFAULT);
                      ok(H5Lcreate_external("/etc/hostname", "/", f, p.c_str(), H5P_DEFAULT, H5P_DEFAULT), "elink");
                  }});
@@ -594,52 +591,10 @@ std::vector<Edit> edits() {
     return e;
 }
 
-// ---- byte edits ------------------------------------------------------------------------
+// ---- byte edits (tests/fuzz_mutate.h) --------------------------------------------------
 
-std::string byte_edit(std::vector<char>& b, Rng& r) {
-    const size_t n = b.size();
-    // Most of a small fixture's metadata sits in its first few KiB.
-    auto spot = [&] { return r.below(2) ? r.below(std::min<size_t>(n, 4096)) : r.below(n); };
-    switch (r.below(7)) {
-        case 0: {
-            const size_t len = r.below(3) == 0 ? r.below(std::min<size_t>(n, 64)) : r.below(n);
-            b.resize(len);
-            return "truncated to " + std::to_string(len) + " bytes";
-        }
-        case 1: {
-            const size_t k = 1 + r.below(8);
-            for (size_t i = 0; i < k; ++i) b[spot()] ^= static_cast<char>(1u << r.below(8));
-            return std::to_string(k) + " bits flipped";
-        }
-        case 2: {
-            const size_t at = spot(), len = std::min(n - at, 1 + r.below(64));
-            for (size_t i = 0; i < len; ++i) b[at + i] = static_cast<char>(r.next());
-            return std::to_string(len) + " random bytes at " + std::to_string(at);
-        }
-        case 3: {
-            const size_t at = spot(), len = std::min(n - at, 1 + r.below(256));
-            const char fill = r.below(2) ? '\0' : '\xff';
-            std::memset(b.data() + at, fill, len);
-            return std::to_string(len) + (fill ? " 0xff" : " zero") + " bytes at " + std::to_string(at);
-        }
-        case 4: {
-            const size_t at = spot();
-            b[at] = static_cast<char>(r.next());
-            return "byte " + std::to_string(at) + " replaced";
-        }
-        case 5: {
-            const size_t k = 1 + r.below(512);
-            for (size_t i = 0; i < k; ++i) b.push_back(static_cast<char>(r.next()));
-            return std::to_string(k) + " garbage bytes appended";
-        }
-        default: {
-            // A block of the file copied over another (plausible-looking metadata in the wrong place).
-            const size_t from = r.below(n), to = spot(), len = std::min({n - from, n - to, size_t(1 + r.below(128))});
-            std::memmove(b.data() + to, b.data() + from, len);
-            return std::to_string(len) + " bytes copied from " + std::to_string(from) + " to " + std::to_string(to);
-        }
-    }
-}
+// Most of a small fixture's metadata sits in its first few KiB.
+constexpr ByteEditSizes byte_sizes{/*head*/ 4096, /*random_run*/ 64, /*fill_run*/ 256, /*copy_run*/ 128, /*append*/ 512};
 
 }  // namespace
 
@@ -690,7 +645,7 @@ int main(int argc, char** argv) {
     std::vector<int> per_edit(structural.size(), 0);
     const std::string victim = (dir / "victim.h5").string();
     for (int i = 0; i < variants; ++i) {
-        const size_t seed_index = rng.below(seeds.size());
+        const size_t seed_index = below(rng, seeds.size());
         const std::string& seed = seeds[seed_index];
         const bool in_process = ours[seed_index];
         std::string what;
@@ -709,7 +664,7 @@ int main(int argc, char** argv) {
             ++structural_n;
         } else {
             std::vector<char> bytes = slurp(seed);
-            what = "bytes: " + byte_edit(bytes, rng);
+            what = "bytes: " + byte_edit(bytes, rng, byte_sizes);
             spit(victim, bytes);
             ++bytes_n;
         }

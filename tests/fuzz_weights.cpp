@@ -24,24 +24,17 @@
 #include "weights/checkpoint.h"
 #include "weights/stored.h"
 #include "weights/writers.h"
+#include "fuzz_mutate.h"
 
 using namespace conform;
 using namespace conform::weights;
 using namespace conform::weights::testing;
+using conform::test::below;
+using conform::test::byte_edit;
+using conform::test::ByteEditSizes;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct Rng {
-    uint64_t s;
-    uint64_t next() {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    size_t below(size_t n) { return n ? static_cast<size_t>(next() % n) : 0; }
-};
 
 [[noreturn]] void die(const std::string& msg) {
     std::cerr << "fuzz_weights: harness error: " << msg << "\n";
@@ -164,27 +157,27 @@ std::optional<size_t> length_of(const std::string& b, const std::string& s) {
 
 std::vector<GgufEdit> gguf_edits() {
     std::vector<GgufEdit> e;
-    auto pick = [](GgufDoc& d, Rng& r) -> GgufTensorOut& { return d.tensors[r.below(d.tensors.size())]; };
+    auto pick = [](GgufDoc& d, Rng& r) -> GgufTensorOut& { return d.tensors[below(r, d.tensors.size())]; };
     e.push_back({"bad magic", Expect::refuse, [](GgufDoc& d, Rng& r) {
                      std::string b = gguf_bytes(d);
-                     b[r.below(4)] ^= static_cast<char>(1 + r.below(255));
+                     b[below(r, 4)] ^= static_cast<char>(1 + below(r, 255));
                      return b;
                  }});
     e.push_back({"bad version", Expect::refuse, [](GgufDoc& d, Rng& r) {
                      const uint32_t v[] = {0, 1, 4, 99, 0x03000000u, 0xFFFFFFFFu};
-                     d.version = v[r.below(6)];
+                     d.version = v[below(r, 6)];
                      return gguf_bytes(d);
                  }});
     e.push_back({"kv or tensor count huge", Expect::refuse, [](GgufDoc& d, Rng& r) {
                      std::string b = gguf_bytes(d);
-                     poke_u64(b, r.below(2) ? 8 : 16, (uint64_t(1) << (20 + r.below(44))) + r.below(1000));
+                     poke_u64(b, below(r, 2) ? 8 : 16, (uint64_t(1) << (20 + below(r, 44))) + below(r, 1000));
                      return b;
                  }});
     e.push_back({"a string's length past the end", Expect::refuse, [](GgufDoc& d, Rng& r) {
                      std::string b = gguf_bytes(d);
                      const char* names[] = {"general.architecture", "general.name", "blk.0.attn_q.weight",
                                             "output_norm.weight", "tokenizer.ggml.tokens", "<t3>"};
-                     if (auto at = length_of(b, names[r.below(6)])) poke_u64(b, *at, b.size() + 1 + r.below(uint64_t(1) << 40));
+                     if (auto at = length_of(b, names[below(r, 6)])) poke_u64(b, *at, b.size() + 1 + below(r, uint64_t(1) << 40));
                      else b.resize(3);
                      return b;
                  }});
@@ -192,11 +185,11 @@ std::vector<GgufEdit> gguf_edits() {
                      std::string b = gguf_bytes(d);
                      const size_t at = b.find("tokenizer.ggml.tokens");
                      if (at == std::string::npos) b.resize(3);
-                     else poke_u64(b, at + 21 + 4 + 4, (uint64_t(1) << (10 + r.below(50))) + 1000);
+                     else poke_u64(b, at + 21 + 4 + 4, (uint64_t(1) << (10 + below(r, 50))) + 1000);
                      return b;
                  }});
     e.push_back({"an offset out of range", Expect::refuse, [pick](GgufDoc& d, Rng& r) {
-                     pick(d, r).offset = (uint64_t(1) << (20 + r.below(43))) & ~uint64_t(31);
+                     pick(d, r).offset = (uint64_t(1) << (20 + below(r, 43))) & ~uint64_t(31);
                      return gguf_bytes(d);
                  }});
     e.push_back({"an offset onto another tensor", Expect::refuse, [pick](GgufDoc& d, Rng& r) {
@@ -215,27 +208,27 @@ std::vector<GgufEdit> gguf_edits() {
                      return gguf_bytes(d);
                  }});
     e.push_back({"a misaligned offset", Expect::refuse, [pick](GgufDoc& d, Rng& r) {
-                     pick(d, r).offset = 1 + r.below(31);
+                     pick(d, r).offset = 1 + below(r, 31);
                      return gguf_bytes(d);
                  }});
     e.push_back({"a shape edited", Expect::refuse, [pick](GgufDoc& d, Rng& r) {
                      GgufTensorOut& t = pick(d, r);
-                     const size_t k = r.below(t.ne.size());
-                     switch (r.below(3)) {
+                     const size_t k = below(r, t.ne.size());
+                     switch (below(r, 3)) {
                          case 0: t.ne[k] = t.ne[k] > 1 ? t.ne[k] / 2 : 2; break;  // fewer elements: data still fits
-                         case 1: t.ne.push_back(1 + r.below(3)); if (t.ne.back() == 1) t.ne.back() = 2; break;
+                         case 1: t.ne.push_back(1 + below(r, 3)); if (t.ne.back() == 1) t.ne.back() = 2; break;
                          default: std::swap(t.ne[0], t.ne.back()); if (t.ne[0] == t.ne.back()) t.ne[0] *= 2;
                      }
                      return gguf_bytes(d);
                  }});
     e.push_back({"a tensor type changed", Expect::either, [pick](GgufDoc& d, Rng& r) {
-                     pick(d, r).type = static_cast<uint32_t>(r.below(45));
+                     pick(d, r).type = static_cast<uint32_t>(below(r, 45));
                      return gguf_bytes(d);
                  }});
     e.push_back({"a tensor removed", Expect::refuse, [](GgufDoc& d, Rng& r) {
                      // Not rope_freqs.weight or output.weight (optional: without it the
                      // embedding is the LM head): every other tensor is needed.
-                     size_t k = r.below(d.tensors.size());
+                     size_t k = below(r, d.tensors.size());
                      if (d.tensors[k].name == "rope_freqs.weight" || d.tensors[k].name == "output.weight") k = 0;
                      d.tensors.erase(d.tensors.begin() + static_cast<long>(k));
                      return gguf_bytes(d);
@@ -243,7 +236,7 @@ std::vector<GgufEdit> gguf_edits() {
     e.push_back({"a required key removed", Expect::refuse, [](GgufDoc& d, Rng& r) {
                      const char* keys[] = {"general.architecture", ".embedding_length", ".block_count", ".attention.head_count",
                                            ".feed_forward_length", ".attention.layer_norm_rms_epsilon", ".context_length"};
-                     const std::string k = keys[r.below(7)];
+                     const std::string k = keys[below(r, 7)];
                      for (size_t i = 0; i < d.kv.size(); ++i)
                          if (d.kv[i].key == k || (k[0] == '.' && d.kv[i].key.size() > k.size() &&
                                                   d.kv[i].key.compare(d.kv[i].key.size() - k.size(), k.size(), k) == 0 &&
@@ -254,26 +247,26 @@ std::vector<GgufEdit> gguf_edits() {
                      return gguf_bytes(d);
                  }});
     e.push_back({"a key's value type changed", Expect::either, [](GgufDoc& d, Rng& r) {
-                     d.kv[r.below(d.kv.size())].type = static_cast<uint32_t>(r.below(16));
+                     d.kv[below(r, d.kv.size())].type = static_cast<uint32_t>(below(r, 16));
                      return gguf_bytes(d);
                  }});
     e.push_back({"a key duplicated", Expect::refuse, [](GgufDoc& d, Rng& r) {
-                     d.kv.push_back(d.kv[r.below(d.kv.size())]);
+                     d.kv.push_back(d.kv[below(r, d.kv.size())]);
                      return gguf_bytes(d);
                  }});
     e.push_back({"a size key changed", Expect::either, [](GgufDoc& d, Rng& r) {
-                     GgufKv& kv = d.kv[r.below(d.kv.size())];
-                     if (kv.type == 4) poke_u32(kv.value, 0, static_cast<uint32_t>(r.below(3) ? r.below(200) : r.next()));
+                     GgufKv& kv = d.kv[below(r, d.kv.size())];
+                     if (kv.type == 4) poke_u32(kv.value, 0, static_cast<uint32_t>(below(r, 3) ? below(r, 200) : r.next()));
                      else if (kv.type == 6) {
                          const float f[] = {0.0f, -1.0f, 1e-30f, 1e30f, std::nanf(""), INFINITY, 2.0f};
-                         std::memcpy(&kv.value[0], &f[r.below(7)], 4);
+                         std::memcpy(&kv.value[0], &f[below(r, 7)], 4);
                      }
                      return gguf_bytes(d);
                  }});
     e.push_back({"an unknown architecture", Expect::refuse, [](GgufDoc& d, Rng& r) {
                      const char* a[] = {"mamba", "gpt2", "", "llama4", "qwen3moe"};
                      for (auto& kv : d.kv)
-                         if (kv.key == "general.architecture") kv = kv_str(kv.key, a[r.below(5)]);
+                         if (kv.key == "general.architecture") kv = kv_str(kv.key, a[below(r, 5)]);
                      return gguf_bytes(d);
                  }});
     return e;
@@ -281,26 +274,26 @@ std::vector<GgufEdit> gguf_edits() {
 
 std::vector<HfEdit> hf_edits() {
     std::vector<HfEdit> e;
-    auto file = [](HfSeed& s, Rng& r) -> StFile& { return s.shards[r.below(s.shards.size())]; };
+    auto file = [](HfSeed& s, Rng& r) -> StFile& { return s.shards[below(r, s.shards.size())]; };
     auto entry = [file](HfSeed& s, Rng& r) -> StEntry& {
         StFile& f = file(s, r);
-        return f.entries[r.below(f.entries.size())];
+        return f.entries[below(r, f.entries.size())];
     };
     e.push_back({"header length past the end", Expect::refuse, [file](HfSeed& s, Rng& r) {
                      StFile& f = file(s, r);
                      f.length_override = true;
-                     f.length = st_header(f).size() + f.data.size() + 1 + r.below(uint64_t(1) << 50);
+                     f.length = st_header(f).size() + f.data.size() + 1 + below(r, uint64_t(1) << 50);
                  }});
     e.push_back({"header length short or long by a little", Expect::refuse, [file](HfSeed& s, Rng& r) {
                      StFile& f = file(s, r);
                      f.length_override = true;
                      const uint64_t n = st_header(f).size();
-                     f.length = r.below(2) ? n - 1 - r.below(n - 1) : n + 1 + r.below(16);
+                     f.length = below(r, 2) ? n - 1 - below(r, n - 1) : n + 1 + below(r, 16);
                  }});
     e.push_back({"an offset out of range", Expect::refuse, [entry](HfSeed& s, Rng& r) {
                      StEntry& x = entry(s, r);
-                     x.end += 1 + r.below(uint64_t(1) << 40);
-                     if (r.below(2)) x.begin = x.end;
+                     x.end += 1 + below(r, uint64_t(1) << 40);
+                     if (below(r, 2)) x.begin = x.end;
                  }});
     e.push_back({"overlapping spans", Expect::refuse, [file](HfSeed& s, Rng& r) {
                      StFile& f = file(s, r);
@@ -308,8 +301,8 @@ std::vector<HfEdit> hf_edits() {
                          f.entries[0].begin += 4;
                          return;
                      }
-                     StEntry& a = f.entries[r.below(f.entries.size())];
-                     StEntry& b = f.entries[r.below(f.entries.size())];
+                     StEntry& a = f.entries[below(r, f.entries.size())];
+                     StEntry& b = f.entries[below(r, f.entries.size())];
                      if (&a == &b || a.end == a.begin) {
                          f.entries[0].end += 4;
                          return;
@@ -319,17 +312,17 @@ std::vector<HfEdit> hf_edits() {
                  }});
     e.push_back({"a shape edited", Expect::refuse, [entry](HfSeed& s, Rng& r) {
                      StEntry& x = entry(s, r);
-                     if (x.shape.size() == 2 && x.shape[0] != x.shape[1] && r.below(2)) std::swap(x.shape[0], x.shape[1]);
-                     else if (r.below(2)) x.shape.push_back(1);  // same bytes, one more dim
+                     if (x.shape.size() == 2 && x.shape[0] != x.shape[1] && below(r, 2)) std::swap(x.shape[0], x.shape[1]);
+                     else if (below(r, 2)) x.shape.push_back(1);  // same bytes, one more dim
                      else x.shape[0] += 1;
                  }});
     e.push_back({"a dtype edited", Expect::refuse, [entry](HfSeed& s, Rng& r) {
                      const char* d[] = {"I32", "F64", "U8", "F12", "", "F8_E4M3", "BOOL", "I64"};
-                     entry(s, r).dtype = d[r.below(8)];
+                     entry(s, r).dtype = d[below(r, 8)];
                  }});
     e.push_back({"a tensor removed", Expect::refuse, [file](HfSeed& s, Rng& r) {
                      StFile& f = file(s, r);
-                     const size_t k = r.below(f.entries.size());
+                     const size_t k = below(r, f.entries.size());
                      const StEntry gone = f.entries[k];
                      f.entries.erase(f.entries.begin() + static_cast<long>(k));
                      // Its bytes removed too, the spans after it moved down: a valid file without the tensor.
@@ -340,7 +333,7 @@ std::vector<HfEdit> hf_edits() {
     e.push_back({"a duplicate name in the header", Expect::refuse, [file](HfSeed& s, Rng& r) {
                      StFile& f = file(s, r);
                      std::string h = st_header(f);
-                     const StEntry& x = f.entries[r.below(f.entries.size())];
+                     const StEntry& x = f.entries[below(r, f.entries.size())];
                      nlohmann::json one = {{"dtype", x.dtype}, {"shape", x.shape}, {"data_offsets", {x.begin, x.end}}};
                      h.insert(1, nlohmann::json(x.name).dump() + ":" + one.dump() + ",");
                      f.header_override = h;
@@ -348,18 +341,18 @@ std::vector<HfEdit> hf_edits() {
     e.push_back({"header JSON bytes mutated", Expect::either, [file](HfSeed& s, Rng& r) {
                      StFile& f = file(s, r);
                      std::string h = st_header(f);
-                     for (size_t k = 0, n = 1 + r.below(4); k < n; ++k) {
+                     for (size_t k = 0, n = 1 + below(r, 4); k < n; ++k) {
                          static const std::string junk = "{}[]\":,0-9e \x01\xff";
-                         h[r.below(h.size())] = junk[r.below(junk.size())];
+                         h[below(r, h.size())] = junk[below(r, junk.size())];
                      }
                      f.header_override = h;
                  }});
     e.push_back({"config.json damaged", Expect::either, [](HfSeed& s, Rng& r) {
-                     if (r.below(2)) s.config.resize(r.below(s.config.size()));
+                     if (below(r, 2)) s.config.resize(below(r, s.config.size()));
                      else
-                         for (size_t k = 0, n = 1 + r.below(4); k < n; ++k) {
+                         for (size_t k = 0, n = 1 + below(r, 4); k < n; ++k) {
                              static const std::string junk = "{}[]\":,0-9-";
-                             s.config[r.below(s.config.size())] = junk[r.below(junk.size())];
+                             s.config[below(r, s.config.size())] = junk[below(r, junk.size())];
                          }
                  }});
     e.push_back({"index damaged", Expect::either, [](HfSeed& s, Rng& r) {
@@ -372,61 +365,19 @@ std::vector<HfEdit> hf_edits() {
                      for (size_t k = 0; k < s.shards.size(); ++k)
                          for (const auto& x : s.shards[k].entries) index["weight_map"][x.name] = shard_name(k, s.shards.size());
                      std::string t = index.dump();
-                     for (size_t k = 0, n = 1 + r.below(3); k < n; ++k) {
+                     for (size_t k = 0, n = 1 + below(r, 3); k < n; ++k) {
                          static const std::string junk = "{}[]\":,/.0-9";
-                         t[r.below(t.size())] = junk[r.below(junk.size())];
+                         t[below(r, t.size())] = junk[below(r, junk.size())];
                      }
                      s.index_override = t;
                  }});
     return e;
 }
 
-// ---- byte edits ------------------------------------------------------------------------------
+// ---- byte edits (tests/fuzz_mutate.h) ---------------------------------------------------
 
-std::string byte_edit(std::string& b, Rng& r) {
-    const size_t n = b.size();
-    if (n == 0) return "empty";
-    // The headers sit in the first few hundred bytes.
-    auto spot = [&] { return r.below(2) ? r.below(std::min<size_t>(n, 512)) : r.below(n); };
-    switch (r.below(7)) {
-        case 0: {
-            const size_t len = r.below(3) == 0 ? r.below(std::min<size_t>(n, 64)) : r.below(n);
-            b.resize(len);
-            return "truncated to " + std::to_string(len) + " bytes";
-        }
-        case 1: {
-            const size_t k = 1 + r.below(8);
-            for (size_t i = 0; i < k; ++i) b[spot()] ^= static_cast<char>(1u << r.below(8));
-            return std::to_string(k) + " bits flipped";
-        }
-        case 2: {
-            const size_t at = spot(), len = std::min(n - at, 1 + r.below(16));
-            for (size_t i = 0; i < len; ++i) b[at + i] = static_cast<char>(r.next());
-            return std::to_string(len) + " random bytes at " + std::to_string(at);
-        }
-        case 3: {
-            const size_t at = spot(), len = std::min(n - at, 1 + r.below(64));
-            const char fill = r.below(2) ? '\0' : '\xff';
-            std::memset(&b[at], fill, len);
-            return std::to_string(len) + (fill ? " 0xff" : " zero") + " bytes at " + std::to_string(at);
-        }
-        case 4: {
-            const size_t at = spot();
-            b[at] = static_cast<char>(r.next());
-            return "byte " + std::to_string(at) + " replaced";
-        }
-        case 5: {
-            const size_t k = 1 + r.below(256);
-            for (size_t i = 0; i < k; ++i) b.push_back(static_cast<char>(r.next()));
-            return std::to_string(k) + " garbage bytes appended";
-        }
-        default: {
-            const size_t from = r.below(n), to = spot(), len = std::min({n - from, n - to, size_t(1 + r.below(64))});
-            std::memmove(&b[to], &b[from], len);
-            return std::to_string(len) + " bytes copied from " + std::to_string(from) + " to " + std::to_string(to);
-        }
-    }
-}
+// The headers sit in the first few hundred bytes.
+constexpr ByteEditSizes byte_sizes{/*head*/ 512, /*random_run*/ 16, /*fill_run*/ 64, /*copy_run*/ 64, /*append*/ 256};
 
 // Loads everything a forward would touch.
 void load_all(const std::string& path) {
@@ -493,7 +444,7 @@ int main(int argc, char** argv) {
     int loaded = 0, refused = 0, failures = 0, structural = 0, bytes_n = 0;
     size_t gi = 0, hi = 0;
     for (int i = 0; i < variants; ++i) {
-        const Seed& seed = seeds[rng.below(seeds.size())];
+        const Seed& seed = seeds[below(rng, seeds.size())];
         const std::string victim = victim_path(seed);
         fs::remove_all(victim);
         std::string what;
@@ -522,10 +473,10 @@ int main(int argc, char** argv) {
                 std::vector<std::string> files;
                 for (const auto& f : fs::directory_iterator(victim)) files.push_back(f.path().string());
                 std::sort(files.begin(), files.end());
-                target = files[rng.below(files.size())];
+                target = files[below(rng, files.size())];
             }
             std::string b = read_file(target);
-            what = "bytes of " + fs::path(target).filename().string() + ": " + byte_edit(b, rng);
+            what = "bytes of " + fs::path(target).filename().string() + ": " + byte_edit(b, rng, byte_sizes);
             write_file(target, b);
         }
         what += " (of " + seed.name + ", variant " + std::to_string(i) + ")";

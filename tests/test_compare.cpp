@@ -146,11 +146,11 @@ TEST_CASE("the a-priori bound carries v's bound through attention", "[compare]")
     gen::CaseSpec s;
     s.op = Op::block;
     s.T = 1;
-    s.d_model = 24;
-    s.ffn_dim = 8;
-    s.n_heads = 2;
-    s.n_kv_heads = 1;
-    s.head_dim = 4;
+    s.config.d_model = 24;
+    s.config.ffn_dim = 8;
+    s.config.n_heads = 2;
+    s.config.n_kv_heads = 1;
+    s.config.head_dim = 4;
     s.seed = 11;
     for (DType dtype : {DType::f32, DType::bf16}) {
         Case c = gen::materialize(s);

@@ -516,24 +516,24 @@ TEST_CASE("a pinned configuration fixes every drawn case's conventions and sizes
             INFO(gen::canonical_id(s));
             const OpInfo& info = op_info(op);
             if (info.uses(kRope)) {
-                CHECK(s.layout == RopeLayout::interleaved);
-                CHECK(s.theta == 5e5);
-                CHECK(s.scaling == c.rope_scaling);
-                CHECK(s.rotary_dim == 0);
+                CHECK(s.config.rope_layout == RopeLayout::interleaved);
+                CHECK(s.config.rope_theta == 5e5);
+                CHECK(s.config.rope_scaling == c.rope_scaling);
+                CHECK(s.config.rotary_dim == 0);
             }
-            if (info.reads("head_dim")) CHECK(s.head_dim == 128);
-            if (info.uses(kHeads)) CHECK((s.n_heads == 32 && s.n_kv_heads == 8));
-            if (info.has_dim(Dim::D)) CHECK(s.d_model == 256);
-            if (info.has_dim(Dim::F)) CHECK(s.ffn_dim == 896);
+            if (info.reads("head_dim")) CHECK(s.config.head_dim == 128);
+            if (info.uses(kHeads)) CHECK((s.config.n_heads == 32 && s.config.n_kv_heads == 8));
+            if (info.has_dim(Dim::D)) CHECK(s.config.d_model == 256);
+            if (info.has_dim(Dim::F)) CHECK(s.config.ffn_dim == 896);
             // The id alone rebuilds the pinned case, without the pin.
             CHECK(gen::canonical_id(*gen::parse_case_id(gen::canonical_id(s))) == gen::canonical_id(s));
         }
     // Shrinking stays inside the configuration.
     const gen::Shrunk sh = gen::shrink(gen::Stream{Op::block, 7, c}, 3, [](const gen::CaseSpec&) { return true; });
-    CHECK(sh.spec.head_dim == 128);
-    CHECK(sh.spec.scaling == c.rope_scaling);
+    CHECK(sh.spec.config.head_dim == 128);
+    CHECK(sh.spec.config.rope_scaling == c.rope_scaling);
     // An unpinned stream of the same seed draws freely.
     bool other = false;
-    for (int i = 0; i < 30; ++i) other = other || gen::draw(Op::rope, 7, i).head_dim != 128;
+    for (int i = 0; i < 30; ++i) other = other || gen::draw(Op::rope, 7, i).config.head_dim != 128;
     CHECK(other);
 }

@@ -72,9 +72,9 @@ gen::CaseSpec attention_spec(int64_t T, int64_t S, int64_t H, int64_t KV, int64_
     s.op = Op::attention;
     s.T = T;
     s.S = S;
-    s.n_heads = H;
-    s.n_kv_heads = KV;
-    s.head_dim = hd;
+    s.config.n_heads = H;
+    s.config.n_kv_heads = KV;
+    s.config.head_dim = hd;
     s.pos = q_pos;
     s.kpos = k_pos;
     s.seed = static_cast<uint64_t>(T * 1000 + S * 10 + hd);
@@ -86,14 +86,14 @@ gen::CaseSpec block_spec(Op op, int64_t T, int64_t prefill, bool qk_norm, RopeLa
     s.op = op;
     s.T = T;
     s.prefill = prefill;
-    s.n_heads = 6;
-    s.n_kv_heads = 2;  // GQA, 1 < KV < H: the tiled mapping would differ
-    s.head_dim = 16;
-    s.d_model = 40;
-    s.ffn_dim = 72;
-    s.layout = layout;
-    s.theta = 500000;
-    s.qk_norm = qk_norm;
+    s.config.n_heads = 6;
+    s.config.n_kv_heads = 2;  // GQA, 1 < KV < H: the tiled mapping would differ
+    s.config.head_dim = 16;
+    s.config.d_model = 40;
+    s.config.ffn_dim = 72;
+    s.config.rope_layout = layout;
+    s.config.rope_theta = 500000;
+    s.config.qk_norm = qk_norm;
     s.pos = 4090;
     s.seed = 7;
     return s;
@@ -197,9 +197,9 @@ TEST_CASE("the CUDA mutants are caught where their bug shows", "[cuda][mutants]"
     gen::CaseSpec rope;
     rope.op = Op::rope;
     rope.T = 5;
-    rope.n_heads = 2;
-    rope.head_dim = 16;
-    rope.layout = RopeLayout::neox;
+    rope.config.n_heads = 2;
+    rope.config.head_dim = 16;
+    rope.config.rope_layout = RopeLayout::neox;
     rope.pos = 100;
     rope.seed = 3;
     const Case rc = gen::materialize(rope);

@@ -11,7 +11,7 @@
 #include "config/presets.h"
 #include "gen/gen.h"
 #include "h5/fixture.h"
-#include "h5/golden.h"
+#include "run/golden.h"
 #include "helpers.h"
 #include "reference/reference.h"
 
@@ -60,10 +60,10 @@ gen::CaseSpec rope_spec(RopeLayout layout) {
     gen::CaseSpec s;
     s.op = Op::rope;
     s.T = 4;
-    s.n_heads = s.n_kv_heads = 2;
-    s.head_dim = 16;
-    s.layout = layout;
-    s.theta = 500000;
+    s.config.n_heads = s.config.n_kv_heads = 2;
+    s.config.head_dim = 16;
+    s.config.rope_layout = layout;
+    s.config.rope_theta = 500000;
     s.pos = 8190;
     s.seed = 3;
     return s;
@@ -73,15 +73,15 @@ gen::CaseSpec block_spec(Op op, RopeLayout layout) {
     gen::CaseSpec s;
     s.op = op;
     s.T = 5;
-    s.d_model = 24;
-    s.n_heads = 4;
-    s.n_kv_heads = 2;
-    s.head_dim = 8;
-    s.ffn_dim = 40;
-    s.layout = layout;
-    s.theta = 1e6;
-    s.qk_norm = true;
-    s.eps = 1e-6;
+    s.config.d_model = 24;
+    s.config.n_heads = 4;
+    s.config.n_kv_heads = 2;
+    s.config.head_dim = 8;
+    s.config.ffn_dim = 40;
+    s.config.rope_layout = layout;
+    s.config.rope_theta = 1e6;
+    s.config.qk_norm = true;
+    s.config.norm_eps = 1e-6;
     s.pos = 9000;
     s.prefill = op == Op::decode ? 2 : 0;
     s.seed = 11;
@@ -252,7 +252,7 @@ TEST_CASE("a fixture computed with the other RoPE layout fails for reference and
 
         // Expected values computed under the other pairing.
         ref::Variant other;
-        other.layout = spec.layout == RopeLayout::neox ? RopeLayout::interleaved : RopeLayout::neox;
+        other.layout = spec.config.rope_layout == RopeLayout::neox ? RopeLayout::interleaved : RopeLayout::neox;
         NamedD wrong = ref::run(c, {ref::Precision::f64, ref::Order::library, other});
         c.expected.clear();
         for (const auto& n : output_names(c.op)) c.expected[n] = wrong.at(n);

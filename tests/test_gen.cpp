@@ -43,17 +43,17 @@ TEST_CASE("generated cases reach the traps", "[gen]") {
     bool gqa = false, mqa = false, mha = false, far = false, interleaved = false, neox = false, t1 = false, odd = false;
     for (int i = 0; i < 300; ++i) {
         const gen::CaseSpec a = gen::draw(Op::attention, 1, i);
-        gqa |= a.n_kv_heads > 1 && a.n_kv_heads < a.n_heads;
-        mqa |= a.n_kv_heads == 1 && a.n_heads > 1;
-        mha |= a.n_kv_heads == a.n_heads;
+        gqa |= a.config.n_kv_heads > 1 && a.config.n_kv_heads < a.config.n_heads;
+        mqa |= a.config.n_kv_heads == 1 && a.config.n_heads > 1;
+        mha |= a.config.n_kv_heads == a.config.n_heads;
         t1 |= a.T == 1;
         odd |= a.S % 8 != 0 && a.S > 8;
         const gen::CaseSpec r = gen::draw(Op::rope, 1, i);
-        hd.insert(r.head_dim);
-        theta.insert(r.theta);
+        hd.insert(r.config.head_dim);
+        theta.insert(r.config.rope_theta);
         far |= r.pos > 100000;
-        interleaved |= r.layout == RopeLayout::interleaved;
-        neox |= r.layout == RopeLayout::neox;
+        interleaved |= r.config.rope_layout == RopeLayout::interleaved;
+        neox |= r.config.rope_layout == RopeLayout::neox;
     }
     REQUIRE(gqa);
     REQUIRE(mqa);
@@ -82,7 +82,7 @@ TEST_CASE("shrinking yields a small counterexample", "[gen]") {
     INFO(gen::canonical_id(sh.spec));
     REQUIRE(sh.spec.T == 3);
     REQUIRE(sh.spec.pos == 4000);
-    REQUIRE(sh.spec.head_dim == 4);
-    REQUIRE(sh.spec.n_heads == 1);
+    REQUIRE(sh.spec.config.head_dim == 4);
+    REQUIRE(sh.spec.config.n_heads == 1);
     REQUIRE(sh.spec.seed == 0);
 }

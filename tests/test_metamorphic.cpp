@@ -49,7 +49,7 @@ TEST_CASE("GQA equals multi-head attention over repeated kv heads", "[attention]
     rc::prop("gqa == mha(repeat_interleave(k, v))", [&] {
         gen::CaseSpec s = *gen::spec_gen(Op::attention);
         const Case c = gen::materialize(s);
-        const int64_t H = s.n_heads, KV = s.n_kv_heads, hd = s.head_dim;
+        const int64_t H = s.config.n_heads, KV = s.config.n_kv_heads, hd = s.config.head_dim;
         const Tensor gqa = run_attention(*impl, c.in("q"), c.in("k"), c.in("v"), c.pos("q_positions"),
                                          c.pos("k_positions"), {H, KV, hd});
         const Tensor mha = run_attention(*impl, c.in("q"), repeat_kv(c.in("k"), KV, H / KV, hd),
@@ -64,7 +64,7 @@ TEST_CASE("reference GQA with n_kv = n_heads is multi-head attention", "[attenti
     auto impl = test::make("scalar");
     rc::prop("reference mha == scalar mha", [&] {
         gen::CaseSpec s = *gen::spec_gen(Op::attention);
-        s.n_kv_heads = s.n_heads;
+        s.config.n_kv_heads = s.config.n_heads;
         const Case c = gen::materialize(s);
         const CaseResult r = test::check(*impl, c);
         RC_LOG() << test::explain(r);
@@ -80,8 +80,8 @@ TEST_CASE("interleaved RoPE on x@W scores like NeoX on x@permute(W)", "[rope][sc
         gen::CaseSpec s;
         s.op = Op::swiglu;  // borrow its x and w1 draws: x[T, D], w[D, n*hd]
         s.T = T;
-        s.d_model = D;
-        s.ffn_dim = n * hd;
+        s.config.d_model = D;
+        s.config.ffn_dim = n * hd;
         s.seed = *rc::gen::inRange<uint64_t>(0, 1000);
         const Case c = gen::materialize(s);
         const Tensor& x = c.in("x");
@@ -121,20 +121,20 @@ TEST_CASE("RoPE preserves pair norms (x yarn's factor), passes non-rotary dims t
         const Tensor& x = c.in("x");
         const RopeParams p = rope_params(c.config);  // every generated field: scaling and rotary dims too
         const Tensor y = run_rope(x, c.pos("positions"), p);
-        const int64_t hd = s.head_dim, rd = p.rotary(), half = rd / 2;
+        const int64_t hd = s.config.head_dim, rd = p.rotary(), half = rd / 2;
         const double af = p.scaling.attention_factor;  // yarn scales cos and sin; 1 for every other type
         for (int64_t t = 0; t < x.rows(); ++t)
-            for (int64_t h = 0; h < s.n_heads; ++h)
+            for (int64_t h = 0; h < s.config.n_heads; ++h)
                 for (int64_t i = 0; i < half; ++i) {  // pairs inside the rotary dims
-                    const int64_t a = h * hd + (s.layout == RopeLayout::neox ? i : 2 * i);
-                    const int64_t b = h * hd + (s.layout == RopeLayout::neox ? i + half : 2 * i + 1);
+                    const int64_t a = h * hd + (s.config.rope_layout == RopeLayout::neox ? i : 2 * i);
+                    const int64_t b = h * hd + (s.config.rope_layout == RopeLayout::neox ? i + half : 2 * i + 1);
                     const double nx = std::hypot((double)x.data[t * x.cols() + a], (double)x.data[t * x.cols() + b]);
                     const double ny = std::hypot((double)y.data[t * x.cols() + a], (double)y.data[t * x.cols() + b]);
                     RC_ASSERT(std::abs(af * nx - ny) <= 4e-7 * af * nx + 1e-30);
                 }
         // Dims past the rotary ones pass through unchanged.
         for (int64_t t = 0; t < x.rows(); ++t)
-            for (int64_t h = 0; h < s.n_heads; ++h)
+            for (int64_t h = 0; h < s.config.n_heads; ++h)
                 for (int64_t d = rd; d < hd; ++d)
                     RC_ASSERT(y.data[t * x.cols() + h * hd + d] == x.data[t * x.cols() + h * hd + d]);
         // At position 0: the identity (times yarn's attention factor on the rotary dims).
@@ -156,12 +156,12 @@ TEST_CASE("QK-norm with unit weights still changes the block's output", "[block]
     gen::CaseSpec s;
     s.op = Op::block;
     s.T = 6;
-    s.d_model = 32;
-    s.n_heads = 4;
-    s.n_kv_heads = 2;
-    s.head_dim = 8;
-    s.ffn_dim = 48;
-    s.qk_norm = true;
+    s.config.d_model = 32;
+    s.config.n_heads = 4;
+    s.config.n_kv_heads = 2;
+    s.config.head_dim = 8;
+    s.config.ffn_dim = 48;
+    s.config.qk_norm = true;
     s.pos = 100;
     s.seed = 3;
     Case with = gen::materialize(s);
@@ -209,7 +209,7 @@ TEST_CASE("fused QKV is bitwise identical to three separate products", "[block][
         const Case c = gen::materialize(s);
         const ImplOutputs o = run_impl(*impl, c);
         RC_ASSERT(o.error.empty());
-        Tensor attn_in(c.in("x").rows(), s.d_model);
+        Tensor attn_in(c.in("x").rows(), s.config.d_model);
         for (size_t i = 0; i < attn_in.data.size(); ++i) attn_in.data[i] = (float)o.outputs.at("attn_in").data[i];
         for (const char* name : {"q", "k", "v"}) {
             const Tensor sep = matmul(attn_in, c.in(std::string("w") + name));

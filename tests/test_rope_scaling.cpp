@@ -63,7 +63,7 @@ RopeScaling llama31() {
 }
 
 bool is_scaled(const gen::CaseSpec& s) {
-    return s.scaling.type != RopeScalingType::none || s.rotary_dim != 0;
+    return s.config.rope_scaling.type != RopeScalingType::none || s.config.rotary_dim != 0;
 }
 
 }  // namespace
@@ -72,11 +72,11 @@ TEST_CASE("dynamic NTK inside the original context is exactly unscaled RoPE", "[
     auto impl = test::make("scalar");
     rc::prop("max(pos) + 1 <= original_max_position: dynamic == none, bitwise", [&] {
         gen::CaseSpec s = *gen::spec_gen(Op::rope);
-        if (s.head_dim <= 2) s.head_dim = 4;
+        if (s.config.head_dim <= 2) s.config.head_dim = 4;
         s.pos = *rc::gen::inRange<int64_t>(0, 200);
         const auto ps = gen::positions_of(s.pos, s.T, s.shape);
         const int64_t L = *std::max_element(ps.begin(), ps.end()) + 1;  // max(pos) + 1, whatever the positions' shape
-        s.scaling = dynamic_scaling(*rc::gen::element(2.0, 3.0, 4.0), L + *rc::gen::inRange<int64_t>(0, 50));
+        s.config.rope_scaling = dynamic_scaling(*rc::gen::element(2.0, 3.0, 4.0), L + *rc::gen::inRange<int64_t>(0, 50));
         const Case c = gen::materialize(s);
         RopeParams plain = rope_params(c.config);
         plain.scaling = RopeScaling{};
@@ -99,7 +99,7 @@ TEST_CASE("linear scaling by f at position f q is unscaled RoPE at q", "[rope][s
     auto impl = test::make("scalar");
     rc::prop("linear(f) at f q == none at q (f a power of two: exact)", [&] {
         gen::CaseSpec s = *gen::spec_gen(Op::rope);
-        s.scaling = RopeScaling{};
+        s.config.rope_scaling = RopeScaling{};
         const int64_t f = *rc::gen::element<int64_t>(2, 4, 8);
         const Case c = gen::materialize(s);
         std::vector<int64_t> q = c.pos("positions"), fq = q;
@@ -161,10 +161,10 @@ TEST_CASE("partial rotary passes the tail through and rotates the head as a rota
         auto impl = test::make(name);
         rc::prop(std::string(name) + ": tail copied, first rd dims = RoPE over rd", [&] {
             gen::CaseSpec s = *gen::spec_gen(Op::rope);
-            s.head_dim = *rc::gen::element<int64_t>(8, 16, 32, 64);
-            s.rotary_dim = s.head_dim / *rc::gen::element<int64_t>(2, 4);
+            s.config.head_dim = *rc::gen::element<int64_t>(8, 16, 32, 64);
+            s.config.rotary_dim = s.config.head_dim / *rc::gen::element<int64_t>(2, 4);
             const Case c = gen::materialize(s);
-            const int64_t hd = s.head_dim, rd = s.rotary_dim, n = s.n_heads, T = s.T;
+            const int64_t hd = s.config.head_dim, rd = s.config.rotary_dim, n = s.config.n_heads, T = s.T;
             const Tensor& x = c.in("x");
             const Tensor out = run_rope(*impl, x, c.pos("positions"), rope_params(c.config));
             // the same heads cut to their first rd dims, rotated by a RoPE of head_dim rd
@@ -241,12 +241,12 @@ TEST_CASE("the generator reaches every scaling type, both sides of dynamic's con
     for (Op op : {Op::rope, Op::block, Op::decode})
         for (int i = 0; i < 100; ++i) {
             const gen::CaseSpec s = gen::draw(op, 11, i);
-            ++types[static_cast<int>(s.scaling.type)];
-            partial += s.rotary_dim != 0;
-            if (s.scaling.type == RopeScalingType::dynamic) (s.pos + s.T <= s.scaling.original_max_position ? inside : beyond)++;
-            if (s.scaling.type == RopeScalingType::llama3) {
-                REQUIRE(s.theta == 500000);
-                REQUIRE(s.scaling == llama31());
+            ++types[static_cast<int>(s.config.rope_scaling.type)];
+            partial += s.config.rotary_dim != 0;
+            if (s.config.rope_scaling.type == RopeScalingType::dynamic) (s.pos + s.T <= s.config.rope_scaling.original_max_position ? inside : beyond)++;
+            if (s.config.rope_scaling.type == RopeScalingType::llama3) {
+                REQUIRE(s.config.rope_theta == 500000);
+                REQUIRE(s.config.rope_scaling == llama31());
             }
             // every id parses back to the same spec
             std::string err;
@@ -264,7 +264,7 @@ TEST_CASE("the generator reaches every scaling type, both sides of dynamic's con
 TEST_CASE("case ids: scaling fields only when present, bad ones refused", "[gen][scaling]") {
     const std::string plain = "rope(T=7,n=3,hd=16,layout=neox,theta=500000,pos=4090,mag=1,outliers=0,seed=12)";
     REQUIRE(gen::canonical_id(*gen::parse_case_id(plain)) == plain);
-    REQUIRE(gen::parse_case_id(plain)->scaling == RopeScaling{});
+    REQUIRE(gen::parse_case_id(plain)->config.rope_scaling == RopeScaling{});
     auto refused = [](const std::string& id, const std::string& says) {
         std::string err;
         INFO(id);

@@ -39,8 +39,8 @@ TEST_CASE("scalar swiglu at tinyllama width conforms", "[swiglu][scalar][long]")
     gen::CaseSpec s;
     s.op = Op::swiglu;
     s.T = 4;
-    s.d_model = 2048;
-    s.ffn_dim = 5632;
+    s.config.d_model = 2048;
+    s.config.ffn_dim = 5632;
     s.seed = 7;
     auto impl = test::make("scalar");
     const CaseResult r = test::check(*impl, gen::materialize(s));
@@ -52,7 +52,7 @@ TEST_CASE("scalar rmsnorm at width 8192 conforms", "[rmsnorm][scalar][long]") {
     gen::CaseSpec s;
     s.op = Op::rmsnorm;
     s.T = 8;
-    s.d_model = 8192;
+    s.config.d_model = 8192;
     s.outliers = 3;
     s.seed = 11;
     auto impl = test::make("scalar");

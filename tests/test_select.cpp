@@ -89,7 +89,7 @@ TEST_CASE("params filter draws until N cases match, and says how many it drew", 
     REQUIRE(s.matched == 25);
     REQUIRE(s.drawn > 25);
     for (const auto& p : s.picks) {
-        REQUIRE(p.spec.theta == 500000.0);
+        REQUIRE(p.spec.config.rope_theta == 500000.0);
         REQUIRE(p.id == gen::canonical_id(gen::draw(Op::rope, 3, p.index)));  // replayable by its draw index
     }
     const PropertySelection never = select_property({Op::rmsnorm, 3, {}}, 5, ParamFilter("layout="), Shard{});
@@ -101,14 +101,14 @@ TEST_CASE("trap classes of a case", "[select]") {
     gen::CaseSpec s;
     s.op = Op::block;
     s.T = 3;
-    s.d_model = 32;
-    s.ffn_dim = 40;
-    s.head_dim = 6;
-    s.n_heads = 4;
-    s.n_kv_heads = 1;
-    s.layout = RopeLayout::interleaved;
-    s.theta = 2e6;
-    s.qk_norm = true;
+    s.config.d_model = 32;
+    s.config.ffn_dim = 40;
+    s.config.head_dim = 6;
+    s.config.n_heads = 4;
+    s.config.n_kv_heads = 1;
+    s.config.rope_layout = RopeLayout::interleaved;
+    s.config.rope_theta = 2e6;
+    s.config.qk_norm = true;
     s.pos = 32766;
     const auto cls = classes_of(gen::materialize(s));
     const auto& dims = dimensions();
@@ -130,14 +130,14 @@ TEST_CASE("trap classes of a case", "[select]") {
     REQUIRE(named("rotary dims") == std::vector<std::string>{"whole head"});
     {
         gen::CaseSpec p = s;
-        p.rotary_dim = 4;  // of head_dim 6
+        p.config.rotary_dim = 4;  // of head_dim 6
         const auto pc = classes_of(gen::materialize(p));
         for (size_t d = 0; d < dims.size(); ++d)
             if (dims[d].name == "rotary dims") REQUIRE(pc[d] == std::vector<int>{1});
     }
 
     s.op = Op::rmsnorm;
-    s.d_model = 24;
+    s.config.d_model = 24;
     const auto r = classes_of(gen::materialize(s));
     for (size_t d = 0; d < dims.size(); ++d)
         if (dims[d].name != "widths") REQUIRE(r[d].empty());  // n/a for rmsnorm

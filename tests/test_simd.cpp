@@ -87,8 +87,8 @@ TEST_CASE("simd swiglu with the blocked product conforms", "[swiglu][simd][long]
     gen::CaseSpec s;
     s.op = Op::swiglu;
     s.T = 131;  // > 120 rows per A block
-    s.d_model = 300;  // > 256: K blocked in the gate/up product
-    s.ffn_dim = 530;  // > 256: K blocked in the down product; not a multiple of 8 or 16
+    s.config.d_model = 300;  // > 256: K blocked in the gate/up product
+    s.config.ffn_dim = 530;  // > 256: K blocked in the down product; not a multiple of 8 or 16
     s.seed = 3;
     const Case c = gen::materialize(s);
     for (const std::string& target : runnable_targets())
@@ -104,14 +104,14 @@ TEST_CASE("simd block at a real head size conforms", "[block][simd][long]") {
     gen::CaseSpec s;
     s.op = Op::block;
     s.T = 40;
-    s.d_model = 288;
-    s.ffn_dim = 770;
-    s.n_heads = 8;
-    s.n_kv_heads = 2;
-    s.head_dim = 64;
-    s.theta = 500000;
+    s.config.d_model = 288;
+    s.config.ffn_dim = 770;
+    s.config.n_heads = 8;
+    s.config.n_kv_heads = 2;
+    s.config.head_dim = 64;
+    s.config.rope_theta = 500000;
     s.pos = 4000;
-    s.qk_norm = true;
+    s.config.qk_norm = true;
     s.seed = 5;
     const Case c = gen::materialize(s);
     for (const std::string& target : runnable_targets())
@@ -149,19 +149,19 @@ TEST_CASE("simd results do not depend on the thread count", "[block][simd]") {
     s.op = Op::decode;
     s.T = 24;
     s.prefill = 9;
-    s.d_model = 200;
-    s.ffn_dim = 390;
-    s.n_heads = 6;
-    s.n_kv_heads = 3;
-    s.head_dim = 32;
+    s.config.d_model = 200;
+    s.config.ffn_dim = 390;
+    s.config.n_heads = 6;
+    s.config.n_kv_heads = 3;
+    s.config.head_dim = 32;
     s.seed = 9;
     Case c = gen::materialize(s);
     Case sw = gen::materialize([&] {
         gen::CaseSpec t = s;
         t.op = Op::swiglu;
         t.T = 130;
-        t.d_model = 300;
-        t.ffn_dim = 300;
+        t.config.d_model = 300;
+        t.config.ffn_dim = 300;
         return t;
     }());
     for (DType dtype : {DType::f32, DType::bf16}) {

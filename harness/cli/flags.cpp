@@ -8,6 +8,19 @@
 
 namespace conform::cli {
 
+uint64_t parse_seed(const std::string& text) {
+    if (text.empty()) return kDefaultSeed;
+    if (text == "random") return std::random_device{}() & 0xFFFFFFFFu;
+    try {
+        size_t used = 0;
+        const uint64_t seed = std::stoull(text, &used);
+        if (used != text.size()) throw std::invalid_argument("trailing");
+        return seed;
+    } catch (const std::exception&) {
+        throw InputError("--seed: expected a number or 'random', found '" + text + "'");
+    }
+}
+
 std::vector<std::string> split_list(const std::string& s) {
     std::vector<std::string> out;
     std::stringstream ss(s);
@@ -51,7 +64,7 @@ void add_case_flags(CLI::App& app, CaseFlags& f) {
                                "config.json, and --layout, --theta, --eps, --qk-norm override its conventions",
                                /*with_layers=*/false);
     CLI::Option_group* g = app.add_option_group(
-        "real checkpoints", "a model's own weights at full size (README, \"Real checkpoints\"; harness/weights/)");
+        "real checkpoints", "a model's own weights at full size (docs/checkpoints.md; harness/weights/)");
     g->add_option("--weights", f.weights,
                   "a checkpoint: a .gguf file, a .safetensors file, or a directory of safetensors shards with its "
                   "config.json. Property cases take its configuration at full size and a layer's real weights; "
@@ -136,19 +149,7 @@ Resolved resolve_case_flags(const CaseFlags& f) {
     const auto dt = parse_dtype(f.dtype);
     if (!dt) throw InputError("--dtype: unknown dtype '" + f.dtype + "' (f32, bf16, f16)");
     s.dtype = r.impls.options.dtype = *dt;
-    if (f.seed.empty()) {
-        s.seed = kDefaultSeed;
-    } else if (f.seed == "random") {
-        s.seed = std::random_device{}() & 0xFFFFFFFFu;
-    } else {
-        try {
-            size_t used = 0;
-            s.seed = std::stoull(f.seed, &used);
-            if (used != f.seed.size()) throw std::invalid_argument("trailing");
-        } catch (const std::exception&) {
-            throw InputError("--seed: expected a number or 'random', found '" + f.seed + "'");
-        }
-    }
+    s.seed = parse_seed(f.seed);
     // Which worker calls are repeated, and the poison each call's outputs are
     // filled with, follow the seed too: "--seed N reproduces this run" holds
     // for workers as well.

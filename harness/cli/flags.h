@@ -69,6 +69,10 @@ struct Resolved {
 // Throws InputError naming the flag (exit 2).
 Resolved resolve_case_flags(const CaseFlags& f);
 
+// --seed: "" the default seed, "random" one drawn now, else a number;
+// InputError naming the flag otherwise.
+uint64_t parse_seed(const std::string& text);
+
 // "a,b,,c" -> {a, b, c}
 std::vector<std::string> split_list(const std::string& s);
 

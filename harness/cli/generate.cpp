@@ -13,7 +13,7 @@
 #include "config/presets.h"
 #include "gen/gen.h"
 #include "h5/fixture.h"
-#include "h5/golden.h"
+#include "run/golden.h"
 #include "reference/reference.h"
 #include "run/real.h"
 
@@ -156,27 +156,10 @@ int run_generate(const GenerateOptions& o) {
     std::vector<h5::FixtureCase> out;
     try {
         for (int i = 0; i < o.cases; ++i) {
-            gen::CaseSpec s;
-            s.op = *op;
-            s.T = T;
-            s.S = S;
-            s.n_heads = cfg.n_heads;
-            s.n_kv_heads = cfg.n_kv_heads;
-            s.head_dim = cfg.head_dim;
-            s.d_model = cfg.d_model;
-            s.ffn_dim = cfg.ffn_dim;
-            s.layout = cfg.rope_layout;
-            s.theta = cfg.rope_theta;
-            s.scaling = cfg.rope_scaling;
-            s.rotary_dim = cfg.rotary_dim;
-            s.qk_norm = cfg.qk_norm;
-            s.eps = cfg.norm_eps;
-            s.kpos = o.start;
-            s.pos = *op == Op::attention ? o.start + S - T : o.start;
+            gen::CaseSpec s = gen::spec_at(*op, cfg, T, S, o.start, o.seed + static_cast<uint64_t>(i));
             s.prefill = *op == Op::decode ? prefill : 0;
             s.mag = o.mag;
             s.outliers = o.outliers;
-            s.seed = o.seed + static_cast<uint64_t>(i);
             if (slot) {
                 s.layer = o.layer;
                 s.real = slot;

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
 
 #include "config/hf_config.h"
 
@@ -133,44 +134,35 @@ void print_config(std::ostream& out, const ModelConfig& m, const std::string& in
     for (const auto& d : m.notes) out << indent << "  note: " << d << "\n";
 }
 
+// The block's fields from conform/config.h's table (a scaling parameter
+// only where the type takes it; rotary_dim as the rotated width), then the
+// model's own.
 nlohmann::json config_json(const ModelConfig& m) {
     const BlockConfig& c = m.block;
-    const RopeScaling& s = c.rope_scaling;
-    nlohmann::json scaling = {{"type", to_string(s.type)}};
-    if (s.type != RopeScalingType::none) {
-        scaling["factor"] = s.factor;
-        if (s.type == RopeScalingType::llama3) {
-            scaling["low_freq_factor"] = s.low_freq_factor;
-            scaling["high_freq_factor"] = s.high_freq_factor;
+    nlohmann::json j = {{"name", m.name}, {"origin", m.origin}, {"architecture", m.architecture}};
+    for_each_field(c, [&](const ConfigField& f, const auto& v) {
+        using V = std::decay_t<decltype(v)>;
+        nlohmann::json value;
+        if constexpr (std::is_same_v<V, RopeLayout> || std::is_same_v<V, RopeScalingType>)
+            value = to_string(v);
+        else
+            value = v;
+        const std::string name = f.name;
+        if (name.rfind("rope_scaling.", 0) != 0) {
+            j[name] = value;
+        } else if (!f.is_scaling_param() || f.applies(c.rope_scaling.type)) {
+            j["rope_scaling"][name.substr(std::string("rope_scaling.").size())] = value;
         }
-        if (s.type == RopeScalingType::yarn) {
-            scaling["beta_fast"] = s.beta_fast;
-            scaling["beta_slow"] = s.beta_slow;
-            scaling["attention_factor"] = s.attention_factor;
-        }
-        if (s.type != RopeScalingType::linear) scaling["original_max_position"] = s.original_max_position;
-    }
-    return {{"name", m.name},
-            {"origin", m.origin},
-            {"architecture", m.architecture},
-            {"d_model", c.d_model},
-            {"n_heads", c.n_heads},
-            {"n_kv_heads", c.n_kv_heads},
-            {"head_dim", c.head_dim},
-            {"ffn_dim", c.ffn_dim},
-            {"rotary_dim", c.rotary()},
-            {"rope_layout", to_string(c.rope_layout)},
-            {"rope_theta", c.rope_theta},
-            {"rope_scaling", scaling},
-            {"qk_norm", c.qk_norm},
-            {"norm_eps", c.norm_eps},
-            {"layers", m.layers},
-            {"vocab", m.vocab},
-            {"max_position", m.max_position},
-            {"tie_embeddings", m.tie_embeddings},
-            {"defaults_taken", m.defaults},
-            {"overrides", m.overrides},
-            {"notes", m.notes}};
+    });
+    j["rotary_dim"] = c.rotary();
+    j["layers"] = m.layers;
+    j["vocab"] = m.vocab;
+    j["max_position"] = m.max_position;
+    j["tie_embeddings"] = m.tie_embeddings;
+    j["defaults_taken"] = m.defaults;
+    j["overrides"] = m.overrides;
+    j["notes"] = m.notes;
+    return j;
 }
 
 std::optional<ModelConfig> resolve_model(const ConfigOptions& o, std::string* problem) {

@@ -29,6 +29,21 @@ const std::vector<int64_t>& Case::pos(const std::string& name) const {
     return it->second;
 }
 
+View CaseCall::in(const char* name) {
+    auto it = c.inputs.find(name);
+    return it == c.inputs.end() ? View{} : it->second.view();
+}
+
+Positions CaseCall::pos(const char* name) {
+    auto it = c.positions.find(name);
+    return it == c.positions.end() ? Positions{} : Positions{it->second.data(), static_cast<int64_t>(it->second.size())};
+}
+
+MutView CaseCall::out(const char* name) {
+    auto it = outputs.find(name);
+    return it == outputs.end() ? MutView{} : it->second;
+}
+
 std::string Case::where() const {
     if (!file.empty()) return file + ":/" + group;
     return id;

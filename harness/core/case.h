@@ -57,6 +57,19 @@ struct Case {
     std::string where() const;  // "file:/group" for fixtures, the id otherwise
 };
 
+// A Case's tensors as an op's call takes them (OpInfo::invoke), into the
+// caller's output buffers: an input or output the case lacks is a null view.
+struct CaseCall final : CallTensors {
+    const Case& c;
+    std::map<std::string, MutView> outputs;
+
+    explicit CaseCall(const Case& cs) : c(cs) {}
+    View in(const char* name) override;
+    Positions pos(const char* name) override;
+    MutView out(const char* name) override;
+    int64_t prefill() override { return c.prefill; }
+};
+
 // Every input name an op consumes (float tensors and positions), in schema order.
 std::vector<std::string> float_inputs(Op op, const BlockConfig& c);
 std::vector<std::string> position_inputs(Op op);

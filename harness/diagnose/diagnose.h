@@ -38,6 +38,13 @@ struct Hypothesis {
 // the config has none).
 std::vector<Hypothesis> hypotheses(const Case& c);
 
+// The hypotheses of a block with config c that are a change of the config
+// alone (RoPE layout, theta, scaling ignored, partial rotary ignored, QK-norm
+// missing), each as the config it amounts to: what a check that has only
+// the reference's block under a config can try (conform forward
+// --expect-logits). The id is the catalogue's, with the changed value.
+std::vector<std::pair<std::string, BlockConfig>> config_hypotheses(const BlockConfig& c);
+
 // Whether `observed` conforms to the reference with h's convention changed,
 // under the gate's tolerance model.
 bool conforms_under(const Case& c, DType dtype, const NamedD& observed, const Hypothesis& h);

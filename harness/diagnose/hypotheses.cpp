@@ -292,4 +292,25 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
     return h;
 }
 
+std::vector<std::pair<std::string, BlockConfig>> config_hypotheses(const BlockConfig& c) {
+    Case block;
+    block.op = Op::block;
+    block.config = c;
+    std::vector<std::pair<std::string, BlockConfig>> out;
+    for (const Hypothesis& h : hypotheses(block)) {
+        // The variant's config-expressible fields moved into the config; any other left means it is not a config.
+        ref::Variant rest = h.variant;
+        BlockConfig v = c;
+        std::string value;
+        if (rest.layout) v.rope_layout = *rest.layout, rest.layout.reset();
+        if (rest.theta) value = fmt::format(" (theta {})", g(*rest.theta)), v.rope_theta = *rest.theta, rest.theta.reset();
+        if (rest.scaling_ignored) v.rope_scaling = RopeScaling{}, rest.scaling_ignored = false;
+        if (rest.rotary_full) v.rotary_dim = c.head_dim, rest.rotary_full = false;
+        if (rest.qk_norm == ref::Variant::QkNorm::off) v.qk_norm = false, rest.qk_norm = ref::Variant::QkNorm::as_config;
+        if (!rest.faithful() || h.variant.faithful()) continue;
+        out.emplace_back(h.id + value, v);
+    }
+    return out;
+}
+
 }  // namespace conform::diagnose

@@ -10,6 +10,7 @@
 #include <rapidcheck.h>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 #include "core/rng.h"
 
@@ -150,18 +151,18 @@ void pick_heads(CaseSpec& s, int64_t max_heads) {
     const int cls = max_heads >= 8 ? weighted<int>({{2, 0}, {3, 1}, {2, 2}, {1, 3}})
                                    : weighted<int>({{2, 0}, {3, 1}, {2, 2}});
     if (cls == 0) {
-        s.n_heads = s.n_kv_heads = *rc::gen::inRange<int64_t>(1, std::min<int64_t>(5, max_heads) + 1);
+        s.config.n_heads = s.config.n_kv_heads = *rc::gen::inRange<int64_t>(1, std::min<int64_t>(5, max_heads) + 1);
     } else if (cls == 1) {
-        s.n_kv_heads = *rc::gen::inRange<int64_t>(2, 5);
+        s.config.n_kv_heads = *rc::gen::inRange<int64_t>(2, 5);
         const int64_t group = *rc::gen::inRange<int64_t>(2, 5);
-        s.n_heads = s.n_kv_heads * group;
+        s.config.n_heads = s.config.n_kv_heads * group;
     } else if (cls == 2) {
-        s.n_kv_heads = 1;
-        s.n_heads = *rc::gen::inRange<int64_t>(2, 9);
+        s.config.n_kv_heads = 1;
+        s.config.n_heads = *rc::gen::inRange<int64_t>(2, 9);
     } else {
-        s.n_kv_heads = *rc::gen::inRange<int64_t>(2, 5);
-        const int64_t group = *rc::gen::inRange<int64_t>(5, 32 / s.n_kv_heads + 1);
-        s.n_heads = s.n_kv_heads * group;
+        s.config.n_kv_heads = *rc::gen::inRange<int64_t>(2, 5);
+        const int64_t group = *rc::gen::inRange<int64_t>(5, 32 / s.config.n_kv_heads + 1);
+        s.config.n_heads = s.config.n_kv_heads * group;
     }
 }
 
@@ -185,9 +186,9 @@ void pick_inputs(CaseSpec& s) {
 // they existed; every pick shrinks to "none" first.
 void pick_rope_extras(CaseSpec& s) {
     const int64_t part = weighted<int64_t>({{5, 1}, {1, 2}, {1, 4}});
-    if (part > 1 && s.head_dim % (2 * part) == 0) s.rotary_dim = s.head_dim / part;
-    const int64_t rd = s.rotary_dim > 0 ? s.rotary_dim : s.head_dim;
-    RopeScaling& sc = s.scaling;
+    if (part > 1 && s.config.head_dim % (2 * part) == 0) s.config.rotary_dim = s.config.head_dim / part;
+    const int64_t rd = s.config.rotary_dim > 0 ? s.config.rotary_dim : s.config.head_dim;
+    RopeScaling& sc = s.config.rope_scaling;
     sc.type = weighted<RopeScalingType>({{5, RopeScalingType::none},
                                          {1, RopeScalingType::linear},
                                          {1, RopeScalingType::llama3},
@@ -203,7 +204,7 @@ void pick_rope_extras(CaseSpec& s) {
             sc.low_freq_factor = 1;
             sc.high_freq_factor = 4;
             sc.original_max_position = 8192;
-            s.theta = 500000;
+            s.config.rope_theta = 500000;
             break;
         case RopeScalingType::yarn:
             // Qwen2.5 / Qwen3 long context; attention_factor as HF's get_mscale(factor)
@@ -242,21 +243,21 @@ void pick_rope_extras(CaseSpec& s) {
 void pin(CaseSpec& s, const BlockConfig& c) {
     const OpInfo& info = op_info(s.op);
     if (info.uses(kRope)) {
-        s.head_dim = c.head_dim;
-        s.rotary_dim = c.rotary_dim;
-        s.layout = c.rope_layout;
-        s.theta = c.rope_theta;
-        s.scaling = c.rope_scaling;
+        s.config.head_dim = c.head_dim;
+        s.config.rotary_dim = c.rotary_dim;
+        s.config.rope_layout = c.rope_layout;
+        s.config.rope_theta = c.rope_theta;
+        s.config.rope_scaling = c.rope_scaling;
     }
     if (info.reads("n_heads")) {
-        s.n_heads = c.n_heads;
-        s.n_kv_heads = c.n_kv_heads;
+        s.config.n_heads = c.n_heads;
+        s.config.n_kv_heads = c.n_kv_heads;
     }
-    if (info.reads("head_dim")) s.head_dim = c.head_dim;
-    if (info.has_dim(Dim::D)) s.d_model = c.d_model;
-    if (info.has_dim(Dim::F)) s.ffn_dim = c.ffn_dim;
-    if (info.reads("qk_norm")) s.qk_norm = c.qk_norm;
-    if (info.reads("norm_eps")) s.eps = c.norm_eps;
+    if (info.reads("head_dim")) s.config.head_dim = c.head_dim;
+    if (info.has_dim(Dim::D)) s.config.d_model = c.d_model;
+    if (info.has_dim(Dim::F)) s.config.ffn_dim = c.ffn_dim;
+    if (info.reads("qk_norm")) s.config.qk_norm = c.qk_norm;
+    if (info.reads("norm_eps")) s.config.norm_eps = c.norm_eps;
 }
 
 // A checkpoint's layer: its weights; with model inputs, the first T rows of
@@ -282,7 +283,7 @@ void take_layer(CaseSpec& s, const std::shared_ptr<const RealLayer>& real) {
     }
     s.prefill = std::min(s.prefill, s.T);
     // rope and qk_norm take q's rows: all of the model's query heads.
-    if ((s.op == Op::rope || s.op == Op::qk_norm) && real->n_heads > 0) s.n_heads = s.n_kv_heads = real->n_heads;
+    if ((s.op == Op::rope || s.op == Op::qk_norm) && real->n_heads > 0) s.config.n_heads = s.config.n_kv_heads = real->n_heads;
 }
 
 CaseSpec make(const Stream& st) {
@@ -296,15 +297,15 @@ CaseSpec make(const Stream& st) {
     switch (op) {
         case Op::rmsnorm:
             s.T = pick_rows(reach.rows);
-            s.d_model = pick_width(130, {1024, 2048, 4096, 5120, 1031, 4100});  // and tails off the vector width
-            s.eps = one_of(1e-5, 1e-6);
+            s.config.d_model = pick_width(130, {1024, 2048, 4096, 5120, 1031, 4100});  // and tails off the vector width
+            s.config.norm_eps = one_of(1e-5, 1e-6);
             break;
         case Op::rope:
             s.T = pick_rows(reach.rows);
-            s.head_dim = pick_head_dim(reach.head_dim_max);
-            s.n_heads = *rc::gen::inRange<int64_t>(1, 6);
-            s.layout = one_of(RopeLayout::neox, RopeLayout::interleaved);
-            s.theta = pick_theta();
+            s.config.head_dim = pick_head_dim(reach.head_dim_max);
+            s.config.n_heads = *rc::gen::inRange<int64_t>(1, 6);
+            s.config.rope_layout = one_of(RopeLayout::neox, RopeLayout::interleaved);
+            s.config.rope_theta = pick_theta();
             s.pos = pick_position();
             s.shape = weighted<CaseSpec::Shape>({{6, CaseSpec::Shape::contiguous},
                                                  {1, CaseSpec::Shape::gaps},
@@ -313,13 +314,13 @@ CaseSpec make(const Stream& st) {
             break;
         case Op::qk_norm:
             s.T = pick_rows(reach.rows);
-            s.head_dim = pick_head_dim(reach.head_dim_max);
-            s.n_heads = *rc::gen::inRange<int64_t>(1, 6);
-            s.eps = one_of(1e-6, 1e-5);
+            s.config.head_dim = pick_head_dim(reach.head_dim_max);
+            s.config.n_heads = *rc::gen::inRange<int64_t>(1, 6);
+            s.config.norm_eps = one_of(1e-6, 1e-5);
             break;
         case Op::attention: {
             pick_heads(s, 8);
-            s.head_dim = pick_head_dim(reach.head_dim_max);
+            s.config.head_dim = pick_head_dim(reach.head_dim_max);
             s.S = pick_keys(reach);
             // Every pairing: a prefill (T = S), a chunk after a cached prefix
             // (T < S), one decoding query (T = 1), a few queries over many keys.
@@ -330,7 +331,7 @@ CaseSpec make(const Stream& st) {
                 case 2: s.T = 1; break;
                 default: s.T = std::min<int64_t>(s.S, one_of<int64_t>(2, 5, 8)); break;
             }
-            if (s.S > 256) s.head_dim = std::min<int64_t>(s.head_dim, 128);  // long keys: keep T·S·hd small
+            if (s.S > 256) s.config.head_dim = std::min<int64_t>(s.config.head_dim, 128);  // long keys: keep T·S·hd small
             s.kpos = pick_position();
             // Mostly the queries are the tail of the keys (prefill, chunked
             // prefill, decode); sometimes elsewhere, so some rows see few or no keys.
@@ -347,8 +348,8 @@ CaseSpec make(const Stream& st) {
         }
         case Op::swiglu:
             s.T = cap(pick_rows(reach.rows));
-            s.d_model = pick_width(96, {512, 520});
-            s.ffn_dim = pick_width(200, {1376, 2816, 1400});
+            s.config.d_model = pick_width(96, {512, 520});
+            s.config.ffn_dim = pick_width(200, {1376, 2816, 1400});
             break;
         case Op::block:
         case Op::decode: {
@@ -359,13 +360,13 @@ CaseSpec make(const Stream& st) {
             s.T = cap(!long_run ? pick_rows(reach.rows)
                                 : op == Op::block ? one_of<int64_t>(64, 130, 257, 512) : one_of<int64_t>(317, 40, 129, 333));
             pick_heads(s, long_run ? 4 : 8);
-            s.head_dim = pick_head_dim(long_run ? 32 : reach.head_dim_max);
-            s.d_model = *rc::gen::inRange<int64_t>(4, long_run ? 49 : 97);
-            s.ffn_dim = *rc::gen::inRange<int64_t>(4, long_run ? 97 : 193);
-            s.layout = one_of(RopeLayout::neox, RopeLayout::interleaved);
-            s.theta = pick_theta();
-            s.qk_norm = *rc::gen::arbitrary<bool>();
-            s.eps = one_of(1e-5, 1e-6);
+            s.config.head_dim = pick_head_dim(long_run ? 32 : reach.head_dim_max);
+            s.config.d_model = *rc::gen::inRange<int64_t>(4, long_run ? 49 : 97);
+            s.config.ffn_dim = *rc::gen::inRange<int64_t>(4, long_run ? 97 : 193);
+            s.config.rope_layout = one_of(RopeLayout::neox, RopeLayout::interleaved);
+            s.config.rope_theta = pick_theta();
+            s.config.qk_norm = *rc::gen::arbitrary<bool>();
+            s.config.norm_eps = one_of(1e-5, 1e-6);
             s.pos = pick_position();
             s.shape = weighted<CaseSpec::Shape>({{5, CaseSpec::Shape::contiguous}, {1, CaseSpec::Shape::gaps}});
             if (op == Op::decode)
@@ -391,24 +392,24 @@ std::string num(double v) {
 
 using Fields = std::vector<std::pair<std::string, std::string>>;
 
-// The RoPE fields of an id beyond theta, each only when not the default.
+// The RoPE fields of an id beyond theta, each only when not the default: the
+// rotated width, and a scaling's type and the parameters that type takes
+// (conform/config.h's table, by their id names).
 void rope_extras(const CaseSpec& s, Fields& f) {
-    auto add = [&](const char* k, std::string v) { f.emplace_back(k, std::move(v)); };
-    if (s.rotary_dim != 0) add("rd", std::to_string(s.rotary_dim));
-    const RopeScaling& sc = s.scaling;
+    if (s.config.rotary_dim != 0) f.emplace_back("rd", std::to_string(s.config.rotary_dim));
+    const RopeScaling& sc = s.config.rope_scaling;
     if (sc.type == RopeScalingType::none) return;
-    add("scaling", to_string(sc.type));
-    add("factor", num(sc.factor));
-    if (sc.type == RopeScalingType::llama3) {
-        add("low_freq", num(sc.low_freq_factor));
-        add("high_freq", num(sc.high_freq_factor));
-    }
-    if (sc.type != RopeScalingType::linear) add("orig", std::to_string(sc.original_max_position));
-    if (sc.type == RopeScalingType::yarn) {
-        add("beta_fast", num(sc.beta_fast));
-        add("beta_slow", num(sc.beta_slow));
-        add("attn_factor", num(sc.attention_factor));
-    }
+    f.emplace_back("scaling", to_string(sc.type));
+    BlockConfig c;
+    c.rope_scaling = sc;
+    for_each_field(c, [&](const ConfigField& cf, const auto& v) {
+        using V = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<V, double>) {
+            if (cf.applies(sc.type)) f.emplace_back(cf.id, num(v));
+        } else if constexpr (std::is_same_v<V, int64_t>) {
+            if (cf.applies(sc.type)) f.emplace_back(cf.id, std::to_string(v));
+        }
+    });
 }
 
 // The positions' shape, only when not contiguous (so older ids still parse to the same case).
@@ -417,10 +418,9 @@ void shape_field(const CaseSpec& s, Fields& f) {
 }
 
 bool is_rope_extra(const std::string& k) {
-    for (const char* e : {"rd", "scaling", "factor", "low_freq", "high_freq", "orig", "beta_fast", "beta_slow",
-                          "attn_factor"})
-        if (k == e) return true;
-    return false;
+    bool extra = k == "rd" || k == "scaling";
+    for_each_field(BlockConfig{}, [&](const ConfigField& cf, const auto&) { extra = extra || (cf.is_scaling_param() && k == cf.id); });
+    return extra;
 }
 
 Fields fields(const CaseSpec& s) {
@@ -428,24 +428,24 @@ Fields fields(const CaseSpec& s) {
     Fields f;
     auto add = [&](const char* k, std::string v) { f.emplace_back(k, std::move(v)); };
     switch (s.op) {
-        case Op::rmsnorm: add("T", I(s.T)); add("D", I(s.d_model)); add("eps", num(s.eps)); break;
+        case Op::rmsnorm: add("T", I(s.T)); add("D", I(s.config.d_model)); add("eps", num(s.config.norm_eps)); break;
         case Op::rope:
-            add("T", I(s.T)); add("n", I(s.n_heads)); add("hd", I(s.head_dim));
-            add("layout", to_string(s.layout)); add("theta", num(s.theta)); rope_extras(s, f); add("pos", I(s.pos));
+            add("T", I(s.T)); add("n", I(s.config.n_heads)); add("hd", I(s.config.head_dim));
+            add("layout", to_string(s.config.rope_layout)); add("theta", num(s.config.rope_theta)); rope_extras(s, f); add("pos", I(s.pos));
             shape_field(s, f);
             break;
-        case Op::qk_norm: add("T", I(s.T)); add("n", I(s.n_heads)); add("hd", I(s.head_dim)); add("eps", num(s.eps)); break;
+        case Op::qk_norm: add("T", I(s.T)); add("n", I(s.config.n_heads)); add("hd", I(s.config.head_dim)); add("eps", num(s.config.norm_eps)); break;
         case Op::attention:
-            add("T", I(s.T)); add("S", I(s.S)); add("H", I(s.n_heads)); add("KV", I(s.n_kv_heads));
-            add("hd", I(s.head_dim)); add("qpos", I(s.pos)); add("kpos", I(s.kpos));
+            add("T", I(s.T)); add("S", I(s.S)); add("H", I(s.config.n_heads)); add("KV", I(s.config.n_kv_heads));
+            add("hd", I(s.config.head_dim)); add("qpos", I(s.pos)); add("kpos", I(s.kpos));
             shape_field(s, f);
             break;
-        case Op::swiglu: add("T", I(s.T)); add("D", I(s.d_model)); add("F", I(s.ffn_dim)); break;
+        case Op::swiglu: add("T", I(s.T)); add("D", I(s.config.d_model)); add("F", I(s.config.ffn_dim)); break;
         case Op::block:
         case Op::decode:
-            add("T", I(s.T)); add("D", I(s.d_model)); add("H", I(s.n_heads)); add("KV", I(s.n_kv_heads));
-            add("hd", I(s.head_dim)); add("F", I(s.ffn_dim)); add("layout", to_string(s.layout));
-            add("theta", num(s.theta)); rope_extras(s, f); add("qk_norm", s.qk_norm ? "1" : "0"); add("eps", num(s.eps));
+            add("T", I(s.T)); add("D", I(s.config.d_model)); add("H", I(s.config.n_heads)); add("KV", I(s.config.n_kv_heads));
+            add("hd", I(s.config.head_dim)); add("F", I(s.config.ffn_dim)); add("layout", to_string(s.config.rope_layout));
+            add("theta", num(s.config.rope_theta)); rope_extras(s, f); add("qk_norm", s.config.qk_norm ? "1" : "0"); add("eps", num(s.config.norm_eps));
             add("pos", I(s.pos));
             shape_field(s, f);
             if (s.op == Op::decode) add("prefill", I(s.prefill));
@@ -508,6 +508,26 @@ std::string canonical_id(const CaseSpec& s) {
     return id + ")";
 }
 
+namespace {
+
+// A scaling parameter's id field (conform/config.h's table) into sc; false
+// when k names none. std::stod / std::stoll throw on a value that is not a number.
+bool scaling_param(const std::string& k, const std::string& v, RopeScaling& sc) {
+    BlockConfig c;
+    c.rope_scaling = sc;
+    bool found = false;
+    for_each_field(c, [&](const ConfigField& cf, auto& field) {
+        using V = std::decay_t<decltype(field)>;
+        if (!cf.is_scaling_param() || k != cf.id) return;
+        if constexpr (std::is_same_v<V, double>) field = std::stod(v), found = true;
+        else if constexpr (std::is_same_v<V, int64_t>) field = std::stoll(v), found = true;
+    });
+    if (found) sc = c.rope_scaling;
+    return found;
+}
+
+}  // namespace
+
 std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error) {
     auto fail = [&](const std::string& msg) -> std::optional<CaseSpec> {
         if (error) *error = "case id '" + id + "': " + msg;
@@ -536,18 +556,18 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
         for (const auto& [k, v] : kv) {
             if (k == "T") s.T = std::stoll(v);
             else if (k == "S") s.S = std::stoll(v);
-            else if (k == "n" || k == "H") s.n_heads = std::stoll(v);
-            else if (k == "KV") s.n_kv_heads = std::stoll(v);
-            else if (k == "hd") s.head_dim = std::stoll(v);
-            else if (k == "D") s.d_model = std::stoll(v);
-            else if (k == "F") s.ffn_dim = std::stoll(v);
+            else if (k == "n" || k == "H") s.config.n_heads = std::stoll(v);
+            else if (k == "KV") s.config.n_kv_heads = std::stoll(v);
+            else if (k == "hd") s.config.head_dim = std::stoll(v);
+            else if (k == "D") s.config.d_model = std::stoll(v);
+            else if (k == "F") s.config.ffn_dim = std::stoll(v);
             else if (k == "layout") {
                 auto l = parse_rope_layout(v);
                 if (!l) return fail("layout must be neox or interleaved, found '" + v + "'");
-                s.layout = *l;
-            } else if (k == "theta") s.theta = std::stod(v);
-            else if (k == "qk_norm") s.qk_norm = v == "1";
-            else if (k == "eps") s.eps = std::stod(v);
+                s.config.rope_layout = *l;
+            } else if (k == "theta") s.config.rope_theta = std::stod(v);
+            else if (k == "qk_norm") s.config.qk_norm = v == "1";
+            else if (k == "eps") s.config.norm_eps = std::stod(v);
             else if (k == "pos" || k == "qpos") s.pos = std::stoll(v);
             else if (k == "kpos") s.kpos = std::stoll(v);
             else if (k == "prefill") s.prefill = std::stoll(v);
@@ -572,20 +592,15 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
                     return fail(std::string("positions must be ") + (any_order ? "gaps, restarts or shuffled" : "gaps (a block's are increasing)") +
                                 ", found '" + v + "'");
             }
-            else if (k == "rd") s.rotary_dim = std::stoll(v);
+            else if (k == "rd") s.config.rotary_dim = std::stoll(v);
             else if (k == "scaling") {
                 auto t = parse_rope_scaling_type(v);
                 if (!t || *t == RopeScalingType::none)
                     return fail("scaling must be linear, llama3, yarn or dynamic, found '" + v + "'");
-                s.scaling.type = *t;
-            } else if (k == "factor") s.scaling.factor = std::stod(v);
-            else if (k == "low_freq") s.scaling.low_freq_factor = std::stod(v);
-            else if (k == "high_freq") s.scaling.high_freq_factor = std::stod(v);
-            else if (k == "orig") s.scaling.original_max_position = std::stoll(v);
-            else if (k == "beta_fast") s.scaling.beta_fast = std::stod(v);
-            else if (k == "beta_slow") s.scaling.beta_slow = std::stod(v);
-            else if (k == "attn_factor") s.scaling.attention_factor = std::stod(v);
-            else return fail("unknown field '" + k + "'");
+                s.config.rope_scaling.type = *t;
+            } else if (!scaling_param(k, v, s.config.rope_scaling)) {
+                return fail("unknown field '" + k + "'");
+            }
         }
     } catch (const std::exception&) {
         return fail("a field's value is not a number");
@@ -598,28 +613,24 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
         if (rope) rope_extras(s, extras);
         for (const auto& [k, v] : extras)
             if (!kv.count(k))
-                return fail("missing field '" + k + "' (scaling=" + to_string(s.scaling.type) + " needs it)");
+                return fail("missing field '" + k + "' (scaling=" + to_string(s.config.rope_scaling.type) + " needs it)");
         for (const auto& [k, v] : kv) {
             if (!is_rope_extra(k)) continue;
             bool printed = false;
             for (const auto& e : extras) printed = printed || e.first == k;
             if (!printed)
                 return fail("field '" + k + "' does not apply to " +
-                            (rope ? "scaling=" + std::string(to_string(s.scaling.type))
+                            (rope ? "scaling=" + std::string(to_string(s.config.rope_scaling.type))
                                   : "op " + std::string(to_string(s.op))));
         }
-        BlockConfig rc;
-        rc.head_dim = s.head_dim;
-        rc.rope_scaling = s.scaling;
-        rc.rotary_dim = s.rotary_dim;
-        if (s.head_dim % 2 == 0 && s.head_dim > 0)
-            if (auto bad = rope_config_problem(rc)) return fail(bad->first + ": " + bad->second);
+        if (s.config.head_dim % 2 == 0 && s.config.head_dim > 0)
+            if (auto bad = rope_config_problem(s.config)) return fail(bad->first + ": " + bad->second);
     }
     if (s.model_inputs && s.layer < 0) return fail("inputs=model needs layer=N (a checkpoint's layer)");
-    if (!op_info(s.op).uses(kHeads)) s.n_kv_heads = s.n_heads;  // heads in x only (rope, qk_norm): no kv heads
-    if (s.T < 1 || s.S < 1 || s.n_heads < 1 || s.n_kv_heads < 1 || s.head_dim < 1 || s.d_model < 1 || s.ffn_dim < 1)
+    if (!op_info(s.op).uses(kHeads)) s.config.n_kv_heads = s.config.n_heads;  // heads in x only (rope, qk_norm): no kv heads
+    if (s.T < 1 || s.S < 1 || s.config.n_heads < 1 || s.config.n_kv_heads < 1 || s.config.head_dim < 1 || s.config.d_model < 1 || s.config.ffn_dim < 1)
         return fail("sizes must be >= 1");
-    if (s.T * std::max<int64_t>(s.d_model, s.n_heads * s.head_dim) > (int64_t(1) << 28)) return fail("case too large");
+    if (s.T * std::max<int64_t>(s.config.d_model, s.config.n_heads * s.config.head_dim) > (int64_t(1) << 28)) return fail("case too large");
     return s;
 }
 
@@ -648,6 +659,18 @@ const RealLayer* real_layer(const CaseSpec& s) {
 
 }  // namespace
 
+CaseSpec spec_at(Op op, const BlockConfig& c, int64_t T, int64_t S, int64_t start, uint64_t seed) {
+    CaseSpec s;
+    s.op = op;
+    s.T = T;
+    s.S = S;
+    s.config = c;
+    s.kpos = start;
+    s.pos = op == Op::attention ? start + S - T : start;
+    s.seed = seed;
+    return s;
+}
+
 Case materialize(const CaseSpec& s) {
     const RealLayer* R = real_layer(s);
     const bool model = R && s.model_inputs;
@@ -659,32 +682,21 @@ Case materialize(const CaseSpec& s) {
     c.op = s.op;
     c.seed = s.seed;
     c.id = canonical_id(s);
-    BlockConfig& cfg = c.config;
-    cfg.d_model = s.d_model;
-    cfg.n_heads = s.n_heads;
-    cfg.n_kv_heads = s.n_kv_heads;
-    cfg.head_dim = s.head_dim;
-    cfg.ffn_dim = s.ffn_dim;
-    cfg.rope_layout = s.layout;
-    cfg.rope_theta = s.theta;
-    cfg.rope_scaling = s.scaling;
-    cfg.rotary_dim = s.rotary_dim;
-    cfg.qk_norm = s.qk_norm;
-    cfg.norm_eps = s.eps;
+    c.config = s.config;
     c.prefill = s.prefill;
     Rng r{s.seed * 0x2545F4914F6CDD1Dull + static_cast<uint64_t>(s.op) + 1};
     switch (s.op) {
         case Op::rmsnorm:
-            c.inputs["x"] = model ? act("x", 0, s.T) : activations(r, s.T, s.d_model, s.mag, s.outliers);
-            c.inputs["weight"] = weight_or("attn_norm", [&] { return norm_weight(r, s.d_model, 0.3); });
+            c.inputs["x"] = model ? act("x", 0, s.T) : activations(r, s.T, s.config.d_model, s.mag, s.outliers);
+            c.inputs["weight"] = weight_or("attn_norm", [&] { return norm_weight(r, s.config.d_model, 0.3); });
             break;
         case Op::rope:
-            c.inputs["x"] = model ? act("rope_in", 0, s.T) : activations(r, s.T, s.n_heads * s.head_dim, s.mag, s.outliers);
+            c.inputs["x"] = model ? act("rope_in", 0, s.T) : activations(r, s.T, s.config.n_heads * s.config.head_dim, s.mag, s.outliers);
             c.positions["positions"] = positions_of(s.pos, s.T, s.shape);
             break;
         case Op::qk_norm:
-            c.inputs["x"] = model ? act("q", 0, s.T) : activations(r, s.T, s.n_heads * s.head_dim, s.mag, s.outliers);
-            c.inputs["weight"] = weight_or("q_norm", [&] { return norm_weight(r, s.head_dim, 0.5); });
+            c.inputs["x"] = model ? act("q", 0, s.T) : activations(r, s.T, s.config.n_heads * s.config.head_dim, s.mag, s.outliers);
+            c.inputs["weight"] = weight_or("q_norm", [&] { return norm_weight(r, s.config.head_dim, 0.5); });
             break;
         case Op::attention:
             if (model) {  // the keys are the stream's first S rows, the queries their last T
@@ -692,9 +704,9 @@ Case materialize(const CaseSpec& s) {
                 c.inputs["k"] = act("k_rot", 0, s.S);
                 c.inputs["v"] = act("v", 0, s.S);
             } else {
-                c.inputs["q"] = activations(r, s.T, s.n_heads * s.head_dim, s.mag, s.outliers);
-                c.inputs["k"] = activations(r, s.S, s.n_kv_heads * s.head_dim, s.mag, 0);
-                c.inputs["v"] = normal(r, s.S, s.n_kv_heads * s.head_dim, 1.0);
+                c.inputs["q"] = activations(r, s.T, s.config.n_heads * s.config.head_dim, s.mag, s.outliers);
+                c.inputs["k"] = activations(r, s.S, s.config.n_kv_heads * s.config.head_dim, s.mag, 0);
+                c.inputs["v"] = normal(r, s.S, s.config.n_kv_heads * s.config.head_dim, 1.0);
             }
             // The keys' positions in the shape; the queries' the last T of them
             // when they are the keys' tail (a query sees itself and what came
@@ -708,18 +720,18 @@ Case materialize(const CaseSpec& s) {
             }
             break;
         case Op::swiglu:
-            c.inputs["x"] = model ? act("ffn_in", 0, s.T) : activations(r, s.T, s.d_model, s.mag, s.outliers);
-            c.inputs["w1"] = weight_or("w1", [&] { return weight(r, s.d_model, s.ffn_dim); });
-            c.inputs["w3"] = weight_or("w3", [&] { return weight(r, s.d_model, s.ffn_dim); });
-            c.inputs["w2"] = weight_or("w2", [&] { return weight(r, s.ffn_dim, s.d_model); });
+            c.inputs["x"] = model ? act("ffn_in", 0, s.T) : activations(r, s.T, s.config.d_model, s.mag, s.outliers);
+            c.inputs["w1"] = weight_or("w1", [&] { return weight(r, s.config.d_model, s.config.ffn_dim); });
+            c.inputs["w3"] = weight_or("w3", [&] { return weight(r, s.config.d_model, s.config.ffn_dim); });
+            c.inputs["w2"] = weight_or("w2", [&] { return weight(r, s.config.ffn_dim, s.config.d_model); });
             break;
         case Op::block:
         case Op::decode: {
-            const int64_t D = s.d_model, Q = s.n_heads * s.head_dim, KV = s.n_kv_heads * s.head_dim;
+            const int64_t D = s.config.d_model, Q = s.config.n_heads * s.config.head_dim, KV = s.config.n_kv_heads * s.config.head_dim;
             if (R) {  // the layer as the checkpoint has it
                 c.inputs["x"] = model ? act("x", 0, s.T) : activations(r, s.T, D, s.mag, s.outliers);
                 for (const auto& [name, w] : R->weights)
-                    if (s.qk_norm || (name != "q_norm" && name != "k_norm")) c.inputs[name] = w;
+                    if (s.config.qk_norm || (name != "q_norm" && name != "k_norm")) c.inputs[name] = w;
                 c.positions["positions"] = positions_of(s.pos, s.T, s.shape);
                 break;
             }
@@ -730,12 +742,12 @@ Case materialize(const CaseSpec& s) {
             c.inputs["wv"] = weight(r, D, KV);
             c.inputs["wo"] = weight(r, Q, D);
             c.inputs["ffn_norm"] = norm_weight(r, D, 0.3);
-            c.inputs["w1"] = weight(r, D, s.ffn_dim);
-            c.inputs["w3"] = weight(r, D, s.ffn_dim);
-            c.inputs["w2"] = weight(r, s.ffn_dim, D);
-            if (s.qk_norm) {
-                c.inputs["q_norm"] = norm_weight(r, s.head_dim, 0.5);
-                c.inputs["k_norm"] = norm_weight(r, s.head_dim, 0.5);
+            c.inputs["w1"] = weight(r, D, s.config.ffn_dim);
+            c.inputs["w3"] = weight(r, D, s.config.ffn_dim);
+            c.inputs["w2"] = weight(r, s.config.ffn_dim, D);
+            if (s.config.qk_norm) {
+                c.inputs["q_norm"] = norm_weight(r, s.config.head_dim, 0.5);
+                c.inputs["k_norm"] = norm_weight(r, s.config.head_dim, 0.5);
             }
             c.positions["positions"] = positions_of(s.pos, s.T, s.shape);
             break;

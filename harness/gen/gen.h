@@ -28,21 +28,24 @@ namespace conform::gen {
 
 struct RealLayer;
 
+// The smallest configuration a case starts from (and shrinks toward).
+inline BlockConfig small_config() {
+    BlockConfig c;
+    c.d_model = 8;
+    c.n_heads = c.n_kv_heads = 1;
+    c.head_dim = 4;
+    c.ffn_dim = 8;
+    return c;
+}
+
 struct CaseSpec {
     Op op = Op::rmsnorm;
     int64_t T = 1;           // rows (tokens / queries)
     int64_t S = 1;           // attention: keys
-    int64_t n_heads = 1;     // rope / qk_norm: heads in x
-    int64_t n_kv_heads = 1;
-    int64_t head_dim = 4;
-    int64_t d_model = 8;
-    int64_t ffn_dim = 8;
-    RopeLayout layout = RopeLayout::neox;
-    double theta = 10000.0;
-    RopeScaling scaling{};   // rope, block, decode: none unless drawn
-    int64_t rotary_dim = 0;  // rope, block, decode: 0 = the whole head
-    bool qk_norm = false;
-    double eps = 1e-5;
+    // The case's configuration, as its op reads it (the rest keeps these
+    // defaults): rope and qk_norm's heads in x are config.n_heads; scaling
+    // and a partial rotary only for rope, block and decode, when drawn.
+    BlockConfig config = small_config();
     int64_t pos = 0;         // position of the first row (query)
     int64_t kpos = 0;        // attention: position of the first key
     // How the positions run from pos (and kpos): positions_of() below.
@@ -110,6 +113,12 @@ rc::Gen<CaseSpec> spec_gen(const Stream& s);
 // Canonical id, and its inverse (nullopt with a message on a malformed id).
 std::string canonical_id(const CaseSpec& s);
 std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error = nullptr);
+
+// A spec at configuration c: its sizes and conventions, T rows (attention: S
+// keys, the queries their last T) from position `start`, contiguous,
+// magnitude 1, no outlier channels, drawn from `seed`. What `conform
+// generate` and `conform bench` draw; materialize() makes the case.
+CaseSpec spec_at(Op op, const BlockConfig& c, int64_t T, int64_t S, int64_t start, uint64_t seed);
 
 // Builds the case: config, inputs and positions, drawn from s.seed (the
 // weights, and with model_inputs the inputs, from s.real). Throws

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <type_traits>
 
 #include "core/child.h"
 #include "h5/handle.h"
@@ -286,31 +287,28 @@ void read_rope_extras(const Ctx& ctx, hid_t g, BlockConfig& cfg) {
                      "expected \"none\", \"linear\", \"llama3\", \"yarn\" or \"dynamic\", found \"" + v + "\"");
         s.type = *t;
     }
-    const std::vector<std::string> takes = scaling_params(s.type);
-    for (const std::string& f : kScalingParams) {
-        const bool wanted = std::find(takes.begin(), takes.end(), f) != takes.end();
-        const std::string field = std::string("config/") + f;
+    // Every scaling parameter of conform/config.h's table: present exactly when the type takes it.
+    for_each_field(cfg, [&](const ConfigField& cf, auto& v) {
+        if (!cf.is_scaling_param()) return;
+        const std::string f = cf.h5;
+        const bool wanted = cf.applies(s.type);
+        const std::string field = "config/" + f;
         if (!has(f)) {
-            if (wanted)
-                ctx.fail(field, std::string("missing (rope_scaling \"") + to_string(s.type) + "\" needs it)");
-            continue;
+            if (wanted) ctx.fail(field, std::string("missing (rope_scaling \"") + to_string(s.type) + "\" needs it)");
+            return;
         }
         if (!wanted)
             ctx.fail(field, std::string("does not apply to rope_scaling \"") + to_string(s.type) + "\"" +
                                 (s.type == RopeScalingType::none ? " (absent: no scaling)" : ""));
-        if (std::string(f) == "rope_original_max_position") {
-            s.original_max_position = read_int(ctx, g, f, field);
-            continue;
+        using V = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<V, int64_t>) {
+            v = read_int(ctx, g, f, field);
+        } else if constexpr (std::is_same_v<V, double>) {
+            const double x = read_float(ctx, g, f, field);
+            if (!std::isfinite(x)) ctx.fail(field, "must be finite, found " + std::to_string(x));
+            v = x;
         }
-        const double v = read_float(ctx, g, f, field);
-        if (!std::isfinite(v)) ctx.fail(field, "must be finite, found " + std::to_string(v));
-        if (std::string(f) == "rope_factor") s.factor = v;
-        else if (std::string(f) == "rope_low_freq_factor") s.low_freq_factor = v;
-        else if (std::string(f) == "rope_high_freq_factor") s.high_freq_factor = v;
-        else if (std::string(f) == "rope_beta_fast") s.beta_fast = v;
-        else if (std::string(f) == "rope_beta_slow") s.beta_slow = v;
-        else s.attention_factor = v;
-    }
+    });
     if (has("rotary_dim")) cfg.rotary_dim = read_int(ctx, g, "rotary_dim", "config/rotary_dim");
 }
 

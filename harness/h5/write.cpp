@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <string_view>
+#include <type_traits>
 #include <filesystem>
 #include <stdexcept>
 
@@ -81,34 +83,29 @@ struct Writer {
         const std::vector<std::string> fields = required_config(op);
         if (fields.empty()) return;
         Group g = group(case_group, "config");
+        // One attribute per field, as conform/config.h's table names it.
+        auto write = [&](const char* name, const auto& v) {
+            using V = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<V, bool>) attr(g.get(), name, int64_t(v ? 1 : 0));
+            else if constexpr (std::is_same_v<V, RopeLayout> || std::is_same_v<V, RopeScalingType>)
+                attr(g.get(), name, std::string(to_string(v)));
+            else attr(g.get(), name, v);
+        };
         for (const auto& f : fields) {
-            if (f == "d_model") attr(g.get(), f, cfg.d_model);
-            else if (f == "n_heads") attr(g.get(), f, cfg.n_heads);
-            else if (f == "n_kv_heads") attr(g.get(), f, cfg.n_kv_heads);
-            else if (f == "head_dim") attr(g.get(), f, cfg.head_dim);
-            else if (f == "ffn_dim") attr(g.get(), f, cfg.ffn_dim);
-            else if (f == "rope_layout") attr(g.get(), f, std::string(to_string(cfg.rope_layout)));
-            else if (f == "rope_theta") attr(g.get(), f, cfg.rope_theta);
-            else if (f == "qk_norm") attr(g.get(), f, int64_t(cfg.qk_norm ? 1 : 0));
-            else if (f == "norm_eps") attr(g.get(), f, cfg.norm_eps);
-            else throw std::logic_error("write_fixture: config field " + f + " has no writer");
+            bool written = false;
+            for_each_field(cfg, [&](const ConfigField& cf, const auto& v) {
+                if (f == cf.h5 && !cf.is_scaling_param()) write(cf.h5, v), written = true;
+            });
+            if (!written) throw std::logic_error("write_fixture: config field " + f + " has no writer");
         }
         // RoPE scaling and partial rotary only when a case has them: files
         // without them stay what they were.
         if (std::find(fields.begin(), fields.end(), "rope_theta") == fields.end()) return;
-        const RopeScaling& s = cfg.rope_scaling;
-        if (s.type != RopeScalingType::none) {
-            attr(g.get(), "rope_scaling", std::string(to_string(s.type)));
-            for (const auto& f : scaling_params(s.type)) {
-                if (f == "rope_factor") attr(g.get(), f, s.factor);
-                else if (f == "rope_low_freq_factor") attr(g.get(), f, s.low_freq_factor);
-                else if (f == "rope_high_freq_factor") attr(g.get(), f, s.high_freq_factor);
-                else if (f == "rope_original_max_position") attr(g.get(), f, s.original_max_position);
-                else if (f == "rope_beta_fast") attr(g.get(), f, s.beta_fast);
-                else if (f == "rope_beta_slow") attr(g.get(), f, s.beta_slow);
-                else attr(g.get(), f, s.attention_factor);
-            }
-        }
+        const RopeScalingType type = cfg.rope_scaling.type;
+        if (type != RopeScalingType::none)
+            for_each_field(cfg, [&](const ConfigField& cf, const auto& v) {
+                if (cf.applies(type) || std::string_view(cf.h5) == "rope_scaling") write(cf.h5, v);
+            });
         if (cfg.rotary_dim != 0) attr(g.get(), "rotary_dim", cfg.rotary_dim);
     }
 

@@ -64,31 +64,6 @@ struct Guarded {
     }
 };
 
-View V(const Case& c, const char* name) { return c.in(name).view(); }
-Positions P(const Case& c, const char* name) {
-    const auto& p = c.pos(name);
-    return Positions{p.data(), static_cast<int64_t>(p.size())};
-}
-
-BlockWeights weights_of(const Case& c) {
-    BlockWeights w;
-    w.attn_norm = V(c, "attn_norm");
-    w.wq = V(c, "wq");
-    w.wk = V(c, "wk");
-    w.wv = V(c, "wv");
-    w.wo = V(c, "wo");
-    w.ffn_norm = V(c, "ffn_norm");
-    w.w1 = V(c, "w1");
-    w.w3 = V(c, "w3");
-    w.w2 = V(c, "w2");
-    if (c.config.qk_norm) {
-        w.q_norm = V(c, "q_norm");
-        w.k_norm = V(c, "k_norm");
-    }
-    return w;
-}
-
-
 }  // namespace
 
 ImplOutputs run_impl(Implementation& impl, const Case& c) {
@@ -98,67 +73,25 @@ ImplOutputs run_impl(Implementation& impl, const Case& c) {
     try {
         Support s = impl.supports(c.op, cfg);
         if (!s.ok) throw ImplError("does not support this case: " + s.reason);
+        // Every output the op has, poisoned and guarded; the block's taps too
+        // (an implementation writes those it materialises).
         std::vector<Guarded> outs;
-        switch (c.op) {
-            case Op::rmsnorm: {
-                const View x = V(c, "x");
-                outs.emplace_back("out", x.rows, x.cols);
-                impl.rmsnorm(x, V(c, "weight"), rmsnorm_params(cfg), outs[0].view());
-                break;
-            }
-            case Op::rope: {
-                const View x = V(c, "x");
-                outs.emplace_back("out", x.rows, x.cols);
-                impl.rope(x, P(c, "positions"), rope_params(cfg), outs[0].view());
-                break;
-            }
-            case Op::qk_norm: {
-                const View x = V(c, "x");
-                outs.emplace_back("out", x.rows, x.cols);
-                impl.qk_norm(x, V(c, "weight"), qk_norm_params(cfg), outs[0].view());
-                break;
-            }
-            case Op::attention: {
-                const View q = V(c, "q");
-                outs.emplace_back("out", q.rows, q.cols);
-                impl.attention(q, V(c, "k"), V(c, "v"), P(c, "q_positions"), P(c, "k_positions"),
-                               attention_params(cfg), outs[0].view());
-                break;
-            }
-            case Op::swiglu: {
-                const View x = V(c, "x");
-                outs.emplace_back("out", x.rows, x.cols);
-                impl.swiglu(x, V(c, "w1"), V(c, "w3"), V(c, "w2"), outs[0].view());
-                break;
-            }
-            case Op::block: {
-                const View x = V(c, "x");
-                BlockOutputs bo;
-                outs.reserve(kAllTaps.size());
-                for (Tap t : kAllTaps) {
-                    outs.emplace_back(to_string(t), x.rows, tap_cols(t, cfg));
-                    bo[t] = outs.back().view();
-                }
-                TapSet written = impl.block(x, weights_of(c), P(c, "positions"), cfg, bo);
-                // Only taps it claims to have written are compared; the rest must be untouched.
-                for (size_t i = 0; i < kAllTaps.size(); ++i) {
-                    const Tap t = kAllTaps[i];
-                    if (t != Tap::out && !written.has(t) && outs[i].touched())
-                        throw ImplError("wrote tap '" + outs[i].name + "' but did not report it as written");
-                }
-                std::vector<Guarded> kept;
-                for (size_t i = 0; i < kAllTaps.size(); ++i)
-                    if (kAllTaps[i] == Tap::out || written.has(kAllTaps[i])) kept.push_back(std::move(outs[i]));
-                outs = std::move(kept);
-                break;
-            }
-            case Op::decode: {
-                const View x = V(c, "x");
-                outs.emplace_back("out", x.rows, x.cols);
-                impl.decode(x, weights_of(c), P(c, "positions"), c.prefill, cfg, outs[0].view());
-                break;
-            }
+        CaseCall call(c);
+        for (const std::string& name : output_names(c.op)) {
+            const std::vector<int64_t> shape = output_shape(c, name);
+            outs.emplace_back(name, shape[0], shape[1]);
         }
+        for (Guarded& g : outs) call.outputs[g.name] = g.view();
+        const TapSet written = op_info(c.op).invoke(impl, cfg, call);
+        // Only outputs it claims to have written are compared; the rest must be untouched.
+        std::vector<Guarded> kept;
+        for (Guarded& g : outs) {
+            if (wrote(written, g.name))
+                kept.push_back(std::move(g));
+            else if (g.touched())
+                throw ImplError("wrote tap '" + g.name + "' but did not report it as written");
+        }
+        outs = std::move(kept);
         for (const auto& g : outs) {
             const std::string broke = g.check(true);
             if (!broke.empty()) throw ImplError(broke);

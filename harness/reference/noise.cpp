@@ -2,7 +2,7 @@
 // how far a legitimate program may land from the float64 truth, from the
 // magnitudes of what it sums and from what it inherits upstream.
 //
-// The dtype contract (README): values are stored in the dtype, arithmetic is
+// The dtype contract (docs/tolerance.md): values are stored in the dtype, arithmetic is
 // float32. So each element's bound is
 //   - the rounding noise of its own reductions in float32, sqrt(K)·u32·Σ|a_k b_k|
 //     (Higham's typical bound for any summation order),

@@ -264,10 +264,4 @@ Plan make_plan(const Selection& s) {
     return plan;
 }
 
-const std::vector<std::string>& run_identity_fields() {
-    static const std::vector<std::string> f = {"seed", "cases_per_op", "dtype", "impls",
-                                               "ops",  "params",       "fixtures", "config"};
-    return f;
-}
-
 }  // namespace conform::run

@@ -131,8 +131,4 @@ Plan make_plan(const Selection& s);
 // the source tree; "" when there is none.
 std::string default_fixture_dir();
 
-// The fields of a report that identify a run: shards of one run agree on
-// every one (conform merge-reports checks them).
-const std::vector<std::string>& run_identity_fields();
-
 }  // namespace conform::run

@@ -10,7 +10,7 @@
 
 #include "core/phases.h"
 #include "diagnose/diagnose.h"
-#include "h5/golden.h"
+#include "run/golden.h"
 
 namespace conform::run {
 

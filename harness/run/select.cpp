@@ -52,18 +52,18 @@ gen::CaseSpec spec_of(const Case& c) {
     };
     s.T = size(Dim::T, 1);
     s.S = size(Dim::S, 1);
-    s.head_dim = cfg.head_dim;
-    s.n_heads = cfg.n_heads;
-    s.n_kv_heads = cfg.n_kv_heads;
-    if (info.has_dim(Dim::N)) s.n_heads = s.n_kv_heads = cfg.head_dim > 0 ? size(Dim::N, 0) / cfg.head_dim : 0;
-    s.d_model = size(Dim::D, cfg.d_model);
-    s.ffn_dim = size(Dim::F, cfg.ffn_dim);
-    s.layout = cfg.rope_layout;
-    s.theta = cfg.rope_theta;
-    s.scaling = cfg.rope_scaling;
-    s.rotary_dim = cfg.rotary_dim;
-    s.qk_norm = cfg.qk_norm;
-    s.eps = cfg.norm_eps;
+    s.config.head_dim = cfg.head_dim;
+    s.config.n_heads = cfg.n_heads;
+    s.config.n_kv_heads = cfg.n_kv_heads;
+    if (info.has_dim(Dim::N)) s.config.n_heads = s.config.n_kv_heads = cfg.head_dim > 0 ? size(Dim::N, 0) / cfg.head_dim : 0;
+    s.config.d_model = size(Dim::D, cfg.d_model);
+    s.config.ffn_dim = size(Dim::F, cfg.ffn_dim);
+    s.config.rope_layout = cfg.rope_layout;
+    s.config.rope_theta = cfg.rope_theta;
+    s.config.rope_scaling = cfg.rope_scaling;
+    s.config.rotary_dim = cfg.rotary_dim;
+    s.config.qk_norm = cfg.qk_norm;
+    s.config.norm_eps = cfg.norm_eps;
     for (const PositionSpec& p : info.positions)
         (p.n == Dim::S ? s.kpos : s.pos) = first_position(c, p.name);
     s.prefill = c.prefill;
@@ -263,23 +263,23 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
         if (!dims[d].relevant(s.op)) continue;
         std::vector<int>& c = out[d];
         switch (static_cast<Trap>(d)) {
-            case kLayout: c.push_back(s.layout == RopeLayout::neox ? 0 : 1); break;
-            case kTheta: c.push_back(s.theta == 10000.0 ? 0 : s.theta == 500000.0 ? 1 : s.theta >= 1e6 ? 2 : 3); break;
+            case kLayout: c.push_back(s.config.rope_layout == RopeLayout::neox ? 0 : 1); break;
+            case kTheta: c.push_back(s.config.rope_theta == 10000.0 ? 0 : s.config.rope_theta == 500000.0 ? 1 : s.config.rope_theta >= 1e6 ? 2 : 3); break;
             case kMaxPos: c.push_back(max_pos < 512 ? 0 : max_pos < 4096 ? 1 : max_pos < 32768 ? 2 : 3); break;
-            case kQkNormTrap: c.push_back(s.qk_norm ? 1 : 0); break;
+            case kQkNormTrap: c.push_back(s.config.qk_norm ? 1 : 0); break;
             case kHeadsTrap:
-                c.push_back(s.n_kv_heads == s.n_heads      ? 0
-                            : s.n_kv_heads == 1            ? 3
-                            : s.n_heads / s.n_kv_heads <= 4 ? 1
+                c.push_back(s.config.n_kv_heads == s.config.n_heads      ? 0
+                            : s.config.n_kv_heads == 1            ? 3
+                            : s.config.n_heads / s.config.n_kv_heads <= 4 ? 1
                                                            : 2);
                 break;
             case kWidths: {
                 // The widths a kernel vectorises over, as far as the op has them.
                 const OpInfo& info = op_info(s.op);
                 std::vector<int64_t> widths;
-                if (info.has_dim(Dim::D)) widths.push_back(s.d_model);
-                if (info.has_dim(Dim::F)) widths.push_back(s.ffn_dim);
-                if (info.reads("head_dim")) widths.push_back(s.head_dim);
+                if (info.has_dim(Dim::D)) widths.push_back(s.config.d_model);
+                if (info.has_dim(Dim::F)) widths.push_back(s.config.ffn_dim);
+                if (info.reads("head_dim")) widths.push_back(s.config.head_dim);
                 for (int64_t w : widths)
                     c.push_back(width_class(w));
                 std::sort(c.begin(), c.end());

@@ -6,6 +6,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include <type_traits>
+#include <utility>
+
 #include "conform/dtype.h"
 
 namespace conform::worker {
@@ -297,59 +300,62 @@ std::vector<int64_t> as_i64(const WireTensor& t) {
     return out;
 }
 
+namespace {
+
+// A field's place in the config object: "rope_scaling.factor" is "factor"
+// inside "rope_scaling".
+std::pair<std::string, std::string> json_place(const ConfigField& f) {
+    const std::string n = f.name;
+    const size_t dot = n.find('.');
+    return dot == std::string::npos ? std::pair{std::string(), n} : std::pair{n.substr(0, dot), n.substr(dot + 1)};
+}
+
+}  // namespace
+
+// Every field (conform/config.h's table), rotary_dim as the rotated width
+// (0 never crosses the wire), every scaling parameter whatever the type.
 json config_to_json(const BlockConfig& c) {
-    const RopeScaling& s = c.rope_scaling;
-    return {{"d_model", c.d_model},
-            {"n_heads", c.n_heads},
-            {"n_kv_heads", c.n_kv_heads},
-            {"head_dim", c.head_dim},
-            {"ffn_dim", c.ffn_dim},
-            {"rope_layout", to_string(c.rope_layout)},
-            {"rope_theta", c.rope_theta},
-            {"rotary_dim", c.rotary()},
-            {"qk_norm", c.qk_norm},
-            {"norm_eps", c.norm_eps},
-            {"rope_scaling",
-             {{"type", to_string(s.type)},
-              {"factor", s.factor},
-              {"low_freq_factor", s.low_freq_factor},
-              {"high_freq_factor", s.high_freq_factor},
-              {"original_max_position", s.original_max_position},
-              {"beta_fast", s.beta_fast},
-              {"beta_slow", s.beta_slow},
-              {"attention_factor", s.attention_factor}}}};
+    json j = json::object();
+    auto put = [&](const ConfigField& f, json v) {
+        const auto [object, key] = json_place(f);
+        (object.empty() ? j : j[object])[key] = std::move(v);
+    };
+    for_each_field(c, [&](const ConfigField& f, const auto& v) {
+        using V = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<V, RopeLayout> || std::is_same_v<V, RopeScalingType>)
+            put(f, to_string(v));
+        else
+            put(f, v);
+    });
+    j["rotary_dim"] = c.rotary();
+    return j;
 }
 
 BlockConfig config_from_json(const json& j) {
     if (!j.is_object()) throw ProtocolError("config: expected an object");
-    const std::string w = "config.";
     BlockConfig c;
-    c.d_model = get<int64_t>(j, "d_model", w);
-    c.n_heads = get<int64_t>(j, "n_heads", w);
-    c.n_kv_heads = get<int64_t>(j, "n_kv_heads", w);
-    c.head_dim = get<int64_t>(j, "head_dim", w);
-    c.ffn_dim = get<int64_t>(j, "ffn_dim", w);
-    const auto layout = parse_rope_layout(get<std::string>(j, "rope_layout", w));
-    if (!layout) throw ProtocolError("config.rope_layout: expected neox or interleaved");
-    c.rope_layout = *layout;
-    c.rope_theta = get<double>(j, "rope_theta", w);
-    const int64_t rd = get<int64_t>(j, "rotary_dim", w);
-    c.rotary_dim = rd == c.head_dim ? 0 : rd;
-    c.qk_norm = get<bool>(j, "qk_norm", w);
-    c.norm_eps = get<double>(j, "norm_eps", w);
-    if (!j.contains("rope_scaling")) throw ProtocolError("config.rope_scaling: missing");
-    const json& s = j["rope_scaling"];
-    const std::string ws = "config.rope_scaling.";
-    const auto type = parse_rope_scaling_type(get<std::string>(s, "type", ws));
-    if (!type) throw ProtocolError("config.rope_scaling.type: unknown");
-    c.rope_scaling.type = *type;
-    c.rope_scaling.factor = get<double>(s, "factor", ws);
-    c.rope_scaling.low_freq_factor = get<double>(s, "low_freq_factor", ws);
-    c.rope_scaling.high_freq_factor = get<double>(s, "high_freq_factor", ws);
-    c.rope_scaling.original_max_position = get<int64_t>(s, "original_max_position", ws);
-    c.rope_scaling.beta_fast = get<double>(s, "beta_fast", ws);
-    c.rope_scaling.beta_slow = get<double>(s, "beta_slow", ws);
-    c.rope_scaling.attention_factor = get<double>(s, "attention_factor", ws);
+    for_each_field(c, [&](const ConfigField& f, auto& v) {
+        using V = std::decay_t<decltype(v)>;
+        const auto [object, key] = json_place(f);
+        const json* in = &j;
+        if (!object.empty()) {
+            if (!j.contains(object)) throw ProtocolError("config." + object + ": missing");
+            in = &j[object];
+        }
+        const std::string where = "config." + (object.empty() ? std::string() : object + ".");
+        if constexpr (std::is_same_v<V, RopeLayout>) {
+            const auto l = parse_rope_layout(get<std::string>(*in, key.c_str(), where));
+            if (!l) throw ProtocolError(where + key + ": expected neox or interleaved");
+            v = *l;
+        } else if constexpr (std::is_same_v<V, RopeScalingType>) {
+            const auto t = parse_rope_scaling_type(get<std::string>(*in, key.c_str(), where));
+            if (!t) throw ProtocolError(where + key + ": unknown");
+            v = *t;
+        } else {
+            v = get<V>(*in, key.c_str(), where);
+        }
+    });
+    if (c.rotary_dim == c.head_dim) c.rotary_dim = 0;  // the whole head, as BlockConfig spells it
     return c;
 }
 

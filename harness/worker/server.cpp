@@ -216,71 +216,54 @@ class Server {
         return true;
     }
 
-    static View view(std::map<std::string, Input>& in, const char* name, bool vector = false) {
-        auto it = in.find(name);
-        if (it == in.end()) return View{};
-        const auto& s = it->second.wire.shape;
-        if (vector) return View{it->second.f32.data(), 1, s.empty() ? 0 : s[0]};
-        if (s.size() != 2) throw ProtocolError(std::string("inputs: ") + name + ": shape: expected [rows, cols]");
-        return View{it->second.f32.data(), s[0], s[1]};
-    }
-    static Positions pos(std::map<std::string, Input>& in, const char* name) {
-        auto it = in.find(name);
-        if (it == in.end()) return Positions{};
-        return Positions{it->second.i64.data(), static_cast<int64_t>(it->second.i64.size())};
-    }
-    static MutView out(std::vector<std::unique_ptr<Output>>& outs, const std::string& name) {
-        for (auto& o : outs)
-            if (o->name() == name) return o->view();
-        throw ProtocolError("outputs: no output named '" + name + "' was requested");
-    }
+    // A request's tensors as the op's call takes them (OpInfo::invoke). A
+    // vector input (the schema's [1, n]) comes as [n]; any other must be
+    // [rows, cols]. "out" must have been asked for; a tap need not be.
+    struct RequestCall final : CallTensors {
+        Op op;
+        const json& h;
+        std::map<std::string, Input>& inputs;
+        std::vector<std::unique_ptr<Output>>& outs;
 
-    // The op's method, with the call's tensors; returns the outputs written.
+        RequestCall(Op o, const json& hd, std::map<std::string, Input>& i, std::vector<std::unique_ptr<Output>>& os)
+            : op(o), h(hd), inputs(i), outs(os) {}
+
+        View in(const char* name) override {
+            auto it = inputs.find(name);
+            if (it == inputs.end()) return View{};
+            const auto& s = it->second.wire.shape;
+            bool vector = false;
+            for (const TensorSpec& t : op_info(op).inputs)
+                if (name == std::string_view(t.name)) vector = t.rows == Dim::one;
+            if (vector) return View{it->second.f32.data(), 1, s.empty() ? 0 : s[0]};
+            if (s.size() != 2) throw ProtocolError(std::string("inputs: ") + name + ": shape: expected [rows, cols]");
+            return View{it->second.f32.data(), s[0], s[1]};
+        }
+        Positions pos(const char* name) override {
+            auto it = inputs.find(name);
+            if (it == inputs.end()) return Positions{};
+            return Positions{it->second.i64.data(), static_cast<int64_t>(it->second.i64.size())};
+        }
+        MutView out(const char* name) override {
+            for (auto& o : outs)
+                if (o->name() == name) return o->view();
+            if (name == std::string_view("out")) throw ProtocolError("outputs: no output named 'out' was requested");
+            return MutView{};
+        }
+        int64_t prefill() override { return h.value("prefill", int64_t(0)); }
+    };
+
+    // The op's method, with the call's tensors; returns the outputs written:
+    // those it reports among those asked for.
     static std::vector<std::string> dispatch(Implementation& impl, Op op, const BlockConfig& c, const json& h,
                                              std::map<std::string, Input>& in,
                                              std::vector<std::unique_ptr<Output>>& outs) {
-        BlockWeights w;
-        if (op_info(op).uses(kResidual)) {
-            w.attn_norm = view(in, "attn_norm", true);
-            w.wq = view(in, "wq");
-            w.wk = view(in, "wk");
-            w.wv = view(in, "wv");
-            w.wo = view(in, "wo");
-            w.ffn_norm = view(in, "ffn_norm", true);
-            w.w1 = view(in, "w1");
-            w.w3 = view(in, "w3");
-            w.w2 = view(in, "w2");
-            w.q_norm = view(in, "q_norm", true);
-            w.k_norm = view(in, "k_norm", true);
-        }
-        switch (op) {
-            case Op::rmsnorm: impl.rmsnorm(view(in, "x"), view(in, "weight", true), rmsnorm_params(c), out(outs, "out")); break;
-            case Op::rope: impl.rope(view(in, "x"), pos(in, "positions"), rope_params(c), out(outs, "out")); break;
-            case Op::qk_norm: impl.qk_norm(view(in, "x"), view(in, "weight", true), qk_norm_params(c), out(outs, "out")); break;
-            case Op::attention:
-                impl.attention(view(in, "q"), view(in, "k"), view(in, "v"), pos(in, "q_positions"),
-                               pos(in, "k_positions"), attention_params(c), out(outs, "out"));
-                break;
-            case Op::swiglu:
-                impl.swiglu(view(in, "x"), view(in, "w1"), view(in, "w3"), view(in, "w2"), out(outs, "out"));
-                break;
-            case Op::block: {
-                BlockOutputs bo;
-                for (Tap t : kAllTaps)
-                    for (auto& o : outs)
-                        if (o->name() == to_string(t)) bo[t] = o->view();
-                if (bo[Tap::out].data == nullptr) throw ProtocolError("outputs: a block call must request 'out'");
-                const TapSet ts = impl.block(view(in, "x"), w, pos(in, "positions"), c, bo);
-                std::vector<std::string> written = {"out"};
-                for (Tap t : kAllTaps)
-                    if (t != Tap::out && ts.has(t) && bo[t].data) written.push_back(to_string(t));
-                return written;
-            }
-            case Op::decode:
-                impl.decode(view(in, "x"), w, pos(in, "positions"), h.value("prefill", int64_t(0)), c, out(outs, "out"));
-                break;
-        }
-        return {"out"};
+        RequestCall call(op, h, in, outs);
+        const TapSet ts = op_info(op).invoke(impl, c, call);
+        std::vector<std::string> written;
+        for (const auto& o : outs)
+            if (wrote(ts, o->name())) written.push_back(o->name());
+        return written;
     }
 
     const ServerInfo& info_;

@@ -17,15 +17,7 @@ set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
 : "${ARTIFACTS:?directory for the screenshots}"
 root=$(cd "$(dirname "$0")/../.." && pwd)
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
-
-expect() {  # expect CODE PATTERN -- args...
-  local code=$1 pattern=$2; shift 3
-  "$CONFORM" "$@" >"$tmp/out" 2>&1
-  local rc=$?
-  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected $code"; }
-  grep -q -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "conform $*: no '$pattern' in output"; }
-}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, expect, need_chromium
 
 # ---- bad targets: exit 2, nothing replaced ---------------------------------------
 tiny=(anatomy --preset tinyllama-1.1b --kv-heads 8)
@@ -79,23 +71,7 @@ python3 -c 'import json,sys; c = json.load(open(sys.argv[1]))["ceilings"]; asser
   "$tmp/c.json" || fail "--with-ceilings --json: no measured ceilings"
 
 # ---- in the browser ------------------------------------------------------------------
-browser() { command -v chromium || command -v chromium-browser || command -v google-chrome || true; }
-chrome=$(browser)
-if [ -z "$chrome" ]; then
-  install=()
-  if ! command -v apt-get >/dev/null; then :; elif [ "$(id -u)" -eq 0 ]; then install=(apt-get)
-  elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then install=(sudo -n apt-get); fi
-  if ((${#install[@]})); then
-    echo "anatomy_html: installing chromium (${install[*]} install chromium)"
-    export DEBIAN_FRONTEND=noninteractive
-    "${install[@]}" install -y -qq --no-install-recommends chromium >"$tmp/apt.log" 2>&1 ||
-      { "${install[@]}" update -qq >>"$tmp/apt.log" 2>&1 &&
-        "${install[@]}" install -y -qq --no-install-recommends chromium >>"$tmp/apt.log" 2>&1; }
-    chrome=$(browser)
-    [ -n "$chrome" ] || tail -5 "$tmp/apt.log"
-  fi
-fi
-[ -n "$chrome" ] || { echo "skipped: no chromium, and it cannot be installed here (needs root or password-less sudo and apt)"; exit 77; }
+need_chromium anatomy_html  # $chrome (lib.sh), or exit 77
 
 # The driver needs only Python's standard library.
 py=$(command -v python3 || command -v /usr/bin/python3) || fail "no python3"

@@ -6,25 +6,9 @@
 # so and exits 77 (ctest: skipped).
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, need_chromium
 
-browser() { command -v chromium || command -v chromium-browser || command -v google-chrome || true; }
-chrome=$(browser)
-if [ -z "$chrome" ]; then
-  install=()
-  if ! command -v apt-get >/dev/null; then :; elif [ "$(id -u)" -eq 0 ]; then install=(apt-get)
-  elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then install=(sudo -n apt-get); fi
-  if ((${#install[@]})); then
-    echo "html_render: installing chromium (${install[*]} install chromium)"
-    export DEBIAN_FRONTEND=noninteractive
-    "${install[@]}" install -y -qq --no-install-recommends chromium >"$tmp/apt.log" 2>&1 ||
-      { "${install[@]}" update -qq >>"$tmp/apt.log" 2>&1 &&
-        "${install[@]}" install -y -qq --no-install-recommends chromium >>"$tmp/apt.log" 2>&1; }
-    chrome=$(browser)
-    [ -n "$chrome" ] || tail -5 "$tmp/apt.log"
-  fi
-fi
-[ -n "$chrome" ] || { echo "skipped: no chromium, and it cannot be installed here (needs root or password-less sudo and apt)"; exit 77; }
+need_chromium html_render  # $chrome (lib.sh), or exit 77
 
 # A failing mutant: property cases (the first failure shrunk, with the map of
 # the case it was shrunk from) and a large replayed case.

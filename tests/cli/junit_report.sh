@@ -7,7 +7,7 @@
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
 tests=$(cd "$(dirname "$0")/.." && pwd)
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, expect
 
 # Without --report: conform.json only, as before there were formats.
 "$CONFORM" --impl scalar --op rmsnorm --cases 2 --no-default-fixtures --quiet --out "$tmp/d" >"$tmp/log" 2>&1 ||
@@ -82,19 +82,12 @@ grep -q 'rope_layout_swapped: matches rope_layout=' "$md" || fail "the diagnosis
 [ "$(wc -c <"$md")" -lt 65536 ] || fail "conform.md is too long for a comment"
 
 # Refusals: exit 2 with the reason, before any work, nothing written.
-expect_usage() {  # expect_usage "message" -- args...
-  local msg=$1; shift 2
-  "$CONFORM" "$@" >"$tmp/out" 2>&1
-  local rc=$?
-  [ $rc -eq 2 ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected 2"; }
-  grep -q -- "$msg" "$tmp/out" || { cat "$tmp/out"; fail "conform $*: no '$msg' in the message"; }
-}
-expect_usage "--report: unknown format 'pdf'" -- --impl scalar --op rmsnorm --cases 1 --report json,pdf --out "$tmp/x"
-expect_usage "--report: empty format name" -- --impl scalar --op rmsnorm --cases 1 --report json, --out "$tmp/x"
+expect 2 "--report: unknown format 'pdf'" -- --impl scalar --op rmsnorm --cases 1 --report json,pdf --out "$tmp/x"
+expect 2 "--report: empty format name" -- --impl scalar --op rmsnorm --cases 1 --report json, --out "$tmp/x"
 [ ! -e "$tmp/x" ] || fail "a refused --report created the output directory"
 echo "precious" >"$tmp/file"
-expect_usage "exists and is not a directory" -- --impl scalar --op rmsnorm --cases 1 --report all --out "$tmp/file"
-expect_usage "is not a directory" -- --impl scalar --op rmsnorm --cases 1 --out "$tmp/file/sub"
+expect 2 "exists and is not a directory" -- --impl scalar --op rmsnorm --cases 1 --report all --out "$tmp/file"
+expect 2 "is not a directory" -- --impl scalar --op rmsnorm --cases 1 --out "$tmp/file/sub"
 [ "$(cat "$tmp/file")" = "precious" ] || fail "--out FILE changed the file"
-expect_usage "cannot be created" -- --impl scalar --op rmsnorm --cases 1 --out /proc/conform-cannot-be-here
+expect 2 "cannot be created" -- --impl scalar --op rmsnorm --cases 1 --out /proc/conform-cannot-be-here
 echo "junit/md: ok"

@@ -12,12 +12,9 @@
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
 root=$(cd "$(dirname "$0")/../.." && pwd)
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, find_python
 
-PY=""
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null && "$p" -c "import h5py, numpy" 2>/dev/null; then PY=$p; break; fi
-done
+find_python "h5py, numpy"  # $PY (lib.sh)
 [ -n "$PY" ] || fail "no python3 with h5py and numpy (scripts/setup.sh installs python3-h5py python3-numpy)"
 script="$root/scripts/block_f32_recurrence_fixtures.py"
 

@@ -2,7 +2,7 @@
 # End to end: the README's main command, exit codes and messages.
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, expect
 
 "$CONFORM" --impl scalar --op all --cases 8 --out "$tmp" >"$tmp/log" 2>&1
 rc=$?
@@ -20,13 +20,7 @@ for c in r["cases"]:
         assert "allowed" in t["bound"] and "max_abs" in t and "margin" in t
 PY
 
-expect() {  # expect CODE PATTERN -- args...
-  local code=$1 pattern=$2; shift 3
-  "$CONFORM" "$@" --out "$tmp" >"$tmp/out" 2>&1
-  local rc=$?
-  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected $code"; }
-  grep -q -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "conform $*: no '$pattern' in output"; }
-}
+expect_tail=(--out "$tmp")  # expect (lib.sh): every run writes its report into $tmp
 expect 2 "unknown implementation 'nope'" -- --impl nope
 expect 2 "unknown op 'ropey'" -- --op ropey
 expect 2 "unknown dtype" -- --dtype f8

@@ -5,15 +5,7 @@
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
 : "${CONFIGS:?path to fixtures/configs}"
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
-
-expect() {  # expect CODE PATTERN -- args...
-  local code=$1 pattern=$2; shift 3
-  "$CONFORM" "$@" >"$tmp/out" 2>&1
-  local rc=$?
-  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected $code"; }
-  grep -q -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "conform $*: no '$pattern' in output"; }
-}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, expect
 
 # ---- anatomy: TinyLlama's shape with 8 kv heads (the issue's numbers) ------------
 expect 0 "" -- anatomy --preset tinyllama-1.1b --kv-heads 8

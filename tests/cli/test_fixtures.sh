@@ -10,29 +10,19 @@
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
 root=$(cd "$(dirname "$0")/../.." && pwd)
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, expect, find_python
 
 # Debian's python3-h5py lives in /usr/bin/python3, which a pyenv or venv
-# python3 earlier on PATH may shadow.
-PY=""
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null && "$p" -c "import h5py, numpy" 2>/dev/null; then PY=$p; break; fi
-done
+# python3 earlier on PATH may shadow: find_python tries both.
+find_python "h5py, numpy"  # $PY (lib.sh)
 [ -n "$PY" ] || fail "no python3 with h5py and numpy (scripts/setup.sh installs python3-h5py python3-numpy)"
 
-# expect CODE -- ARGS...: runs conform, checks the exit code; output in $tmp/out.
-expect() {
-  local code=$1; shift 2
-  "$CONFORM" "$@" --out "$tmp/report" >"$tmp/out" 2>&1
-  local rc=$?
-  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected $code"; }
-}
+# expect CODE -- ARGS... (lib.sh): conform ARGS --out $tmp/report exits CODE; output in $tmp/out.
+expect_tail=(--out "$tmp/report")
 # expect_gen CODE -- ARGS...: the same for `conform generate` (whose --out is the file).
 expect_gen() {
-  local code=$1; shift 2
-  "$CONFORM" generate "$@" >"$tmp/out" 2>&1
-  local rc=$?
-  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform generate $* exited $rc, expected $code"; }
+  local expect_tail=()
+  expect "$1" -- generate "${@:3}"
 }
 has() { grep -qF -- "$1" "$tmp/out" || { cat "$tmp/out"; fail "no '$1' in the output"; }; }
 lacks() { ! grep -qF -- "$1" "$tmp/out" || { cat "$tmp/out"; fail "unexpected '$1' in the output"; }; }

@@ -24,16 +24,9 @@
 set -uo pipefail
 mode=${1:?usage: test_plugin.sh example|contract|dtypes|install|gqa}
 : "${CONFORM:?}" "${CONFORM_SOURCE_DIR:?}" "${CONFORM_BINARY_DIR:?}" "${BAD_PLUGIN_DIR:?}" "${CMAKE:?}" "${CTEST:?}" "${CC:?}"
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, expect
 
-# expect CODE PATTERN -- ARGS...: conform ARGS exits CODE and prints PATTERN (a grep -E regex).
-expect() {
-  local code=$1 pattern=$2; shift 3
-  "$CONFORM" "$@" >"$tmp/out" 2>&1
-  local rc=$?
-  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected $code"; }
-  grep -qE -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "conform $*: no /$pattern/ in the output"; }
-}
+expect_grep=-E  # expect (lib.sh): PATTERN is a grep -E regex
 
 # The example project, configured with whatever finds conform/plugin.h ($@).
 build_example() {

@@ -4,16 +4,8 @@
 # no progress line off a terminal, `list --ops / --impls` for scripts.
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, expect
 unset TEST_SHARD_INDEX TEST_TOTAL_SHARDS TEST_SHARD_STATUS_FILE
-
-expect() {  # expect CODE PATTERN -- args...
-  local code=$1 pattern=$2; shift 3
-  "$CONFORM" "$@" >"$tmp/out" 2>&1
-  local rc=$?
-  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected $code"; }
-  grep -q -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "conform $*: no '$pattern' in output"; }
-}
 
 # ---- list, for scripts: one name per line, nothing else ---------------------------
 "$CONFORM" list --ops >"$tmp/ops" 2>"$tmp/err" || fail "list --ops exited $?"

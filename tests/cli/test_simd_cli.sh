@@ -4,7 +4,7 @@
 # small op, its JSON schema, its check against LibTorch).
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, expect
 
 "$CONFORM" list >"$tmp/list" 2>&1 || fail "list"
 grep -q "simd  available" "$tmp/list" || { cat "$tmp/list"; fail "simd not listed as available"; }
@@ -23,13 +23,6 @@ for t in $(sed 's/[a-z0-9]* (not on this CPU)//g; s/(best here)//g' <<<"$targets
   done
 done
 
-expect() {  # expect CODE PATTERN -- args...
-  local code=$1 pattern=$2; shift 3
-  "$CONFORM" "$@" >"$tmp/out" 2>&1
-  local rc=$?
-  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected $code"; }
-  grep -q -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "conform $*: no '$pattern' in output"; }
-}
 expect 3 "unknown simd target 'neon' (compiled: " -- --impl simd --simd-target neon --op rmsnorm --cases 1 --out "$tmp"
 expect 3 "simd stores f32 or bf16" -- --impl simd --dtype f16 --op rmsnorm --cases 1 --out "$tmp"
 if grep -q "not on this CPU" <<<"$targets"; then

@@ -3,16 +3,13 @@
 # before (or instead of) any soak; nothing is reported as soaked.
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}" "${SRC:?the source tree}"
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, expect
 
+expect_cmd=(bash "$SRC/scripts/soak.sh") expect_name=soak.sh expect_grep=-E  # expect (lib.sh)
 # soak_expect PATTERN -- ARGS...: exit 2, PATTERN in the output, no summary line.
 soak_expect() {
-  local pattern=$1; shift 2
-  bash "$SRC/scripts/soak.sh" "$@" >"$tmp/out" 2>&1
-  local rc=$?
-  [ $rc -eq 2 ] || { cat "$tmp/out"; fail "soak.sh $* exited $rc, expected 2"; }
-  grep -qE -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "soak.sh $*: no /$pattern/ in the output"; }
-  ! grep -qE "^soak [a-z0-9]+: [0-9]+ cases" "$tmp/out" || { cat "$tmp/out"; fail "soak.sh $*: a summary was printed"; }
+  expect 2 "$@"
+  ! grep -qE "^soak [a-z0-9]+: [0-9]+ cases" "$tmp/out" || { cat "$tmp/out"; fail "soak.sh ${*:3}: a summary was printed"; }
 }
 soak_expect "unknown argument '--bogus'" -- --bogus --conform "$CONFORM"
 soak_expect "/nonexistent/conform: not built" -- --conform /nonexistent/conform

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real checkpoints through conform (README, "Real checkpoints"): tiny models
+# Real checkpoints through conform (docs/checkpoints.md): tiny models
 # written in the real formats (tests/weights/make_checkpoints.cpp: HF
 # safetensors F32/BF16/F16/sharded, GGUF F32/F16/Q8_0/Q4_0, Llama 3, Qwen3).
 #  * the gate on a layer's real weights: scalar and simd conform, drawn and
@@ -12,16 +12,9 @@
 #  * bad input exits 2 naming the file, tensor or flag.
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}" "${MAKE_CHECKPOINTS:?path to weights_checkpoints}"
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, expect, find_python
 
-# expect CODE PATTERN -- ARGS...
-expect() {
-  local code=$1 pattern=$2; shift 3
-  "$CONFORM" "$@" >"$tmp/out" 2>&1
-  local rc=$?
-  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected $code"; }
-  grep -qE -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "conform $*: no /$pattern/ in the output"; }
-}
+expect_grep=-E  # expect (lib.sh): PATTERN is a grep -E regex
 
 ck=$tmp/ck
 "$MAKE_CHECKPOINTS" "$ck" >/dev/null || fail "weights_checkpoints"
@@ -51,10 +44,7 @@ grep -q "rope_layout_swapped: matches" "$tmp/out" || { cat "$tmp/out"; fail "the
 expect 0 "logits: $tmp/hf.h5" -- forward --weights "$ck/llama-hf" --token-count 5 --impl scalar --save-logits "$tmp/hf.h5"
 expect 0 "logits: $tmp/gguf.h5" -- forward --weights "$ck/llama.gguf" --token-count 5 --impl scalar --save-logits "$tmp/gguf.h5"
 expect 2 "exists" -- forward --weights "$ck/llama-hf" --token-count 5 --impl scalar --save-logits "$tmp/hf.h5"
-PY=""
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null && "$p" -c "import numpy, h5py" 2>/dev/null; then PY=$(command -v "$p"); break; fi
-done
+find_python "numpy, h5py"  # $PY (lib.sh)
 if [ -n "$PY" ]; then
   "$PY" - "$tmp/hf.h5" "$tmp/gguf.h5" <<'PY' || fail "HF vs GGUF logits"
 import sys, h5py, numpy as np

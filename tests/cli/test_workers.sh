@@ -8,24 +8,14 @@
 # Exit 77 (ctest: skipped) where no python3 has numpy.
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}" "${SRC:?the source tree}"
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, expect, find_python
 
-PY=""
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null && "$p" -c "import numpy" 2>/dev/null; then PY=$(command -v "$p"); break; fi
-done
+find_python numpy  # $PY (lib.sh)
 [ -n "$PY" ] || { echo "skipped: no python3 with numpy (apt-get install python3-numpy)"; exit 77; }
 ex=$SRC/impls/worker_example
 faults=$SRC/tests/workers/faults
 
-# expect CODE PATTERN -- ARGS...
-expect() {
-  local code=$1 pattern=$2; shift 3
-  "$CONFORM" "$@" >"$tmp/out" 2>&1
-  local rc=$?
-  [ $rc -eq "$code" ] || { cat "$tmp/out"; fail "conform $* exited $rc, expected $code"; }
-  grep -qE -- "$pattern" "$tmp/out" || { cat "$tmp/out"; fail "conform $*: no /$pattern/ in the output"; }
-}
+expect_grep=-E  # expect (lib.sh): PATTERN is a grep -E regex
 
 # The numpy worker: every op, the regression fixtures too.
 expect 0 "^block +numpy" -- --impl-cmd "$PY $ex/numpy_worker.py" --cases 30 --out "$tmp/np"
@@ -55,11 +45,8 @@ fi
 # Faults: one bad call among good ones; each reported with its reason, the
 # worker restarted, the other cases judged.
 fault() {  # fault NAME PATTERN
-  CONFORM_FAULT_AFTER=1 "$CONFORM" --impl-cmd "$PY $faults/$1.py" --op rope --cases 4 --no-default-fixtures \
-    --call-timeout 3 --out "$tmp/$1" >"$tmp/out" 2>&1
-  local rc=$?
-  [ $rc -eq 1 ] || { cat "$tmp/out"; fail "$1: exited $rc, expected 1"; }
-  grep -qE -- "$2" "$tmp/out" || { cat "$tmp/out"; fail "$1: no /$2/ in the output"; }
+  CONFORM_FAULT_AFTER=1 expect 1 "$2" -- --impl-cmd "$PY $faults/$1.py" --op rope --cases 4 --no-default-fixtures \
+    --call-timeout 3 --out "$tmp/$1"
   "$PY" - "$tmp/$1/conform.json" "$1" <<'PY' || fail "$1: report"
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -9,27 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/rng.h"  // the weights are drawn with core's Rng::normal
+
 namespace conform::weights::testing {
 
 namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-struct Rng {
-    uint64_t s;
-    uint64_t next() {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    double uniform() { return static_cast<double>(next() >> 11) / 9007199254740992.0; }
-    double normal() {  // Box-Muller
-        const double u = uniform() + 1e-300, v = uniform();
-        return std::sqrt(-2 * std::log(u)) * std::cos(6.283185307179586 * v);
-    }
-};
 
 template <class T>
 void put(std::string& out, T v) {

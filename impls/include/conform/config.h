@@ -111,6 +111,64 @@ struct BlockConfig {
     int64_t group() const { return n_kv_heads > 0 ? n_heads / n_kv_heads : 0; }
 };
 
+// ---- the config's fields, once ---------------------------------------------
+// Every field of BlockConfig, with its name in each format that carries one:
+// `name` in the keyed formats (worker JSON, the report's config; a
+// "rope_scaling.x" name nests under "rope_scaling"), `h5` in fixture
+// attributes (fixtures/SCHEMA.md; their older spellings kept), `id` in case
+// ids. A RoPE scaling parameter also says which scaling types take it: the
+// formats that carry only what applies (ids, fixtures, the report) and
+// those that carry every field (worker JSON) read it here. Each codec is one
+// loop over for_each_field with an overload per field type (int64_t, double,
+// bool, RopeLayout, RopeScalingType); which ops read a field is their row
+// in conform/op_info.h. A new field is a member above and one line below.
+struct ConfigField {
+    const char* name;
+    const char* h5;
+    const char* id;
+    uint32_t scaling_types = 0;  // a rope_scaling parameter: bit (1 << type) for each type that takes it
+
+    bool is_scaling_param() const { return scaling_types != 0; }
+    bool applies(RopeScalingType t) const { return (scaling_types >> static_cast<unsigned>(t)) & 1u; }
+};
+
+namespace config_fields {
+constexpr uint32_t bit(RopeScalingType t) { return 1u << static_cast<unsigned>(t); }
+constexpr uint32_t kScaled = bit(RopeScalingType::linear) | bit(RopeScalingType::llama3) | bit(RopeScalingType::yarn) |
+                             bit(RopeScalingType::dynamic);
+}  // namespace config_fields
+
+// f(const ConfigField&, field&) for every field, in the order ids and
+// attributes write them. Config: BlockConfig or const BlockConfig.
+template <class Config, class F>
+void for_each_field(Config&& c, F&& f) {
+    using namespace config_fields;
+    using T = RopeScalingType;
+    f(ConfigField{"d_model", "d_model", "D"}, c.d_model);
+    f(ConfigField{"n_heads", "n_heads", "H"}, c.n_heads);
+    f(ConfigField{"n_kv_heads", "n_kv_heads", "KV"}, c.n_kv_heads);
+    f(ConfigField{"head_dim", "head_dim", "hd"}, c.head_dim);
+    f(ConfigField{"ffn_dim", "ffn_dim", "F"}, c.ffn_dim);
+    f(ConfigField{"rope_layout", "rope_layout", "layout"}, c.rope_layout);
+    f(ConfigField{"rope_theta", "rope_theta", "theta"}, c.rope_theta);
+    f(ConfigField{"rotary_dim", "rotary_dim", "rd"}, c.rotary_dim);
+    f(ConfigField{"rope_scaling.type", "rope_scaling", "scaling"}, c.rope_scaling.type);
+    f(ConfigField{"rope_scaling.factor", "rope_factor", "factor", kScaled}, c.rope_scaling.factor);
+    f(ConfigField{"rope_scaling.low_freq_factor", "rope_low_freq_factor", "low_freq", bit(T::llama3)},
+      c.rope_scaling.low_freq_factor);
+    f(ConfigField{"rope_scaling.high_freq_factor", "rope_high_freq_factor", "high_freq", bit(T::llama3)},
+      c.rope_scaling.high_freq_factor);
+    f(ConfigField{"rope_scaling.original_max_position", "rope_original_max_position", "orig",
+                  bit(T::llama3) | bit(T::yarn) | bit(T::dynamic)},
+      c.rope_scaling.original_max_position);
+    f(ConfigField{"rope_scaling.beta_fast", "rope_beta_fast", "beta_fast", bit(T::yarn)}, c.rope_scaling.beta_fast);
+    f(ConfigField{"rope_scaling.beta_slow", "rope_beta_slow", "beta_slow", bit(T::yarn)}, c.rope_scaling.beta_slow);
+    f(ConfigField{"rope_scaling.attention_factor", "rope_attention_factor", "attn_factor", bit(T::yarn)},
+      c.rope_scaling.attention_factor);
+    f(ConfigField{"qk_norm", "qk_norm", "qk_norm"}, c.qk_norm);
+    f(ConfigField{"norm_eps", "norm_eps", "eps"}, c.norm_eps);
+}
+
 // ---- one parameter struct per op ------------------------------------------
 
 struct RmsNormParams {

@@ -5,12 +5,15 @@
 // that asks "which ops use RoPE?", "what does rope consume?", "how close must
 // attention be?" looks it up here; nothing restates it.
 //
-// A new op is one row below plus its kernels: a method in conform/impl.h and
-// one file per implementation (same basename), the reference function and
-// its a-priori noise (harness/reference/), its generator function
-// (harness/gen/gen.cpp) and its plugin ABI function (conform/plugin.h).
+// The row also holds the op's one piece of behaviour the contract can own:
+// how it is called on an Implementation (`invoke`). The judge (a Case's
+// tensors), conform-worker (a request's) and bench (its input sets) differ
+// only in where the tensors are, which CallTensors says; none of them
+// switches on the op.
 //
-// Plain data, no dependencies: implementations may read it too.
+// A new op is one row below plus its kernels: ARCHITECTURE.md lists the files.
+//
+// Header-only, on the interface alone: implementations may read it too.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "conform/config.h"
+#include "conform/interface.h"
 #include "conform/ops.h"
 
 namespace conform {
@@ -82,8 +86,94 @@ struct GenReach {
     int64_t head_dim_max;  // 0: the op has no heads
 };
 
+// Where one call's tensors are, by schema name (fixtures/SCHEMA.md).
+struct CallTensors {
+    virtual ~CallTensors() = default;
+    // An input; data == nullptr where the call has none (q_norm, k_norm without QK-norm).
+    virtual View in(const char* name) = 0;
+    virtual Positions pos(const char* name) = 0;
+    // An output buffer; data == nullptr where it was not asked for (a block
+    // tap). "out" is always asked for.
+    virtual MutView out(const char* name) = 0;
+    // decode: the tokens taken in one forward before the one-at-a-time steps.
+    virtual int64_t prefill() = 0;
+};
+
+// An op called on an implementation; returns the outputs written ("out" for
+// every op; the block: also the taps it reports, see wrote()).
+using Invoke = TapSet (*)(Implementation&, const BlockConfig&, CallTensors&);
+
+// Each op's call, as its row names it.
+namespace calls {
+
+inline TapSet out_only() {
+    TapSet s;
+    s.add(Tap::out);
+    return s;
+}
+
+inline BlockWeights block_weights(CallTensors& t) {
+    BlockWeights w;
+    w.attn_norm = t.in("attn_norm");
+    w.wq = t.in("wq");
+    w.wk = t.in("wk");
+    w.wv = t.in("wv");
+    w.wo = t.in("wo");
+    w.ffn_norm = t.in("ffn_norm");
+    w.w1 = t.in("w1");
+    w.w3 = t.in("w3");
+    w.w2 = t.in("w2");
+    w.q_norm = t.in("q_norm");
+    w.k_norm = t.in("k_norm");
+    return w;
+}
+
+inline TapSet rmsnorm(Implementation& i, const BlockConfig& c, CallTensors& t) {
+    i.rmsnorm(t.in("x"), t.in("weight"), rmsnorm_params(c), t.out("out"));
+    return out_only();
+}
+inline TapSet rope(Implementation& i, const BlockConfig& c, CallTensors& t) {
+    i.rope(t.in("x"), t.pos("positions"), rope_params(c), t.out("out"));
+    return out_only();
+}
+inline TapSet qk_norm(Implementation& i, const BlockConfig& c, CallTensors& t) {
+    i.qk_norm(t.in("x"), t.in("weight"), qk_norm_params(c), t.out("out"));
+    return out_only();
+}
+inline TapSet attention(Implementation& i, const BlockConfig& c, CallTensors& t) {
+    i.attention(t.in("q"), t.in("k"), t.in("v"), t.pos("q_positions"), t.pos("k_positions"), attention_params(c),
+                t.out("out"));
+    return out_only();
+}
+inline TapSet swiglu(Implementation& i, const BlockConfig&, CallTensors& t) {
+    i.swiglu(t.in("x"), t.in("w1"), t.in("w3"), t.in("w2"), t.out("out"));
+    return out_only();
+}
+inline TapSet block(Implementation& i, const BlockConfig& c, CallTensors& t) {
+    BlockOutputs bo;
+    for (Tap tap : kAllTaps) bo[tap] = t.out(to_string(tap));
+    TapSet written = i.block(t.in("x"), block_weights(t), t.pos("positions"), c, bo);
+    written.add(Tap::out);
+    return written;
+}
+inline TapSet decode(Implementation& i, const BlockConfig& c, CallTensors& t) {
+    i.decode(t.in("x"), block_weights(t), t.pos("positions"), t.prefill(), c, t.out("out"));
+    return out_only();
+}
+
+}  // namespace calls
+
+// Whether a call that returned `written` wrote the output `name`: "out"
+// always; a block tap when it reported it.
+inline bool wrote(TapSet written, std::string_view name) {
+    if (name == "out") return true;
+    for (Tap t : kAllTaps)
+        if (name == to_string(t)) return written.has(t);
+    return false;
+}
+
 // One row: {op, formula, conventions, inputs, positions, outputs, config
-// fields, tolerance {k, nmse f32, nmse bf16, nmse f16}, generator reach}.
+// fields, tolerance {k, nmse f32, nmse bf16, nmse f16}, generator reach, its call}.
 struct OpInfo {
     Op op;                // its name is to_string(op) (ops.h)
     const char* formula;  // what it computes, as the PyTorch line
@@ -94,6 +184,7 @@ struct OpInfo {
     std::vector<const char*> config;     // config fields it reads (a fixture must carry them)
     ToleranceRow tolerance;
     GenReach reach;
+    Invoke invoke;  // the op called on an Implementation (calls:: above)
 
     bool uses(uint32_t c) const { return (conventions & c) == c; }
     bool reads(std::string_view field) const {
@@ -129,21 +220,24 @@ inline const std::vector<OpInfo>& op_table() {
          {{"out", D::T, D::D}},
          {"norm_eps"},
          {2.0, 1e-9, 1e-4, 1e-5},
-         {33, 33, 0}},
+         {33, 33, 0},
+         calls::rmsnorm},
         {Op::rope, "x * cos + rotate_half(x) * sin  (neox; interleaved: pairs (2i, 2i+1))", kRope,
          {{"x", D::T, D::N}},
          {{"positions", D::T}},
          {{"out", D::T, D::N}},
          {"head_dim", "rope_layout", "rope_theta"},
          {2.0, 1e-9, 1e-4, 1e-5},
-         {33, 33, 256}},
+         {33, 33, 256},
+         calls::rope},
         {Op::qk_norm, "rmsnorm(x.view(T, n, hd), w[hd]).view(T, n * hd)", kRmsNorm | kQkNorm,
          {{"x", D::T, D::N}, {"weight", D::one, D::hd}},
          {},
          {{"out", D::T, D::N}},
          {"head_dim", "norm_eps"},
          {2.0, 1e-9, 1e-4, 1e-5},
-         {33, 33, 256}},
+         {33, 33, 256},
+         calls::qk_norm},
         {Op::attention,
          "softmax(q @ repeat_interleave(k, H/KV).T / sqrt(hd) + causal(q_pos, k_pos)) @ v", kHeads | kCausal,
          {{"q", D::T, D::Q}, {"k", D::S, D::KVW}, {"v", D::S, D::KVW}},
@@ -151,14 +245,16 @@ inline const std::vector<OpInfo>& op_table() {
          {{"out", D::T, D::Q}},
          {"n_heads", "n_kv_heads", "head_dim"},
          {2.0, 1e-8, 5e-4, 5e-5},
-         {48, 2100, 256}},
+         {48, 2100, 256},
+         calls::attention},
         {Op::swiglu, "(silu(x @ w1) * (x @ w3)) @ w2", kSwiglu,
          {{"x", D::T, D::D}, {"w1", D::D, D::F}, {"w3", D::D, D::F}, {"w2", D::F, D::D}},
          {},
          {{"out", D::T, D::D}},
          {},
          {2.0, 1e-8, 5e-4, 5e-5},
-         {17, 17, 0}},
+         {17, 17, 0},
+         calls::swiglu},
         {Op::block, "h = x + attention(rope(qk_norm?(rmsnorm(x) @ wq, wk)), @ wv) @ wo; out = h + swiglu(rmsnorm(h))",
          kRope | kHeads | kCausal | kRmsNorm | kQkNorm | kSwiglu | kResidual,
          block_inputs,
@@ -176,7 +272,8 @@ inline const std::vector<OpInfo>& op_table() {
           {"out", D::T, D::D}},
          block_config,
          {2.0, 1e-8, 1e-3, 1e-4},
-         {20, 512, 256}},
+         {20, 512, 256},
+         calls::block},
         {Op::decode, "block() over the prefill, then one token at a time through the KV cache",
          kRope | kHeads | kCausal | kRmsNorm | kQkNorm | kSwiglu | kResidual | kKvCache,
          block_inputs,
@@ -184,7 +281,8 @@ inline const std::vector<OpInfo>& op_table() {
          {{"out", D::T, D::D}},
          block_config,
          {2.0, 1e-8, 1e-3, 1e-4},
-         {12, 340, 256}},
+         {12, 340, 256},
+         calls::decode},
     };
     return table;
 }
@@ -207,6 +305,11 @@ inline const OpInfo& op_info(Op op) {
     for (const OpInfo& i : op_table())
         if (i.op == op) return i;
     throw std::logic_error("op_info: an op without a row");
+}
+
+// The block's tap buffers are [T, tap_cols(tap, c)] (ops.h says what each holds).
+inline int64_t tap_cols(Tap t, const BlockConfig& c) {
+    return config_dim(op_info(Op::block).outputs[static_cast<size_t>(t)].cols, c);
 }
 
 // The ops whose result depends on every convention in `c`, in kAllOps order.

@@ -1,4 +1,4 @@
-#include "h5/golden.h"
+#include "run/golden.h"
 
 #include <cctype>
 #include <filesystem>

@@ -1,4 +1,4 @@
-// harness/h5/golden.h — golden data from our reference, and failing property
+// harness/run/golden.h — golden data from our reference, and failing property
 // cases saved as regression fixtures.
 //
 // A separate library from fixture.h: this side needs the LibTorch reference,

@@ -1,0 +1,131 @@
+#include "bench/inputs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "config/anatomy.h"
+#include "gen/gen.h"
+
+namespace conform::bench {
+
+namespace {
+
+Tensor random(std::mt19937& rng, int64_t rows, int64_t cols, double scale) {
+    std::normal_distribution<float> n(0.0f, 1.0f);
+    Tensor t(rows, cols);
+    for (float& v : t.data) v = static_cast<float>(scale * n(rng));
+    return t;
+}
+
+// Rows [begin, begin + n) of t.
+Tensor rows_of(const Tensor& t, int64_t begin, int64_t n) {
+    Tensor out(n, t.cols());
+    std::copy(t.data.begin() + begin * t.cols(), t.data.begin() + (begin + n) * t.cols(), out.data.begin());
+    return out;
+}
+
+}  // namespace
+
+// Drawn as every case is (gen::materialize): weights N(0, 1/in) keep
+// activations O(1) through the block, norm weights are not uniform (a wrong
+// one would show). rope and qk_norm run on the queries [T, H*hd]; attention
+// at T = 1 is one query after `context` keys, causal over T keys otherwise;
+// a decode step is the sequence's last token, its `context` before it in the
+// cache (bench's own bench op fills the cache from context_x).
+Inputs make_inputs(Op op, const BlockConfig& cfg, int64_t T, int64_t context) {
+    const int64_t rows = op == Op::decode ? context + 1 : T;
+    const int64_t keys = op == Op::attention && T == 1 ? context + 1 : T;
+    Inputs in;
+    in.c = gen::materialize(gen::spec_at(op, cfg, rows, keys, 0, 1234));
+    Case& c = in.c;
+    c.id.clear();
+    if (op == Op::decode) {
+        Tensor& x = c.inputs.at("x");
+        in.context_x = rows_of(x, 0, context);
+        in.context_pos = c.positions.at("positions");
+        in.context_pos.pop_back();
+        x = rows_of(x, context, 1);
+        c.positions["positions"] = {context};
+        c.prefill = 0;
+    }
+    return in;
+}
+
+Inputs input_set(const Inputs& base, int k) {
+    if (k == 0) return base;
+    Inputs in = base;
+    std::mt19937 rng(1234u + 7919u * static_cast<unsigned>(k));
+    for (const char* name : {"x", "q", "k", "v"})
+        if (auto it = in.c.inputs.find(name); it != in.c.inputs.end())
+            it->second = random(rng, it->second.rows(), it->second.cols(), 1.0);
+    if (!in.context_x.data.empty()) in.context_x = random(rng, in.context_x.rows(), in.context_x.cols(), 1.0);
+    if (in.c.op == Op::rope)
+        for (int64_t& p : in.c.positions["positions"]) p += 101 * k;
+    return in;
+}
+
+BenchInputs bench_inputs(const Inputs& in) {
+    CaseCall call(in.c);
+    BenchInputs b;
+    b.op = in.c.op;
+    b.config = in.c.config;
+    b.x = call.in("x");
+    b.weight = call.in("weight");
+    b.q = call.in("q");
+    b.k = call.in("k");
+    b.v = call.in("v");
+    b.w1 = call.in("w1");
+    b.w3 = call.in("w3");
+    b.w2 = call.in("w2");
+    b.pos = call.pos("positions");
+    b.q_pos = call.pos("q_positions");
+    b.k_pos = call.pos("k_positions");
+    if (op_info(in.c.op).uses(kResidual)) b.weights = calls::block_weights(call);
+    if (in.c.op == Op::decode) {
+        b.context_x = in.context_x.view();
+        b.context_pos = Positions{in.context_pos.data(), static_cast<int64_t>(in.context_pos.size())};
+    }
+    return b;
+}
+
+Cost cost(Op op, const config::ModelConfig& model, int64_t T, int64_t context, double es) {
+    config::ModelConfig m = model;
+    // The inputs make_inputs() gives each op: rmsnorm and swiglu on [T, D];
+    // qk_norm and rope on the queries [T, H*hd] alone; attention over T
+    // queries after `context` keys at T = 1, causal over T keys otherwise; a
+    // block from empty; a decode step after `context` cached tokens.
+    std::vector<std::string> parts;
+    int64_t C = 0;
+    switch (op) {
+        case Op::rmsnorm:
+            parts = {"attn_norm"};
+            break;
+        case Op::qk_norm:
+            m.block.qk_norm = true;  // bench times the op whether the model has it or not
+            parts = {"qk_norm:q"};
+            break;
+        case Op::rope:
+            parts = {"rope:q"};
+            break;
+        case Op::attention:
+            parts = {"attention"};
+            C = T == 1 ? context : 0;
+            break;
+        case Op::swiglu:
+            parts = {"gate_proj (w1)", "up_proj (w3)", "silu_mul", "down_proj (w2)"};
+            break;
+        case Op::block:
+            parts = {"layer"};
+            break;
+        case Op::decode:
+            parts = {"layer"};
+            C = context;
+            break;
+    }
+    const config::CallCost k = config::call_cost(m, T, C, es, parts);
+    return {k.flops, k.bytes, k.weight_bytes};
+}
+
+}  // namespace conform::bench
