@@ -74,8 +74,8 @@ Command add_merge_reports(CLI::App& app) {
     auto o = std::make_shared<Opts>();
     CLI::App* sub =
         app.add_subcommand("merge-reports",
-                           "join the JSON reports of a sharded run (--shard i/n) into one report; exit 0 if every case "
-                           "conforms, 1 if not, 2 if the reports are not the shards of one run");
+                           "join the JSON reports of a sharded run (--shard i/n) into one report; exit 0 if the merged run "
+                           "passes (every case conforms, nothing left unrun or tampered), 1 if not, 2 if the reports are not the shards of one run");
     sub->add_option("reports", o->inputs, "the shards' conform.json files")->required()->check(CLI::ExistingFile);
     sub->add_option("--out", o->out, "directory for the merged report (default reports/); never one of the inputs");
     sub->add_option("--report", o->formats, "formats to write: json,junit,md,html or all (default json)");

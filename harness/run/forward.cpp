@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "config/anatomy.h"
-#include "config/hf_config.h"
+#include "config/options.h"
 #include "diagnose/diagnose.h"
 #include "reference/model.h"
 #include "reference/reference.h"
