@@ -1,213 +1,19 @@
-// block — one Llama / Qwen3 decoder layer on the GPU, and decoding it
-// through a KV cache kept on the device.
-//
-//   attn_in      = rmsnorm(x, attn_norm)                      rmsnorm.cu
-//   [q | k | v]  = attn_in @ [wq | wk | wv]                   one packed GEMM
-//   q_rot, cache = rope(qk_norm?(q)), rope(qk_norm?(k)), v    one kernel (rope.cu): the cache gets rotated k, raw v
-//   attn         = attention(q_rot, cache_k, cache_v)         flash attention, split-K when few blocks (decode)
-//   h, ffn_in    = x + attn @ wo, rmsnorm(h, ffn_norm)        GEMM, then the residual add fused into the norm
-//   ffn_out      = (silu(ffn_in @ w1) * (ffn_in @ w3)) @ w2   one packed GEMM, one activation pass, one GEMM
-//   out          = h + ffn_out
-//
-// block() is one forward over all T tokens from an empty cache; decode() one
-// forward over the prefill, then one per token (T = 1), appending to the cache.
+// block — one Llama / Qwen3 decoder layer on the GPU: one forward
+// (forward.cuh) over all T tokens from an empty cache, every tap the caller
+// asked for downloaded; and the block's and decode's bench op.
 #include <algorithm>
 #include <vector>
 
 #include "cuda/bench.h"
 #include "cuda/common.cuh"
+#include "cuda/forward.cuh"
 #include "cuda/kernels.h"
 #include "cuda/ops.h"
 #include "scalar/scalar.h"
 
 namespace conform::cuda {
 
-namespace {
-
 namespace chk = scalar::detail;
-
-size_t sz(int64_t v) { return static_cast<size_t>(v); }
-
-// ---- state ---------------------------------------------------------------------------------
-
-// The block's weights on the device, in storage type T, packed for the fused products.
-template <typename T>
-struct Weights {
-    DeviceBuffer<T> attn_norm;  // (D,)
-    DeviceBuffer<T> wqkv;       // (D, Q + 2 KVW)   [wq | wk | wv]
-    DeviceBuffer<T> wo;         // (Q, D)
-    DeviceBuffer<T> ffn_norm;   // (D,)
-    DeviceBuffer<T> w13;        // (D, 2F)          [w1 | w3]
-    DeviceBuffer<T> w2;         // (F, D)
-    DeviceBuffer<T> q_norm;     // (hd,)            qk_norm only
-    DeviceBuffer<T> k_norm;     // (hd,)
-    DeviceBuffer<double> inv_freq;  // (rd/2,)     scaled; dynamic NTK's for the call's seq_len tokens
-
-    Weights(const Context& ctx, const BlockWeights& w, const BlockConfig& c, int64_t seq_len) {
-        const int64_t D = c.d_model, Q = c.q_width(), KVW = c.kv_width(), N = Q + 2 * KVW;
-        // wqkv = torch.cat([wq, wk, wv], dim=1)
-        std::vector<float> qkv(sz(D * N));
-        for (int64_t r = 0; r < D; ++r) {
-            float* dst = qkv.data() + r * N;
-            dst = std::copy(w.wq.row(r), w.wq.row(r) + Q, dst);
-            dst = std::copy(w.wk.row(r), w.wk.row(r) + KVW, dst);
-            std::copy(w.wv.row(r), w.wv.row(r) + KVW, dst);
-        }
-        const std::vector<float> w13h = pack_gate_up(w.w1, w.w3);
-        attn_norm = upload<T>(ctx, "attn_norm", w.attn_norm);
-        wqkv = upload<T>(ctx, "wqkv", qkv.data(), qkv.size());
-        wo = upload<T>(ctx, "wo", w.wo);
-        ffn_norm = upload<T>(ctx, "ffn_norm", w.ffn_norm);
-        w13 = upload<T>(ctx, "w13", w13h.data(), w13h.size());
-        w2 = upload<T>(ctx, "w2", w.w2);
-        if (c.qk_norm) {
-            q_norm = upload<T>(ctx, "q_norm", w.q_norm);
-            k_norm = upload<T>(ctx, "k_norm", w.k_norm);
-        }
-        inv_freq = rope_inv_freq(ctx, rope_params(c), seq_len);
-    }
-};
-
-// Every activation of one forward over up to `cap` tokens (llama2.c's RunState).
-template <typename T>
-struct RunState {
-    DeviceBuffer<T> attn_in;  // (cap, D)
-    DeviceBuffer<T> qkv;      // (cap, Q + 2 KVW)   taps q, k, v
-    DeviceBuffer<T> q_rot;    // (cap, Q)
-    DeviceBuffer<T> attn;     // (cap, Q)
-    DeviceBuffer<T> attn_wo;  // (cap, D)           attn @ wo, before the residual
-    DeviceBuffer<T> h;        // (cap, D)
-    DeviceBuffer<T> ffn_in;   // (cap, D)
-    DeviceBuffer<T> gu;       // (cap, 2F)          [ffn_in @ w1 | ffn_in @ w3]
-    DeviceBuffer<T> g;        // (cap, F)
-    DeviceBuffer<T> ffn_out;  // (cap, D)
-    DeviceBuffer<float> scratch;  // attention's split-K partials, grown on demand
-
-    RunState(const Context& ctx, const BlockConfig& c, int64_t cap) {
-        const int64_t D = c.d_model, Q = c.q_width(), KVW = c.kv_width(), F = c.ffn_dim;
-        const cudaStream_t s = ctx.stream;
-        attn_in = DeviceBuffer<T>("attn_in", sz(cap * D), s);
-        qkv = DeviceBuffer<T>("qkv", sz(cap * (Q + 2 * KVW)), s);
-        q_rot = DeviceBuffer<T>("q_rot", sz(cap * Q), s);
-        attn = DeviceBuffer<T>("attn", sz(cap * Q), s);
-        attn_wo = DeviceBuffer<T>("attn_wo", sz(cap * D), s);
-        h = DeviceBuffer<T>("h", sz(cap * D), s);
-        ffn_in = DeviceBuffer<T>("ffn_in", sz(cap * D), s);
-        gu = DeviceBuffer<T>("gate|up", sz(cap * 2 * F), s);
-        g = DeviceBuffer<T>("gated", sz(cap * F), s);
-        ffn_out = DeviceBuffer<T>("ffn_out", sz(cap * D), s);
-    }
-};
-
-// Rotated keys (RoPE is never re-applied to a cached key), values (never
-// rotated) and the position of every cached row, for the causal test.
-template <typename T>
-struct KvCache {
-    DeviceBuffer<T> k;          // (capacity, KVW)
-    DeviceBuffer<T> v;          // (capacity, KVW)
-    DeviceBuffer<int64_t> pos;  // (capacity,)
-    int64_t len = 0;
-
-    KvCache(const Context& ctx, const BlockConfig& c, int64_t capacity)
-        : k("cache_k", sz(capacity * c.kv_width()), ctx.stream),
-          v("cache_v", sz(capacity * c.kv_width()), ctx.stream),
-          pos("cache_pos", sz(capacity), ctx.stream) {}
-};
-
-// ---- the forward ---------------------------------------------------------------------------
-
-// n tokens x[n, D] at device positions pos[n], attending over the cache and
-// themselves; writes out[n, D] and appends n rows to the cache.
-template <typename T>
-void forward(const Context& ctx, const Weights<T>& w, const BlockConfig& c, const T* x, const int64_t* pos, int64_t n,
-             KvCache<T>& cache, RunState<T>& s, T* out) {
-    const int64_t D = c.d_model, H = c.n_heads, KV = c.n_kv_heads, hd = c.head_dim, F = c.ffn_dim;
-    const int64_t Q = c.q_width(), KVW = c.kv_width();
-    const float eps = static_cast<float>(c.norm_eps);
-    const cudaStream_t st = ctx.stream;
-
-    // attn_in = self.input_layernorm(x)
-    launch_rmsnorm<T>(x, nullptr, nullptr, w.attn_norm.data(), s.attn_in.data(), n, D, eps, st);
-
-    // q, k, v = self.q_proj(attn_in), self.k_proj(attn_in), self.v_proj(attn_in)   as one product
-    gemm<T>(ctx, s.attn_in.data(), w.wqkv.data(), s.qkv.data(), n, D, Q + 2 * KVW);
-
-    // q, k = self.q_norm(q), self.k_norm(k)  (Qwen3);  q, k = apply_rotary_pos_emb(q, k, cos, sin)
-    // self.cache_k[len:len+n] = k;  self.cache_v[len:len+n] = v
-    QkvRopeArgs<T> r;
-    r.qkv = s.qkv.data();
-    r.q_rot = s.q_rot.data();
-    r.cache_k = cache.k.data() + cache.len * KVW;
-    r.cache_v = cache.v.data() + cache.len * KVW;
-    r.tokens = n;
-    r.n_heads = H;
-    r.n_kv_heads = KV;
-    r.hd = hd;
-    r.pos = pos;
-    r.freqs = {w.inv_freq.data(), c.rotary(), scalar::rope_attention_factor(rope_params(c))};
-    r.layout = effective_layout(ctx, c.rope_layout);
-    r.q_norm = c.qk_norm ? w.q_norm.data() : nullptr;
-    r.k_norm = c.qk_norm ? w.k_norm.data() : nullptr;
-    r.eps = eps;
-    launch_qkv_rope_cache<T>(r, st);
-    CUDA_CHECK(cudaMemcpyAsync(cache.pos.data() + cache.len, pos, sz(n) * sizeof(int64_t), cudaMemcpyDeviceToDevice, st));
-    cache.len += n;
-
-    // attn = softmax(q k^T / sqrt(hd) + causal(pos)) v   over every cached row
-    const AttentionPlan plan = plan_attention(n, cache.len, H, KV, hd, ctx.sm_count);
-    if (plan.scratch_floats > s.scratch.size()) {
-        ctx.sync("attention scratch");  // the old scratch may still be in use by queued work
-        s.scratch = DeviceBuffer<float>("attention split scratch", plan.scratch_floats, st);
-    }
-    AttentionArgs<T> a;
-    a.q = s.q_rot.data();
-    a.k = cache.k.data();
-    a.v = cache.v.data();
-    a.out = s.attn.data();
-    a.q_pos = pos;
-    a.k_pos = cache.pos.data();
-    a.tokens = n;
-    a.keys = cache.len;
-    a.q_stride = Q;
-    a.kv_stride = KVW;
-    a.out_stride = Q;
-    a.n_heads = H;
-    a.n_kv_heads = KV;
-    a.hd = hd;
-    a.gqa_tiled = ctx.faults.gqa_tiled;
-    launch_attention<T>(a, plan, s.scratch.data(), ctx);
-
-    // h = x + self.o_proj(attn);  ffn_in = self.post_attention_layernorm(h)
-    gemm<T>(ctx, s.attn.data(), w.wo.data(), s.attn_wo.data(), n, Q, D);
-    launch_rmsnorm<T>(x, s.attn_wo.data(), s.h.data(), w.ffn_norm.data(), s.ffn_in.data(), n, D, eps, st);
-
-    // ffn_out = self.w2(F.silu(self.w1(ffn_in)) * self.w3(ffn_in))
-    gemm<T>(ctx, s.ffn_in.data(), w.w13.data(), s.gu.data(), n, D, 2 * F);
-    launch_swiglu_act<T>(s.gu.data(), s.g.data(), n, F, st);
-    gemm<T>(ctx, s.g.data(), w.w2.data(), s.ffn_out.data(), n, F, D);
-
-    // out = h + ffn_out
-    launch_add<T>(s.h.data(), s.ffn_out.data(), out, n * D, st);
-}
-
-// ---- checks --------------------------------------------------------------------------------
-
-void check_block(const char* op, View x, Positions pos, const BlockWeights& w, const BlockConfig& c) {
-    chk::expect(c.d_model > 0 && c.n_heads > 0 && c.n_kv_heads > 0 && c.head_dim > 0 && c.ffn_dim > 0, op,
-                "d_model, n_heads, n_kv_heads, head_dim and ffn_dim must be positive");
-    chk::expect(c.n_heads % c.n_kv_heads == 0, op,
-                "n_heads = " + std::to_string(c.n_heads) + " must be a multiple of n_kv_heads = " +
-                    std::to_string(c.n_kv_heads));
-    chk::expect(c.head_dim % 2 == 0, op, "head_dim must be even for RoPE, found " + std::to_string(c.head_dim));
-    chk::expect(c.head_dim <= kMaxAttentionHeadDim, op,
-                "head_dim " + std::to_string(c.head_dim) + " is over " + std::to_string(kMaxAttentionHeadDim));
-    chk::expect_shape(op, "x", x, x.rows, c.d_model);
-    chk::expect_positions(op, "pos", pos, x.rows);
-    chk::check_block_weights(op, w, c);
-}
-
-
-}  // namespace
 
 // ---- op entries -------------------------------------------------------------------------------
 
@@ -258,38 +64,6 @@ TapSet op_block(const Context& ctx, View x, const BlockWeights& w, Positions pos
         cache.pos.fetch_checked(ctx.stream);
     });
     return written;
-}
-
-void op_decode(const Context& ctx, View x, const BlockWeights& w, Positions pos, int64_t prefill,
-               const BlockConfig& c, MutView out) {
-    check_block("decode", x, pos, w, c);
-    const int64_t T = x.rows, D = c.d_model;
-    chk::expect_shape("decode", "out", out, T, D);
-    chk::expect(prefill >= 0 && prefill <= T, "decode",
-                "prefill must be in [0, " + std::to_string(T) + "], found " + std::to_string(prefill));
-    if (T == 0) return;
-    with_storage(intermediate_dtype(ctx.dtype), [&](auto tag) {
-        using S = decltype(tag);
-        // every step rotates with the whole call's RoPE (dynamic NTK: max(pos) + 1 tokens), as block() does
-        const Weights<S> dw(ctx, w, c, scalar::rope_seq_len(pos));
-        const DeviceBuffer<S> dx = upload<S>(ctx, "x", x);
-        const DeviceBuffer<int64_t> dpos = upload_positions(ctx, "pos", pos.data, sz(T));
-        RunState<S> s(ctx, c, std::max<int64_t>(prefill, 1));  // the largest chunk: the prefill, or one token
-        KvCache<S> cache(ctx, c, T);                           // (T, KVW) each, filled as we go
-        DeviceBuffer<S> dout("out", sz(T * D), ctx.stream);
-
-        // prefill: the first `prefill` tokens in one forward
-        if (prefill > 0) forward<S>(ctx, dw, c, dx.data(), dpos.data(), prefill, cache, s, dout.data());
-        // decode: every later token alone (T = 1: attention splits the cache over blocks)
-        for (int64_t t = prefill; t < T; ++t)
-            forward<S>(ctx, dw, c, dx.data() + t * D, dpos.data() + t, 1, cache, s, dout.data() + t * D);
-        ctx.sync("decode");
-        download(ctx, dout, out);
-        round_output(ctx.dtype, out);
-        cache.k.fetch_checked(ctx.stream);  // every row of the cache written, none past it
-        cache.v.fetch_checked(ctx.stream);
-        s.scratch.check_guard(ctx.stream);
-    });
 }
 
 // ---- bench ---------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-// block — one Llama / Qwen3 decoder layer, and decoding it through a KV cache.
+// block — one Llama / Qwen3 decoder layer: the forward block() and decode()
+// (decode.cpp) both run.
 //
 //   attn_in = rmsnorm(x, attn_norm)
 //   q, k, v = attn_in @ [wq | wk | wv]            one fused product
@@ -16,63 +17,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "scalar.h"
+#include "scalar/forward.h"
 
 namespace conform::scalar {
-
-// ----------------------------------------------------------------------------
-// state
-
-// Every activation of one forward over up to `cap` tokens, allocated once per
-// block()/decode() call so that forward() itself allocates nothing but the
-// ops' own scratch (llama2.c's RunState).
-struct RunState {
-    Tensor attn_in;   // (cap, D)
-    Tensor qkv;       // (cap, (H + 2*KV) * hd)   [q | k | v]
-    Tensor q;         // (cap, H * hd)    raw projection (tap q)
-    Tensor k;         // (cap, KV * hd)   raw projection (tap k)
-    Tensor v;         // (cap, KV * hd)   (tap v), cached as is
-    Tensor q_normed;  // (cap, H * hd)    after QK-norm (used only when it is on)
-    Tensor k_normed;  // (cap, KV * hd)
-    Tensor q_rot;     // (cap, H * hd)
-    Tensor k_rot;     // (cap, KV * hd)
-    Tensor attn;      // (cap, H * hd)
-    Tensor attn_wo;   // (cap, D)         attn @ wo, before the residual
-    Tensor h;         // (cap, D)
-    Tensor ffn_in;    // (cap, D)
-    Tensor ffn_out;   // (cap, D)
-    Tensor out;       // (cap, D)
-
-    RunState(const BlockConfig& c, int64_t cap)
-        : attn_in(cap, c.d_model),
-          qkv(cap, c.q_width() + 2 * c.kv_width()),
-          q(cap, c.q_width()),
-          k(cap, c.kv_width()),
-          v(cap, c.kv_width()),
-          q_normed(cap, c.q_width()),
-          k_normed(cap, c.kv_width()),
-          q_rot(cap, c.q_width()),
-          k_rot(cap, c.kv_width()),
-          attn(cap, c.q_width()),
-          attn_wo(cap, c.d_model),
-          h(cap, c.d_model),
-          ffn_in(cap, c.d_model),
-          ffn_out(cap, c.d_model),
-          out(cap, c.d_model) {}
-};
-
-// Everything that persists between decode steps: rotated keys (RoPE is never
-// re-applied to a cached key) and values (never rotated), with the position
-// of every cached row for the causal test.
-struct KvCache {
-    Tensor k;                  // (T_total, KV * hd)   k_rot of every token seen
-    Tensor v;                  // (T_total, KV * hd)   v of every token seen
-    std::vector<int64_t> pos;  // (T_total,)
-    int64_t len = 0;           // rows filled so far
-
-    KvCache(const BlockConfig& c, int64_t capacity)
-        : k(capacity, c.kv_width()), v(capacity, c.kv_width()), pos(static_cast<size_t>(capacity), 0) {}
-};
 
 namespace {
 
@@ -91,12 +38,6 @@ void check_config(const char* op, const BlockConfig& c) {
     detail::expect(c.head_dim % 2 == 0, op, "head_dim must be even for RoPE, found " + std::to_string(c.head_dim));
 }
 
-void check_inputs(const char* op, View x, Positions pos, const BlockWeights& w, const BlockConfig& c) {
-    check_config(op, c);
-    detail::expect_shape(op, "x", x, x.rows, c.d_model);
-    detail::expect_positions(op, "pos", pos, x.rows);
-    detail::check_block_weights(op, w, c);
-}
 
 const Tensor& tap_source(const RunState& s, Tap t) {
     switch (t) {
@@ -115,12 +56,6 @@ const Tensor& tap_source(const RunState& s, Tap t) {
     return s.out;
 }
 
-// Rows [0, n) of src into rows [row0, row0 + n) of dst; same width.
-void copy_rows(const Tensor& src, int64_t n, MutView dst, int64_t row0) {
-    const int64_t cols = src.cols();
-    std::copy(src.data.begin(), src.data.begin() + n * cols, dst.data + row0 * cols);
-}
-
 // out = x + y, row by row (the residual adds).
 void add(View x, View y, MutView out) {
     for (int64_t t = 0; t < x.rows; t++) {
@@ -131,14 +66,25 @@ void add(View x, View y, MutView out) {
     }
 }
 
-// wqkv (D, (H + 2*KV) * hd), built once per call from the caller's weights.
+}  // namespace
+
+void check_block_inputs(const char* op, View x, Positions pos, const BlockWeights& w, const BlockConfig& c) {
+    check_config(op, c);
+    detail::expect_shape(op, "x", x, x.rows, c.d_model);
+    detail::expect_positions(op, "pos", pos, x.rows);
+    detail::check_block_weights(op, w, c);
+}
+
+void copy_rows(const Tensor& src, int64_t n, MutView dst, int64_t row0) {
+    const int64_t cols = src.cols();
+    std::copy(src.data.begin(), src.data.begin() + n * cols, dst.data + row0 * cols);
+}
+
 Tensor packed_qkv(const BlockWeights& w, const BlockConfig& c) {
     Tensor wqkv(c.d_model, c.q_width() + 2 * c.kv_width());
     pack_qkv(w.wq, w.wk, w.wv, wqkv.mut());
     return wqkv;
 }
-
-}  // namespace
 
 // ----------------------------------------------------------------------------
 // the forward
@@ -271,7 +217,7 @@ void pack_qkv(View wq, View wk, View wv, MutView wqkv) {
 }
 
 TapSet ScalarImpl::block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) {
-    check_inputs("block", x, pos, w, c);
+    check_block_inputs("block", x, pos, w, c);
     const int64_t T = x.rows;
     // out is always written; any other tap only when the caller gave a buffer
     detail::expect_shape("block", "out", out[Tap::out], T, c.d_model);
@@ -293,48 +239,9 @@ TapSet ScalarImpl::block(View x, const BlockWeights& w, Positions pos, const Blo
     return wrote;
 }
 
-void ScalarImpl::decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c,
-                        MutView out) {
-    check_inputs("decode", x, pos, w, c);
-    const int64_t T = x.rows;
-    detail::expect(prefill >= 0 && prefill <= T, "decode",
-                   "prefill must be in [0, " + std::to_string(T) + "], found " + std::to_string(prefill));
-    detail::expect_shape("decode", "out", out, T, c.d_model);
-
-    // Every step rotates with the RoPE of the whole call (dynamic NTK's base
-    // for max(pos) + 1 tokens, over the positions it rotates at), as block()
-    // over the same tokens does.
-    call_len_ = 0;
-    for (int64_t t = 0; t < T; t++)
-        call_len_ = std::max(call_len_, (t < prefill ? pos[t] : decode_position(pos[t])) + 1);
-    struct Reset {
-        int64_t& len;
-        ~Reset() { len = 0; }
-    } reset{call_len_};
-
-    const Tensor wqkv = packed_qkv(w, c);          // (D, (H + 2*KV) * hd)
-    RunState s(c, std::max<int64_t>(prefill, 1));  // the largest chunk: the prefill, or one token
-    KvCache cache(c, T);                           // (T, KV * hd) each, filled as we go
-
-    // prefill: the first `prefill` tokens in one forward
-    if (prefill > 0) {
-        forward(View{x.row(0), prefill, x.cols}, Positions{pos.data, prefill}, w, wqkv.view(), c, false, cache, s);
-        copy_rows(s.out, prefill, out, 0);
-    }
-    // decode: every later token alone, attending over the cache [0, t]
-    for (int64_t t = prefill; t < T; t++) {
-        const int64_t step_pos = decode_position(pos[t]);
-        forward(View{x.row(t), 1, x.cols}, Positions{&step_pos, 1}, w, wqkv.view(), c, true, cache, s);
-        copy_rows(s.out, 1, out, t);
-    }
-}
-
 TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) {
     return ScalarImpl().block(x, w, pos, c, out);
 }
 
-void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c, MutView out) {
-    ScalarImpl().decode(x, w, pos, prefill, c, out);
-}
 
 }  // namespace conform::scalar

@@ -101,7 +101,7 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
 float silu(float g);
 void swiglu(View x, View w1, View w3, View w2, MutView out, const MatMul& mm = matmul, float (*act)(float) = silu);
 
-// ---- the block (block.cpp) -------------------------------------------------
+// ---- the block (block.cpp) and decoding it (decode.cpp) --------------------
 
 // wqkv[D, (H + 2*KV)*hd] = [wq | wk | wv], concatenated column-wise, row by row,
 // so that x @ wqkv = [x @ wq | x @ wk | x @ wv] bitwise.
@@ -117,8 +117,8 @@ void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const
 
 // ---- the implementation (scalar_impl.cpp, forward in block.cpp) -----------
 
-struct RunState;  // block.cpp: one forward's activations
-struct KvCache;   // block.cpp: rotated keys and values of every token so far
+struct RunState;  // forward.h: one forward's activations
+struct KvCache;   // forward.h: rotated keys and values of every token so far
 
 // The scalar implementation. Its op entry points call the free functions above;
 // block() and decode() run forward(), which composes those same entry points

@@ -72,4 +72,10 @@ struct EngineContext {
 void forward(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t* pos, size_t n, KvCache& cache,
              RunState& s);
 
+// decode.cpp: T tokens of x through one cache, as a server decodes them: the
+// first `prefill` in one forward, then every later token alone. out[T, D] as
+// float32. ctx.rope_len should be the whole call's (max position + 1).
+void decode(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t* pos, size_t T, size_t prefill,
+            MutView out);
+
 }  // namespace conform::simd

@@ -241,21 +241,10 @@ class SimdImpl : public Implementation {
         chk::expect_shape("decode", "out", out, x.rows, c.d_model);
         chk::expect(prefill >= 0 && prefill <= x.rows, "decode",
                     "prefill must be in [0, " + std::to_string(x.rows) + "], found " + std::to_string(prefill));
-        const size_t T = rows_of(x), D = static_cast<size_t>(c.d_model), P = static_cast<size_t>(prefill);
         const EngineWeights ew = prepare_weights(pool_, w, c, elem_);
-        KvCache cache;
-        cache.reset(elem_, T, static_cast<size_t>(c.kv_width()));
-        RunState s;
         In xi(x, elem_);
-        EngineContext ctx{pool_, target_, rope_table_, rope_seq_len(pos.data, T)};
-        if (P > 0) {
-            forward(ctx, ew, xi.rows(), pos.data, P, cache, s);
-            load(s.out.c(), 0, MutView{out.data, prefill, c.d_model});
-        }
-        for (size_t t = P; t < T; ++t) {
-            forward(ctx, ew, rows_from(xi.rows(), t), pos.data + t, 1, cache, s);
-            load(s.out.c(), 0, MutView{out.data + t * D, 1, c.d_model});
-        }
+        EngineContext ctx{pool_, target_, rope_table_, rope_seq_len(pos.data, rows_of(x))};
+        simd::decode(ctx, ew, xi.rows(), pos.data, rows_of(x), static_cast<size_t>(prefill), out);
     }
 
    private:
