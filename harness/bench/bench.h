@@ -1,8 +1,8 @@
 // harness/bench — `conform bench`: each op's wall time per implementation,
 // against LibTorch float32 measured in the same process, interleaved, with the
 // machine's ceilings measured the same run. The command (cli/bench.cpp) parses
-// its flags into a Request, calls run() and prints what table() or to_json()
-// makes of the Result.
+// its flags, resolve() makes them a Request, run() measures, and it prints
+// what table() or to_json() makes of the Result.
 //
 // Every implementation gets the op with its inputs already where it keeps
 // them (simd: weights packed, bf16 converted; torch: tensors, cos/sin and the
@@ -27,13 +27,16 @@
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "config/options.h"
 #include "config/presets.h"
 #include "conform/impl.h"
 #include "reference/ceilings.h"
+#include "run/resolve.h"
 
 namespace conform::worker {
 class WorkerImpl;
@@ -84,6 +87,32 @@ struct Result {
     nlohmann::json worker_round_trips = nlohmann::json::array();  // a trivial call per worker
     std::vector<Row> rows;
 };
+
+// `conform bench`'s flags as typed (cli/bench.cpp declares them).
+struct Flags {
+    std::string impls;  // default simd,torch (torch and the plugins with --impl-lib)
+    std::string ops = "all";
+    config::ConfigOptions config;  // default: the tinyllama-1.1b preset
+    std::string tokens = "1,64,512";
+    std::string dtypes = "f32,bf16";
+    int64_t context = 512;
+    double min_time = 1.0;
+    int min_reps = 5;
+    int max_reps = 200;
+    int threads = 0;  // 0: every core
+    run::WorkerFlags workers;
+    double settle_ms = 2;
+    std::string simd_target;
+};
+
+// The flags resolved into a Request: the model (the tinyllama-1.1b preset
+// unless --preset / --config / the flags), the ops, T, the dtypes, the
+// workers started (each a process, timed per round trip), and each
+// implementation asked for checked to be one bench times (given only
+// workers: the workers against torch). A bad flag: said on `err`
+// ("conform bench: ..."), and nullopt (exit 2); what starting a worker
+// throws is thrown (run::choose_implementations).
+std::optional<Request> resolve(const Flags& f, std::ostream& err);
 
 // An implementation asked for cannot run here (conform exits 3).
 struct Unavailable : std::runtime_error {

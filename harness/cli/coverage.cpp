@@ -1,20 +1,13 @@
-// conform coverage: which trap dimensions a run reaches, per op and
-// implementation — from the cases the gate would run with the same flags
-// (the same draws, --params, shard and fixture files), with nothing executed.
-// An implementation counts a case only where it supports() it, as in the gate.
-#include <fmt/format.h>
+// conform coverage: flags → the gate's implementations and plan →
+// run::count_coverage (harness/run/coverage.h: which trap dimensions the
+// cases reach, per op and implementation, nothing executed) → the table or
+// conform-coverage/1.
 #include <iostream>
-#include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
-#include <optional>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "config/hf_config.h"
-#include "config/options.h"
-#include "gen/gen.h"
-#include "run/select.h"
+#include "run/coverage.h"
 
 namespace conform::cli {
 
@@ -25,44 +18,6 @@ struct Opts {
     bool json = false;
     bool require_full = false;
 };
-
-// counts[dimension][class]: how many cases of an (op, impl) reach the class.
-using Counts = std::vector<std::vector<int>>;
-
-struct Cell {
-    Op op;
-    std::string impl;
-    int cases = 0;
-    Counts counts;
-};
-
-Counts empty_counts() {
-    Counts c;
-    for (const auto& d : select::dimensions())
-        c.emplace_back(d.classes.size(), 0);
-    return c;
-}
-
-// One line per dimension: "theta   1e4 31 | 5e5 27 | >=1e6 40 | other EMPTY".
-void print_op(std::ostream& os, Op op, const std::vector<std::string>& impls, const Cell& cell) {
-    std::string names;
-    for (const auto& n : impls)
-        names += (names.empty() ? "" : ", ") + n;
-    os << fmt::format("\n{} / {}  ({} case{})\n", to_string(op), names, cell.cases, cell.cases == 1 ? "" : "s");
-    const auto& dims = select::dimensions();
-    for (size_t d = 0; d < dims.size(); ++d) {
-        std::string row;
-        if (!dims[d].relevant(op)) {
-            row = "n/a";
-        } else {
-            for (size_t k = 0; k < dims[d].classes.size(); ++k) {
-                const int n = cell.counts[d][k];
-                row += (k ? " | " : "") + dims[d].classes[k] + " " + (n ? std::to_string(n) : std::string("EMPTY"));
-            }
-        }
-        os << fmt::format("  {:<13} {}\n", dims[d].name, row);
-    }
-}
 
 int run(const Opts& in) {
     // The gate's implementations (in-repo: plugins are not asked) and its plan.
@@ -75,119 +30,12 @@ int run(const Opts& in) {
         return kUnavailable;
     }
     const run::Plan plan = run::make_plan(r.selection);
-    const run::Selection& o = plan.selection;
-    const run::FixtureSelection& fixtures = plan.fixtures;
-
-    std::vector<Cell> cells;  // op-major, impls in order
-    int property = 0;
-    for (const run::OpPlan& p : plan.ops) {
-        std::vector<Case> cases;
-        for (const auto& pick : p.picks) cases.push_back(gen::materialize(pick.spec));
-        property += static_cast<int>(cases.size());
-        for (const Case& c : fixtures.cases)
-            if (c.op == p.op) cases.push_back(c);
-        for (const auto& s : impls.impls) {
-            Cell cell{p.op, s.name, 0, empty_counts()};
-            for (const Case& c : cases) {
-                if (!s.impl->supports(p.op, c.config).ok) continue;
-                ++cell.cases;
-                const auto cls = select::classes_of(c);
-                for (size_t d = 0; d < cls.size(); ++d)
-                    for (int k : cls[d])
-                        ++cell.counts[d][k];
-            }
-            cells.push_back(std::move(cell));
-        }
-    }
-    const select::Shard& shard = o.shard;
-    const size_t n_impls = impls.impls.size();
-
-    // ---- what is empty ---------------------------------------------------------------------
-    const auto& dims = select::dimensions();
-    struct Empty {
-        Op op;
-        std::string impl, dimension, cls;
-    };
-    std::vector<Empty> empty;
-    for (const Cell& c : cells)
-        for (size_t d = 0; d < dims.size(); ++d)
-            if (dims[d].relevant(c.op))
-                for (size_t k = 0; k < dims[d].classes.size(); ++k)
-                    if (c.counts[d][k] == 0) empty.push_back({c.op, c.impl, dims[d].name, dims[d].classes[k]});
-
-    if (in.json) {
-        nlohmann::json j;
-        j["schema"] = "conform-coverage/1";
-        j["seed"] = o.seed;
-        j["cases_per_op"] = o.case_id.empty() ? o.cases : 1;
-        j["dtype"] = to_string(o.dtype);
-        if (!o.params.empty()) j["params"] = o.params;
-        if (shard.active()) j["shard"] = {{"index", shard.index}, {"total", shard.total}};
-        j["fixtures"] = fixtures.files;
-        auto& jd = j["dimensions"] = nlohmann::json::array();
-        for (const auto& d : dims) {
-            std::vector<std::string> on;
-            for (Op op : d.ops)
-                on.push_back(to_string(op));
-            jd.push_back({{"name", d.name}, {"classes", d.classes}, {"ops", on}});
-        }
-        auto& jc = j["cells"] = nlohmann::json::array();
-        for (const Cell& c : cells) {
-            nlohmann::json row = {{"op", to_string(c.op)}, {"impl", c.impl}, {"cases", c.cases}};
-            for (size_t d = 0; d < dims.size(); ++d) {
-                if (!dims[d].relevant(c.op)) {
-                    row["reached"][dims[d].name] = nullptr;  // not applicable to this op
-                    continue;
-                }
-                for (size_t k = 0; k < dims[d].classes.size(); ++k)
-                    row["reached"][dims[d].name][dims[d].classes[k]] = c.counts[d][k];
-            }
-            jc.push_back(row);
-        }
-        auto& je = j["empty"] = nlohmann::json::array();
-        for (const auto& e : empty)
-            je.push_back({{"op", to_string(e.op)}, {"impl", e.impl}, {"dimension", e.dimension}, {"class", e.cls}});
-        j["full"] = empty.empty();
-        std::cout << j.dump(2) << "\n";
-    } else {
-        std::cout << fmt::format(
-            "coverage: seed {}, {} property case{} per op{}, dtype {}; {} fixture case{} from {} "
-            "file{}{}\n",
-            o.seed, o.case_id.empty() ? o.cases : 1, (o.case_id.empty() ? o.cases : 1) == 1 ? "" : "s",
-            !o.params.empty() ? " matching --params '" + o.params + "'" : std::string(), to_string(o.dtype),
-            fixtures.cases.size(), fixtures.cases.size() == 1 ? "" : "s", fixtures.files.size(),
-            fixtures.files.size() == 1 ? "" : "s",
-            shard.active() ? fmt::format("; shard {}/{} ({} property)", shard.index, shard.total, property)
-                           : std::string());
-        // Implementations that reach the same cells share one table.
-        for (size_t i = 0; i < cells.size();) {
-            std::vector<std::string> same;
-            std::vector<bool> taken(n_impls, false);
-            const size_t first = i;
-            for (size_t a = 0; a < n_impls; ++a) {
-                if (taken[a]) continue;
-                same = {cells[first + a].impl};
-                for (size_t b = a + 1; b < n_impls; ++b)
-                    if (!taken[b] && cells[first + b].counts == cells[first + a].counts &&
-                        cells[first + b].cases == cells[first + a].cases) {
-                        same.push_back(cells[first + b].impl);
-                        taken[b] = true;
-                    }
-                print_op(std::cout, cells[first].op, same, cells[first + a]);
-            }
-            i += n_impls;
-        }
-        std::cout << "\n";
-        if (empty.empty()) {
-            std::cout << "coverage: every cell that applies is reached (n/a: the dimension does not apply to the op)\n";
-        } else {
-            std::cout << fmt::format("coverage: {} empty cell{} (no case reached them):\n", empty.size(),
-                                     empty.size() == 1 ? "" : "s");
-            for (const auto& e : empty)
-                std::cout << fmt::format("  {} / {}: {} {}\n", to_string(e.op), e.impl, e.dimension, e.cls);
-        }
-    }
-    return in.require_full && !empty.empty() ? kNonconformance : kConform;
+    const run::Coverage cov = run::count_coverage(plan, impls);
+    if (in.json)
+        std::cout << run::coverage_json(plan, cov).dump(2) << "\n";
+    else
+        std::cout << run::coverage_table(plan, cov);
+    return in.require_full && !cov.empty.empty() ? kNonconformance : kConform;
 }
 
 }  // namespace

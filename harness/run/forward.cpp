@@ -5,13 +5,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <functional>
+#include <sstream>
 
 #include "config/anatomy.h"
 #include "config/options.h"
 #include "diagnose/diagnose.h"
 #include "reference/model.h"
 #include "reference/reference.h"
+#include "registry.h"
+#include "run/resolve.h"
+#include "weights/checkpoint.h"
 
 namespace conform::run {
 
@@ -437,6 +442,133 @@ std::string forward_table(const ForwardRequest& o, const ForwardResult& f) {
                                   : "NOT stable: outside [0.1, 10]");
     out += fmt::format("\n({:.1f} s)\n", f.seconds);
     return out;
+}
+
+ForwardRequest resolve_forward(const ForwardFlags& o, std::ostream& log) {
+    // A real checkpoint: its configuration, layers, embedding, final norm and
+    // LM head; the token ids given or a fixed random sequence of --tokens.
+    std::shared_ptr<RealModel> real;
+    std::optional<config::ModelConfig> resolved;
+    int64_t n_tokens = 0;
+    const bool ids_given = o.tokens_arg.find(',') != std::string::npos ||
+                           (!o.weights.empty() && o.tokens_given && !o.token_count_given);
+    // Before any work: an output that exists is refused now, not after the forward.
+    std::error_code ec;
+    if (!o.save_logits.empty() && !o.force && std::filesystem::exists(o.save_logits, ec))
+        throw InputError(o.save_logits + ": exists (use --force to overwrite)");
+    if (o.tokens_given && o.token_count_given)
+        throw InputError("--tokens and --token-count: give the ids or their count, not both");
+    if (!o.weights.empty()) {
+        if (o.scale_down != 1) throw InputError("--scale-down: --weights fixes the sizes");
+        RealOptions ro;
+        ro.path = o.weights;
+        ro.layers = "all";
+        ro.model_inputs = true;
+        ro.n_tokens = o.token_count;
+        ro.start = o.start;
+        ro.overrides = o.config;
+        if (ids_given) ro.tokens = parse_token_ids(o.tokens_arg, "--tokens");
+        real = RealModel::open(ro, nullptr);
+        resolved = real->model();
+    } else {
+        if (ids_given) throw InputError("--tokens: token ids only with --weights PATH (a random model draws its own)");
+        try {
+            size_t used = 0;
+            n_tokens = std::stoll(o.tokens_arg, &used);
+            if (used != o.tokens_arg.size()) throw std::invalid_argument("");
+        } catch (const std::exception&) {
+            throw InputError("--tokens: expected a count, found '" + o.tokens_arg + "'");
+        }
+        std::string problem;
+        resolved = config::resolve_model(o.config, &problem);
+        if (!resolved) throw InputError(problem);
+    }
+    const config::ModelConfig& m = *resolved;
+    if (!real && n_tokens < 1)
+        throw InputError("--tokens: expected a positive count, found " + std::to_string(n_tokens));
+    if (real && o.token_count < 1)
+        throw InputError("--token-count: expected a positive count, found " + std::to_string(o.token_count));
+    if (o.vocab < 1) throw InputError("--vocab: expected a positive count, found " + std::to_string(o.vocab));
+    if (o.start < 0) throw InputError("--positions: expected a position >= 0, found " + std::to_string(o.start));
+    if (o.scale_down < 1) throw InputError("--scale-down: expected K >= 1, found " + std::to_string(o.scale_down));
+    const auto dt = parse_dtype(o.dtype);
+    if (!dt) throw InputError("--dtype: expected f32, bf16 or f16, found '" + o.dtype + "'");
+
+    ForwardRequest q;
+    model::Spec& s = q.spec;
+    s.block = config::scale_down(m.block, o.scale_down);
+    s.layers = m.layers;
+    s.tokens = real ? static_cast<int64_t>(real->tokens().size()) : n_tokens;
+    s.vocab = real ? m.vocab : o.vocab;
+    s.start = o.start;
+    s.seed = o.seed;
+    const BlockConfig& c = s.block;
+
+    // ---- implementations ---------------------------------------------------------
+    std::vector<std::string> names = split_list(o.impls);
+    if (names.empty())
+        for (const auto& e : implementations()) names.push_back(e.name);
+    for (const auto& n : names) {
+        const ImplEntry* e = find_implementation(n);
+        if (!e) throw InputError("--impl: unknown implementation '" + n + "' (see `conform list`)");
+        const Availability a = e->available();
+        if (!a.available) {
+            if (!o.impls.empty())
+                throw UnavailableError("implementation '" + n + "' is unavailable on this machine: " + a.reason);
+            log << "skipping " << n << ": " << a.reason << "\n";
+            continue;
+        }
+        ImplOptions io;
+        io.dtype = *dt;
+        std::unique_ptr<Implementation> made;
+        try {
+            made = e->create(io);
+        } catch (const std::exception& ex) {  // e.g. a dtype it does not run
+            if (!o.impls.empty())
+                throw UnavailableError("implementation '" + n + "' cannot run: " + std::string(ex.what()));
+            log << "skipping " << n << ": " << ex.what() << "\n";
+            continue;
+        }
+        const Support sup = made->supports(Op::block, c);
+        if (!sup.ok) {
+            log << "skipping " << n << ": " << sup.reason << "\n";
+            continue;
+        }
+        q.impls.emplace_back(n, std::move(made));
+    }
+
+    q.model = m;
+    q.real = real;
+    q.weights = o.weights;
+    q.scale_down = o.scale_down;
+    q.dtype = *dt;
+    q.expect_logits = o.expect_logits;
+    q.logits_tol = o.logits_tol;
+    q.save_logits = o.save_logits;
+    q.force = o.force;
+    return q;
+}
+
+std::string forward_header(const ForwardRequest& q) {
+    const config::ModelConfig& m = q.model;
+    const model::Spec& s = q.spec;
+    const BlockConfig& c = s.block;
+    std::ostringstream out;
+    out << "conform forward\n";
+    if (q.real) {
+        for (const auto& l : q.real->checkpoint().detected()) out << "  " << l << "\n";
+        config::print_config(out, m);
+        out << fmt::format("  model: {} layers, vocab {} ({}), T = {} tokens at positions {}..{}\n", s.layers, s.vocab,
+                           q.weights, s.tokens, s.start, s.start + s.tokens - 1);
+    } else {
+        config::print_config(out, m);
+        out << fmt::format(
+            "  model: {} layers, vocab {} (random, seed {}), T = {} tokens at positions {}..{}{}\n", s.layers, s.vocab,
+            s.seed, s.tokens, s.start, s.start + s.tokens - 1,
+            q.scale_down > 1 ? fmt::format(", d_model and ffn / {} = {}, {}", q.scale_down, c.d_model, c.ffn_dim) : "");
+        out << "  weights: std 1/sqrt(fan_in); wo and w2 also / sqrt(2L); norm weights 1 + N(0, 0.01)\n";
+    }
+    return out.str();
 }
 
 }  // namespace conform::run

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "config/options.h"
 #include "config/presets.h"
 #include "conform/impl.h"
 #include "h5/fixture.h"
@@ -65,6 +66,32 @@ struct ForwardResult {
     double seconds = 0;
     bool pass() const { return finite && gqa_ok && stable && expect_ok; }
 };
+
+// conform forward's flags as typed.
+struct ForwardFlags {
+    config::ConfigOptions config;
+    int64_t vocab = 512, start = 0, scale_down = 1;
+    uint64_t seed = 1;
+    std::string impls, dtype = "f32";                 // impls: comma-separated; "" every available one
+    bool json = false;
+    std::string tokens_arg = "8";                     // --tokens: a count, or (--weights) the ids
+    std::string weights, save_logits, expect_logits;  // a real checkpoint; where the logits go; what they must be
+    double logits_tol = 1e-3;
+    int64_t token_count = 8;
+    bool tokens_given = false, token_count_given = false;  // --tokens, --token-count on the command line
+    bool force = false;
+};
+
+// The flags resolved: the model (a preset, config.json and flags; or a
+// checkpoint opened, with its token ids), the checks, the implementations
+// made (one skipped, not named or without block() for this model, is said
+// on `log`). Throws InputError (a bad flag or file: exit 2) and
+// UnavailableError (a named implementation that cannot run here: exit 3).
+ForwardRequest resolve_forward(const ForwardFlags& o, std::ostream& log);
+
+// What is run: the checkpoint's detected facts or the random model's law,
+// the configuration, the model's depth, vocabulary and tokens.
+std::string forward_header(const ForwardRequest& q);
 
 // The forward. Reads --expect-logits first (a bad file costs nothing) and
 // writes --save-logits at the end (a line on `log`). Throws InputError for

@@ -1,0 +1,105 @@
+// conform bench's flags resolved into a Request (bench.h).
+#include <algorithm>
+#include <ostream>
+#include <thread>
+
+#include "bench/bench.h"
+#include "config/hf_config.h"
+#include "registry.h"
+#include "run/plan.h"
+#include "worker/client.h"
+
+namespace conform::bench {
+
+std::optional<Request> resolve(const Flags& o, std::ostream& err) {
+    Request r;
+    try {
+        r.model = config::resolve_config(o.config, config::find_preset("tinyllama-1.1b")->model());
+    } catch (const config::ConfigError& e) {
+        err << "conform bench: " << e.what() << "\n";
+        return std::nullopt;
+    }
+    if (o.ops == "all") r.ops.assign(kAllOps.begin(), kAllOps.end());
+    for (const auto& name : o.ops == "all" ? std::vector<std::string>{} : run::split_list(o.ops)) {
+        auto op = parse_op(name);
+        if (!op) {
+            err << "conform bench: --op: unknown op '" << name << "'\n";
+            return std::nullopt;
+        }
+        r.ops.push_back(*op);
+    }
+    for (const auto& t : run::split_list(o.tokens)) {
+        try {
+            r.tokens.push_back(std::stoll(t));
+        } catch (const std::exception&) {
+            r.tokens.push_back(0);
+        }
+        if (r.tokens.back() <= 0) {
+            err << "conform bench: --tokens: expected positive counts, found '" << t << "'\n";
+            return std::nullopt;
+        }
+    }
+    for (const auto& d : run::split_list(o.dtypes)) {
+        auto dt = parse_dtype(d);
+        if (!dt || *dt == DType::f16) {
+            err << "conform bench: --dtype: expected f32 or bf16, found '" << d << "'\n";
+            return std::nullopt;
+        }
+        r.dtypes.push_back(*dt);
+    }
+    // Workers (--impl-lib, --impl-cmd, --impl-fd): each a process, timed per round trip.
+    run::ImplRequest wr;
+    run::apply_worker_flags(o.workers, wr);
+    wr.names = {"-"};        // only the workers: no in-repo implementation is made here
+    wr.repeat_fraction = 0;  // bench checks every output itself; a repeated call would be timed
+    std::vector<std::shared_ptr<worker::WorkerImpl>>& workers = r.workers;
+    {
+        run::ImplRequest only = wr;
+        only.names.clear();
+        if (only.has_workers()) {
+            run::ImplSet set = run::choose_implementations(only);
+            for (auto& c : set.impls)
+                if (c.worker) {
+                    c.impl.release();
+                    workers.emplace_back(c.worker);
+                }
+        }
+    }
+    auto find_worker = [&](const std::string& n) -> std::shared_ptr<worker::WorkerImpl> {
+        for (const auto& w : workers)
+            if (w->hello().name == n) return w;
+        return nullptr;
+    };
+    // Given only workers, the workers against torch.
+    std::string impl_list = o.impls;
+    if (impl_list.empty()) {
+        impl_list = "simd,torch";
+        if (!workers.empty()) {
+            impl_list = "torch";
+            for (const auto& w : workers) impl_list += "," + w->hello().name;
+        }
+    }
+    r.impls = run::split_list(impl_list == "all" ? "simd,torch,scalar" : impl_list);
+    // torch, scalar (through the interface), plugins, and every implementation with a bench op.
+    std::string benched = "torch, scalar";
+    for (const auto& e : implementations())
+        if (e.bench) benched += ", " + e.name;
+    for (const auto& i : r.impls) {
+        const ImplEntry* e = find_implementation(i);
+        if (i != "torch" && i != "scalar" && !(e && e->bench) && !find_worker(i)) {
+            err << "conform bench: --impl: '" << i << "' is not benchmarked (" << benched
+                << (workers.empty() ? "" : ", or a worker of --impl-lib / --impl-cmd / --impl-fd") << ")\n";
+            return std::nullopt;
+        }
+    }
+    r.context = o.context;
+    r.min_time = o.min_time;
+    r.min_reps = o.min_reps;
+    r.max_reps = o.max_reps;
+    r.threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    r.settle_ms = o.settle_ms;
+    r.simd_target = o.simd_target;
+    return r;
+}
+
+}  // namespace conform::bench
