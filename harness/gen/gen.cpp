@@ -180,6 +180,11 @@ void pick_inputs(CaseSpec& s) {
     s.seed = *rc::gen::inRange<uint64_t>(0, 1u << 30);
 }
 
+// The block's score scale (CaseSpec::qk_gain): mostly the drawn ~N(0, 1)
+// scores, sometimes ~N(0, 16²) or ~N(0, 256²). Drawn last of all, so a case
+// with gain 1 is the case its seed drew before the gain existed.
+void pick_qk_gain(CaseSpec& s) { s.qk_gain = weighted<double>({{6, 1.0}, {2, 4.0}, {1, 16.0}}); }
+
 // Partial rotary (GPT-NeoX, Phi, GLM: a half or a quarter of the head), then
 // RoPE scaling with the parameters real checkpoints use. Drawn after
 // everything else, so a case without them is the case its seed drew before
@@ -271,6 +276,7 @@ void take_layer(CaseSpec& s, const std::shared_ptr<const RealLayer>& real) {
     const int64_t n = real->rows;
     s.mag = 1;
     s.outliers = 0;
+    s.qk_gain = 1;  // the checkpoint's own q and k
     s.shape = CaseSpec::Shape::contiguous;
     s.T = std::min(s.T, n);
     if (s.op == Op::attention) {
@@ -376,6 +382,7 @@ CaseSpec make(const Stream& st) {
     }
     pick_inputs(s);
     if (op_info(op).uses(kRope)) pick_rope_extras(s);
+    if (op_info(op).uses(kResidual)) pick_qk_gain(s);
     if (pinned) pin(s, *pinned);
     if (st.real) take_layer(s, st.real);
     return s;
@@ -449,6 +456,7 @@ Fields fields(const CaseSpec& s) {
             add("pos", I(s.pos));
             shape_field(s, f);
             if (s.op == Op::decode) add("prefill", I(s.prefill));
+            if (s.qk_gain != 1.0) add("qk_gain", num(s.qk_gain));
             break;
     }
     add("mag", num(s.mag));
@@ -572,6 +580,11 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             else if (k == "kpos") s.kpos = std::stoll(v);
             else if (k == "prefill") s.prefill = std::stoll(v);
             else if (k == "mag") s.mag = std::stod(v);
+            else if (k == "qk_gain") {
+                if (!op_info(s.op).uses(kResidual)) return fail("field 'qk_gain' does not apply to op " + std::string(to_string(s.op)));
+                s.qk_gain = std::stod(v);
+                if (!(s.qk_gain > 0) || !std::isfinite(s.qk_gain)) return fail("qk_gain must be a positive number, found '" + v + "'");
+            }
             else if (k == "outliers") s.outliers = std::stoll(v);
             else if (k == "seed") s.seed = std::stoull(v);
             else if (k == "layer") {
@@ -748,6 +761,13 @@ Case materialize(const CaseSpec& s) {
             if (s.config.qk_norm) {
                 c.inputs["q_norm"] = norm_weight(r, s.config.head_dim, 0.5);
                 c.inputs["k_norm"] = norm_weight(r, s.config.head_dim, 0.5);
+            }
+            // Large scores: QK-norm would normalise a gain on wq and wk away, so it goes on its weights.
+            if (s.qk_gain != 1.0) {
+                const std::array<const char*, 2> scaled = s.config.qk_norm ? std::array<const char*, 2>{"q_norm", "k_norm"}
+                                                                           : std::array<const char*, 2>{"wq", "wk"};
+                for (const char* name : scaled)
+                    for (float& v : c.inputs.at(name).data) v = static_cast<float>(v * s.qk_gain);
             }
             c.positions["positions"] = positions_of(s.pos, s.T, s.shape);
             break;

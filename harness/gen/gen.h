@@ -54,6 +54,11 @@ struct CaseSpec {
     enum class Shape { contiguous, gaps, restarts, shuffled } shape = Shape::contiguous;
     int64_t prefill = 0;     // decode
     double mag = 1.0;        // input magnitude (x, q, k)
+    // block, decode: q and k scaled by this (wq and wk, or under QK-norm its
+    // q_norm and k_norm weights), so the scores scale by its square. Drawn
+    // scores are ~N(0, 1); real models' reach hundreds, where the softmax's
+    // max subtraction, its online rescale and the mask decide the result.
+    double qk_gain = 1.0;
     int64_t outliers = 0;    // input channels scaled x50 (outlier channels)
     uint64_t seed = 0;
     // A checkpoint's layer (conform --weights PATH --layer N): the case takes

@@ -67,6 +67,10 @@ gen::CaseSpec spec_of(const Case& c) {
     for (const PositionSpec& p : info.positions)
         (p.n == Dim::S ? s.kpos : s.pos) = first_position(c, p.name);
     s.prefill = c.prefill;
+    // The tensors do not say whether q and k were scaled: a drawn case's id
+    // does (gen::parse_case_id checks it); a fixture's stored values are its own.
+    if (c.id.find(",qk_gain=") != std::string::npos)
+        if (auto drawn = gen::parse_case_id(c.id)) s.qk_gain = drawn->qk_gain;
     return s;
 }
 
@@ -180,7 +184,7 @@ bool Dimension::relevant(Op op) const {
 
 namespace {
 enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary, kHeadDim, kKeys, kQueries,
-            kDecodeSteps, kPosShape, kPosOrder };
+            kDecodeSteps, kPosShape, kPosOrder, kScores, kScaledContext };
 
 // Ops whose position arrays need not increase (their result is defined by position alone).
 std::vector<Op> ops_any_order() {
@@ -241,6 +245,14 @@ const std::vector<Dimension>& dimensions() {
         // Out of order, repeated (tree-structured speculative decoding,
         // packed sequences): where positions alone define the result.
         {"position order", {"increasing", "not increasing"}, ops_any_order()},
+        // The block's attention scores: drawn ~N(0, 1), or q and k scaled
+        // (qk_gain) to ~16 or ~256 as in real models, where the softmax's
+        // max, its online rescale and the mask decide the output.
+        {"scores", {"~1", "~16", "~256"}, ops_using(kResidual)},
+        // A scaling with an original context (llama3, yarn, dynamic): the
+        // case's positions all inside it, or reaching past it, where the
+        // long-context bands (and dynamic NTK's new base) take effect.
+        {"scaled context", {"inside", "past original"}, ops_using(kRope)},
     };
     return d;
 }
@@ -299,6 +311,13 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
             case kDecodeSteps: {
                 const int64_t steps = s.T - cs.prefill;
                 c.push_back(steps == 0 ? 0 : steps < 16 ? 1 : steps < 300 ? 2 : 3);
+                break;
+            }
+            case kScores: c.push_back(s.qk_gain <= 1 ? 0 : s.qk_gain <= 4 ? 1 : 2); break;
+            case kScaledContext: {
+                const RopeScalingType t = cs.config.rope_scaling.type;
+                if (t == RopeScalingType::llama3 || t == RopeScalingType::yarn || t == RopeScalingType::dynamic)
+                    c.push_back(max_pos + 1 > cs.config.rope_scaling.original_max_position ? 1 : 0);
                 break;
             }
             case kPosShape:

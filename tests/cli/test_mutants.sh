@@ -71,6 +71,17 @@ for c in r["cases"]:
     p = int(re.search(r"[,(]pos=(\d+)", c.get("shrunk_from", c["case_id"])).group(1))
     assert p >= 16384, c["case_id"]
 PY
+# The block and decode reach real models' score range (qk_gain): a softmax
+# without its max overflows there too, and the diagnosis names it. Before the
+# gain, all 200 block and decode cases of this run passed this mutant.
+"$CONFORM" --impl softmax_no_max_subtraction --op block,decode --no-default-fixtures --out "$tmp/scores" >"$tmp/scores.log" 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat "$tmp/scores.log"; fail "softmax_no_max_subtraction on block,decode exited $rc, expected 1"; }
+for op in block decode; do
+  grep -qE "^$op +softmax_no_max_subtraction .* FAIL" "$tmp/scores.log" || { cat "$tmp/scores.log"; fail "$op did not fail softmax_no_max_subtraction"; }
+done
+[ "$(grep -c "diagnosis: softmax_no_max_subtraction: matches" "$tmp/scores.log")" -ge 2 ] ||
+  { cat "$tmp/scores.log"; fail "block and decode failures not both named softmax_no_max_subtraction"; }
 # Mutants are never part of the default gate.
 "$CONFORM" list --impls | grep -q rope_layout_swapped && fail "a mutant is listed as a gate implementation"
 echo "mutants: ok"
