@@ -92,6 +92,21 @@ void set_threads(int n) {
     torch::set_num_threads(n);
 }
 
+SmallCaseThreads::SmallCaseThreads(const Case& c) {
+    // Under 2^18 input elements (every drawn case but full-size layers and
+    // the longest attention; a 4096-wide layer's one weight is 2^24).
+    int64_t elements = 0;
+    for (const auto& [name, t] : c.inputs) elements += t.numel();
+    const int now = torch::get_num_threads();
+    if (elements >= (int64_t{1} << 18) || now == 1) return;
+    restore_ = now;
+    torch::set_num_threads(1);
+}
+
+SmallCaseThreads::~SmallCaseThreads() {
+    if (restore_ > 0) torch::set_num_threads(restore_);
+}
+
 namespace {
 
 torch::Dtype torch_dtype(Precision p) {

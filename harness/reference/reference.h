@@ -109,6 +109,23 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
 // machines is one, whatever the cores). 0: every core.
 void set_threads(int n = 0);
 
+// While it lives, a small case's truth (its reference, baselines and bound)
+// runs on one of LibTorch's threads. Its ops are too small to gain from
+// threads, and each parallel region leaves libgomp's workers spinning on
+// the cores the next step needs (the implementation under test, simd's
+// pool): on 2 cores the default gate took 9.7-12 s with them, 6-8 s
+// without. A case with a full-size layer keeps every thread.
+class SmallCaseThreads {
+   public:
+    explicit SmallCaseThreads(const Case& c);
+    ~SmallCaseThreads();
+    SmallCaseThreads(const SmallCaseThreads&) = delete;
+    SmallCaseThreads& operator=(const SmallCaseThreads&) = delete;
+
+   private:
+    int restore_ = 0;  // the thread count to put back; 0: nothing changed
+};
+
 // The reference's version string (LibTorch version), for reports.
 std::string version();
 
