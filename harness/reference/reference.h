@@ -113,8 +113,8 @@ void set_threads(int n = 0);
 // runs on one of LibTorch's threads. Its ops are too small to gain from
 // threads, and each parallel region leaves libgomp's workers spinning on
 // the cores the next step needs (the implementation under test, simd's
-// pool): on 2 cores the default gate took 9.7-12 s with them, 6-8 s
-// without. A case with a full-size layer keeps every thread.
+// pool): on 2 cores the default gate took 9.7-12 s before this, 8.0-8.6 s
+// after (BENCHMARKS.md). A case with a full-size layer keeps every thread.
 class SmallCaseThreads {
    public:
     explicit SmallCaseThreads(const Case& c);
