@@ -44,8 +44,8 @@ Command add_coverage(CLI::App& app) {
     auto o = std::make_shared<Opts>();
     CLI::App* sub = app.add_subcommand(
         "coverage",
-        "which trap dimensions (layouts, theta, positions, qk_norm, GQA shapes, widths, RoPE scaling, partial rotary) the "
-        "gate's cases reach, per op and implementation; nothing is run");
+        "which trap dimensions (layouts, theta, positions, qk_norm, GQA shapes, widths, RoPE scaling, partial rotary, "
+        "score scale, scaled context) the gate's cases reach, per op and implementation; nothing is run");
     add_case_flags(*sub, o->cases);
     sub->add_flag("--json", o->json, "print the coverage as JSON (schema conform-coverage/1)");
     sub->add_flag("--require-full", o->require_full, "exit 1 when a cell that applies to its op is empty");
