@@ -48,22 +48,17 @@ std::optional<Request> resolve(const Flags& o, std::ostream& err) {
         r.dtypes.push_back(*dt);
     }
     // Workers (--impl-lib, --impl-cmd, --impl-fd): each a process, timed per round trip.
-    run::ImplRequest wr;
+    run::ImplRequest wr;  // no names: only the workers, no in-repo implementation is made here
     run::apply_worker_flags(o.workers, wr);
-    wr.names = {"-"};        // only the workers: no in-repo implementation is made here
     wr.repeat_fraction = 0;  // bench checks every output itself; a repeated call would be timed
     std::vector<std::shared_ptr<worker::WorkerImpl>>& workers = r.workers;
-    {
-        run::ImplRequest only = wr;
-        only.names.clear();
-        if (only.has_workers()) {
-            run::ImplSet set = run::choose_implementations(only);
-            for (auto& c : set.impls)
-                if (c.worker) {
-                    c.impl.release();
-                    workers.emplace_back(c.worker);
-                }
-        }
+    if (wr.has_workers()) {
+        run::ImplSet set = run::choose_implementations(wr);
+        for (auto& c : set.impls)
+            if (c.worker) {
+                c.impl.release();
+                workers.emplace_back(c.worker);
+            }
     }
     auto find_worker = [&](const std::string& n) -> std::shared_ptr<worker::WorkerImpl> {
         for (const auto& w : workers)
