@@ -103,6 +103,18 @@ const std::vector<ImplEntry>& mutant_implementations() {
          softmax_tile_not_rescaled, attention_ops},
         {"kv_cache_wraps_early", "a 16-slot KV ring: a decode step sees the last 16 keys", true, always,
          kv_cache_wraps_early, {Op::attention, Op::decode}},
+        // Serving: a batch over a paged KV cache (issue reports of flashinfer, vllm, flash-attention, llama.cpp).
+        {"paged_block_table_ignored", "a sequence's pages read as consecutive from its first", true, always,
+         paged_block_table_ignored, {Op::paged_attention}},
+        {"paged_last_page_len_ignored", "every last page read whole", true, always, paged_last_page_len_ignored,
+         {Op::paged_attention}},
+        {"paged_sequences_packed", "the batch as one packed sequence: earlier sequences' keys seen", true, always,
+         paged_sequences_packed, {Op::paged_attention}},
+        {"paged_queries_at_start", "new queries at the start of their sequence (top-left causal)", true, always,
+         paged_queries_at_start, {Op::paged_attention}},
+        {"paged_lse_base2", "lse in base 2", true, always, paged_lse_base2, {Op::paged_attention}},
+        {"paged_empty_unwritten", "rows that see no key (empty sequences) left unwritten", true, always,
+         paged_empty_unwritten, {Op::paged_attention}},
         // The chapter's design choices taken the other way.
         {"layer_norm_not_rms", "LayerNorm (mean subtracted) for RMSNorm", true, always, layer_norm_not_rms, norm_ops},
         {"gelu_gate", "GELU on the gate instead of SiLU", true, always, gelu_gate, swiglu_ops},

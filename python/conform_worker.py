@@ -45,9 +45,9 @@ MAX_HEADER = 16 << 20
 MAX_PAYLOAD = 64 << 30
 
 # The ops, in conform's order (conform/ops.h), and what each may return.
-OPS = ("rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode")
+OPS = ("rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode", "paged_attention")
 TAPS = ("attn_in", "q", "k", "v", "q_rot", "k_rot", "attn", "h", "ffn_in", "ffn_out", "out")
-OUTPUTS = {op: (TAPS if op == "block" else ("out",)) for op in OPS}
+OUTPUTS = {op: (TAPS if op == "block" else ("out", "lse") if op == "paged_attention" else ("out",)) for op in OPS}
 
 DTYPES = ("f32", "bf16", "f16")
 ITEMSIZE = {"f32": 4, "bf16": 2, "f16": 2, "i64": 8}

@@ -1,15 +1,22 @@
 // Shared by the tests: run a case on an implementation and judge it.
 #pragma once
 
+#include <cstring>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "registry.h"
 #include "report/report.h"
 #include "judge/judge.h"
 
 namespace conform::test {
+
+// Bit for bit: a paged cache's poison is NaN, which == never matches.
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
 
 inline std::unique_ptr<Implementation> make(const std::string& name, DType dtype = DType::f32) {
     const ImplEntry* e = find_implementation(name);

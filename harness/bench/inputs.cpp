@@ -123,6 +123,7 @@ Cost cost(Op op, const config::ModelConfig& model, int64_t T, int64_t context, d
             parts = {"layer"};
             C = context;
             break;
+        case Op::paged_attention: throw std::logic_error("bench: paged_attention has no cost model yet");
     }
     const config::CallCost k = config::call_cost(m, T, C, es, parts);
     return {k.flops, k.bytes, k.weight_bytes};

@@ -83,7 +83,8 @@ bool fixed_by_config(const OpInfo& info, Dim d) {
         case Dim::one:
         case Dim::Q:
         case Dim::KVW:
-        case Dim::hd: return true;
+        case Dim::hd:
+        case Dim::H: return true;
         case Dim::D: return info.reads("d_model");
         case Dim::F: return info.reads("ffn_dim");
         default: return false;
@@ -133,6 +134,7 @@ void round_inputs(Case& c, DType dtype) {
 
 int64_t head_dim_of(const Case& c, const std::string& output) {
     const TensorSpec* t = output_spec(c.op, output);
+    if (t && t->cols == Dim::H) return 1;  // one value per head (lse): (token, head, dim 0)
     return t && op_info(c.op).has_heads(*t) ? c.config.head_dim : 0;
 }
 
@@ -145,13 +147,14 @@ struct Checker {
         throw InputError(c.where() + ": " + field + ": " + msg);
     }
 
-    const Tensor& tensor(const std::string& name, int64_t rows, int64_t cols) const {
+    const Tensor& tensor(const std::string& name, int64_t rows, int64_t cols, bool pool = false) const {
         auto it = c.inputs.find(name);
         if (it == c.inputs.end()) fail("inputs/" + name, "missing (op " + std::string(to_string(c.op)) + " needs it)");
         const Tensor& t = it->second;
         if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols)
             fail("inputs/" + name, "expected shape " + shape_str({rows, cols}) + ", found " + shape_str(t.shape));
         if (t.numel() != rows * cols) fail("inputs/" + name, "data size does not match its shape");
+        if (pool) return t;  // its owned rows are checked with the index arrays (paged())
         for (int64_t i = 0; i < t.numel(); ++i)
             if (!std::isfinite(t.data[i]))
                 fail("inputs/" + name, "non-finite value " + std::to_string(t.data[i]) + " at flat index " +
@@ -171,7 +174,7 @@ struct Checker {
         auto it = c.positions.find(name);
         if (it == c.positions.end()) fail("inputs/" + name, "missing (op " + std::string(to_string(c.op)) + " needs it)");
         if (static_cast<int64_t>(it->second.size()) != n)
-            fail("inputs/" + name, "expected " + std::to_string(n) + " positions (one per row), found " +
+            fail("inputs/" + name, "expected " + std::to_string(n) + " entries (one per row, or per sequence), found " +
                                        std::to_string(it->second.size()));
         for (size_t i = 0; i < it->second.size(); ++i)
             if (it->second[i] < 0)
@@ -212,14 +215,72 @@ struct Checker {
             if (it == c.expected.end()) continue;
             const DTensor& t = it->second;
             const std::vector<int64_t> want = output_shape(c, name);
+            const bool neg_inf_ok = op_info(c.op).output(name)->neg_inf_when_empty;
             if (t.shape != want)
                 fail("expected/" + name, "expected shape " + shape_str(want) + " (the op's output for these inputs), found " +
                                              shape_str(t.shape));
             if (t.numel() != want[0] * want[1]) fail("expected/" + name, "data size does not match its shape");
             for (int64_t i = 0; i < t.numel(); ++i)
-                if (!std::isfinite(t.data[i]))
+                if (!std::isfinite(t.data[i]) && !(neg_inf_ok && t.data[i] == -INFINITY))
                     fail("expected/" + name, "non-finite value " + std::to_string(t.data[i]) + " at flat index " +
-                                                 std::to_string(i));
+                                                 std::to_string(i) +
+                                                 (neg_inf_ok ? " (only -inf is allowed, for a row that sees no key)" : ""));
+        }
+    }
+
+    // paged_attention's index arrays against each other, the queries and the
+    // cache (conform/interface.h PagedIndex), and the cache rows the batch
+    // owns finite (the rest is poison on purpose).
+    void paged() const {
+        const BlockConfig& cfg = c.config;
+        positive("page_size", cfg.page_size);
+        const int64_t P = cfg.page_size, T = c.in("q").rows(), rows = c.in("k_cache").rows();
+        if (rows % P)
+            fail("inputs/k_cache", "rows " + std::to_string(rows) + " are not a whole number of pages of page_size " +
+                                       std::to_string(P));
+        const int64_t pages = rows / P;
+        const auto& qo = c.pos("qo_indptr");
+        const auto& kvp = c.pos("kv_indptr");
+        const auto& ids = c.pos("kv_indices");
+        const auto& last = c.pos("kv_last_page_len");
+        auto indptr = [&](const char* name, const std::vector<int64_t>& v, int64_t end, const char* what) {
+            if (v.empty() || v[0] != 0) fail(std::string("inputs/") + name, "must start at 0");
+            for (size_t i = 1; i < v.size(); ++i)
+                if (v[i] < v[i - 1])
+                    fail(std::string("inputs/") + name, "must be non-decreasing (index " + std::to_string(i) + ": " +
+                                                            std::to_string(v[i - 1]) + " then " + std::to_string(v[i]) + ")");
+            if (v.back() != end)
+                fail(std::string("inputs/") + name, "must end at " + std::to_string(end) + " (" + what + "), found " +
+                                                        std::to_string(v.back()));
+        };
+        indptr("qo_indptr", qo, T, "the rows of q");
+        indptr("kv_indptr", kvp, static_cast<int64_t>(ids.size()), "the length of kv_indices");
+        for (size_t i = 0; i < ids.size(); ++i)
+            if (ids[i] >= pages)
+                fail("inputs/kv_indices", "page " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
+                                              " is out of range: the cache has " + std::to_string(pages) + " pages of " +
+                                              std::to_string(P));
+        const auto& k = c.in("k_cache").data;
+        const auto& v = c.in("v_cache").data;
+        const int64_t W = c.in("k_cache").cols();
+        for (size_t b = 0; b + 1 < kvp.size(); ++b) {
+            const int64_t n = kvp[b + 1] - kvp[b], l = last[b];
+            const std::string at = " (sequence " + std::to_string(b) + ", " + std::to_string(n) + " pages)";
+            if (n == 0 && l != 0) fail("inputs/kv_last_page_len", "must be 0 for a sequence without pages, found " + std::to_string(l) + at);
+            if (n > 0 && (l < 1 || l > P))
+                fail("inputs/kv_last_page_len", "must be in [1, page_size = " + std::to_string(P) + "], found " + std::to_string(l) + at);
+            for (int64_t i = 0; i < n; ++i) {
+                const int64_t page = ids[static_cast<size_t>(kvp[b] + i)], used = i + 1 < n ? P : l;
+                for (int64_t r = page * P; r < page * P + used; ++r)
+                    for (int64_t j = 0; j < W; ++j) {
+                        const size_t e = static_cast<size_t>(r * W + j);
+                        for (const auto& [name, d] : {std::pair<const char*, const std::vector<float>*>{"k_cache", &k}, {"v_cache", &v}})
+                            if (!std::isfinite((*d)[e]))
+                                fail(std::string("inputs/") + name, "non-finite value " + std::to_string((*d)[e]) + " in row " +
+                                                                        std::to_string(r) + ", col " + std::to_string(j) +
+                                                                        ", a slot sequence " + std::to_string(b) + " owns");
+                    }
+            }
         }
     }
 
@@ -310,9 +371,17 @@ void validate_case(const Case& c) {
             if (size(t.cols) < 0) bound[t.cols] = x.cols();
             if (t.cols == Dim::N) k.columns_of_heads(t.name, x);
         }
-        k.tensor(t.name, size(t.rows), size(t.cols));
+        k.tensor(t.name, size(t.rows), size(t.cols), t.pool);
     }
     for (const PositionSpec& p : info.positions) {
+        if (size(p.n) < 0) {  // an index array binds its dim (B + 1 and B bind each other)
+            auto it = c.positions.find(p.name);
+            const int64_t n = it == c.positions.end() ? 0 : static_cast<int64_t>(it->second.size());
+            if (p.n == Dim::B1 && n < 1) k.fail("inputs/" + std::string(p.name), "an indptr needs at least one entry (B + 1)");
+            bound[p.n] = n;
+            if (p.n == Dim::B1) bound[Dim::B] = n - 1;
+            if (p.n == Dim::B) bound[Dim::B1] = n + 1;
+        }
         k.positions(p.name, size(p.n));
         if (!p.increasing) continue;
         const auto& v = c.pos(p.name);
@@ -324,6 +393,7 @@ void validate_case(const Case& c) {
     }
     if (info.uses(kKvCache) && (c.prefill < 0 || c.prefill > size(Dim::T)))
         k.fail("prefill", "must be in [0, T=" + std::to_string(size(Dim::T)) + "], found " + std::to_string(c.prefill));
+    if (info.uses(kPaged)) k.paged();
     if (!c.expected.empty()) k.expected();
 }
 

@@ -358,6 +358,11 @@ bool explains(const Case& c, DType dtype, const NamedD& observed, const Hypothes
 
 Diagnosis diagnose(const Case& c, DType dtype, const NamedD& observed, const CaseResult& failed, const Truth* truth) {
     Diagnosis d;
+    if (auto traced = poison_trace(c, observed)) {  // a row it must not read: named without the catalogue
+        ++d.tried;
+        d.matches.push_back(*traced);
+        return d;
+    }
     prime(c, dtype, truth);
     const NamedD& faithful = faithful_ref(c, dtype);
     for (const Hypothesis& h : hypotheses(c)) {
@@ -389,6 +394,12 @@ Diagnosis recheck(const Case& c, DType dtype, const NamedD& observed, const Case
                   const std::vector<HypothesisMatch>& earlier, const Truth* truth) {
     Diagnosis d;
     if (earlier.empty()) return d;
+    if (auto traced = poison_trace(c, observed)) {
+        ++d.tried;
+        if (std::any_of(earlier.begin(), earlier.end(), [&](const HypothesisMatch& m) { return m.id == traced->id; }))
+            d.matches.push_back(*traced);
+        return d;
+    }
     prime(c, dtype, truth);
     const NamedD& faithful = faithful_ref(c, dtype);
     auto named = [&](const std::string& id) {
@@ -415,6 +426,14 @@ Diagnosis recheck(const Case& c, DType dtype, const NamedD& observed, const Case
 }
 
 void explain(CaseResult& r, const Evidence& failing, Implementation* impl, const std::string& subject) {
+    if (!r.pass && !r.error.empty() && failing.c) {
+        if (auto m = name_contract_error(*failing.c, r.error)) {
+            r.hypotheses = {*m};
+            r.hypotheses_tried = 1;
+            r.diagnosis.push_back(match_line(*m));
+        }
+        return;
+    }
     if (r.pass || !r.error.empty() || !failing.c || !failing.observed || !failing.truth) return;
     if (failing.truth->source != "reference f64") {
         // Judged against a fixture's expected values: when the output agrees

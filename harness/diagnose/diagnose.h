@@ -63,6 +63,15 @@ bool explained_by_precision(const Case& c, DType dtype, const NamedD& observed, 
 // (size, no correlation with ref, in most rows and columns); else why not.
 std::string unlike_rounding(const DTensor& obs, const DTensor& ref, const DTensor& low);
 
+// paged_attention: the cache row a NaN in `observed` came from (its payload,
+// gen::poison), named relative to the sequence that read it — past its last
+// page's length, a page the block table does not give it, another
+// sequence's, or no one's (poison.cpp). nullopt: no traced NaN, or another op.
+std::optional<HypothesisMatch> poison_trace(const Case& c, const NamedD& observed);
+// A broken output contract named as a bug where it is one (poison.cpp): a
+// paged row that sees no key left unwritten. nullopt otherwise.
+std::optional<HypothesisMatch> name_contract_error(const Case& c, const std::string& error);
+
 // What diagnosis found.
 struct Diagnosis {
     std::vector<HypothesisMatch> matches;

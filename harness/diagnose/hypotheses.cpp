@@ -234,7 +234,34 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             add("attention_scale_wrong", v,
                 fmt::format("scores scaled by {} instead of 1/sqrt(head_dim) = 1/sqrt({})", what, hd));
         }
-        if (!uses(op, kResidual) || op == Op::block) {
+        if (uses(op, kPaged)) {
+            // A sequence's keys sit at positions 0..kv_len-1 and its queries
+            // are its last rows: a mask by index bottom-right is the right
+            // one, top-left is the queries placed at the sequence's start.
+            ref::Variant vi;
+            vi.mask = ref::Variant::Mask::index_top;
+            add("paged_queries_at_start", vi,
+                "new queries placed at the start of their sequence (top-left causal): query j must sit at position "
+                "kv_len - q_len + j, after the sequence's cached keys");
+            ref::Variant vp;
+            vp.paged_sequences_packed = true;
+            add("paged_sequences_packed", vp,
+                "the batch attended as one packed sequence: a query also sees the keys of the sequences before its "
+                "own (qo_indptr / kv_indptr boundaries ignored)");
+            ref::Variant vb;
+            vb.paged_block_table_ignored = true;
+            add("paged_block_table_ignored", vb,
+                "the block table ignored: a sequence's pages read as consecutive from its first "
+                "(kv_indices[kv_indptr[b]] + i) instead of kv_indices[kv_indptr[b] + i]");
+            ref::Variant vw;
+            vw.paged_last_page_len_ignored = true;
+            add("paged_last_page_len_ignored", vw,
+                "every sequence's last page read whole: kv_last_page_len ignored (a sequence has (n - 1) * page_size + "
+                "last_page_len keys)");
+            ref::Variant vl;
+            vl.lse_base2 = true;
+            add("paged_lse_base2", vl, "lse returned in base 2 (log2 of the softmax's denominator); the contract is the natural log");
+        } else if (!uses(op, kResidual) || op == Op::block) {
             // Derived from the row index: wrong as soon as positions are not
             // the rows (a chunk after a cache, gaps, any order).
             ref::Variant vi;

@@ -172,7 +172,7 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
     if (steps == 0) {
         CaseResult r = failed;
         r.dtype = dtype;
-        if (r.error.empty()) explain(r, unshrunk, &impl);
+        explain(r, unshrunk, &impl);
         how_far(r);
         return r;
     }
@@ -185,6 +185,9 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
         r.error = best->out.error;
         r.tensors.clear();
         r.first_failing.clear();
+        r.hypotheses.clear();
+        r.diagnosis.clear();
+        explain(r, {&best->c, nullptr, nullptr}, &impl);
         return finish(r, steps, best->out.seconds);
     }
 
@@ -314,6 +317,8 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
             // there must be that precision's kind, not merely under its bound.
             const Case& drawn_as = named_on ? *named_on : *unshrunk.c;
             const NamedD& seen = named_on ? named_out : *unshrunk.observed;
+            // A paged kernel's read of a poisoned row, traced there too.
+            if (auto traced = poison_trace(drawn_as, seen); traced && traced->id == id) return false;
             if (id == "precision_downgrade")
                 return !explained_by_precision(drawn_as, dtype, seen,
                                                failed.first_failing.empty() ? "out" : failed.first_failing);

@@ -1,6 +1,7 @@
 #include "gen/gen.h"
 
 #include <chrono>
+#include <cstring>
 
 #include <algorithm>
 #include <array>
@@ -243,6 +244,74 @@ void pick_rope_extras(CaseSpec& s) {
     }
 }
 
+// paged_attention's batch (CaseSpec::kv_lens, q_lens). Page sizes as
+// engines use them (vLLM 16, FlashInfer 1 to 256, llama.cpp-like 5); per
+// sequence the key counts that sit on page boundaries (0, 1, P-1, P, P+1,
+// kP±1), short and middling ones and, rarely, one past 8k; queries one (a
+// decode step), a few, the whole sequence (a prefill) or a chunk after a
+// cached prefix. The batch is a RapidCheck container, so a failing batch
+// shrinks by dropping sequences, wherever they are.
+int64_t pick_page_size() { return weighted<int64_t>({{3, 16}, {2, 8}, {2, 5}, {1, 1}, {1, 64}, {1, 128}, {1, 256}}); }
+
+rc::Gen<std::pair<int64_t, int64_t>> sequence_gen(int64_t P) {
+    return rc::gen::exec([P] {
+        int64_t kv = 0;
+        switch (weighted<int>({{4, 0}, {3, 1}, {1, 2}, {2, 3}, {1, 4}})) {
+            case 0: kv = *rc::gen::inRange<int64_t>(1, 41); break;
+            case 1: {
+                const int64_t k = one_of<int64_t>(1, 2, 3);
+                kv = std::max<int64_t>(0, k * P + one_of<int64_t>(-1, 0, 1));
+                break;
+            }
+            case 2: kv = 0; break;  // empty: its queries see no key
+            case 3: kv = *rc::gen::inRange<int64_t>(41, 600); break;
+            default: kv = weighted<int64_t>({{4, 0}, {1, 1}}) ? one_of<int64_t>(8191, 8193, 8200) : 1; break;
+        }
+        int64_t q = 1;
+        switch (weighted<int>({{4, 0}, {2, 1}, {2, 2}, {1, 3}, {1, 4}})) {
+            case 0: q = 1; break;                                   // a decode step
+            case 1: q = *rc::gen::inRange<int64_t>(2, 9); break;    // a few (speculative decoding)
+            case 2: q = kv <= 300 ? kv : 16; break;                 // a prefill (past 300 keys: its last 16)
+            case 3: q = *rc::gen::inRange<int64_t>(1, std::max<int64_t>(1, std::min<int64_t>(kv, 64)) + 1); break;  // a chunk
+            default: q = 0; break;                                  // in the batch with no new token
+        }
+        if (kv == 0) q = std::min<int64_t>(q, 1);
+        q = std::min(q, std::max<int64_t>(kv, q == 0 ? 0 : 1));
+        if (kv > 600) q = std::min<int64_t>(q, 8);  // a long sequence decodes or takes a short chunk
+        return std::make_pair(kv, q);
+    });
+}
+
+// Pages the batch needs, and the pool it is drawn from (three times as many,
+// and one more, so that a batch of empty sequences still has a cache).
+int64_t pages_needed(const CaseSpec& s) {
+    int64_t n = 0;
+    for (int64_t kv : s.kv_lens) n += (kv + s.config.page_size - 1) / s.config.page_size;
+    return n;
+}
+int64_t pool_pages(const CaseSpec& s) { return s.pool * pages_needed(s) + 1; }
+
+void pick_batch(CaseSpec& s) {
+    pick_heads(s, 8);
+    s.config.head_dim = pick_head_dim(op_info(Op::paged_attention).reach.head_dim_max);
+    s.config.page_size = pick_page_size();
+    const int64_t most = weighted<int64_t>({{5, 4}, {2, 1}, {2, 20}});
+    const auto batch = *rc::gen::resize(most, rc::gen::nonEmpty(rc::gen::container<std::vector<std::pair<int64_t, int64_t>>>(
+                                                 sequence_gen(s.config.page_size))));
+    s.kv_lens.clear();
+    s.q_lens.clear();
+    for (const auto& [kv, q] : batch) s.kv_lens.push_back(kv), s.q_lens.push_back(q);
+    if (std::all_of(s.q_lens.begin(), s.q_lens.end(), [](int64_t q) { return q == 0; })) s.q_lens[0] = 1;
+    s.T = std::accumulate(s.q_lens.begin(), s.q_lens.end(), int64_t{0});
+    s.S = std::max<int64_t>(1, std::accumulate(s.kv_lens.begin(), s.kv_lens.end(), int64_t{0}));
+    // The pool at most 2^22 floats per cache: narrower heads where it is large.
+    while (pool_pages(s) * s.config.page_size * s.config.n_kv_heads * s.config.head_dim > (int64_t{1} << 22) &&
+           s.config.head_dim > 8)
+        s.config.head_dim /= 2;
+    if (s.S > 4000) s.config.head_dim = std::min<int64_t>(s.config.head_dim, 64);
+    s.config.head_dim += s.config.head_dim % 2;
+}
+
 // A pinned stream: the configuration every drawn case takes, as far as its op
 // reads it (its config fields and the dims of its inputs, conform/op_info.h).
 void pin(CaseSpec& s, const BlockConfig& c) {
@@ -259,6 +328,7 @@ void pin(CaseSpec& s, const BlockConfig& c) {
         s.config.n_kv_heads = c.n_kv_heads;
     }
     if (info.reads("head_dim")) s.config.head_dim = c.head_dim;
+    if (info.reads("page_size") && c.page_size > 0) s.config.page_size = c.page_size;
     if (info.has_dim(Dim::D)) s.config.d_model = c.d_model;
     if (info.has_dim(Dim::F)) s.config.ffn_dim = c.ffn_dim;
     if (info.reads("qk_norm")) s.config.qk_norm = c.qk_norm;
@@ -269,6 +339,9 @@ void pin(CaseSpec& s, const BlockConfig& c) {
 // its real stream at the positions they were computed at (so the drawn
 // position, shape, magnitude and outliers give way to the stream's).
 void take_layer(CaseSpec& s, const std::shared_ptr<const RealLayer>& real) {
+    // A paged batch takes no weights and no stream: its inputs stay drawn,
+    // at the checkpoint's heads and head_dim (the pin).
+    if (op_info(s.op).uses(kPaged)) return;
     s.layer = real->layer;
     s.real = real;
     s.model_inputs = real->model_inputs;
@@ -352,6 +425,7 @@ CaseSpec make(const Stream& st) {
                                                  {1, CaseSpec::Shape::shuffled}});
             break;
         }
+        case Op::paged_attention: pick_batch(s); break;
         case Op::swiglu:
             s.T = cap(pick_rows(reach.rows));
             s.config.d_model = pick_width(96, {512, 520});
@@ -381,6 +455,9 @@ CaseSpec make(const Stream& st) {
         }
     }
     pick_inputs(s);
+    // Scores past ±5e4 (a kernel's "-inf" of -5e4 then masks real keys,
+    // flashinfer #4267): q and k at magnitude 300 make scores ~N(0, 9e4²).
+    if (op_info(op).uses(kPaged) && weighted<int>({{8, 0}, {1, 1}})) s.mag = 300.0;
     if (op_info(op).uses(kRope)) pick_rope_extras(s);
     if (op_info(op).uses(kResidual)) pick_qk_gain(s);
     if (pinned) pin(s, *pinned);
@@ -448,6 +525,17 @@ Fields fields(const CaseSpec& s) {
             shape_field(s, f);
             break;
         case Op::swiglu: add("T", I(s.T)); add("D", I(s.config.d_model)); add("F", I(s.config.ffn_dim)); break;
+        case Op::paged_attention: {
+            auto list = [&](const std::vector<int64_t>& v) {
+                std::string o;
+                for (int64_t x : v) o += (o.empty() ? "" : "/") + I(x);
+                return o;
+            };
+            add("H", I(s.config.n_heads)); add("KV", I(s.config.n_kv_heads)); add("hd", I(s.config.head_dim));
+            add("P", I(s.config.page_size)); add("kv", list(s.kv_lens)); add("q", list(s.q_lens));
+            if (s.pool != 3) add("pool", I(s.pool));
+            break;
+        }
         case Op::block:
         case Op::decode:
             add("T", I(s.T)); add("D", I(s.config.d_model)); add("H", I(s.config.n_heads)); add("KV", I(s.config.n_kv_heads));
@@ -578,6 +666,25 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             else if (k == "eps") s.config.norm_eps = std::stod(v);
             else if (k == "pos" || k == "qpos") s.pos = std::stoll(v);
             else if (k == "kpos") s.kpos = std::stoll(v);
+            else if ((k == "P" || k == "kv" || k == "q") && !op_info(s.op).uses(kPaged))
+                return fail("field '" + k + "' does not apply to op " + std::string(to_string(s.op)));
+            else if (k == "P") s.config.page_size = std::stoll(v);
+            else if (k == "pool") {
+                if (!op_info(s.op).uses(kPaged)) return fail("field 'pool' does not apply to op " + std::string(to_string(s.op)));
+                s.pool = std::stoll(v);
+                if (s.pool < 1) return fail("pool must be >= 1 (pages per page the batch needs), found '" + v + "'");
+            }
+            else if (k == "kv" || k == "q") {
+                std::vector<int64_t>& list = k == "kv" ? s.kv_lens : s.q_lens;
+                std::stringstream items(v);
+                std::string one;
+                while (std::getline(items, one, '/')) {
+                    size_t used = 0;
+                    const int64_t n = std::stoll(one, &used);
+                    if (used != one.size() || n < 0) return fail("field '" + k + "' must be '/'-separated counts >= 0, found '" + v + "'");
+                    list.push_back(n);
+                }
+            }
             else if (k == "prefill") s.prefill = std::stoll(v);
             else if (k == "mag") s.mag = std::stod(v);
             else if (k == "qk_gain") {
@@ -640,6 +747,16 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             if (auto bad = rope_config_problem(s.config)) return fail(bad->first + ": " + bad->second);
     }
     if (s.model_inputs && s.layer < 0) return fail("inputs=model needs layer=N (a checkpoint's layer)");
+    if (op_info(s.op).uses(kPaged)) {
+        if (s.kv_lens.empty() || s.kv_lens.size() != s.q_lens.size())
+            return fail("kv and q must list the same number (>= 1) of sequences, found " + std::to_string(s.kv_lens.size()) +
+                        " and " + std::to_string(s.q_lens.size()));
+        if (s.config.page_size < 1) return fail("P (page_size) must be >= 1");
+        if (pool_pages(s) * s.config.page_size * s.config.n_kv_heads * s.config.head_dim > (int64_t(1) << 28))
+            return fail("case too large (its pool of pages)");
+        s.T = std::accumulate(s.q_lens.begin(), s.q_lens.end(), int64_t{0});
+        s.S = std::max<int64_t>(1, std::accumulate(s.kv_lens.begin(), s.kv_lens.end(), int64_t{0}));
+    }
     if (!op_info(s.op).uses(kHeads)) s.config.n_kv_heads = s.config.n_heads;  // heads in x only (rope, qk_norm): no kv heads
     if (s.T < 1 || s.S < 1 || s.config.n_heads < 1 || s.config.n_kv_heads < 1 || s.config.head_dim < 1 || s.config.d_model < 1 || s.config.ffn_dim < 1)
         return fail("sizes must be >= 1");
@@ -672,6 +789,24 @@ const RealLayer* real_layer(const CaseSpec& s) {
 
 }  // namespace
 
+// Bit 21 of the mantissa tags a pool's poison (the harness's output poison,
+// 0x7FC0DEAD, has it clear); bits 0-20 hold the row.
+constexpr uint32_t kPoolPoison = 0x7FE00000u, kRowBits = 0x1FFFFFu;
+
+float poison(int64_t row) {
+    const uint32_t b = kPoolPoison | (static_cast<uint32_t>(row) & kRowBits);
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+}
+
+std::optional<int64_t> poison_row(float v) {
+    uint32_t b;
+    std::memcpy(&b, &v, 4);
+    if ((b & ~kRowBits & 0x7FFFFFFFu) != kPoolPoison) return std::nullopt;
+    return static_cast<int64_t>(b & kRowBits);
+}
+
 CaseSpec spec_at(Op op, const BlockConfig& c, int64_t T, int64_t S, int64_t start, uint64_t seed) {
     CaseSpec s;
     s.op = op;
@@ -681,6 +816,12 @@ CaseSpec spec_at(Op op, const BlockConfig& c, int64_t T, int64_t S, int64_t star
     s.kpos = start;
     s.pos = op == Op::attention ? start + S - T : start;
     s.seed = seed;
+    if (op_info(op).uses(kPaged)) {  // one sequence of S keys, its last T the queries, in pages of 16 unless the config says
+        if (s.config.page_size <= 0) s.config.page_size = 16;
+        s.kv_lens = {S};
+        s.q_lens = {std::min(T, S)};
+        s.T = s.q_lens[0];
+    }
     return s;
 }
 
@@ -732,6 +873,42 @@ Case materialize(const CaseSpec& s) {
                 c.positions["q_positions"] = positions_of(s.pos, s.T, s.shape);
             }
             break;
+        case Op::paged_attention: {
+            // The pool's pages in a random order; sequence b takes the next
+            // ceil(kv_b / P) of them. Every row is poison until a sequence's
+            // key or value is written into it.
+            const int64_t P = s.config.page_size, pages = pool_pages(s), W = s.config.n_kv_heads * s.config.head_dim;
+            std::vector<int64_t> order(static_cast<size_t>(pages));
+            std::iota(order.begin(), order.end(), int64_t{0});
+            for (int64_t i = pages - 1; i > 0; --i) std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(r.below(i + 1))]);
+            Tensor kc(pages * P, W), vc(pages * P, W);
+            for (int64_t row = 0; row < pages * P; ++row)
+                for (int64_t j = 0; j < W; ++j) kc.data[static_cast<size_t>(row * W + j)] = vc.data[static_cast<size_t>(row * W + j)] = poison(row);
+            c.inputs["q"] = activations(r, s.T, s.config.n_heads * s.config.head_dim, s.mag, s.outliers);
+            auto& qo = c.positions["qo_indptr"];
+            auto& kvp = c.positions["kv_indptr"];
+            auto& ids = c.positions["kv_indices"];
+            auto& last = c.positions["kv_last_page_len"];
+            qo = {0};
+            kvp = {0};
+            size_t next = 0;
+            for (size_t b = 0; b < s.kv_lens.size(); ++b) {
+                const int64_t kv = s.kv_lens[b], n = (kv + P - 1) / P;
+                const Tensor k = activations(r, kv, W, s.mag, 0), v = normal(r, kv, W, 1.0);
+                for (int64_t i = 0; i < kv; ++i) {
+                    const int64_t row = order[next + static_cast<size_t>(i / P)] * P + i % P;
+                    std::copy_n(k.data.begin() + i * W, W, kc.data.begin() + row * W);
+                    std::copy_n(v.data.begin() + i * W, W, vc.data.begin() + row * W);
+                }
+                for (int64_t i = 0; i < n; ++i) ids.push_back(order[next++]);
+                qo.push_back(qo.back() + s.q_lens[b]);
+                kvp.push_back(static_cast<int64_t>(ids.size()));
+                last.push_back(n == 0 ? 0 : kv - (n - 1) * P);
+            }
+            c.inputs["k_cache"] = std::move(kc);
+            c.inputs["v_cache"] = std::move(vc);
+            break;
+        }
         case Op::swiglu:
             c.inputs["x"] = model ? act("ffn_in", 0, s.T) : activations(r, s.T, s.config.d_model, s.mag, s.outliers);
             c.inputs["w1"] = weight_or("w1", [&] { return weight(r, s.config.d_model, s.config.ffn_dim); });

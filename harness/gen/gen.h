@@ -60,6 +60,16 @@ struct CaseSpec {
     // max subtraction, its online rescale and the mask decide the result.
     double qk_gain = 1.0;
     int64_t outliers = 0;    // input channels scaled x50 (outlier channels)
+    // paged_attention: the batch, one entry per sequence: its keys (all in
+    // the paged cache, the new tokens' too) and its queries, the last q_lens[b]
+    // of them (T = Σ q_lens, S = Σ kv_lens); the page size is config.page_size.
+    // The pages are a permutation of a pool three times what the batch needs,
+    // drawn from the seed; every row no sequence owns holds poison (a NaN
+    // whose payload is its row: poison_row() names the row a NaN came from).
+    std::vector<int64_t> kv_lens, q_lens;
+    // The pool: this many times the pages the batch needs, and one more (in
+    // the id only when not 3: a serving-size case measured at pool=1 fits in memory).
+    int64_t pool = 3;
     uint64_t seed = 0;
     // A checkpoint's layer (conform --weights PATH --layer N): the case takes
     // its weights instead of drawn ones, and with model_inputs its inputs are
@@ -70,6 +80,11 @@ struct CaseSpec {
     bool model_inputs = false;
     std::shared_ptr<const RealLayer> real;
 };
+
+// The poison in a paged cache's row `row` (a quiet NaN no arithmetic makes,
+// its payload the row), and the row a NaN came from, if it carries one.
+float poison(int64_t row);
+std::optional<int64_t> poison_row(float v);
 
 // One layer of a real checkpoint, as property cases take it.
 struct RealLayer {
@@ -120,7 +135,8 @@ std::string canonical_id(const CaseSpec& s);
 std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error = nullptr);
 
 // A spec at configuration c: its sizes and conventions, T rows (attention: S
-// keys, the queries their last T) from position `start`, contiguous,
+// keys, the queries their last T; paged_attention: one sequence of S keys,
+// its last T the queries, pages of c.page_size or 16) from position `start`, contiguous,
 // magnitude 1, no outlier channels, drawn from `seed`. What `conform
 // generate` and `conform bench` draw; materialize() makes the case.
 CaseSpec spec_at(Op op, const BlockConfig& c, int64_t T, int64_t S, int64_t start, uint64_t seed);

@@ -333,6 +333,7 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
         size("d_model", cfg.d_model);
         size("n_heads", cfg.n_heads);
         size("n_kv_heads", cfg.n_kv_heads);
+        size("page_size", cfg.page_size);
         size("head_dim", cfg.head_dim);
         size("ffn_dim", cfg.ffn_dim);
         if (has("rope_layout")) {

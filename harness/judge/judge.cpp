@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <sstream>
 
 #include "core/phases.h"
 
@@ -170,6 +172,36 @@ std::string input_shapes(const Case& c) {
     return s;
 }
 
+namespace {
+
+// An output that is -inf by contract where a row sees no key (lse): there
+// the implementation must give -inf exactly, and the rest of the tensor is
+// judged as any other with those elements set to 0 on every side. Returns
+// the first element that broke the contract ("" when none).
+struct EmptyRows {
+    DTensor ref, out, base_library, base_sequential, base_truth;
+    std::string broke;
+};
+EmptyRows empty_rows(const DTensor& ref, const DTensor& out, const DTensor& bl, const DTensor& bs, const DTensor* bt,
+                     const std::string& name, int64_t hd) {
+    EmptyRows e{ref, out, bl, bs, bt ? *bt : DTensor{}, ""};
+    for (int64_t i = 0; i < ref.numel(); ++i) {
+        const bool empty = ref.data[i] == -INFINITY || (bt && bt->data[i] == -INFINITY);
+        if (!empty) continue;
+        if (out.data[i] != -INFINITY && e.broke.empty()) {
+            std::ostringstream o;
+            o << name << " at " << locate(i, ref.cols(), hd).str() << " is " << out.data[i]
+              << ", want -inf: the row sees no key (an empty sequence)";
+            e.broke = o.str();
+        }
+        e.ref.data[i] = e.out.data[i] = e.base_library.data[i] = e.base_sequential.data[i] = 0;
+        if (bt) e.base_truth.data[i] = 0;
+    }
+    return e;
+}
+
+}  // namespace
+
 CaseResult judge_case(const Case& c, DType dtype, const NamedD& outputs, const Truth& truth) {
     CaseResult r;
     r.op = c.op;
@@ -184,20 +216,26 @@ CaseResult judge_case(const Case& c, DType dtype, const NamedD& outputs, const T
         auto t = truth.ref.find(name);
         auto o = outputs.find(name);
         if (t == truth.ref.end() || o == outputs.end()) continue;
-        const DTensor& ref = t->second;
-        if (o->second.shape != ref.shape) {
+        if (o->second.shape != t->second.shape) {
             r.pass = false;
-            r.error = "output '" + name + "' has shape " + shape_str(o->second.shape) + ", expected " + shape_str(ref.shape);
+            r.error = "output '" + name + "' has shape " + shape_str(o->second.shape) + ", expected " + shape_str(t->second.shape);
             if (r.first_failing.empty()) r.first_failing = name;
             continue;
         }
         const int64_t hd = head_dim_of(c, name);
-        Metrics m = measure(o->second.data.data(), ref, hd);
+        auto bt_it = truth.base_truth.find(name);
+        const DTensor* truth_base = bt_it == truth.base_truth.end() ? nullptr : &bt_it->second;
+        std::optional<EmptyRows> empty;
+        if (op_info(c.op).output(name)->neg_inf_when_empty)
+            empty = empty_rows(t->second, o->second, truth.base_library.at(name), truth.base_sequential.at(name),
+                               truth_base, name, hd);
+        const DTensor& ref = empty ? empty->ref : t->second;
+        const DTensor& actual = empty ? empty->out : o->second;
+        Metrics m = measure(actual.data.data(), ref, hd);
         Baseline b;
-        const DTensor& bl = truth.base_library.at(name);
-        const DTensor& bs = truth.base_sequential.at(name);
-        auto bt = truth.base_truth.find(name);
-        const DTensor& base_ref = bt == truth.base_truth.end() ? ref : bt->second;
+        const DTensor& bl = empty ? empty->base_library : truth.base_library.at(name);
+        const DTensor& bs = empty ? empty->base_sequential : truth.base_sequential.at(name);
+        const DTensor& base_ref = !truth_base ? ref : empty ? empty->base_truth : *truth_base;
         Metrics ml = measure(bl.data.data(), base_ref, hd), ms = measure(bs.data.data(), base_ref, hd);
         b.err_library = ml.max_abs;
         b.err_sequential = ms.max_abs;
@@ -210,13 +248,19 @@ CaseResult judge_case(const Case& c, DType dtype, const NamedD& outputs, const T
             if (e > r || std::isnan(e)) r = e;
         }
         const auto nz = truth.noise.find(name);
-        Verdict v = judge(c.op, dtype, o->second.data.data(), m, b, ref, nz == truth.noise.end() ? nullptr : &nz->second, hd);
+        Verdict v = judge(c.op, dtype, actual.data.data(), m, b, ref, nz == truth.noise.end() ? nullptr : &nz->second, hd);
+        if (empty && !empty->broke.empty() && v.pass) {
+            v.pass = false;
+            v.decided_by = "nonfinite";
+            v.margin = 0;
+            v.why = empty->broke;
+        }
         if (!v.pass) {
             r.pass = false;
             if (r.first_failing.empty()) r.first_failing = name;
         }
         if (!v.pass && r.error_map.empty()) {  // the first failing tensor, for reports
-            r.error_map = error_map(name, o->second.data.data(), ref, hd, row_positions_of(c, ref.rows()), v.allowed);
+            r.error_map = error_map(name, actual.data.data(), ref, hd, row_positions_of(c, ref.rows()), v.allowed);
             r.error_map.case_id = c.id;
         }
         r.tensors.push_back({name, v});

@@ -243,6 +243,7 @@ bool implements(const conform_plugin& t, Op op) {
         case Op::swiglu: return t.swiglu != nullptr;
         case Op::block: return t.block != nullptr;
         case Op::decode: return t.decode != nullptr;
+        case Op::paged_attention: return false;  // not in the plugin ABI yet: every plugin declines it
     }
     return false;
 }

@@ -79,7 +79,7 @@ torch::Tensor softmax(const torch::Tensor& scores, const Ctx& ctx) {
 // groups of query heads (repeat_kv: query head h reads kv head h // n_rep).
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t n_heads, int64_t n_kv_heads,
-                        int64_t head_dim, const Ctx& ctx, const torch::Tensor& cached) {
+                        int64_t head_dim, const Ctx& ctx, const torch::Tensor& cached, torch::Tensor* lse) {
     const int64_t T = q.size(0), S = k.size(0), n_rep = n_heads / n_kv_heads;
     auto qh = q.reshape({T, n_heads, head_dim}).transpose(0, 1);     // [H, T, hd]
     auto kh = k.reshape({S, n_kv_heads, head_dim}).transpose(0, 1);  // [KV, S, hd]
@@ -101,6 +101,20 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
     if (ctx.v.kv_ring > 0 && T == 1 && S > ctx.v.kv_ring)  // a one-token step reads a ring of the last kv_ring keys
         vis = vis.logical_and(torch::arange(S, torch::kInt64).unsqueeze(0) >= S - ctx.v.kv_ring);
     scores = scores.masked_fill(vis.logical_not().unsqueeze(0), -std::numeric_limits<double>::infinity());
+    if (lse) {
+        // FlashAttention's softmax_lse: the max-shifted log-sum-exp, in the
+        // softmax's precision (float32 below float64, as HF's softmax runs).
+        const auto sdt = ctx.dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+        auto l = torch::logsumexp(scores.to(sdt), -1);  // [H, T]
+        if (ctx.v.softmax_no_max) {
+            // log Σ exp(s) unshifted, as the naive kernel sums it in float32:
+            // +inf once a score passes ~88.7, -inf when every exp underflows.
+            auto sum32 = torch::exp(scores.to(torch::kFloat32)).sum(-1).to(sdt);
+            l = torch::where(sum32.isinf(), torch::full_like(l, std::numeric_limits<double>::infinity()), l);
+            l = torch::where(sum32 == 0, torch::full_like(l, -std::numeric_limits<double>::infinity()), l);
+        }
+        *lse = l.transpose(0, 1).to(q.scalar_type());  // [T, H]
+    }
     torch::Tensor out;
     if (ctx.v.softmax_tile > 0) {
         out = unrescaled_softmax_av(scores.to(torch::kFloat64), vh.to(torch::kFloat64), ctx.v.softmax_tile).to(q.scalar_type());

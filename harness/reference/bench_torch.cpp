@@ -275,6 +275,7 @@ std::unique_ptr<TorchBenchOp> make_torch_bench_op(const Case& c, const conform::
             static const std::vector<int64_t> no_pos;
             return std::make_unique<DecodeOp>(c, context_x ? *context_x : none, context_pos ? *context_pos : no_pos);
         }
+        case Op::paged_attention: throw std::logic_error("torch bench: no composed paged_attention yet");
     }
     throw std::logic_error("torch bench: unknown op");
 }

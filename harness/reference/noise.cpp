@@ -512,6 +512,49 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
         }
             break;
         case Op::swiglu: e["out"] = swiglu_bound(in("x"), Bound{}, in("w1"), in("w3"), in("w2"), u); break;
+        case Op::paged_attention: {
+            // Each sequence's attention bound, over its own keys (the
+            // reference's gather: the bound never sees a page either). lse
+            // = m + log Σ exp(s − m) moves with its scores by Σ p δs (the
+            // weight attention_bound returns, growth included), and by its
+            // own roundings: the S exps, u each, and their sum, which the log
+            // makes absolute; the log's and the add's, u·(log S + |lse|); a
+            // base-2 kernel's conversion, u·|lse|.
+            // The sum is of S positive terms, and here Higham's typical
+            // sqrt(S)·u does not hold: with near-uniform attention every exp
+            // is just under 1, and a sequential float32 sum past 256 rounds
+            // each one up to 1 (its partial sum's half ulp is larger than
+            // 1 − p): the errors all have one sign. Measured: the scalar
+            // kernel's lse over 384 keys at magnitude 1e-3 was 2.98e-6 off,
+            // 50u relative, against 2.29e-6 allowed with sqrt(S). The bound
+            // taken is the worst case of any order, (S − 1)·u relative; the
+            // same relative error of the denominator moves out by (S − 1)·u·|o|.
+            const auto seqs = paged_seqs(c);
+            auto q = in("q"), kc = in("k_cache"), vc = in("v_cache");
+            const int64_t Tq = q.size(0), H = cfg.n_heads;
+            auto out = torch::zeros_like(q), lse = torch::zeros({Tq, H}, q.options());
+            const NamedD truth_here = reference(c);
+            const auto lse_ref = T(truth_here.at("lse")), out_ref = T(truth_here.at("out"));
+            const Variant faithful;
+            for (int64_t b = 0; b + 1 < static_cast<int64_t>(seqs.qo_indptr.size()); ++b) {
+                const PagedSeq g = gather_sequence(q, kc, vc, seqs, b, faithful);
+                if (g.q_len == 0 || g.kv_len == 0) continue;  // out exactly 0, lse exactly -inf
+                const AttnBound a = attention_bound(g.q, none, g.k, none, g.v, none, g.q_pos, g.k_pos, H,
+                                                    cfg.n_kv_heads, hd, u, nullptr, nullptr, true);
+                const double S = static_cast<double>(g.kv_len);
+                auto o_ref = out_ref.narrow(0, g.q_begin, g.q_len);
+                out.narrow(0, g.q_begin, g.q_len).copy_(a.together + a.apart + (S - 1.0) * u.a * o_ref.abs());
+                auto l = lse_ref.narrow(0, g.q_begin, g.q_len);
+                auto finite = torch::isfinite(l);
+                auto la = torch::where(finite, l.abs(), torch::zeros_like(l));
+                auto moved = a.weight.sum(-1).transpose(0, 1);  // [q_len, H]
+                auto own = (S + std::log(S)) * u.a + 2.0 * u.a * la + u.store(la);
+                lse.narrow(0, g.q_begin, g.q_len).copy_(torch::where(finite, moved + own, torch::zeros_like(l)));
+            }
+            e["out"] = out;
+            e["lse"] = lse;
+            break;
+        }
         case Op::block:
         case Op::decode: {
             // decode's only output is the block's out; its taps come from the block.

@@ -82,6 +82,10 @@ std::string Variant::describe() const {
     if (layer_norm) sep() << "layernorm (mean subtracted)";
     if (post_norm) sep() << "post-norm";
     if (residual_missing) sep() << "attention residual missing";
+    if (paged_block_table_ignored) sep() << "block table ignored (pages consecutive from each sequence's first)";
+    if (paged_sequences_packed) sep() << "sequences packed (boundaries ignored)";
+    if (paged_last_page_len_ignored) sep() << "last pages read whole";
+    if (lse_base2) sep() << "lse in base 2";
     return o.str();
 }
 
@@ -161,6 +165,12 @@ NamedD run(const Case& c, const Options& o) {
                                  cfg.n_kv_heads, cfg.head_dim, ctx));
             break;
         case Op::swiglu: put("out", swiglu(in("x"), in("w1"), in("w3"), in("w2"), ctx)); break;
+        case Op::paged_attention: {
+            auto [o, lse] = paged_attention(in("q"), in("k_cache"), in("v_cache"), paged_seqs(c), cfg, ctx);
+            put("out", o);
+            put("lse", lse);
+            break;
+        }
         case Op::block:
         case Op::decode: {
             std::map<std::string, torch::Tensor> w;

@@ -74,6 +74,11 @@ struct Variant {
     bool layer_norm = false;         // the norms subtract the mean (LayerNorm without bias) before dividing by the rms
     bool post_norm = false;          // h = norm(x + attn(x)), out = norm(h + ffn(h)): post-norm, not pre-norm
     bool residual_missing = false;   // h = attn @ wo, the attention residual dropped
+    // paged_attention
+    bool paged_block_table_ignored = false;  // a sequence's pages read as consecutive from its first
+    bool paged_sequences_packed = false;
+    bool paged_last_page_len_ignored = false;  // every last page read whole     // the batch as one packed sequence: each also sees earlier sequences' keys
+    bool lse_base2 = false;                  // lse as log2 (FlashInfer's internal base) where the contract is ln
 
     bool faithful() const;
     std::string describe() const;  // e.g. "rope_layout=interleaved, theta=10000"

@@ -39,10 +39,37 @@ torch::Tensor qk_norm(const torch::Tensor& x, const torch::Tensor& weight, int64
 
 // q[T, H*hd], k/v[S, KV*hd] → [T, H*hd]. `cached`, when defined, is a
 // [T, S] bool: the keys each query can reach at all (decode: what is in the
-// cache at its step), which a mask variant cannot widen.
+// cache at its step), which a mask variant cannot widen. `lse`, when given,
+// receives [T, H]: the log of each row's softmax denominator (natural log;
+// -inf for a row that sees no key).
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t n_heads, int64_t n_kv_heads,
-                        int64_t head_dim, const Ctx& ctx, const torch::Tensor& cached = {});
+                        int64_t head_dim, const Ctx& ctx, const torch::Tensor& cached = {},
+                        torch::Tensor* lse = nullptr);
+
+// paged_attention's index arrays, and one sequence of its batch gathered
+// out of the pages (paged_attention.cpp; the a-priori bound reads them too).
+struct PagedSeqs {
+    const std::vector<int64_t>& qo_indptr;
+    const std::vector<int64_t>& kv_indptr;
+    const std::vector<int64_t>& kv_indices;
+    const std::vector<int64_t>& kv_last_page_len;
+    int64_t page_size;
+    int64_t pages;  // in the pool
+    int64_t kv_len(int64_t b) const;
+};
+PagedSeqs paged_seqs(const Case& c);
+struct PagedSeq {
+    int64_t q_begin = 0, q_len = 0, kv_len = 0;
+    torch::Tensor q, k, v;        // [q_len, H*hd], [kv_len, KV*hd] x2
+    torch::Tensor q_pos, k_pos;   // kv_len - q_len + j; i
+};
+PagedSeq gather_sequence(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+                         const PagedSeqs& s, int64_t b, const Variant& v);
+// (out [T, H*hd], lse [T, H]) of the batch, one sequence at a time.
+std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, const torch::Tensor& k_cache,
+                                                        const torch::Tensor& v_cache, const PagedSeqs& s,
+                                                        const BlockConfig& cfg, const Ctx& ctx);
 
 // (silu(x @ w1) * (x @ w3)) @ w2
 torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3, const torch::Tensor& w2,

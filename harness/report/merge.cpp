@@ -203,11 +203,12 @@ std::string merge_summary(const json& merged) {
         ++r.first;
         r.second += c.value("pass", false) ? 1 : 0;
     }
-    size_t w = 12;
+    size_t w = 12, ow = 10;
     for (const auto& [k, r] : rows) w = std::max(w, k.second.size());
-    std::string s = fmt::format("{:<10} {:<{}} {:>6} {:>6}\n", "op", "impl", w, "cases", "pass");
+    for (const auto& op : ops) ow = std::max(ow, std::string(op).size());
+    std::string s = fmt::format("{:<{}} {:<{}} {:>6} {:>6}\n", "op", ow, "impl", w, "cases", "pass");
     for (const auto& [k, r] : rows)
-        s += fmt::format("{:<10} {:<{}} {:>6} {:>6}{}\n", k.first < static_cast<int>(ops.size()) ? ops[k.first] : "?",
+        s += fmt::format("{:<{}} {:<{}} {:>6} {:>6}{}\n", k.first < static_cast<int>(ops.size()) ? ops[k.first] : "?", ow,
                          k.second, w, r.first, r.second, r.first == r.second ? "" : "   FAIL");
     for (const json& c : cases)
         if (!c.value("pass", false))

@@ -147,8 +147,11 @@ void print_summary(std::ostream& os, const RunReport& r) {
             row.tensor = w ? w->name : "-";
         }
     }
-    os << fmt::format("{:<10} {:<12} {:>6} {:>6} {:>10} {:>10} {:>8}  {}\n", "op", "impl", "cases", "pass", "worst err",
-                      "allowed", "margin", "tensor");
+    // Columns as wide as their longest entry (paged_attention, "simd relations").
+    size_t ow = 10, iw = 12;
+    for (const auto& [key, row] : rows) ow = std::max(ow, key.first.size()), iw = std::max(iw, key.second.size());
+    os << fmt::format("{:<{}} {:<{}} {:>6} {:>6} {:>10} {:>10} {:>8}  {}\n", "op", ow, "impl", iw, "cases", "pass",
+                      "worst err", "allowed", "margin", "tensor");
     for (const auto& [key, row] : rows) {
         const std::string margin = row.run == 0               ? "-"
                                    : std::isinf(row.worst_margin) ? "inf"
@@ -156,7 +159,7 @@ void print_summary(std::ostream& os, const RunReport& r) {
         std::string note = row.passed == row.run ? "" : "   FAIL";
         if (row.nothing_ran) note = "   FAIL: no property case ran";
         if (row.declined) note += fmt::format("   ({} declined)", row.declined);
-        os << fmt::format("{:<10} {:<12} {:>6} {:>6} {:>10} {:>10} {:>8}  {}{}\n", key.first, key.second, row.run,
+        os << fmt::format("{:<{}} {:<{}} {:>6} {:>6} {:>10} {:>10} {:>8}  {}{}\n", key.first, ow, key.second, iw, row.run,
                           row.passed, row.run ? sci(row.err) : "-", row.run ? sci(row.allowed) : "-", margin,
                           row.tensor, note);
     }

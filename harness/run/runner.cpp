@@ -1,5 +1,7 @@
 #include "run/runner.h"
 
+#include "run/relations.h"
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -211,7 +213,14 @@ class Executor {
                 if (!r.pass && !o_.save_failures.empty()) save(failing, r, impl);
                 if (r.shrink_steps > 0) out_.shrunk_from[out_.report.results.size()] = c.id;
                 if (full && r.error.empty()) mine.push_back(out_.report.results.size());
+                const bool passed = r.pass;
                 out_.report.results.push_back(std::move(r));
+                // A passing paged case: its relations too, each its own result (run/relations.h).
+                if (passed)
+                    for (CaseResult& rr : check_relations(*impl.impl, impl.name, c, sel_.dtype, j.out.outputs, *truth)) {
+                        if (!rr.pass) rr.replay = replay(impl, rr.case_id);
+                        out_.report.results.push_back(std::move(rr));
+                    }
             }
             tick();
         }

@@ -184,13 +184,13 @@ bool Dimension::relevant(Op op) const {
 
 namespace {
 enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary, kHeadDim, kKeys, kQueries,
-            kDecodeSteps, kPosShape, kPosOrder, kScores, kScaledContext };
+            kDecodeSteps, kPosShape, kPosOrder, kScores, kScaledContext, kBatch, kPageSize, kSequences, kPagedQueries };
 
 // Ops whose position arrays need not increase (their result is defined by position alone).
 std::vector<Op> ops_any_order() {
     std::vector<Op> out;
     for (const OpInfo& i : op_table())
-        if (!i.positions.empty() && !i.uses(kResidual)) out.push_back(i.op);
+        if (!i.positions.empty() && !i.uses(kResidual) && !i.uses(kPaged)) out.push_back(i.op);
     return out;
 }
 std::vector<Op> ops_with_heads() {
@@ -209,11 +209,12 @@ std::vector<Op> ops_with_keys() {
 }
 }
 
-// Ops whose cases carry positions (every position class applies to them).
+// Ops whose cases carry positions (every position class applies to them);
+// not index arrays (paged_attention's positions are implied by its batch).
 std::vector<Op> ops_with_positions() {
     std::vector<Op> out;
     for (const OpInfo& i : op_table())
-        if (!i.positions.empty()) out.push_back(i.op);
+        if (!i.positions.empty() && !i.positions.front().index) out.push_back(i.op);
     return out;
 }
 
@@ -253,6 +254,13 @@ const std::vector<Dimension>& dimensions() {
         // case's positions all inside it, or reaching past it, where the
         // long-context bands (and dynamic NTK's new base) take effect.
         {"scaled context", {"inside", "past original"}, ops_using(kRope)},
+        // A paged batch (harness/gen/gen.cpp pick_batch): its size, its page
+        // size, its sequences' key counts where kernels break (none, on a
+        // page boundary: kv mod P in {P-1, 0, 1}, 8k and past) and its queries.
+        {"batch", {"1", "2-4", "5-20"}, ops_using(kPaged)},
+        {"page size", {"1", "5-16", "64-256"}, ops_using(kPaged)},
+        {"sequences", {"empty", "page boundary", ">=8191 keys"}, ops_using(kPaged)},
+        {"paged queries", {"decode", "chunk over a prefix", "prefill"}, ops_using(kPaged)},
     };
     return d;
 }
@@ -318,6 +326,37 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
                 const RopeScalingType t = cs.config.rope_scaling.type;
                 if (t == RopeScalingType::llama3 || t == RopeScalingType::yarn || t == RopeScalingType::dynamic)
                     c.push_back(max_pos + 1 > cs.config.rope_scaling.original_max_position ? 1 : 0);
+                break;
+            }
+            case kBatch: {
+                const int64_t B = static_cast<int64_t>(cs.pos("kv_last_page_len").size());
+                c.push_back(B == 1 ? 0 : B <= 4 ? 1 : 2);
+                break;
+            }
+            case kPageSize: {
+                const int64_t P = cs.config.page_size;
+                c.push_back(P == 1 ? 0 : P <= 16 ? 1 : 2);
+                break;
+            }
+            case kSequences:
+            case kPagedQueries: {
+                const auto& qo = cs.pos("qo_indptr");
+                const auto& kvp = cs.pos("kv_indptr");
+                const auto& last = cs.pos("kv_last_page_len");
+                const int64_t P = cs.config.page_size;
+                for (size_t b = 0; b < last.size(); ++b) {
+                    const int64_t n = kvp[b + 1] - kvp[b], kv = n == 0 ? 0 : (n - 1) * P + last[b];
+                    const int64_t q = qo[b + 1] - qo[b];
+                    if (static_cast<Trap>(d) == kSequences) {
+                        if (kv == 0) c.push_back(0);
+                        else if (P > 1 && (kv % P == 0 || kv % P == 1 || kv % P == P - 1)) c.push_back(1);
+                        if (kv >= 8191) c.push_back(2);
+                    } else if (q > 0 && kv > 0) {
+                        c.push_back(q == kv ? 2 : q == 1 ? 0 : 1);
+                    }
+                }
+                std::sort(c.begin(), c.end());
+                c.erase(std::unique(c.begin(), c.end()), c.end());
                 break;
             }
             case kPosShape:

@@ -591,4 +591,19 @@ void WorkerImpl::decode(View x, const BlockWeights& w, Positions pos, int64_t pr
     invoke(call);
 }
 
+void WorkerImpl::paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx,
+                                 const PagedAttentionParams& p, MutView out, MutView lse) {
+    BlockConfig c;
+    c.n_heads = p.n_heads;
+    c.n_kv_heads = p.n_kv_heads;
+    c.head_dim = p.head_dim;
+    c.page_size = p.page_size;
+    Call call{Op::paged_attention, c,
+              {matrix("q", q, dtype_), matrix("k_cache", k_cache, dtype_), matrix("v_cache", v_cache, dtype_),
+               positions("qo_indptr", idx.qo_indptr), positions("kv_indptr", idx.kv_indptr),
+               positions("kv_indices", idx.kv_indices), positions("kv_last_page_len", idx.kv_last_page_len)},
+              {{"out", out}, {"lse", lse}}};
+    invoke(call);
+}
+
 }  // namespace conform::worker

@@ -101,6 +101,8 @@ class WorkerImpl final : public Implementation {
     TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) override;
     void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c,
                 MutView out) override;
+    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                         MutView out, MutView lse) override;
 
     struct State;  // the process, the ids, the random stream (client.cpp)
 

@@ -22,6 +22,7 @@ class CudaImpl : public Implementation {
 
     Support supports(Op op, const BlockConfig& c) const override {
         if (Support s = scalar::detail::config_support(op, c); !s.ok) return s;
+        if (op == Op::paged_attention) return Support::no("the CUDA implementation has no paged_attention kernel yet");
         const bool needs_attention = op == Op::attention || op == Op::block || op == Op::decode;
         if (needs_attention && c.head_dim > kMaxAttentionHeadDim)
             return Support::no("the attention kernel holds a head in shared memory and registers: head_dim <= " +

@@ -18,6 +18,12 @@ struct WithRules : ScalarImpl {
                    MutView out) override {
         scalar::attention(q, k, v, q_pos, k_pos, p, out, R());
     }
+    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                         MutView out, MutView lse) override {
+        scalar::PagedRules r;
+        r.attention = R();
+        scalar::paged_attention(q, k_cache, v_cache, idx, p, out, lse, r);
+    }
 };
 
 // Class 3 (onnx #7274, axlearn #842): kv heads tiled, query head h reads h % n_kv.

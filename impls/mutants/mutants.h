@@ -8,7 +8,7 @@
 // them and name its id in the diagnosis. They are never in the default gate;
 // registry.cpp lists them, with the ops each bug reaches.
 //
-// One file per family: rope.cpp, attention.cpp, norm.cpp, block.cpp.
+// One file per family: rope.cpp, attention.cpp, norm.cpp, block.cpp, paged.cpp.
 #pragma once
 
 #include <memory>
@@ -59,6 +59,14 @@ std::unique_ptr<Implementation> swiglu_gate_on_up(const ImplOptions& o);
 std::unique_ptr<Implementation> residual_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> matmul_accumulates_bf16(const ImplOptions& o);
 std::unique_ptr<Implementation> gelu_gate(const ImplOptions& o);
+
+// paged.cpp
+std::unique_ptr<Implementation> paged_block_table_ignored(const ImplOptions& o);
+std::unique_ptr<Implementation> paged_last_page_len_ignored(const ImplOptions& o);
+std::unique_ptr<Implementation> paged_sequences_packed(const ImplOptions& o);
+std::unique_ptr<Implementation> paged_queries_at_start(const ImplOptions& o);
+std::unique_ptr<Implementation> paged_lse_base2(const ImplOptions& o);
+std::unique_ptr<Implementation> paged_empty_unwritten(const ImplOptions& o);
 
 namespace detail {
 

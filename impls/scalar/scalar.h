@@ -96,6 +96,23 @@ struct AttentionRules {
 void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p, MutView out,
                const AttentionRules& rules = {});
 
+// paged_attention's rules (paged_attention.cpp), each a seam a mutant breaks.
+int64_t paged_kv_len(const PagedIndex& idx, int64_t P, int64_t b);         // (n_b - 1) * P + last_page_len
+int64_t paged_row(const PagedIndex& idx, int64_t P, int64_t b, int64_t i);  // key i's cache row
+int64_t paged_q_pos(int64_t j, int64_t q_len, int64_t kv_len);              // kv_len - q_len + j
+struct PagedRules {
+    int64_t (*kv_len)(const PagedIndex& idx, int64_t P, int64_t b) = paged_kv_len;
+    int64_t (*row)(const PagedIndex& idx, int64_t P, int64_t b, int64_t i) = paged_row;
+    int64_t (*q_pos)(int64_t j, int64_t q_len, int64_t kv_len) = paged_q_pos;
+    double lse_scale = 1.0;    // lse multiplied by this (1 / ln 2: base 2)
+    bool write_empty = true;   // a row that sees no key gets out 0 and lse -inf
+    AttentionRules attention;  // its kv_head and scale
+};
+
+// out[T, H*hd], lse[T, H] of a batch over a paged cache (conform/interface.h).
+void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                     MutView out, MutView lse, const PagedRules& rules = {});
+
 // out[T, D] = (silu(x @ w1) * (x @ w3)) @ w2       x[T, D], w1/w3[D, F], w2[F, D]
 // (the products through mm, the gate's activation act).
 float silu(float g);
@@ -132,6 +149,8 @@ class ScalarImpl : public Implementation {
     std::string name() const override { return name_; }
     DType dtype() const override { return DType::f32; }
     Support supports(Op op, const BlockConfig& c) const override;
+    // One sequence at a time, in key order: nothing else in the batch reaches its rows.
+    bool batch_invariant(Op op) const override { return op == Op::paged_attention; }
 
     void rmsnorm(View x, View w, const RmsNormParams& p, MutView out) override;
     void rope(View x, Positions pos, const RopeParams& p, MutView out) override;
@@ -142,6 +161,8 @@ class ScalarImpl : public Implementation {
     TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) override;
     void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c,
                 MutView out) override;
+    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                         MutView out, MutView lse) override;
 
    protected:
     // The block's own steps, in the order forward() takes them.
@@ -241,6 +262,8 @@ inline Support config_support(Op op, const BlockConfig& c) {
     if (needs_rope && (c.rotary() % 2 != 0 || c.rotary() > c.head_dim))
         return Support::no("rotary_dim must be even and at most head_dim = " + std::to_string(c.head_dim) +
                            ", found " + std::to_string(c.rotary_dim));
+    if (op_info(op).uses(kPaged) && c.page_size <= 0)
+        return Support::no("paged_attention needs page_size > 0, found " + std::to_string(c.page_size));
     if (needs_gqa && (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0))
         return Support::no("n_heads = " + std::to_string(c.n_heads) + " must be a multiple of n_kv_heads = " +
                            std::to_string(c.n_kv_heads));

@@ -27,6 +27,11 @@ RopeParams ScalarImpl::call_rope(const RopeParams& p, Positions pos) {
     return rope_for_call(p, std::max(call_len_, rope_seq_len(pos)));
 }
 
+void ScalarImpl::paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx,
+                                 const PagedAttentionParams& p, MutView out, MutView lse) {
+    scalar::paged_attention(q, k_cache, v_cache, idx, p, out, lse);
+}
+
 void ScalarImpl::qk_norm(View x, View w, const QkNormParams& p, MutView out) { scalar::qk_norm(x, w, p, out); }
 
 void ScalarImpl::attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,

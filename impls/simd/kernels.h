@@ -161,6 +161,40 @@ struct Attn {
     MRows out;  // [T][H hd]
 };
 
+// ---- paged attention (paged_attention-inl.h) ----------------------------------
+
+// One split's partial state for a (query row, head): running max, sum, and
+// the unnormalised output [hdp].
+struct PagedPartial {
+    float* m;
+    float* l;
+    float* acc;
+};
+
+struct PagedJob {
+    CRows q;     // [T][H hd]
+    CRows k, v;  // [pages * P][KV hd]
+    const int64_t* qo_indptr = nullptr;        // [B + 1]
+    const int64_t* kv_indptr = nullptr;        // [B + 1]
+    const int64_t* kv_indices = nullptr;       // [pages listed]
+    const int64_t* kv_last_page_len = nullptr; // [B]
+    size_t T = 0, B = 0, H = 0, KV = 0, hd = 0, P = 0;
+    MRows out;  // [T][H hd]
+    // Set by paged_attention(): keys per split (whole pages), splits per
+    // sequence at most, and the partial states [T][H][splits][stride].
+    size_t split = 0, splits = 0, stride = 0;
+    float* partials = nullptr;
+
+    int64_t kv_len(size_t b) const {
+        const int64_t n = kv_indptr[b + 1] - kv_indptr[b];
+        return n == 0 ? 0 : (n - 1) * static_cast<int64_t>(P) + kv_last_page_len[b];
+    }
+    PagedPartial partial(size_t t, size_t h, size_t c) const {
+        float* p = partials + ((t * H + h) * splits + c) * stride;
+        return {p, p + 1, p + 2};
+    }
+};
+
 namespace kern {
 // Work item i = (token i / KV, kv head i % KV): every query head of that kv
 // group, so each key and value row is read once per token for the group.

@@ -112,6 +112,10 @@ class SimdImpl : public Implementation {
     std::string name() const override { return "simd"; }
     DType dtype() const override { return dtype_; }
 
+    // Splits of whole pages from a sequence's own first key, merged in split
+    // order: neither the batch, the pages' places nor the threads change a row.
+    bool batch_invariant(Op op) const override { return op == Op::paged_attention; }
+
     Support supports(Op op, const BlockConfig& c) const override {
         if (Support s = chk::config_support(op, c); !s.ok) return s;
         if ((op == Op::block || op == Op::decode) && c.head_dim > static_cast<int64_t>(kMaxHeadDim))
@@ -183,6 +187,41 @@ class SimdImpl : public Implementation {
         Out o(out, elem_);
         simd::attention(pool_, target_, attn_job(qi.rows(), ki.rows(), vi.rows(), q_pos, k_pos, p, o.rows()));
         o.finish();
+    }
+
+    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                         MutView out, MutView lse) override {
+        const int64_t H = p.n_heads, KV = p.n_kv_heads, hd = p.head_dim, P = p.page_size, B = idx.kv_last_page_len.n;
+        chk::expect(H > 0 && KV > 0 && hd > 0 && P > 0 && H % KV == 0, "paged_attention",
+                    "n_heads, n_kv_heads, head_dim and page_size must be positive, n_heads a multiple of n_kv_heads");
+        chk::expect_positions("paged_attention", "qo_indptr", idx.qo_indptr, B + 1);
+        chk::expect_positions("paged_attention", "kv_indptr", idx.kv_indptr, B + 1);
+        chk::expect_shape("paged_attention", "q", q, q.rows, H * hd);
+        chk::expect_shape("paged_attention", "k_cache", k_cache, k_cache.rows, KV * hd);
+        chk::expect_shape("paged_attention", "v_cache", v_cache, k_cache.rows, KV * hd);
+        chk::expect_shape("paged_attention", "out", out, q.rows, H * hd);
+        chk::expect_shape("paged_attention", "lse", lse, q.rows, H);
+        In qi(q, elem_), ki(k_cache, elem_), vi(v_cache, elem_);
+        Out o(out, elem_);
+        PagedJob job;
+        job.q = qi.rows();
+        job.k = ki.rows();
+        job.v = vi.rows();
+        job.qo_indptr = idx.qo_indptr.data;
+        job.kv_indptr = idx.kv_indptr.data;
+        job.kv_indices = idx.kv_indices.data;
+        job.kv_last_page_len = idx.kv_last_page_len.data;
+        job.T = rows_of(q);
+        job.B = static_cast<size_t>(B);
+        job.H = static_cast<size_t>(H);
+        job.KV = static_cast<size_t>(KV);
+        job.hd = static_cast<size_t>(hd);
+        job.P = static_cast<size_t>(P);
+        job.out = o.rows();
+        simd::paged_attention(pool_, target_, job, lse.data);
+        o.finish();
+        if (elem_ == Elem::bf16)  // stored in the dtype, as out is
+            for (int64_t i = 0; i < lse.size(); ++i) lse.data[i] = to_f32(to_bf16(lse.data[i]));
     }
 
     void swiglu(View x, View w1, View w3, View w2, MutView out) override {
@@ -424,6 +463,7 @@ std::unique_ptr<BenchOp> make_bench_op(const ImplOptions& o, const BenchInputs& 
         case Op::swiglu: return std::make_unique<SwigluBench>(o, in);
         case Op::block:
         case Op::decode: return std::make_unique<BlockBench>(o, in);
+        case Op::paged_attention: break;
     }
     throw ImplError("simd bench: unknown op");
 }

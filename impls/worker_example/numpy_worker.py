@@ -201,6 +201,48 @@ def attention(q, k, v, q_positions, k_positions, *, config):
     return (p @ vh).transpose(1, 0, 2).reshape(T, H * hd).astype(f32)
 
 
+# ---- paged_attention --------------------------------------------------------------
+
+def paged_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_last_page_len, *, config):
+    """A batch over a paged KV cache (FlashInfer's layout): each sequence's
+    keys gathered from its pages, its queries the last of its tokens (causal,
+    bottom-right); out [T, H*hd] and lse [T, H] (natural log; -inf and zeros
+    for a row that sees no key). Rows of the cache no sequence owns are NaN:
+    the gather never touches them."""
+    H, KV, hd, P = config["n_heads"], config["n_kv_heads"], config["head_dim"], config["page_size"]
+    need(H % KV == 0 and P > 0, "paged_attention: n_heads %d, n_kv_heads %d, page_size %d" % (H, KV, P))
+    T = q.shape[0]
+    out = np.zeros((T, H * hd), dtype=f32)
+    lse = np.full((T, H), -np.inf, dtype=f32)
+    heads = np.array([kv_head(h, H, KV) for h in range(H)], dtype=np.int64)
+    for b in range(len(kv_last_page_len)):
+        q0, q1 = int(qo_indptr[b]), int(qo_indptr[b + 1])
+        pages = kv_indices[kv_indptr[b]:kv_indptr[b + 1]]
+        kv_len = 0 if len(pages) == 0 else (len(pages) - 1) * P + int(kv_last_page_len[b])
+        if q1 == q0 or kv_len == 0:
+            continue
+        rows = (pages[:, None] * P + np.arange(P)[None, :]).reshape(-1)[:kv_len]
+        k, v, qs = k_cache[rows], v_cache[rows], q[q0:q1]
+        n = q1 - q0
+        qh = qs.reshape(n, H, hd).transpose(1, 0, 2)                  # [H, n, hd]
+        kh = k.reshape(kv_len, KV, hd)[:, heads].transpose(1, 2, 0)   # [H, hd, S]
+        vh = v.reshape(kv_len, KV, hd)[:, heads].transpose(1, 0, 2)   # [H, S, hd]
+        scores = (qh @ kh) * f32(1.0 / math.sqrt(hd))                 # [H, n, S]
+        q_pos = np.arange(n) + (kv_len - n)
+        visible = (np.arange(kv_len)[None, :] <= q_pos[:, None])[None]  # [1, n, S]
+        scores = np.where(visible, scores, f32(-np.inf))
+        top = np.max(scores, axis=-1, keepdims=True, initial=f32(-np.inf))
+        seen = np.isfinite(top)
+        top = np.where(seen, top, f32(0))
+        e = np.where(visible, np.exp(scores - top), f32(0))
+        total = np.sum(e, axis=-1, keepdims=True)
+        p = e / np.where(total > 0, total, f32(1))
+        out[q0:q1] = (p @ vh).transpose(1, 0, 2).reshape(n, H * hd)
+        with np.errstate(divide="ignore"):
+            lse[q0:q1] = np.where(seen, top + np.log(total), f32(-np.inf))[..., 0].T
+    return {"out": out, "lse": lse}
+
+
 # ---- swiglu ---------------------------------------------------------------------
 
 def swiglu(x, w1, w3, w2, *, config=None):
@@ -280,7 +322,7 @@ def decode(x, positions, *, config, prefill, **weights):
 
 KNOWN_SCALING = ("none", "linear", "llama3", "yarn", "dynamic")
 OPS = {"rmsnorm": rmsnorm, "rope": rope, "qk_norm": qk_norm, "attention": attention,
-       "swiglu": swiglu, "block": block, "decode": decode}
+       "swiglu": swiglu, "block": block, "decode": decode, "paged_attention": paged_attention}
 
 
 def supports(op, config, dtype):

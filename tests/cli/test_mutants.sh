@@ -28,7 +28,10 @@ required = {"rope_layout_swapped", "rope_theta_default", "rope_angle_low_precisi
             "rope_position_from_row_index", "causal_mask_by_index", "head_dim_truncated",
             "softmax_tile_not_rescaled", "kv_cache_wraps_early", "layer_norm_not_rms", "gelu_gate",
             # groups above 4 with more than one kv head (issue 26)
-            "gqa_tiled_above_group_4"}
+            "gqa_tiled_above_group_4",
+            # serving: a batch over a paged KV cache (issue 28)
+            "paged_block_table_ignored", "paged_last_page_len_ignored", "paged_sequences_packed",
+            "paged_queries_at_start", "paged_lse_base2", "paged_empty_unwritten"}
 # Named by its effect, not its own name.
 named_by = {"matmul_accumulates_bf16": "precision_downgrade", "gqa_tiled_above_group_4": "gqa_head_mapping_tiled"}
 ids = {m["id"] for m in r["mutants"]}
@@ -43,7 +46,7 @@ for m in r["mutants"]:
         assert bug in k["named"], (m["id"], k["op"], k["named"])
         assert any(h["id"] == bug for h in f["diagnosis"]["matches"]), m["id"]
         assert f["replay"].startswith("build/conform --impl " + m["id"] + " --case "), f["replay"]
-        assert f["first_failing"] and f["inputs"], m["id"]
+        assert (f.get("first_failing") or f.get("error")) and f["inputs"], m["id"]  # a broken output contract has no tensor
 PY
 
 # Through the gate, replayable: the failure report names the bug.

@@ -31,7 +31,7 @@ sys.path.insert(0, str(EXAMPLES))
 import numpy_worker as nw  # noqa: E402  (the in-process truth a worker's answers must equal)
 
 PY = sys.executable
-ALL_OPS = ["rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode"]
+ALL_OPS = ["rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode", "paged_attention"]
 
 
 # ---- the judge's side of the framing, written from WORKERS.md ----------------

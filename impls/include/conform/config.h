@@ -104,6 +104,7 @@ struct BlockConfig {
     double norm_eps = 1e-5;
     RopeScaling rope_scaling{};  // none unless the model scales RoPE
     int64_t rotary_dim = 0;      // dims of each head that RoPE rotates (the first ones); 0 = all head_dim
+    int64_t page_size = 0;       // paged_attention: slots per page of the KV cache (P); 0 where no op pages
 
     int64_t q_width() const { return n_heads * head_dim; }
     int64_t rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
@@ -167,6 +168,7 @@ void for_each_field(Config&& c, F&& f) {
       c.rope_scaling.attention_factor);
     f(ConfigField{"qk_norm", "qk_norm", "qk_norm"}, c.qk_norm);
     f(ConfigField{"norm_eps", "norm_eps", "eps"}, c.norm_eps);
+    f(ConfigField{"page_size", "page_size", "P"}, c.page_size);
 }
 
 // ---- one parameter struct per op ------------------------------------------
@@ -198,11 +200,23 @@ struct AttentionParams {
     // Causal by position: key j visible to query i iff k_pos[j] <= q_pos[i].
 };
 
+// paged_attention: attention over each sequence's keys, which live in a paged
+// cache (FlashInfer's layout, conform/interface.h PagedIndex).
+struct PagedAttentionParams {
+    int64_t n_heads = 0;
+    int64_t n_kv_heads = 0;  // query head h reads kv head h / (n_heads / n_kv_heads)
+    int64_t head_dim = 0;    // scale = 1 / sqrt(head_dim)
+    int64_t page_size = 0;   // P: the cache's rows are pages of P slots, page p at rows [p*P, (p+1)*P)
+};
+
 inline RmsNormParams rmsnorm_params(const BlockConfig& c) { return {c.norm_eps}; }
 inline RopeParams rope_params(const BlockConfig& c) {
     return {c.head_dim, c.rope_layout, c.rope_theta, c.rope_scaling, c.rotary_dim};
 }
 inline QkNormParams qk_norm_params(const BlockConfig& c) { return {c.head_dim, c.norm_eps}; }
 inline AttentionParams attention_params(const BlockConfig& c) { return {c.n_heads, c.n_kv_heads, c.head_dim}; }
+inline PagedAttentionParams paged_attention_params(const BlockConfig& c) {
+    return {c.n_heads, c.n_kv_heads, c.head_dim, c.page_size};
+}
 
 }  // namespace conform

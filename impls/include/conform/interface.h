@@ -54,6 +54,23 @@ struct BlockOutputs {
     const MutView& operator[](Tap t) const { return taps[static_cast<size_t>(t)]; }
 };
 
+// Where a batch's sequences are (FlashInfer's ragged queries and paged KV
+// cache, its names; vLLM's block table is the same pages as one row per
+// sequence: block_table[b][i] = kv_indices[kv_indptr[b] + i]). Sequence b:
+//   queries    q rows [qo_indptr[b], qo_indptr[b+1])                     (q_len_b of them)
+//   pages      kv_indices[kv_indptr[b] .. kv_indptr[b+1])                (n_b of them, in order)
+//   keys       kv_len_b = (n_b - 1) * P + kv_last_page_len[b]; 0 when n_b = 0
+//              key i is cache row kv_indices[kv_indptr[b] + i / P] * P + i % P
+//   positions  key i at i; query j at kv_len_b - q_len_b + j (the new tokens
+//              are the last of the sequence, their keys already in the cache)
+// int64 at this boundary, like positions; a kernel wanting int32 narrows them.
+struct PagedIndex {
+    Positions qo_indptr;         // [B + 1], qo_indptr[0] = 0, non-decreasing, qo_indptr[B] = T
+    Positions kv_indptr;         // [B + 1], kv_indptr[0] = 0, non-decreasing, kv_indptr[B] = pages listed
+    Positions kv_indices;        // [pages listed], each in [0, num_pages)
+    Positions kv_last_page_len;  // [B], in [1, P] for a sequence with pages, 0 for one without
+};
+
 struct Support {
     bool ok = true;
     std::string reason;  // why not, when !ok
@@ -112,6 +129,29 @@ class Implementation {
     // block output; it must equal block() over all T.
     virtual void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c,
                         MutView out) = 0;
+
+    // Whether the rows it gives a sequence are bit-identical whatever else is
+    // in the batch, wherever the sequence's pages are, in whatever order, run
+    // after run (an op that pages). conform then checks those relations bit
+    // for bit, otherwise within tolerance (harness/run/relations.h).
+    virtual bool batch_invariant(Op op) const {
+        (void)op;
+        return false;
+    }
+
+    // A batch of sequences over a paged KV cache (PagedIndex says where each is):
+    // for each sequence b and query row t of it, every head h,
+    //   out[t, h]  = softmax(q_t,h k_b^T / sqrt(hd), keys at positions <= t's) v_b      q[T, H*hd]
+    //   lse[t, h]  = log(sum over those keys of exp(score)), natural log                 lse[T, H]
+    // k_cache, v_cache[num_pages * P, KV*hd]: rows no sequence owns hold
+    // anything (NaN in conform's cases) and must not be read. A row that sees
+    // no key (an empty sequence) gets out = 0 and lse = -inf.
+    // Not pure: an implementation that predates it declines it in supports().
+    virtual void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx,
+                                 const PagedAttentionParams& p, MutView out, MutView lse) {
+        (void)q, (void)k_cache, (void)v_cache, (void)idx, (void)p, (void)out, (void)lse;
+        throw ImplError(name() + " does not implement paged_attention");
+    }
 };
 
 }  // namespace conform

@@ -40,6 +40,7 @@ enum Convention : uint32_t {
     kSwiglu = 1u << 5,    // silu(x @ w1) * (x @ w3), then @ w2
     kResidual = 1u << 6,  // the residual stream: h = x + ..., out = h + ...
     kKvCache = 1u << 7,   // decode: tokens one at a time through a cache of rotated k and v
+    kPaged = 1u << 8,     // a batch of ragged sequences over a paged KV cache (PagedIndex)
 };
 
 // The dims a tensor shape is made of. A dim the config fixes (D, F, Q, KVW,
@@ -55,19 +56,31 @@ enum class Dim {
     KVW,  // n_kv_heads * head_dim
     N,    // any whole number of heads: n * head_dim (rope, qk_norm)
     hd,   // head_dim
+    H,    // n_heads (paged_attention's lse: one per row and head)
+    B,    // sequences in a batch
+    B1,   // B + 1 (an indptr)
+    NP,   // pages listed by a batch's kv_indices
 };
 
 struct TensorSpec {
     const char* name;  // schema name (fixtures/SCHEMA.md)
     Dim rows, cols;
     bool qk_norm_only = false;  // present iff config.qk_norm
+    // A paged cache: only the rows the batch's sequences own are inputs; the
+    // rest hold poison (NaN) on purpose and are not checked.
+    bool pool = false;
+    // An output that is -inf where a row sees no key (lse); finite elsewhere.
+    bool neg_inf_when_empty = false;
 };
 
-// int64 positions: one per row of the tensors with that many rows.
+// int64 positions: one per row of the tensors with that many rows; or, for
+// paged_attention, int64 index arrays (indptrs, page ids, last-page lengths),
+// checked against each other (core/case.cpp) rather than one per row.
 struct PositionSpec {
     const char* name;
     Dim n;
     bool increasing = false;  // one sequence: strictly increasing (the block's tokens)
+    bool index = false;       // an index array, not positions
 };
 
 // The tolerance model's per-op numbers (harness/compare/tolerance.h says how
@@ -98,6 +111,11 @@ struct CallTensors {
     // decode: the tokens taken in one forward before the one-at-a-time steps.
     virtual int64_t prefill() = 0;
 };
+
+// paged_attention's index arrays, by their schema names.
+inline PagedIndex paged_index(CallTensors& t) {
+    return {t.pos("qo_indptr"), t.pos("kv_indptr"), t.pos("kv_indices"), t.pos("kv_last_page_len")};
+}
 
 // An op called on an implementation; returns the outputs written ("out" for
 // every op; the block: also the taps it reports, see wrote()).
@@ -161,12 +179,18 @@ inline TapSet decode(Implementation& i, const BlockConfig& c, CallTensors& t) {
     return out_only();
 }
 
+inline TapSet paged_attention(Implementation& i, const BlockConfig& c, CallTensors& t) {
+    i.paged_attention(t.in("q"), t.in("k_cache"), t.in("v_cache"), paged_index(t), paged_attention_params(c),
+                      t.out("out"), t.out("lse"));
+    return out_only();
+}
+
 }  // namespace calls
 
 // Whether a call that returned `written` wrote the output `name`: "out"
 // always; a block tap when it reported it.
 inline bool wrote(TapSet written, std::string_view name) {
-    if (name == "out") return true;
+    if (name == "out" || name == "lse") return true;  // lse: paged_attention's second output, always asked for
     for (Tap t : kAllTaps)
         if (name == to_string(t)) return written.has(t);
     return false;
@@ -200,6 +224,16 @@ struct OpInfo {
     }
     // Outputs with heads ([rows, heads * head_dim]): locations are (token, head, dim).
     bool has_heads(const TensorSpec& t) const { return t.cols == Dim::Q || t.cols == Dim::KVW || t.cols == Dim::N; }
+    const TensorSpec* input(std::string_view name) const {
+        for (const TensorSpec& t : inputs)
+            if (name == t.name) return &t;
+        return nullptr;
+    }
+    const TensorSpec* output(std::string_view name) const {
+        for (const TensorSpec& t : outputs)
+            if (name == t.name) return &t;
+        return nullptr;
+    }
 };
 
 // The table, in kAllOps order.
@@ -283,6 +317,20 @@ inline const std::vector<OpInfo>& op_table() {
          {2.0, 1e-8, 1e-3, 1e-4},
          {12, 340, 256},
          calls::decode},
+        {Op::paged_attention,
+         "per sequence b: attention(q[qo_indptr[b]:qo_indptr[b+1]], its pages' k and v, causal bottom-right), "
+         "lse = logsumexp(scores)",
+         kHeads | kCausal | kPaged,
+         {{"q", D::T, D::Q}, {"k_cache", D::S, D::KVW, false, true}, {"v_cache", D::S, D::KVW, false, true}},
+         {{"qo_indptr", D::B1, false, true},
+          {"kv_indptr", D::B1, false, true},
+          {"kv_indices", D::NP, false, true},
+          {"kv_last_page_len", D::B, false, true}},
+         {{"out", D::T, D::Q}, {"lse", D::T, D::H, false, false, true}},
+         {"n_heads", "n_kv_heads", "head_dim", "page_size"},
+         {2.0, 1e-8, 5e-4, 5e-5},
+         {600, 8200, 256},
+         calls::paged_attention},
     };
     return table;
 }
@@ -297,6 +345,7 @@ inline int64_t config_dim(Dim d, const BlockConfig& c) {
         case Dim::Q: return c.q_width();
         case Dim::KVW: return c.kv_width();
         case Dim::hd: return c.head_dim;
+        case Dim::H: return c.n_heads;
         default: return -1;
     }
 }
@@ -320,7 +369,7 @@ inline std::vector<Op> ops_using(uint32_t c) {
     return out;
 }
 
-// "rmsnorm, rope, qk_norm, attention, swiglu, block, decode", for messages.
+// "rmsnorm, rope, qk_norm, attention, swiglu, block, decode, paged_attention", for messages.
 inline std::string op_names() {
     std::string s;
     for (const OpInfo& i : op_table()) s += (s.empty() ? "" : ", ") + std::string(to_string(i.op));

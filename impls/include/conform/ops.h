@@ -1,4 +1,5 @@
-// conform/ops.h — the seven ops of a decoder block, and the block's taps.
+// conform/ops.h — the seven ops of a decoder block, the serving op over a
+// paged KV cache, and the block's taps.
 #pragma once
 
 #include <array>
@@ -7,10 +8,10 @@
 
 namespace conform {
 
-enum class Op { rmsnorm, rope, qk_norm, attention, swiglu, block, decode };
+enum class Op { rmsnorm, rope, qk_norm, attention, swiglu, block, decode, paged_attention };
 
-inline constexpr std::array<Op, 7> kAllOps = {Op::rmsnorm, Op::rope,  Op::qk_norm, Op::attention,
-                                              Op::swiglu,  Op::block, Op::decode};
+inline constexpr std::array<Op, 8> kAllOps = {Op::rmsnorm, Op::rope,  Op::qk_norm, Op::attention,
+                                              Op::swiglu,  Op::block, Op::decode, Op::paged_attention};
 
 inline const char* to_string(Op op) {
     switch (op) {
@@ -21,6 +22,7 @@ inline const char* to_string(Op op) {
         case Op::swiglu: return "swiglu";
         case Op::block: return "block";
         case Op::decode: return "decode";
+        case Op::paged_attention: return "paged_attention";
     }
     return "?";
 }

@@ -1,0 +1,94 @@
+// paged_attention's reference: FlashInfer's batch prefill / decode over a
+// paged KV cache, computed the way no kernel does — each sequence alone, its
+// keys and values gathered by the index arrays into one contiguous tensor,
+// then HF's attention over them (attention.cpp). Nothing about a page
+// survives the gather, so the result cannot depend on the page size, the
+// order of the pages, the pool's other rows or the batch's other sequences:
+// every paging decision a kernel makes is judged, none is shared.
+#include <cmath>
+
+#include "reference/torch_ops.h"
+
+namespace conform::ref {
+
+namespace {
+
+// The cache rows sequence b reads, in key order (conform/interface.h
+// PagedIndex). A variant may read them as a kernel with a paging bug does:
+// the block table ignored (its pages taken as consecutive from its first,
+// wrapping at the end of the pool).
+std::vector<int64_t> sequence_rows(const PagedSeqs& s, int64_t b, const Variant& v) {
+    const int64_t first = s.kv_indptr[b], n = s.kv_indptr[b + 1] - first, P = s.page_size;
+    std::vector<int64_t> rows;
+    if (v.paged_sequences_packed)  // every earlier sequence's keys first, as one packed sequence
+        for (int64_t j = 0; j < b; ++j) {
+            Variant own = v;
+            own.paged_sequences_packed = false;
+            const auto r = sequence_rows(s, j, own);
+            rows.insert(rows.end(), r.begin(), r.end());
+        }
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t page = v.paged_block_table_ignored ? (s.kv_indices[first] + i) % s.pages : s.kv_indices[first + i];
+        const int64_t used = i + 1 < n || v.paged_last_page_len_ignored ? P : s.kv_last_page_len[b];
+        for (int64_t o = 0; o < used; ++o) rows.push_back(page * P + o);
+    }
+    return rows;
+}
+
+}  // namespace
+
+int64_t PagedSeqs::kv_len(int64_t b) const {
+    const int64_t n = kv_indptr[b + 1] - kv_indptr[b];
+    return n == 0 ? 0 : (n - 1) * page_size + kv_last_page_len[b];
+}
+
+PagedSeqs paged_seqs(const Case& c) {
+    return {c.pos("qo_indptr"), c.pos("kv_indptr"), c.pos("kv_indices"), c.pos("kv_last_page_len"),
+            c.config.page_size, c.in("k_cache").rows() / std::max<int64_t>(1, c.config.page_size)};
+}
+
+PagedSeq gather_sequence(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+                         const PagedSeqs& s, int64_t b, const Variant& v) {
+    PagedSeq g;
+    g.q_begin = s.qo_indptr[b];
+    g.q_len = s.qo_indptr[b + 1] - g.q_begin;
+    const std::vector<int64_t> rows = sequence_rows(s, b, v);
+    g.kv_len = static_cast<int64_t>(rows.size());
+    const int64_t pool = k_cache.size(0);
+    auto idx = torch::tensor(rows, torch::kInt64);
+    // A variant's rows past the pool read what a kernel would: not ours to
+    // know, so NaN (the harness's poison).
+    auto inside = idx < pool;
+    auto safe = torch::where(inside, idx, torch::zeros_like(idx));
+    auto take = [&](const torch::Tensor& cache) {
+        auto t = cache.index_select(0, safe);
+        return torch::where(inside.unsqueeze(1), t, torch::full_like(t, std::numeric_limits<double>::quiet_NaN()));
+    };
+    g.q = q.narrow(0, g.q_begin, g.q_len);
+    g.k = take(k_cache);
+    g.v = take(v_cache);
+    // Key i at position i; the queries are the sequence's last q_len tokens.
+    g.k_pos = torch::arange(g.kv_len, torch::kInt64);
+    g.q_pos = torch::arange(g.q_len, torch::kInt64) + (g.kv_len - g.q_len);
+    return g;
+}
+
+std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, const torch::Tensor& k_cache,
+                                                        const torch::Tensor& v_cache, const PagedSeqs& s,
+                                                        const BlockConfig& cfg, const Ctx& ctx) {
+    const int64_t T = q.size(0), H = cfg.n_heads, B = static_cast<int64_t>(s.kv_last_page_len.size());
+    auto out = torch::zeros({T, cfg.q_width()}, q.options());
+    auto lse = torch::full({T, H}, -std::numeric_limits<double>::infinity(), q.options());
+    for (int64_t b = 0; b < B; ++b) {
+        const PagedSeq g = gather_sequence(q, k_cache, v_cache, s, b, ctx.v);
+        if (g.q_len == 0 || g.kv_len == 0) continue;  // no key: out 0, lse -inf (fixtures/SCHEMA.md)
+        torch::Tensor l;
+        auto o = attention(g.q, g.k, g.v, g.q_pos, g.k_pos, H, cfg.n_kv_heads, cfg.head_dim, ctx, {}, &l);
+        out.narrow(0, g.q_begin, g.q_len).copy_(o);
+        if (ctx.v.lse_base2) l = l / std::log(2.0);
+        lse.narrow(0, g.q_begin, g.q_len).copy_(l);
+    }
+    return {out, lse};
+}
+
+}  // namespace conform::ref

@@ -1,0 +1,37 @@
+// harness/run/relations.h — what a paged batch's outputs must satisfy
+// whatever their values, checked on the implementation alone, without the
+// reference: a sequence's rows are the same alone and in the batch, when its
+// pages move elsewhere in the pool, when the batch is reordered, and on a
+// second run. Each is a check of its own, reported as its own row of the
+// table ("<impl> relations") and its own cases in the report.
+//
+// Bitwise where the implementation declares batch invariance
+// (Implementation::batch_invariant), within twice the case's tolerance
+// otherwise (two outputs each within it of the truth); the first element
+// that breaks one is reported with the difference in ulps.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "judge/judge.h"
+
+namespace conform::run {
+
+// The relations checked on a case of an op that pages (kPaged), one
+// CaseResult each (impl "<name> relations", origin "relation"); empty for
+// another op. `outputs`: the implementation's outputs on c, judged already.
+std::vector<CaseResult> check_relations(Implementation& impl, const std::string& name, const Case& c, DType dtype,
+                                        const NamedD& outputs, const Truth& truth);
+
+// The derived cases, for tests: a case and, for each of its query rows, the
+// row of the original case it must reproduce.
+struct Derived {
+    Case c;
+    std::vector<int64_t> rows;  // rows[r]: the original row of derived row r
+};
+Derived sequence_alone(const Case& c, int64_t b);
+Derived pages_relocated(const Case& c, uint64_t seed);
+Derived batch_reversed(const Case& c);
+
+}  // namespace conform::run

@@ -1,0 +1,104 @@
+// Paged-attention mutants: the serving bugs of issue reports (flashinfer,
+// vllm, flash-attention, llama.cpp), each one of scalar::PagedRules wrong.
+#include <cmath>
+
+#include "mutants/mutants.h"
+
+namespace conform::mutants {
+namespace {
+
+using scalar::PagedRules;
+using scalar::ScalarImpl;
+
+template <PagedRules (*R)()>
+struct WithPagedRules : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                         MutView out, MutView lse) override {
+        scalar::paged_attention(q, k_cache, v_cache, idx, p, out, lse, R());
+    }
+};
+
+// The block table ignored: a sequence's pages taken as consecutive from its
+// first (a kernel tested only with pages allocated in order, FlashInfer's
+// own tests' arange), wrapping at the end of the pool.
+PagedRules block_table_ignored() {
+    PagedRules r;
+    r.row = [](const PagedIndex& idx, int64_t P, int64_t b, int64_t i) {
+        return (idx.kv_indices[idx.kv_indptr[b]] + i / P) * P + i % P;
+    };
+    return r;
+}
+
+// The last page read whole: kv_last_page_len ignored (the tail past it is
+// another request's, or garbage; flashinfer #3716, #725).
+PagedRules last_page_len_ignored() {
+    PagedRules r;
+    r.kv_len = [](const PagedIndex& idx, int64_t P, int64_t b) { return (idx.kv_indptr[b + 1] - idx.kv_indptr[b]) * P; };
+    return r;
+}
+
+// The batch attended as one packed sequence: the sequences' boundaries
+// ignored, so each query also sees every earlier sequence's keys
+// (llama.cpp #7903, tt-metal #50512: another sequence's keys in the output).
+PagedRules sequences_packed() {
+    PagedRules r;
+    r.kv_len = [](const PagedIndex& idx, int64_t P, int64_t b) {
+        int64_t n = 0;
+        for (int64_t j = 0; j <= b; ++j) n += scalar::paged_kv_len(idx, P, j);
+        return n;
+    };
+    r.row = [](const PagedIndex& idx, int64_t P, int64_t, int64_t i) {
+        int64_t j = 0;
+        while (i >= scalar::paged_kv_len(idx, P, j)) i -= scalar::paged_kv_len(idx, P, j++);
+        return scalar::paged_row(idx, P, j, i);
+    };
+    return r;
+}
+
+// New queries placed at the start of the sequence, not after its cache
+// (top-left causal): wrong only where q_len > 1 and something is cached
+// (sgl-kernel-xpu #196, vllm #26042).
+PagedRules queries_at_start() {
+    PagedRules r;
+    r.q_pos = [](int64_t j, int64_t, int64_t) { return j; };
+    return r;
+}
+
+// lse returned in base 2 (FlashInfer's internal log2 domain) where the
+// contract is the natural log: a cascade merge then weights partials wrongly.
+PagedRules lse_base2() {
+    PagedRules r;
+    r.lse_scale = 1.0 / std::log(2.0);
+    return r;
+}
+
+// An empty sequence's rows left unwritten (flashinfer PR #363, #3360, #4975).
+PagedRules empty_unwritten() {
+    PagedRules r;
+    r.write_empty = false;
+    return r;
+}
+
+}  // namespace
+
+std::unique_ptr<Implementation> paged_block_table_ignored(const ImplOptions& o) {
+    return detail::make<WithPagedRules<block_table_ignored>>("paged_block_table_ignored", o);
+}
+std::unique_ptr<Implementation> paged_last_page_len_ignored(const ImplOptions& o) {
+    return detail::make<WithPagedRules<last_page_len_ignored>>("paged_last_page_len_ignored", o);
+}
+std::unique_ptr<Implementation> paged_sequences_packed(const ImplOptions& o) {
+    return detail::make<WithPagedRules<sequences_packed>>("paged_sequences_packed", o);
+}
+std::unique_ptr<Implementation> paged_queries_at_start(const ImplOptions& o) {
+    return detail::make<WithPagedRules<queries_at_start>>("paged_queries_at_start", o);
+}
+std::unique_ptr<Implementation> paged_lse_base2(const ImplOptions& o) {
+    return detail::make<WithPagedRules<lse_base2>>("paged_lse_base2", o);
+}
+std::unique_ptr<Implementation> paged_empty_unwritten(const ImplOptions& o) {
+    return detail::make<WithPagedRules<empty_unwritten>>("paged_empty_unwritten", o);
+}
+
+}  // namespace conform::mutants

@@ -1,0 +1,105 @@
+// paged_attention — a batch of ragged sequences over a paged KV cache
+// (FlashInfer's layout: conform/interface.h PagedIndex), one sequence at a
+// time: its keys and values gathered out of their pages, then the chapter's
+// attention over them (attention.cpp), and each row's log-sum-exp.
+//
+// Key i of sequence b lives in cache row kv_indices[kv_indptr[b] + i / P] * P
+// + i % P; the queries are the sequence's last q_len tokens, so query j sits
+// at position kv_len - q_len + j and sees keys 0 ..= that position (causal,
+// bottom-right). Rows no sequence owns are never read: conform fills them
+// with NaN.
+#include <cmath>
+#include <vector>
+
+#include "scalar.h"
+
+namespace conform::scalar {
+
+int64_t paged_kv_len(const PagedIndex& idx, int64_t P, int64_t b) {
+    const int64_t n = idx.kv_indptr[b + 1] - idx.kv_indptr[b];
+    return n == 0 ? 0 : (n - 1) * P + idx.kv_last_page_len[b];
+}
+int64_t paged_row(const PagedIndex& idx, int64_t P, int64_t b, int64_t i) {
+    return idx.kv_indices[idx.kv_indptr[b] + i / P] * P + i % P;
+}
+int64_t paged_q_pos(int64_t j, int64_t q_len, int64_t kv_len) { return kv_len - q_len + j; }
+
+void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                     MutView out, MutView lse, const PagedRules& rules) {
+    const int64_t H = p.n_heads, KV = p.n_kv_heads, hd = p.head_dim, P = p.page_size;
+    detail::expect(H > 0 && KV > 0 && hd > 0 && P > 0 && H % KV == 0, "paged_attention",
+                   "n_heads, n_kv_heads, head_dim and page_size must be positive, n_heads a multiple of n_kv_heads");
+    const int64_t T = q.rows, B = idx.kv_last_page_len.n, W = KV * hd;
+    detail::expect_positions("paged_attention", "qo_indptr", idx.qo_indptr, B + 1);
+    detail::expect_positions("paged_attention", "kv_indptr", idx.kv_indptr, B + 1);
+    detail::expect_shape("paged_attention", "q", q, T, H * hd);
+    detail::expect_shape("paged_attention", "k_cache", k_cache, k_cache.rows, W);
+    detail::expect_shape("paged_attention", "v_cache", v_cache, k_cache.rows, W);
+    detail::expect_shape("paged_attention", "out", out, T, H * hd);
+    detail::expect_shape("paged_attention", "lse", lse, T, H);
+    const AttentionParams ap{H, KV, hd};
+    const AttentionRules& ar = rules.attention;
+    const float scale = static_cast<float>(ar.scale(ap));  // 1 / sqrt(hd)
+    const int64_t sd = ar.score_dims > 0 ? std::min(ar.score_dims, hd) : hd;
+
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t q0 = idx.qo_indptr[b], q_len = idx.qo_indptr[b + 1] - q0;
+        const int64_t kv_len = rules.kv_len(idx, P, b);
+        if (q_len == 0) continue;
+        // k_b, v_b = k_cache[rows_b], v_cache[rows_b]        (kv_len, KV*hd): the sequence's keys in order
+        Tensor k_b(kv_len, W), v_b(kv_len, W);
+        for (int64_t i = 0; i < kv_len; i++) {
+            // (A mutant's rule may point past the cache: it wraps around, so
+            // the bug reads the pool's rows, never memory outside it.)
+            const int64_t row = rules.row(idx, P, b, i) % k_cache.rows;
+            std::copy_n(k_cache.row(row), W, k_b.data.begin() + i * W);
+            std::copy_n(v_cache.row(row), W, v_b.data.begin() + i * W);
+        }
+        // positions: keys 0 .. kv_len-1; the queries the sequence's last q_len
+        std::vector<int64_t> k_pos(static_cast<size_t>(kv_len)), q_pos(static_cast<size_t>(q_len));
+        for (int64_t i = 0; i < kv_len; i++) k_pos[static_cast<size_t>(i)] = i;
+        for (int64_t j = 0; j < q_len; j++) q_pos[static_cast<size_t>(j)] = rules.q_pos(j, q_len, kv_len);
+        const View q_b{q.row(q0), q_len, H * hd};
+        const MutView out_b{out.row(q0), q_len, H * hd};
+        const Positions qp{q_pos.data(), q_len}, kp{k_pos.data(), kv_len};
+        // out_b = attention(q_b, k_b, v_b)                        (q_len, H*hd)
+        Tensor o_b(q_len, H * hd);
+        attention(q_b, k_b.view(), v_b.view(), qp, kp, ap, o_b.mut(), ar);
+
+        // lse[t, h] = max_i s_i + log(sum_i exp(s_i - max_i s_i)) over the visible keys
+        for (int64_t j = 0; j < q_len; j++) {
+            const bool any = kv_len > 0 && [&] {
+                for (int64_t i = 0; i < kv_len; i++)
+                    if (ar.visible(k_pos[static_cast<size_t>(i)], q_pos[static_cast<size_t>(j)])) return true;
+                return false;
+            }();
+            if (!any && !rules.write_empty) continue;  // the bug: an empty sequence's rows left as they were
+            std::copy_n(o_b.data.begin() + j * H * hd, H * hd, out_b.row(j));
+            for (int64_t h = 0; h < H; h++) {
+                if (!any) {
+                    lse.row(q0 + j)[h] = -INFINITY;
+                    continue;
+                }
+                const float* qh = q_b.row(j) + h * hd;
+                const int64_t kvh = ar.kv_head(h, H, KV);
+                float m = -INFINITY;
+                std::vector<float> s(static_cast<size_t>(kv_len), -INFINITY);
+                for (int64_t i = 0; i < kv_len; i++) {
+                    if (!ar.visible(k_pos[static_cast<size_t>(i)], q_pos[static_cast<size_t>(j)])) continue;
+                    const float* ki = k_b.view().row(i) + kvh * hd;
+                    float dot = 0.0f;
+                    for (int64_t d = 0; d < sd; d++) dot += qh[d] * ki[d];
+                    s[static_cast<size_t>(i)] = dot * scale;
+                    m = std::max(m, s[static_cast<size_t>(i)]);
+                }
+                const float shift = ar.subtract_max ? m : 0.0f;
+                float sum = 0.0f;
+                for (int64_t i = 0; i < kv_len; i++)
+                    if (s[static_cast<size_t>(i)] != -INFINITY) sum += std::exp(s[static_cast<size_t>(i)] - shift);
+                lse.row(q0 + j)[h] = static_cast<float>((shift + std::log(sum)) * rules.lse_scale);
+            }
+        }
+    }
+}
+
+}  // namespace conform::scalar

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# paged_attention end to end: scalar, simd and the numpy worker pass; a batch
+# with an empty sequence is judged (lse -inf exactly); serving mutants through
+# the gate are named with the cache row they read; a fixture round-trips and a
+# damaged one exits 2 naming the field; bad ids and unsupported modes say so.
+set -uo pipefail
+: "${CONFORM:?path to the conform binary}"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, expect
+SRC=${SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+expect_tail=(--out "$tmp/r" --no-default-fixtures)
+
+# ---- the implementations pass ------------------------------------------------------------
+expect 0 "paged_attention scalar" -- --op paged_attention --impl scalar,simd --cases 60
+grep -q "paged_attention simd " "$tmp/out" || { cat "$tmp/out"; fail "no simd row"; }
+expect 0 "paged_attention simd" -- --op paged_attention --impl simd --dtype bf16 --cases 30
+expect 0 "paged_attention numpy" -- --op paged_attention --cases 30 \
+  --impl-cmd "/usr/bin/python3 $SRC/impls/worker_example/numpy_worker.py"
+
+# ---- a batch with an empty sequence, a sequence shorter than its page, one on a boundary -
+id='paged_attention(H=4,KV=2,hd=8,P=5,kv=0/3/10/11,q=1/3/2/11,mag=1,outliers=0,seed=7)'
+expect 0 "" -- --case "$id" --impl scalar,simd
+/usr/bin/python3 - "$tmp/r/conform.json" <<'PY' || fail "empty-sequence report"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert all(c["pass"] for c in r["cases"]), [c["case_id"] for c in r["cases"] if not c["pass"]]
+assert {t["name"] for c in r["cases"] for t in c["tensors"]} == {"out", "lse"}
+PY
+
+# ---- serving bugs through the gate: killed, named, the row they read -----------------------
+expect 1 "diagnosis: paged_last_page_len_ignored" -- --op paged_attention --impl paged_last_page_len_ignored --cases 20
+grep -q "carries the poison of cache row" "$tmp/out" || { cat "$tmp/out"; fail "the poisoned row is not named"; }
+expect 1 "diagnosis: paged_block_table_ignored" -- --op paged_attention --impl paged_block_table_ignored --cases 20
+expect 1 "diagnosis: paged_empty_unwritten" -- --case "$id" --impl paged_empty_unwritten
+expect 1 "diagnosis: paged_lse_base2" -- --case "$id" --impl paged_lse_base2
+
+# ---- fixtures: written, read back, a damaged one refused -----------------------------------
+expect_tail=()
+expect 0 "wrote" -- generate --op paged_attention --heads 4 --kv-heads 2 --head-dim 16 --tokens 3 --keys 21 \
+  --cases 2 --out "$tmp/pa.h5"
+expect_tail=(--out "$tmp/r" --no-default-fixtures --cases 0)
+expect 0 "paged_attention scalar .* 2 .* 2 " -- --fixtures "$tmp/pa.h5" --impl scalar,simd
+/usr/bin/python3 - "$tmp/pa.h5" <<'PY' || fail "could not damage the fixture"
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    d = f["case_1/inputs/kv_indices"]
+    d[0] = 999
+PY
+expect 2 "case_1.*inputs/kv_indices: page 999 at index 0 is out of range" -- --fixtures "$tmp/pa.h5" --impl scalar
+expect_tail=(--out "$tmp/r" --no-default-fixtures)
+
+# ---- bad input: ids, modes that do not take the op -----------------------------------------
+expect 2 "kv and q must list the same number" -- --case 'paged_attention(H=1,KV=1,hd=4,P=4,kv=1/2,q=1,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "field 'P' does not apply to op rmsnorm" -- --case 'rmsnorm(T=1,D=4,eps=1e-05,P=4,mag=1,outliers=0,seed=1)' --impl scalar
+expect_tail=()
+expect 2 "not benchmarked yet" -- bench --op paged_attention --impl scalar
+echo "paged: ok"
