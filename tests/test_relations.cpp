@@ -38,12 +38,32 @@ struct Reordered : scalar::ScalarImpl {
             const PagedIndex one{{zero_one, 2}, {kvp, 2}, {ids.data(), pages}, {&last, 1}};
             scalar::PagedRules r;
             // lse one rounding further along: the same to the last bit or one ulp off.
-            if (rule(b, B, pages ? ids[0] : 0, calls)) r.lse_scale = 1.0 + std::ldexp(1.0, -23);
+            if (rule(b, B, pages ? ids[0] : 0, calls, n)) r.lse_scale = 1.0 + std::ldexp(1.0, -23);
             scalar::paged_attention({q.row(q0), n, q.cols}, k_cache, v_cache, one, p, {out.row(q0), n, out.cols},
                                     {lse.row(q0), n, lse.cols}, r);
         }
     }
 };
+// Scalar's result, then a "row max" over every sequence's last page whole,
+// padding included, folded with std::max: NaN never wins a comparison, so
+// only a finite value in the padding moves it, and then the output.
+struct PaddedMax : scalar::ScalarImpl {
+    PaddedMax() : ScalarImpl("padded_max") {}
+    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                         MutView out, MutView lse) override {
+        scalar::paged_attention(q, k_cache, v_cache, idx, p, out, lse);
+        for (int64_t b = 0; b < idx.kv_last_page_len.n; ++b) {
+            if (idx.kv_indptr[b + 1] == idx.kv_indptr[b]) continue;
+            const int64_t page = idx.kv_indices[idx.kv_indptr[b + 1] - 1];
+            float m = 0.0f;
+            for (int64_t r = page * p.page_size; r < (page + 1) * p.page_size; ++r)
+                for (int64_t j = 0; j < k_cache.cols; ++j) m = std::max(m, std::abs(k_cache.row(r)[j]));
+            if (m > 1e20f)
+                for (int64_t t = idx.qo_indptr[b]; t < idx.qo_indptr[b + 1]; ++t) lse.row(t)[0] += 1.0f;
+        }
+    }
+};
+
 template <class Rule>
 std::unique_ptr<Implementation> reordered(Rule r) {
     return std::make_unique<Reordered<Rule>>(r);
@@ -74,7 +94,7 @@ TEST_CASE("scalar and simd keep every relation bit for bit", "[relations][paged]
         auto impl = test::make(name);
         REQUIRE(impl->batch_invariant(Op::paged_attention));
         const auto held = relations_of(*impl, kBatch);
-        CHECK(held.size() == 4);
+        CHECK(held.size() == 6);
         for (const auto& [id, ok] : held) {
             INFO(name << " " << id);
             CHECK(ok);
@@ -84,28 +104,47 @@ TEST_CASE("scalar and simd keep every relation bit for bit", "[relations][paged]
 
 TEST_CASE("each relation catches a kernel that breaks it alone", "[relations][paged]") {
     // Rounding that depends on the batch's size: only 'alone' sees it.
-    auto by_size = reordered([](int64_t, int64_t B, int64_t, int) { return B > 1; });
+    auto by_size = reordered([](int64_t, int64_t B, int64_t, int, int64_t) { return B > 1; });
     auto held = relations_of(*by_size, kBatch);
     CHECK_FALSE(held.at("batch_alone"));
     CHECK(held.at("pages_relocated"));
     CHECK(held.at("batch_permuted"));
     CHECK(held.at("repeat"));
     // On where its pages are (its first page's id odd): only relocation.
-    auto by_page = reordered([](int64_t, int64_t, int64_t first_page, int) { return first_page % 2 == 1; });
+    auto by_page = reordered([](int64_t, int64_t, int64_t first_page, int, int64_t) { return first_page % 2 == 1; });
     held = relations_of(*by_page, kBatch);
     CHECK_FALSE(held.at("pages_relocated"));
     CHECK(held.at("batch_alone"));
     CHECK(held.at("repeat"));
     // On its place in the batch counted from the end (alone it is last, as
     // sequence 3 is in the batch): only the permutation.
-    auto by_place = reordered([](int64_t b, int64_t B, int64_t, int) { return b == B - 2; });
+    auto by_place = reordered([](int64_t b, int64_t B, int64_t, int, int64_t) { return b == B - 2; });
     held = relations_of(*by_place, kBatch);
     CHECK_FALSE(held.at("batch_permuted"));
     CHECK(held.at("pages_relocated"));
     CHECK(held.at("repeat"));
     // On the call count: only the repeat.
+    // On how many queries a sequence brings in one call (a decode step's
+    // path differs from a prefill's): only the chunked call sees it.
+    auto by_queries = reordered([](int64_t, int64_t, int64_t, int, int64_t q_len) { return q_len == 1; });
+    held = relations_of(*by_queries, kBatch);
+    CHECK_FALSE(held.at("chunked"));
+    CHECK(held.at("batch_alone"));
+    CHECK(held.at("pages_relocated"));
+    CHECK(held.at("batch_permuted"));
+    CHECK(held.at("poison_finite"));
+    CHECK(held.at("repeat"));
+    // A kernel whose row max runs over its last page whole, padding
+    // included, with std::max (NaN drops out of it): NaN poison cannot show
+    // it, huge finite values can.
+    PaddedMax padded;
+    held = relations_of(padded, kBatch);
+    CHECK_FALSE(held.at("poison_finite"));
+    CHECK(held.at("batch_alone"));
+    CHECK(held.at("chunked"));
+    CHECK(held.at("repeat"));
     // On the call count (every call after the first): the repeat, and with it every other re-run.
-    auto by_call = reordered([](int64_t, int64_t, int64_t, int calls) { return calls > 1; });
+    auto by_call = reordered([](int64_t, int64_t, int64_t, int calls, int64_t) { return calls > 1; });
     held = relations_of(*by_call, kBatch);
     CHECK_FALSE(held.at("repeat"));
 }

@@ -24,6 +24,10 @@ struct Batch {
         : qo(c.pos("qo_indptr")), kvp(c.pos("kv_indptr")), ids(c.pos("kv_indices")), last(c.pos("kv_last_page_len")) {}
     int64_t size() const { return static_cast<int64_t>(last.size()); }
     int64_t q_len(int64_t b) const { return qo[b + 1] - qo[b]; }
+    int64_t kv_len(int64_t b, int64_t P) const {
+        const int64_t n = kvp[b + 1] - kvp[b];
+        return n == 0 ? 0 : (n - 1) * P + last[b];
+    }
 };
 
 // A case with the same cache and the given sequences of c, in that order.
@@ -81,6 +85,45 @@ struct Relation {
 
 Derived sequence_alone(const Case& c, int64_t b) { return with_sequences(c, {b}); }
 
+std::pair<Derived, Derived> sequence_chunked(const Case& c, int64_t b, int64_t first) {
+    const Batch in(c);
+    const int64_t P = c.config.page_size, q_len = in.q_len(b);
+    const int64_t n = in.kvp[b + 1] - in.kvp[b], kv = n == 0 ? 0 : (n - 1) * P + in.last[b];
+    // Before: the sequence as it was when its first `first` new tokens were
+    // its last ones: q_len - first keys fewer, on as many of its pages as they need.
+    Derived before = with_sequences(c, {b});
+    const int64_t kv_before = kv - (q_len - first), pages_before = (kv_before + P - 1) / P;
+    auto& ids = before.c.positions["kv_indices"];
+    ids.resize(static_cast<size_t>(pages_before));
+    before.c.positions["kv_indptr"] = {0, pages_before};
+    before.c.positions["kv_last_page_len"] = {pages_before == 0 ? 0 : kv_before - (pages_before - 1) * P};
+    before.c.positions["qo_indptr"] = {0, first};
+    Tensor& q = before.c.inputs["q"];
+    q.data.resize(static_cast<size_t>(first * q.cols()));
+    q.shape[0] = first;
+    before.rows.resize(static_cast<size_t>(first));
+    // After: the rest of its queries over all its keys.
+    Derived after = with_sequences(c, {b});
+    after.c.positions["qo_indptr"] = {0, q_len - first};
+    Tensor& qa = after.c.inputs["q"];
+    qa.data.erase(qa.data.begin(), qa.data.begin() + first * qa.cols());
+    qa.shape[0] = q_len - first;
+    after.rows.erase(after.rows.begin(), after.rows.begin() + first);
+    return {std::move(before), std::move(after)};
+}
+
+Derived poison_finite(const Case& c) {
+    Derived d{c, {}};
+    d.rows.resize(static_cast<size_t>(c.in("q").rows()));
+    std::iota(d.rows.begin(), d.rows.end(), int64_t{0});
+    for (const char* name : {"k_cache", "v_cache"}) {
+        Tensor& t = d.c.inputs[name];
+        for (size_t i = 0; i < t.data.size(); ++i)
+            if (auto row = gen::poison_row(t.data[i])) t.data[i] = (*row % 2 ? -1e30f : 1e30f);
+    }
+    return d;
+}
+
 Derived batch_reversed(const Case& c) {
     std::vector<int64_t> order(static_cast<size_t>(Batch(c).size()));
     std::iota(order.rbegin(), order.rend(), int64_t{0});
@@ -134,6 +177,18 @@ std::vector<CaseResult> check_relations(Implementation& impl, const std::string&
         }
     rel.push_back({"pages_relocated", "its pages moved elsewhere in the pool", pages_relocated(c, c.seed)});
     if (batch.size() > 1) rel.push_back({"batch_permuted", "the batch in reverse order", batch_reversed(c)});
+    // The last sequence with two queries or more, in two calls: all but its
+    // last query (a chunked prefill's first chunk), then its last query over
+    // the whole cache (the next chunk, or a decode step).
+    for (int64_t b = batch.size() - 1; b >= 0; --b) {
+        if (batch.q_len(b) < 2 || batch.kv_len(b, c.config.page_size) < batch.q_len(b)) continue;
+        auto [before, after] = sequence_chunked(c, b, batch.q_len(b) - 1);
+        rel.push_back({"chunked", fmt::format("sequence {}'s queries but the last, over its keys but the last", b),
+                       std::move(before)});
+        rel.push_back({"chunked", fmt::format("sequence {}'s last query alone, over all its keys", b), std::move(after)});
+        break;
+    }
+    rel.push_back({"poison_finite", "the rows no sequence owns holding +-1e30 instead of NaN", poison_finite(c)});
     rel.push_back({"repeat", "run again", Derived{c, {}}});
     rel.back().d.rows.resize(static_cast<size_t>(c.in("q").rows()));
     std::iota(rel.back().d.rows.begin(), rel.back().d.rows.end(), int64_t{0});

@@ -1,9 +1,14 @@
 // harness/run/relations.h — what a paged batch's outputs must satisfy
 // whatever their values, checked on the implementation alone, without the
-// reference: a sequence's rows are the same alone and in the batch, when its
-// pages move elsewhere in the pool, when the batch is reordered, and on a
-// second run. Each is a check of its own, reported as its own row of the
-// table ("<impl> relations") and its own cases in the report.
+// reference: a sequence's rows are the same alone and in the batch
+// (batch_alone), when its pages move elsewhere in the pool
+// (pages_relocated), when the batch is reordered (batch_permuted), when its
+// queries come in two calls — a chunk, then the rest over the longer cache:
+// chunked prefill, and prefill then a decode step (chunked) — when the rows
+// no one owns hold huge finite values instead of NaN (poison_finite: a
+// kernel that reads them but masks NaN), and on a second run (repeat). Each
+// is a check of its own, reported as its own row of the table
+// ("<impl> relations") and its own cases in the report.
 //
 // Bitwise where the implementation declares batch invariance
 // (Implementation::batch_invariant), within twice the case's tolerance
@@ -33,5 +38,11 @@ struct Derived {
 Derived sequence_alone(const Case& c, int64_t b);
 Derived pages_relocated(const Case& c, uint64_t seed);
 Derived batch_reversed(const Case& c);
+// Sequence b's first `first` queries over its keys but the last q_len - first
+// (the chunk before), and the rest over all its keys (the call after): two
+// cases, rows of b each.
+std::pair<Derived, Derived> sequence_chunked(const Case& c, int64_t b, int64_t first);
+// The poison replaced by huge finite values (±1e30, by row).
+Derived poison_finite(const Case& c);
 
 }  // namespace conform::run

@@ -12,6 +12,14 @@ expect_tail=(--out "$tmp/r" --no-default-fixtures)
 # ---- the implementations pass ------------------------------------------------------------
 expect 0 "paged_attention scalar" -- --op paged_attention --impl scalar,simd --cases 60
 grep -q "paged_attention simd " "$tmp/out" || { cat "$tmp/out"; fail "no simd row"; }
+grep -qE "paged_attention +simd relations +[0-9]+ +[0-9]+ +0.00e\+00" "$tmp/out" ||
+  { cat "$tmp/out"; fail "no relations row for simd, or a relation not bitwise"; }
+/usr/bin/python3 - "$tmp/r/conform.json" <<'PY' || fail "relations in the report"
+import json, sys
+r = json.load(open(sys.argv[1]))
+rel = [c for c in r["cases"] if c["impl"] == "scalar relations"]
+assert rel and all(c["pass"] for c in rel), len(rel)
+PY
 expect 0 "paged_attention simd" -- --op paged_attention --impl simd --dtype bf16 --cases 30
 expect 0 "paged_attention numpy" -- --op paged_attention --cases 30 \
   --impl-cmd "/usr/bin/python3 $SRC/impls/worker_example/numpy_worker.py"
