@@ -5,6 +5,7 @@
 // belongs to, names the bug — no reference run needed. (Below float32 the
 // payload is rounded away; the hypotheses then do what they can.)
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 
 #include "diagnose/diagnose.h"
@@ -35,6 +36,8 @@ std::optional<HypothesisMatch> poison_trace(const Case& c, const NamedD& observe
             const int64_t first = kvp[static_cast<size_t>(b)], n = kvp[static_cast<size_t>(b) + 1] - first;
             HypothesisMatch m;
             m.tensor = name;
+            m.err_config = INFINITY;  // NaN under the config; the read explains it exactly
+            m.err_hypothesis = 0;
             m.change = fmt::format("read cache row {} (page {}, slot {})", *row, page, off);
             const std::string where = fmt::format("{} row {} (sequence {}) carries the poison of cache row {} (page {}, slot {})",
                                                   name, token, b, *row, page, off);

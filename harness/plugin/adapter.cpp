@@ -91,6 +91,20 @@ class Call {
         return vector ? descriptor_1d(data, dtype_code(dtype_), v.size()) : descriptor(data, dtype_code(dtype_), v.rows, v.cols);
     }
 
+    // An index array, narrowed to int32 as the ABI carries it (FlashInfer's
+    // and vLLM's kernels take int32); a value that does not fit is refused.
+    conform_tensor indices(const char* name, Positions p) {
+        auto& buf = indices_.emplace_back(static_cast<size_t>(p.n));
+        for (int64_t i = 0; i < p.n; ++i) {
+            if (p.data[i] < INT32_MIN || p.data[i] > INT32_MAX)
+                throw ImplError(std::string(op_) + ": " + name + "[" + std::to_string(i) + "] = " +
+                                std::to_string(p.data[i]) + " does not fit the ABI's int32");
+            buf[static_cast<size_t>(i)] = static_cast<int32_t>(p.data[i]);
+        }
+        inputs_.push_back({name, buf.data(), buf.size() * sizeof(int32_t), digest(buf.data(), buf.size() * sizeof(int32_t))});
+        return descriptor_1d(buf.data(), CONFORM_DTYPE_I32, p.n);
+    }
+
     conform_tensor positions(const char* name, Positions p) {
         void* data = const_cast<int64_t*>(p.data);
         const size_t bytes = static_cast<size_t>(p.n) * sizeof(int64_t);
@@ -162,6 +176,7 @@ class Call {
     const char* op_;
     DType dtype_;
     std::deque<std::vector<uint16_t>> converted_;
+    std::deque<std::vector<int32_t>> indices_;
     std::vector<Input> inputs_;
     std::deque<Staged> staged_;
     char msg_[2048];
@@ -205,6 +220,7 @@ conform_config config_of(DType dtype, const BlockConfig& c) {
     k.qk_norm = c.qk_norm ? 1u : 0u;
     k.rope_theta = c.rope_theta;
     k.norm_eps = c.norm_eps;
+    k.page_size = c.page_size;
     return k;
 }
 conform_config config_only(DType dtype) {
@@ -234,6 +250,10 @@ std::string rope_beyond_abi(const conform_plugin& t, const BlockConfig& c) {
 
 }  // namespace
 
+bool knows_1_2(const conform_plugin& t) {
+    return t.struct_size >= offsetof(conform_plugin, paged_attention) + sizeof(t.paged_attention) && t.abi_minor >= 2;
+}
+
 bool implements(const conform_plugin& t, Op op) {
     switch (op) {
         case Op::rmsnorm: return t.rmsnorm != nullptr;
@@ -243,7 +263,7 @@ bool implements(const conform_plugin& t, Op op) {
         case Op::swiglu: return t.swiglu != nullptr;
         case Op::block: return t.block != nullptr;
         case Op::decode: return t.decode != nullptr;
-        case Op::paged_attention: return false;  // not in the plugin ABI yet: every plugin declines it
+        case Op::paged_attention: return knows_1_2(t) && t.paged_attention != nullptr;  // a 1.0 / 1.1 table ends before it
     }
     return false;
 }
@@ -358,6 +378,24 @@ class Adapter final : public Implementation {
         const conform_block_weights tw = weights(call, w);
         const conform_tensor tx = call.in("x", x), tp = call.positions("positions", pos), to = call.out("out", out);
         call.finish(timed([&] { return t_.decode(&k, &tx, &tw, &tp, prefill, &to, call.msg(), call.msg_cap()); }));
+    }
+
+    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                         MutView out, MutView lse) override {
+        Call call("paged_attention", dtype_);
+        conform_config c = config_only(dtype_);
+        c.n_heads = p.n_heads;
+        c.n_kv_heads = p.n_kv_heads;
+        c.head_dim = p.head_dim;
+        c.page_size = p.page_size;
+        const conform_tensor tq = call.in("q", q), tk = call.in("k_cache", k_cache), tv = call.in("v_cache", v_cache),
+                             tqo = call.indices("qo_indptr", idx.qo_indptr), tkp = call.indices("kv_indptr", idx.kv_indptr),
+                             tki = call.indices("kv_indices", idx.kv_indices),
+                             tkl = call.indices("kv_last_page_len", idx.kv_last_page_len), to = call.out("out", out),
+                             tl = call.out("lse", lse);
+        call.finish(timed([&] {
+            return t_.paged_attention(&c, &tq, &tk, &tv, &tqo, &tkp, &tki, &tkl, &to, &tl, call.msg(), call.msg_cap());
+        }));
     }
 
    private:

@@ -24,6 +24,16 @@ expect 0 "paged_attention simd" -- --op paged_attention --impl simd --dtype bf16
 expect 0 "paged_attention numpy" -- --op paged_attention --cases 30 \
   --impl-cmd "/usr/bin/python3 $SRC/impls/worker_example/numpy_worker.py"
 
+# ---- an engine's kernel over the plugin ABI (1.2: int32 index arrays) -------------------
+if [ -n "${PLUGINS:-}" ]; then
+  expect 0 "paged_attention paged_c " -- --op paged_attention --cases 40 --impl-lib "$PLUGINS/libpaged_plugin.so"
+  expect 1 "diagnosis: paged_last_page_len_ignored" -- --op paged_attention --cases 40 \
+    --impl-lib "$PLUGINS/libpaged_last_page_bug_plugin.so"
+  # A plugin without the op (its table's paged_attention is NULL): not run, never passed.
+  expect 0 "not run: .*paged_attention: .* cases unsupported (.*does not implement paged_attention)" -- \
+    --op paged_attention,rmsnorm --cases 5 --impl-lib "$PLUGINS/libhalf_plugin.so"
+fi
+
 # ---- a batch with an empty sequence, a sequence shorter than its page, one on a boundary -
 id='paged_attention(H=4,KV=2,hd=8,P=5,kv=0/3/10/11,q=1/3/2/11,mag=1,outliers=0,seed=7)'
 expect 0 "" -- --case "$id" --impl scalar,simd

@@ -42,8 +42,9 @@
 
 #define CONFORM_PLUGIN_ABI_VERSION 1u
 /* Minor versions only append fields. 1.1: the config's RoPE scaling and
- * rotary_dim, and the table's abi_minor. */
-#define CONFORM_PLUGIN_ABI_MINOR 1u
+ * rotary_dim, and the table's abi_minor. 1.2: paged_attention (the table's
+ * function, the config's page_size, int32 index tensors). */
+#define CONFORM_PLUGIN_ABI_MINOR 2u
 #define CONFORM_PLUGIN_MAX_DIMS 4
 
 #if defined(_WIN32)
@@ -64,7 +65,8 @@ enum {
     CONFORM_DTYPE_F32 = 0,
     CONFORM_DTYPE_BF16 = 1,
     CONFORM_DTYPE_F16 = 2,
-    CONFORM_DTYPE_I64 = 3 /* positions only */
+    CONFORM_DTYPE_I64 = 3, /* positions only */
+    CONFORM_DTYPE_I32 = 4  /* paged_attention's index arrays (ABI 1.2) */
 };
 #define CONFORM_DTYPE_BIT(d) (1u << (d))
 
@@ -100,7 +102,8 @@ enum {
     CONFORM_OP_SWIGLU = 4,
     CONFORM_OP_BLOCK = 5,
     CONFORM_OP_DECODE = 6,
-    CONFORM_OP_COUNT = 7
+    CONFORM_OP_COUNT = 7, /* the ops of ABI 1.0 and 1.1 */
+    CONFORM_OP_PAGED_ATTENTION = 7 /* ABI 1.2 */
 };
 
 /* The block's intermediate tensors, in data-flow order (see conform/ops.h). */
@@ -147,7 +150,8 @@ typedef struct conform_tensor {
  *   attention: n_heads, n_kv_heads, head_dim    (causal by position, scale 1/sqrt(hd);
  *              query head h reads kv head h / (n_heads / n_kv_heads))
  *   swiglu:    d_model, ffn_dim                 ((silu(x@w1) * (x@w3)) @ w2)
- *   block, decode: all of them. */
+ *   block, decode: all of them but page_size.
+ *   paged_attention (1.2): n_heads, n_kv_heads, head_dim, page_size */
 typedef struct conform_config {
     uint32_t struct_size; /* sizeof(conform_config) as conform built it */
     uint32_t dtype;       /* CONFORM_DTYPE_* every float tensor of the call has */
@@ -173,6 +177,8 @@ typedef struct conform_config {
     double rope_beta_fast;               /* YARN */
     double rope_beta_slow;               /* YARN */
     double rope_attention_factor;        /* YARN: multiplies cos and sin (1 otherwise) */
+    /* ---- ABI 1.2 ---- */
+    int64_t page_size; /* paged_attention: slots per page of the KV cache (P) */
 } conform_config;
 
 /* The block's weights, stored [in, out]; q_norm / k_norm have data != NULL
@@ -249,6 +255,25 @@ typedef struct conform_plugin {
     /* ---- ABI 1.1 ---- */
     uint32_t abi_minor; /* CONFORM_PLUGIN_ABI_MINOR it was built against; a 1.0 table ends before it */
     uint32_t reserved11;
+
+    /* ---- ABI 1.2 (a table built against 1.0 or 1.1 ends before it: conform
+     * then offers it no paged_attention case, and reports them not run) ----
+     * A batch of B sequences over a paged KV cache, FlashInfer's layout
+     * (fixtures/SCHEMA.md, "paged_attention's batch"; impls/PLUGINS.md):
+     *   q[T, H*hd]                  every sequence's new queries, ragged, in batch order
+     *   k_cache, v_cache[pages*P, KV*hd]   page p is rows p*P .. p*P + P - 1, P = cfg->page_size;
+     *                               rows no sequence owns hold NaN and must not be read
+     *   qo_indptr[B+1], kv_indptr[B+1], kv_indices[kv_indptr[B]], kv_last_page_len[B]: int32
+     *                               (sequence b: queries qo_indptr[b] ..; pages kv_indices[kv_indptr[b] ..];
+     *                               keys (n_b - 1) * P + kv_last_page_len[b], or 0 without pages)
+     *   out[T, H*hd], lse[T, H]     per sequence, causal bottom-right (its queries are its last
+     *                               tokens); lse the natural log of each row's softmax denominator.
+     *                               A row that sees no key: out 0, lse -inf. lse has the run's dtype. */
+    int32_t (*paged_attention)(const conform_config* cfg, const conform_tensor* q, const conform_tensor* k_cache,
+                               const conform_tensor* v_cache, const conform_tensor* qo_indptr,
+                               const conform_tensor* kv_indptr, const conform_tensor* kv_indices,
+                               const conform_tensor* kv_last_page_len, const conform_tensor* out,
+                               const conform_tensor* lse, char* msg, size_t msg_cap);
 } conform_plugin;
 
 /* The one symbol a plugin exports. */

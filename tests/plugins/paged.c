@@ -1,0 +1,88 @@
+/* An engine's paged decode/prefill kernel as a plugin (ABI 1.2): FlashInfer's
+ * layout, int32 index arrays, float32, one query row and head at a time with
+ * an online softmax. Built twice: as it should be, and (PAGED_LAST_PAGE_BUG)
+ * reading every last page whole, as a kernel that ignores kv_last_page_len
+ * does (test_paged.sh). Only the C header, as out of tree. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conform/plugin.h"
+
+static int32_t paged_attention(const conform_config* cfg, const conform_tensor* q, const conform_tensor* k_cache,
+                               const conform_tensor* v_cache, const conform_tensor* qo_indptr,
+                               const conform_tensor* kv_indptr, const conform_tensor* kv_indices,
+                               const conform_tensor* kv_last_page_len, const conform_tensor* out,
+                               const conform_tensor* lse, char* msg, size_t msg_cap) {
+    if (cfg->struct_size < offsetof(conform_config, page_size) + sizeof(int64_t) || qo_indptr->dtype != CONFORM_DTYPE_I32) {
+        snprintf(msg, msg_cap, "needs ABI 1.2's page_size and int32 index arrays");
+        return CONFORM_ERR_INVALID_ARGUMENT;
+    }
+    const int64_t H = cfg->n_heads, KV = cfg->n_kv_heads, hd = cfg->head_dim, P = cfg->page_size;
+    const int64_t B = kv_last_page_len->shape[0], group = H / KV;
+    const int32_t* qo = (const int32_t*)qo_indptr->data;
+    const int32_t* kvp = (const int32_t*)kv_indptr->data;
+    const int32_t* ids = (const int32_t*)kv_indices->data;
+    const int32_t* last = (const int32_t*)kv_last_page_len->data;
+    const float* Q = (const float*)q->data;
+    const float* K = (const float*)k_cache->data;
+    const float* V = (const float*)v_cache->data;
+    float* O = (float*)out->data;
+    float* L = (float*)lse->data;
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t n = kvp[b + 1] - kvp[b], q_len = qo[b + 1] - qo[b];
+#ifdef PAGED_LAST_PAGE_BUG
+        const int64_t kv_len = n * P;
+#else
+        const int64_t kv_len = n == 0 ? 0 : (n - 1) * P + last[b];
+#endif
+        for (int64_t j = 0; j < q_len; ++j) {
+            const int64_t t = qo[b] + j, pos = kv_len - q_len + j;
+            for (int64_t h = 0; h < H; ++h) {
+                const float* qh = Q + t * q->strides[0] + h * hd;
+                float* oh = O + t * out->strides[0] + h * hd;
+                float m = -INFINITY, l = 0.0f;
+                for (int64_t d = 0; d < hd; ++d) oh[d] = 0.0f;
+                for (int64_t i = 0; i <= pos && i < kv_len; ++i) {
+                    const int64_t row = (int64_t)ids[kvp[b] + i / P] * P + i % P;
+                    const float* ki = K + row * k_cache->strides[0] + (h / group) * hd;
+                    const float* vi = V + row * v_cache->strides[0] + (h / group) * hd;
+                    float s = 0.0f;
+                    for (int64_t d = 0; d < hd; ++d) s += qh[d] * ki[d];
+                    s *= scale;
+                    /* online softmax: rescale what was summed under the old max */
+                    const float m_new = s > m ? s : m, c = expf(m - m_new), p = expf(s - m_new);
+                    l = l * c + p;
+                    for (int64_t d = 0; d < hd; ++d) oh[d] = oh[d] * c + p * vi[d];
+                    m = m_new;
+                }
+                if (l > 0.0f) {
+                    for (int64_t d = 0; d < hd; ++d) oh[d] /= l;
+                    L[t * lse->strides[0] + h] = m + logf(l);
+                } else {
+                    L[t * lse->strides[0] + h] = -INFINITY; /* no key: out 0, lse -inf */
+                }
+            }
+        }
+    }
+    return CONFORM_OK;
+}
+
+CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void) {
+    static conform_plugin table;
+    memset(&table, 0, sizeof table);
+    table.abi_version = CONFORM_PLUGIN_ABI_VERSION;
+    table.struct_size = sizeof table;
+#ifdef PAGED_LAST_PAGE_BUG
+    table.name = "paged_c_whole_last_page";
+    table.description = "a paged kernel that reads every last page whole";
+#else
+    table.name = "paged_c";
+    table.description = "a paged decode/prefill kernel in C, FlashInfer's layout";
+#endif
+    table.dtypes = CONFORM_DTYPE_BIT(CONFORM_DTYPE_F32);
+    table.abi_minor = CONFORM_PLUGIN_ABI_MINOR;
+    table.paged_attention = paged_attention;
+    return &table;
+}
