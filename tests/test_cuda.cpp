@@ -131,6 +131,10 @@ TEST_CASE("cuda decode conforms on property cases", "[cuda][decode]") {
     for (DType d : kDtypes) property_cases(Op::decode, d);
 }
 
+TEST_CASE("cuda paged_attention conforms on property cases", "[cuda][paged_attention]") {
+    for (DType d : kDtypes) property_cases(Op::paged_attention, d);
+}
+
 TEST_CASE("cuda attention off the tile grid: partial tiles, splits, GQA, empty rows", "[cuda][attention]") {
     // Br = 16 query rows (token x group head) and Bc = 32 keys per tile;
     // none of these sizes is a multiple of either.

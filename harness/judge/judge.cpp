@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 
+#include "conform/dtype.h"
 #include "core/phases.h"
 
 namespace conform {
@@ -174,24 +175,40 @@ std::string input_shapes(const Case& c) {
 
 namespace {
 
-// An output that is -inf by contract where a row sees no key (lse): there
-// the implementation must give -inf exactly, and the rest of the tensor is
-// judged as any other with those elements set to 0 on every side. Returns
-// the first element that broke the contract ("" when none).
-struct EmptyRows {
+// Elements whose stored value is an infinity, exactly: -inf by contract
+// where a row sees no key (lse, `neg_inf_when_empty`), and a truth beyond
+// the dtype's range (an f16 lse of 7e4 stores as +inf: IEEE rounding, what a
+// legitimate program gives). There the implementation must give that
+// infinity, and the rest of the tensor is judged as any other with those
+// elements set to 0 on every side. `broke`: the first element that did not
+// ("" when none). nullopt: the tensor has no such element (nothing copied).
+struct Exact {
     DTensor ref, out, base_library, base_sequential, base_truth;
     std::string broke;
 };
-EmptyRows empty_rows(const DTensor& ref, const DTensor& out, const DTensor& bl, const DTensor& bs, const DTensor* bt,
-                     const std::string& name, int64_t hd) {
-    EmptyRows e{ref, out, bl, bs, bt ? *bt : DTensor{}, ""};
-    for (int64_t i = 0; i < ref.numel(); ++i) {
-        const bool empty = ref.data[i] == -INFINITY || (bt && bt->data[i] == -INFINITY);
-        if (!empty) continue;
-        if (out.data[i] != -INFINITY && e.broke.empty()) {
+std::optional<Exact> exact_infinities(const DTensor& ref, const DTensor& out, const DTensor& bl, const DTensor& bs,
+                                      const DTensor* bt, const std::string& name, int64_t hd, DType dtype,
+                                      bool neg_inf_when_empty) {
+    auto want = [&](int64_t i) -> double {  // the infinity element i must be, or 0 for none
+        const double r = bt ? bt->data[i] : ref.data[i];
+        if (neg_inf_when_empty && (ref.data[i] == -INFINITY || r == -INFINITY)) return -INFINITY;
+        const double stored = round_to(ref.data[i], dtype);
+        return std::isinf(stored) ? stored : 0.0;
+    };
+    int64_t first = -1;
+    for (int64_t i = 0; i < ref.numel() && first < 0; ++i)
+        if (want(i) != 0) first = i;
+    if (first < 0) return std::nullopt;
+    Exact e{ref, out, bl, bs, bt ? *bt : DTensor{}, ""};
+    for (int64_t i = first; i < ref.numel(); ++i) {
+        const double w = want(i);
+        if (w == 0) continue;
+        if (out.data[i] != w && e.broke.empty()) {
             std::ostringstream o;
-            o << name << " at " << locate(i, ref.cols(), hd).str() << " is " << out.data[i]
-              << ", want -inf: the row sees no key (an empty sequence)";
+            o << name << " at " << locate(i, ref.cols(), hd).str() << " is " << out.data[i] << ", want " << w
+              << (w < 0 && neg_inf_when_empty ? ": the row sees no key (an empty sequence)"
+                                              : std::string(": the truth ") + std::to_string(ref.data[i]) +
+                                                    " is beyond " + to_string(dtype) + "'s range");
             e.broke = o.str();
         }
         e.ref.data[i] = e.out.data[i] = e.base_library.data[i] = e.base_sequential.data[i] = 0;
@@ -225,10 +242,9 @@ CaseResult judge_case(const Case& c, DType dtype, const NamedD& outputs, const T
         const int64_t hd = head_dim_of(c, name);
         auto bt_it = truth.base_truth.find(name);
         const DTensor* truth_base = bt_it == truth.base_truth.end() ? nullptr : &bt_it->second;
-        std::optional<EmptyRows> empty;
-        if (op_info(c.op).output(name)->neg_inf_when_empty)
-            empty = empty_rows(t->second, o->second, truth.base_library.at(name), truth.base_sequential.at(name),
-                               truth_base, name, hd);
+        const std::optional<Exact> empty =
+            exact_infinities(t->second, o->second, truth.base_library.at(name), truth.base_sequential.at(name),
+                             truth_base, name, hd, dtype, op_info(c.op).output(name)->neg_inf_when_empty);
         const DTensor& ref = empty ? empty->ref : t->second;
         const DTensor& actual = empty ? empty->out : o->second;
         Metrics m = measure(actual.data.data(), ref, hd);

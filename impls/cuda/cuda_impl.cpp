@@ -22,8 +22,8 @@ class CudaImpl : public Implementation {
 
     Support supports(Op op, const BlockConfig& c) const override {
         if (Support s = scalar::detail::config_support(op, c); !s.ok) return s;
-        if (op == Op::paged_attention) return Support::no("the CUDA implementation has no paged_attention kernel yet");
-        const bool needs_attention = op == Op::attention || op == Op::block || op == Op::decode;
+        const bool needs_attention =
+            op == Op::attention || op == Op::block || op == Op::decode || op == Op::paged_attention;
         if (needs_attention && c.head_dim > kMaxAttentionHeadDim)
             return Support::no("the attention kernel holds a head in shared memory and registers: head_dim <= " +
                                std::to_string(kMaxAttentionHeadDim) + ", found " + std::to_string(c.head_dim));
@@ -38,6 +38,12 @@ class CudaImpl : public Implementation {
         op_attention(ctx_, q, k, v, q_pos, k_pos, p, out);
     }
     void swiglu(View x, View w1, View w3, View w2, MutView out) override { op_swiglu(ctx_, x, w1, w3, w2, out); }
+    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                         MutView out, MutView lse) override {
+        op_paged_attention(ctx_, q, k_cache, v_cache, idx, p, out, lse);
+    }
+    // A warp per (row, head), its lanes splitting the keys by index: the batch and the pages never reach a row.
+    bool batch_invariant(Op op) const override { return op == Op::paged_attention; }
     TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) override {
         return op_block(ctx_, x, w, pos, c, out);
     }

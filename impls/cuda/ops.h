@@ -16,6 +16,8 @@ void op_rope(const Context& ctx, View x, Positions pos, const RopeParams& p, Mut
 void op_qk_norm(const Context& ctx, View x, View w, const QkNormParams& p, MutView out);
 void op_attention(const Context& ctx, View q, View k, View v, Positions q_pos, Positions k_pos,
                   const AttentionParams& p, MutView out);
+void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, const PagedIndex& idx,
+                        const PagedAttentionParams& p, MutView out, MutView lse);
 void op_swiglu(const Context& ctx, View x, View w1, View w3, View w2, MutView out);
 TapSet op_block(const Context& ctx, View x, const BlockWeights& w, Positions pos, const BlockConfig& c,
                 BlockOutputs& out);
