@@ -62,9 +62,11 @@ struct Runner {
 Runner interface_runner(const std::string& name, std::shared_ptr<Implementation> impl,
                         std::shared_ptr<std::vector<Inputs>> sets) {
     const Case& c = sets->front().c;
-    const int64_t rows = c.in(c.op == Op::attention ? "q" : "x").rows();
-    const int64_t cols = c.op == Op::attention ? c.config.q_width() : c.in("x").cols();
-    auto out = std::make_shared<Tensor>(rows, cols);
+    const std::vector<int64_t> shape = output_shape(c, "out");
+    auto out = std::make_shared<Tensor>(shape[0], shape[1]);
+    // paged_attention's second output, which every call must be given.
+    const std::vector<int64_t> lse_shape = op_info(c.op).output("lse") ? output_shape(c, "lse") : std::vector<int64_t>{0, 0};
+    auto lse = std::make_shared<Tensor>(lse_shape[0], lse_shape[1]);
     auto current = std::make_shared<size_t>(0);
     Runner r{name, to_string(impl->dtype()), "", {}, {}, {}};
     // Each set's call made here, so the timed run only invokes it.
@@ -72,6 +74,7 @@ Runner interface_runner(const std::string& name, std::shared_ptr<Implementation>
     for (const Inputs& in : *sets) {
         calls->emplace_back(in.c);
         calls->back().outputs["out"] = out->mut();
+        if (lse->numel()) calls->back().outputs["lse"] = lse->mut();
     }
     r.run = [impl, current, sets, calls] {
         CaseCall& call = (*calls)[*current];
@@ -87,7 +90,7 @@ Runner interface_runner(const std::string& name, std::shared_ptr<Implementation>
     r.prepare = [out, current, sets, draw](int set) {
         *current = static_cast<size_t>(set) % sets->size();
         Case& c = (*sets)[*current].c;
-        Tensor& t = c.inputs.at(c.op == Op::attention ? "q" : "x");
+        Tensor& t = c.inputs.at(op_info(c.op).inputs.front().name);  // the activations: x, or q
         std::uniform_int_distribution<size_t> at(0, t.data.size() - 1);
         std::uniform_real_distribution<float> by(1.0f / 512, 1.0f / 256);
         for (int i = 0; i < 8; ++i) t.data[at(*draw)] *= 1.0f + by(*draw);

@@ -35,6 +35,21 @@ Tensor rows_of(const Tensor& t, int64_t begin, int64_t n) {
 // a decode step is the sequence's last token, its `context` before it in the
 // cache (bench's own bench op fills the cache from context_x).
 Inputs make_inputs(Op op, const BlockConfig& cfg, int64_t T, int64_t context) {
+    if (op_info(op).uses(kPaged)) {
+        // A decode batch: T sequences of context + 1 keys each (the new
+        // token's key already cached), one query each, in pages of 16 unless
+        // the config says, the pool exactly what they need and one page.
+        gen::CaseSpec s = gen::spec_at(op, cfg, 1, context + 1, 0, 1234);
+        s.kv_lens.assign(static_cast<size_t>(T), context + 1);
+        s.q_lens.assign(static_cast<size_t>(T), 1);
+        s.T = T;
+        s.S = T * (context + 1);
+        s.pool = 1;
+        Inputs in;
+        in.c = gen::materialize(s);
+        in.c.id.clear();
+        return in;
+    }
     const int64_t rows = op == Op::decode ? context + 1 : T;
     const int64_t keys = op == Op::attention && T == 1 ? context + 1 : T;
     Inputs in;
@@ -83,6 +98,11 @@ BenchInputs bench_inputs(const Inputs& in) {
     b.q_pos = call.pos("q_positions");
     b.k_pos = call.pos("k_positions");
     if (op_info(in.c.op).uses(kResidual)) b.weights = calls::block_weights(call);
+    if (op_info(in.c.op).uses(kPaged)) {
+        b.k = call.in("k_cache");
+        b.v = call.in("v_cache");
+        b.paged = paged_index(call);
+    }
     if (in.c.op == Op::decode) {
         b.context_x = in.context_x.view();
         b.context_pos = Positions{in.context_pos.data(), static_cast<int64_t>(in.context_pos.size())};
@@ -123,7 +143,13 @@ Cost cost(Op op, const config::ModelConfig& model, int64_t T, int64_t context, d
             parts = {"layer"};
             C = context;
             break;
-        case Op::paged_attention: throw std::logic_error("bench: paged_attention has no cost model yet");
+        case Op::paged_attention: {
+            // T sequences, each one query over its `context` cached keys and
+            // its own: T times a decode step's attention (each reads its own keys).
+            const config::CallCost k = config::call_cost(m, 1, context, es, {"attention"});
+            const double n = static_cast<double>(T);
+            return {n * k.flops, n * k.bytes, n * k.weight_bytes};
+        }
     }
     const config::CallCost k = config::call_cost(m, T, C, es, parts);
     return {k.flops, k.bytes, k.weight_bytes};

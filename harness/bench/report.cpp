@@ -103,16 +103,16 @@ json to_json(const Request& o, const Result& res) {
 std::string table(const Request&, const Result& res) {
     const double bw = res.ceilings.copy_bytes_per_s;
     std::string s;
-    size_t iw = 6;  // impl column: plugin names may be longer than ours
-    for (const Row& r : res.rows) iw = std::max(iw, r.impl.size() + 1);
-    s += fmt::format("\n{:<10}{:>5}  {:<{}}{:<6}{:>11}{:>7}{:>9}{:>8}{:>7}{:>9}{:>8}{:>9}\n", "op", "T", "impl", iw,
+    size_t iw = 6, ow = 10;  // impl column: plugin names may be longer than ours; op: paged_attention
+    for (const Row& r : res.rows) iw = std::max(iw, r.impl.size() + 1), ow = std::max(ow, r.op.size() + 1);
+    s += fmt::format("\n{:<{}}{:>5}  {:<{}}{:<6}{:>11}{:>7}{:>9}{:>8}{:>7}{:>9}{:>8}{:>9}\n", "op", ow, "T", "impl", iw,
                      "dtype", "median", "+-", "GFLOP/s", "GB/s", "AI", "roof", "/torch", "check");
     for (const Row& r : res.rows) {
         const Place p = place(r, res.ceilings);
         const double spread = (r.p75 - r.p25) / 2 / r.median;
         s +=
-            fmt::format("{:<10}{:>5}  {:<{}}{:<6}{:>11}{:>6.1f}%{:>9.1f}{:>8.1f}{:>7.1f}{:>6.0f}% {}{:>8}{:>9}\n", r.op,
-                        r.T, r.impl, iw, r.dtype, fmt_time(r.median), 100 * spread, p.gflops, p.gbs, p.ai, 100 * p.roof,
+            fmt::format("{:<{}}{:>5}  {:<{}}{:<6}{:>11}{:>6.1f}%{:>9.1f}{:>8.1f}{:>7.1f}{:>6.0f}% {}{:>8}{:>9}\n", r.op,
+                        ow, r.T, r.impl, iw, r.dtype, fmt_time(r.median), 100 * spread, p.gflops, p.gbs, p.ai, 100 * p.roof,
                         p.compute_bound ? "F" : "B", std::isnan(r.ratio) ? "-" : fmt::format("{:.2f}", r.ratio),
                         std::isnan(r.check) ? "" : fmt::format("{:.0e}", r.check));
     }

@@ -46,12 +46,13 @@ Command add_bench(CLI::App& app) {
                     "simd, torch, scalar, cuda, a plugin's name, comma-separated, or all (default simd,torch; with "
                     "--impl-lib: torch and the plugins)");
     add_worker_flags(*sub, o->f.workers, false);
-    sub->add_option("--op", o->f.ops, "ops, comma-separated, or all (default all; decode is one token after --context)");
+    sub->add_option("--op", o->f.ops, "ops, comma-separated, or all (default all but paged_attention; decode is one token after --context; "
+                    "paged_attention a decode batch of T sequences of --context keys, by name only)");
     // --preset, --config, --d-model, ... (config/options.h); default the tinyllama-1.1b preset
     config::add_config_options(*sub, o->f.config);
     sub->add_option("--tokens", o->f.tokens, "token counts T, comma-separated (default 1,64,512)");
     sub->add_option("--dtype", o->f.dtypes, "simd storage dtypes, comma-separated (default f32,bf16; torch is f32)");
-    sub->add_option("--context", o->f.context, "decode, and attention at T=1: tokens already cached (default 512)")
+    sub->add_option("--context", o->f.context, "decode, paged_attention, and attention at T=1: tokens already cached (default 512)")
         ->check(CLI::NonNegativeNumber);
     sub->add_option("--min-time", o->f.min_time, "seconds of timed rounds per op and T, at least (default 1)");
     sub->add_option("--min-reps", o->f.min_reps, "timed rounds per op and T, at least (default 5)")

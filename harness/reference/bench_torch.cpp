@@ -186,6 +186,60 @@ class AttentionOp : public Op1 {
     BlockConfig cfg_;
 };
 
+// paged_attention composed as a PyTorch serving path would without a paged
+// kernel (vLLM's reference, FlashInfer's tests): per sequence, its keys and
+// values gathered out of the pages (index_select by cache row), then the
+// eager attention above over them, causal bottom-right when it brings more
+// than one query.
+class PagedOp : public Op1 {
+   public:
+    explicit PagedOp(const Case& c)
+        : q_(to_torch(c.in("q"))), k_cache_(to_torch(c.in("k_cache"))), v_cache_(to_torch(c.in("v_cache"))),
+          cfg_(c.config) {
+        const auto& qo = c.pos("qo_indptr");
+        const auto& kvp = c.pos("kv_indptr");
+        const auto& ids = c.pos("kv_indices");
+        const auto& last = c.pos("kv_last_page_len");
+        const int64_t P = c.config.page_size;
+        for (size_t b = 0; b + 1 < qo.size(); ++b) {
+            Seq s;
+            s.q0 = qo[b];
+            s.n = qo[b + 1] - qo[b];
+            const int64_t pages = kvp[b + 1] - kvp[b], kv = pages == 0 ? 0 : (pages - 1) * P + last[b];
+            std::vector<int64_t> rows;
+            for (int64_t i = 0; i < kv; ++i) rows.push_back(ids[static_cast<size_t>(kvp[b] + i / P)] * P + i % P);
+            s.rows = torch::tensor(rows, torch::kInt64);
+            if (s.n > 1 && kv > 0)
+                s.mask = causal_mask(torch::arange(s.n, torch::kInt64) + (kv - s.n), torch::arange(kv, torch::kInt64));
+            seqs_.push_back(s);
+        }
+    }
+    void run() override {
+        torch::NoGradGuard g;
+        std::vector<Tensor> outs;
+        for (const Seq& s : seqs_) {
+            if (s.n == 0) continue;
+            if (s.rows.numel() == 0) {
+                outs.push_back(torch::zeros({s.n, cfg_.q_width()}, q_.options()));
+                continue;
+            }
+            outs.push_back(attention(q_.narrow(0, s.q0, s.n), k_cache_.index_select(0, s.rows),
+                                     v_cache_.index_select(0, s.rows), s.mask, cfg_.n_heads, cfg_.n_kv_heads,
+                                     cfg_.head_dim));
+        }
+        out_ = torch::cat(outs, 0);
+    }
+
+   private:
+    struct Seq {
+        int64_t q0 = 0, n = 0;
+        Tensor rows, mask;
+    };
+    Tensor q_, k_cache_, v_cache_;
+    BlockConfig cfg_;
+    std::vector<Seq> seqs_;
+};
+
 class SwigluOp : public Op1 {
    public:
     explicit SwigluOp(const Case& c)
@@ -275,7 +329,7 @@ std::unique_ptr<TorchBenchOp> make_torch_bench_op(const Case& c, const conform::
             static const std::vector<int64_t> no_pos;
             return std::make_unique<DecodeOp>(c, context_x ? *context_x : none, context_pos ? *context_pos : no_pos);
         }
-        case Op::paged_attention: throw std::logic_error("torch bench: no composed paged_attention yet");
+        case Op::paged_attention: return std::make_unique<PagedOp>(c);
     }
     throw std::logic_error("torch bench: unknown op");
 }

@@ -104,6 +104,27 @@ Attn attn_job(CRows q, CRows k, CRows v, Positions q_pos, Positions k_pos, const
     return a;
 }
 
+// paged_attention's job over staged rows; the index arrays are the caller's.
+PagedJob paged_job(CRows q, int64_t T, CRows k, CRows v, const PagedIndex& idx, const PagedAttentionParams& p,
+                   MRows out) {
+    PagedJob job;
+    job.q = q;
+    job.k = k;
+    job.v = v;
+    job.qo_indptr = idx.qo_indptr.data;
+    job.kv_indptr = idx.kv_indptr.data;
+    job.kv_indices = idx.kv_indices.data;
+    job.kv_last_page_len = idx.kv_last_page_len.data;
+    job.T = static_cast<size_t>(T);
+    job.B = static_cast<size_t>(idx.kv_last_page_len.n);
+    job.H = static_cast<size_t>(p.n_heads);
+    job.KV = static_cast<size_t>(p.n_kv_heads);
+    job.hd = static_cast<size_t>(p.head_dim);
+    job.P = static_cast<size_t>(p.page_size);
+    job.out = out;
+    return job;
+}
+
 class SimdImpl : public Implementation {
    public:
     explicit SimdImpl(const ImplOptions& o)
@@ -203,21 +224,7 @@ class SimdImpl : public Implementation {
         chk::expect_shape("paged_attention", "lse", lse, q.rows, H);
         In qi(q, elem_), ki(k_cache, elem_), vi(v_cache, elem_);
         Out o(out, elem_);
-        PagedJob job;
-        job.q = qi.rows();
-        job.k = ki.rows();
-        job.v = vi.rows();
-        job.qo_indptr = idx.qo_indptr.data;
-        job.kv_indptr = idx.kv_indptr.data;
-        job.kv_indices = idx.kv_indices.data;
-        job.kv_last_page_len = idx.kv_last_page_len.data;
-        job.T = rows_of(q);
-        job.B = static_cast<size_t>(B);
-        job.H = static_cast<size_t>(H);
-        job.KV = static_cast<size_t>(KV);
-        job.hd = static_cast<size_t>(hd);
-        job.P = static_cast<size_t>(P);
-        job.out = o.rows();
+        PagedJob job = paged_job(qi.rows(), q.rows, ki.rows(), vi.rows(), idx, p, o.rows());
         simd::paged_attention(pool_, target_, job, lse.data);
         o.finish();
         if (elem_ == Elem::bf16)  // stored in the dtype, as out is
@@ -389,6 +396,32 @@ class AttentionBench : public BenchBase {
     Attn job_;
 };
 
+// A decode batch over a paged cache: the cache staged in the storage dtype
+// once, as an engine keeps it; each run is the kernel alone.
+class PagedBench : public BenchBase {
+   public:
+    PagedBench(const ImplOptions& o, const BenchInputs& in) : BenchBase(o) {
+        q_ = staged(in.q, elem_);
+        k_ = staged(in.k, elem_);
+        v_ = staged(in.v, elem_);
+        out_.resize(elem_, rows_of(in.q), cols_of(in.q));
+        lse_.assign(static_cast<size_t>(in.q.rows * in.config.n_heads), 0.0f);
+        for (const Positions* a : {&in.paged.qo_indptr, &in.paged.kv_indptr, &in.paged.kv_indices, &in.paged.kv_last_page_len})
+            idx_.emplace_back(a->data, a->data + a->n);
+        const PagedIndex idx{{idx_[0].data(), in.paged.qo_indptr.n}, {idx_[1].data(), in.paged.kv_indptr.n},
+                             {idx_[2].data(), in.paged.kv_indices.n}, {idx_[3].data(), in.paged.kv_last_page_len.n}};
+        job_ = paged_job(q_.c(), in.q.rows, k_.c(), v_.c(), idx, paged_attention_params(in.config), out_.m());
+    }
+    void run() override { simd::paged_attention(pool_, target_, job_, lse_.data()); }
+    std::vector<float> output() const override { return widened(out_, out_.rows(), out_.cols()); }
+
+   private:
+    Buffer q_, k_, v_, out_;
+    std::vector<float> lse_;
+    std::vector<std::vector<int64_t>> idx_;
+    PagedJob job_;
+};
+
 class SwigluBench : public BenchBase {
    public:
     SwigluBench(const ImplOptions& o, const BenchInputs& in) : BenchBase(o), T_(rows_of(in.x)), D_(cols_of(in.x)) {
@@ -463,7 +496,7 @@ std::unique_ptr<BenchOp> make_bench_op(const ImplOptions& o, const BenchInputs& 
         case Op::swiglu: return std::make_unique<SwigluBench>(o, in);
         case Op::block:
         case Op::decode: return std::make_unique<BlockBench>(o, in);
-        case Op::paged_attention: break;
+        case Op::paged_attention: return std::make_unique<PagedBench>(o, in);
     }
     throw ImplError("simd bench: unknown op");
 }

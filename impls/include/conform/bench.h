@@ -29,13 +29,15 @@ class BenchOp {
 //   swiglu: x, w1, w3, w2;  block: x, pos, weights;
 //   decode: x [1, D] and pos [1] for the step, after context_x / context_pos
 //           went through the block into the cache (once, at creation); each
-//           run is that same step again (the cache is rolled back).
+//           run is that same step again (the cache is rolled back);
+//   paged_attention: q, k = k_cache, v = v_cache, paged (the index arrays).
 struct BenchInputs {
     Op op = Op::rmsnorm;
     BlockConfig config;
     View x, weight, q, k, v, w1, w3, w2;
     Positions pos, q_pos, k_pos;
     BlockWeights weights;
+    PagedIndex paged;
     View context_x;
     Positions context_pos;
 };
