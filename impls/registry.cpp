@@ -113,6 +113,8 @@ const std::vector<ImplEntry>& mutant_implementations() {
         {"paged_queries_at_start", "new queries at the start of their sequence (top-left causal)", true, always,
          paged_queries_at_start, {Op::paged_attention}},
         {"paged_lse_base2", "lse in base 2", true, always, paged_lse_base2, {Op::paged_attention}},
+        {"paged_partial_page_dropped", "kv_len / page_size pages (floor): a last partial page dropped", true, always,
+         paged_partial_page_dropped, {Op::paged_attention}},
         {"paged_empty_unwritten", "rows that see no key (empty sequences) left unwritten", true, always,
          paged_empty_unwritten, {Op::paged_attention}},
         // The chapter's design choices taken the other way.

@@ -258,6 +258,11 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             add("paged_last_page_len_ignored", vw,
                 "every sequence's last page read whole: kv_last_page_len ignored (a sequence has (n - 1) * page_size + "
                 "last_page_len keys)");
+            ref::Variant vf;
+            vf.paged_partial_page_dropped = true;
+            add("paged_partial_page_dropped", vf,
+                "pages counted as kv_len / page_size (floor): a sequence's last partial page, and its keys, dropped; "
+                "it has ceil(kv_len / page_size) pages");
             ref::Variant vl;
             vl.lse_base2 = true;
             add("paged_lse_base2", vl, "lse returned in base 2 (log2 of the softmax's denominator); the contract is the natural log");

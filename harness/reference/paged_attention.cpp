@@ -18,7 +18,9 @@ namespace {
 // the block table ignored (its pages taken as consecutive from its first,
 // wrapping at the end of the pool).
 std::vector<int64_t> sequence_rows(const PagedSeqs& s, int64_t b, const Variant& v) {
-    const int64_t first = s.kv_indptr[b], n = s.kv_indptr[b + 1] - first, P = s.page_size;
+    const int64_t first = s.kv_indptr[b], P = s.page_size;
+    int64_t n = s.kv_indptr[b + 1] - first;
+    if (v.paged_partial_page_dropped && n > 0 && s.kv_last_page_len[b] < P) --n;  // floor(kv_len / P) whole pages
     std::vector<int64_t> rows;
     if (v.paged_sequences_packed)  // every earlier sequence's keys first, as one packed sequence
         for (int64_t j = 0; j < b; ++j) {
@@ -29,7 +31,7 @@ std::vector<int64_t> sequence_rows(const PagedSeqs& s, int64_t b, const Variant&
         }
     for (int64_t i = 0; i < n; ++i) {
         const int64_t page = v.paged_block_table_ignored ? (s.kv_indices[first] + i) % s.pages : s.kv_indices[first + i];
-        const int64_t used = i + 1 < n || v.paged_last_page_len_ignored ? P : s.kv_last_page_len[b];
+        const int64_t used = i + 1 < n || v.paged_last_page_len_ignored || v.paged_partial_page_dropped ? P : s.kv_last_page_len[b];
         for (int64_t o = 0; o < used; ++o) rows.push_back(page * P + o);
     }
     return rows;

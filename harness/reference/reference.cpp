@@ -85,6 +85,7 @@ std::string Variant::describe() const {
     if (paged_block_table_ignored) sep() << "block table ignored (pages consecutive from each sequence's first)";
     if (paged_sequences_packed) sep() << "sequences packed (boundaries ignored)";
     if (paged_last_page_len_ignored) sep() << "last pages read whole";
+    if (paged_partial_page_dropped) sep() << "a last partial page dropped";
     if (lse_base2) sep() << "lse in base 2";
     return o.str();
 }

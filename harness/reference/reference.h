@@ -77,7 +77,8 @@ struct Variant {
     // paged_attention
     bool paged_block_table_ignored = false;  // a sequence's pages read as consecutive from its first
     bool paged_sequences_packed = false;
-    bool paged_last_page_len_ignored = false;  // every last page read whole     // the batch as one packed sequence: each also sees earlier sequences' keys
+    bool paged_last_page_len_ignored = false;  // every last page read whole
+    bool paged_partial_page_dropped = false;   // kv_len / page_size pages (floor): a last partial page dropped     // the batch as one packed sequence: each also sees earlier sequences' keys
     bool lse_base2 = false;                  // lse as log2 (FlashInfer's internal base) where the contract is ln
 
     bool faithful() const;

@@ -65,6 +65,7 @@ std::unique_ptr<Implementation> paged_block_table_ignored(const ImplOptions& o);
 std::unique_ptr<Implementation> paged_last_page_len_ignored(const ImplOptions& o);
 std::unique_ptr<Implementation> paged_sequences_packed(const ImplOptions& o);
 std::unique_ptr<Implementation> paged_queries_at_start(const ImplOptions& o);
+std::unique_ptr<Implementation> paged_partial_page_dropped(const ImplOptions& o);
 std::unique_ptr<Implementation> paged_lse_base2(const ImplOptions& o);
 std::unique_ptr<Implementation> paged_empty_unwritten(const ImplOptions& o);
 

@@ -56,6 +56,14 @@ PagedRules sequences_packed() {
     return r;
 }
 
+// A page-boundary off by one: pages counted kv_len / page_size, floored, so
+// the last partial page — the newest keys, the new tokens' own — is dropped.
+PagedRules partial_page_dropped() {
+    PagedRules r;
+    r.kv_len = [](const PagedIndex& idx, int64_t P, int64_t b) { return scalar::paged_kv_len(idx, P, b) / P * P; };
+    return r;
+}
+
 // New queries placed at the start of the sequence, not after its cache
 // (top-left causal): wrong only where q_len > 1 and something is cached
 // (sgl-kernel-xpu #196, vllm #26042).
@@ -90,6 +98,9 @@ std::unique_ptr<Implementation> paged_last_page_len_ignored(const ImplOptions& o
 }
 std::unique_ptr<Implementation> paged_sequences_packed(const ImplOptions& o) {
     return detail::make<WithPagedRules<sequences_packed>>("paged_sequences_packed", o);
+}
+std::unique_ptr<Implementation> paged_partial_page_dropped(const ImplOptions& o) {
+    return detail::make<WithPagedRules<partial_page_dropped>>("paged_partial_page_dropped", o);
 }
 std::unique_ptr<Implementation> paged_queries_at_start(const ImplOptions& o) {
     return detail::make<WithPagedRules<queries_at_start>>("paged_queries_at_start", o);
