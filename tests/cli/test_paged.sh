@@ -64,6 +64,32 @@ with h5py.File(sys.argv[1], "r+") as f:
     d[0] = 999
 PY
 expect 2 "case_1.*inputs/kv_indices: page 999 at index 0 is out of range" -- --fixtures "$tmp/pa.h5" --impl scalar
+# Every other index array and the owned cache rows, damaged one at a time in a fresh copy: exit 2, file and field named.
+damage() {  # DATASET PYTHON-EXPRESSION-ON-d
+  expect_tail=()
+  expect 0 "wrote" -- generate --op paged_attention --heads 4 --kv-heads 2 --head-dim 16 --tokens 3 --keys 21 \
+    --cases 1 --out "$tmp/bad.h5" --force
+  /usr/bin/python3 - "$tmp/bad.h5" "$1" "$2" <<'PY' || fail "could not damage $1"
+import h5py, numpy as np, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    d = f["case_0/inputs/" + sys.argv[2]]
+    a = d[...]
+    exec(sys.argv[3])
+    d[...] = a
+PY
+  expect_tail=(--out "$tmp/r" --no-default-fixtures --cases 0)
+}
+damage kv_last_page_len 'a[0] = 17'
+expect 2 "bad.h5:/case_0: inputs/kv_last_page_len: must be in \[1, page_size = 16\], found 17" -- --fixtures "$tmp/bad.h5" --impl scalar
+damage qo_indptr 'a[1] = 2'
+expect 2 "bad.h5:/case_0: inputs/qo_indptr: must end at 3" -- --fixtures "$tmp/bad.h5" --impl scalar
+damage kv_indptr 'a[0] = 1'
+expect 2 "bad.h5:/case_0: inputs/kv_indptr: must start at 0" -- --fixtures "$tmp/bad.h5" --impl scalar
+damage kv_indices 'a[0] = -1'
+expect 2 "bad.h5:/case_0: inputs/kv_indices: negative" -- --fixtures "$tmp/bad.h5" --impl scalar
+damage k_cache 'a[f["case_0/inputs/kv_indices"][0] * 16, 0] = np.nan'  # sequence 0's first key
+expect 2 "bad.h5:/case_0: inputs/k_cache: non-finite value nan in row [0-9]*, col 0, a slot sequence 0 owns" -- \
+  --fixtures "$tmp/bad.h5" --impl scalar
 expect_tail=(--out "$tmp/r" --no-default-fixtures)
 
 # ---- bad input: ids, modes that do not take the op -----------------------------------------
