@@ -39,11 +39,6 @@ std::vector<int64_t> sequence_rows(const PagedSeqs& s, int64_t b, const Variant&
 
 }  // namespace
 
-int64_t PagedSeqs::kv_len(int64_t b) const {
-    const int64_t n = kv_indptr[b + 1] - kv_indptr[b];
-    return n == 0 ? 0 : (n - 1) * page_size + kv_last_page_len[b];
-}
-
 PagedSeqs paged_seqs(const Case& c) {
     return {c.pos("qo_indptr"), c.pos("kv_indptr"), c.pos("kv_indices"), c.pos("kv_last_page_len"),
             c.config.page_size, c.in("k_cache").rows() / std::max<int64_t>(1, c.config.page_size)};
@@ -56,19 +51,11 @@ PagedSeq gather_sequence(const torch::Tensor& q, const torch::Tensor& k_cache, c
     g.q_len = s.qo_indptr[b + 1] - g.q_begin;
     const std::vector<int64_t> rows = sequence_rows(s, b, v);
     g.kv_len = static_cast<int64_t>(rows.size());
-    const int64_t pool = k_cache.size(0);
-    auto idx = torch::tensor(rows, torch::kInt64);
-    // A variant's rows past the pool read what a kernel would: not ours to
-    // know, so NaN (the harness's poison).
-    auto inside = idx < pool;
-    auto safe = torch::where(inside, idx, torch::zeros_like(idx));
-    auto take = [&](const torch::Tensor& cache) {
-        auto t = cache.index_select(0, safe);
-        return torch::where(inside.unsqueeze(1), t, torch::full_like(t, std::numeric_limits<double>::quiet_NaN()));
-    };
+    // Every row is inside the pool: the variants that read other pages wrap around it.
+    const auto idx = torch::tensor(rows, torch::kInt64);
     g.q = q.narrow(0, g.q_begin, g.q_len);
-    g.k = take(k_cache);
-    g.v = take(v_cache);
+    g.k = k_cache.index_select(0, idx);
+    g.v = v_cache.index_select(0, idx);
     // Key i at position i; the queries are the sequence's last q_len tokens.
     g.k_pos = torch::arange(g.kv_len, torch::kInt64);
     g.q_pos = torch::arange(g.q_len, torch::kInt64) + (g.kv_len - g.q_len);

@@ -56,7 +56,6 @@ struct PagedSeqs {
     const std::vector<int64_t>& kv_last_page_len;
     int64_t page_size;
     int64_t pages;  // in the pool
-    int64_t kv_len(int64_t b) const;
 };
 PagedSeqs paged_seqs(const Case& c);
 struct PagedSeq {
