@@ -84,6 +84,9 @@ const std::vector<ImplEntry>& mutant_implementations() {
         {"swiglu_gate_on_up", "SiLU on the up branch instead of the gate", true, always, swiglu_gate_on_up,
          swiglu_ops},
         {"residual_missing", "attention residual dropped: h = attn @ wo", true, always, residual_missing, block_ops},
+        // The served variants (issue 29).
+        {"qkv_bias_missing", "Qwen2's q, k, v projection biases dropped", true, always, qkv_bias_missing, block_ops},
+        {"qkv_bias_after_rope", "q and k biases added after RoPE", true, always, qkv_bias_after_rope, block_ops},
         {"decode_cache_unrotated_k", "decode steps cache their key before RoPE", true, always,
          decode_cache_unrotated_k, decode_ops},
         // Precision (issue 14): float32 kernels that keep something of RoPE in less.

@@ -131,6 +131,23 @@ TEST_CASE("cuda decode conforms on property cases", "[cuda][decode]") {
     for (DType d : kDtypes) property_cases(Op::decode, d);
 }
 
+TEST_CASE("cuda block and decode with Qwen2's q, k, v biases (the gemm_bias path), every dtype", "[cuda][block]") {
+    for (DType d : kDtypes) {
+        auto impl = make_impl(d);
+        for (Op op : {Op::block, Op::decode})
+            for (double mean : {0.0, -8.0}) {
+                gen::CaseSpec s = block_spec(op, 9, op == Op::decode ? 4 : 0, mean != 0.0, RopeLayout::neox);
+                s.config.qkv_bias = true;
+                s.bias_mean = mean;
+                const Case c = gen::materialize(s);
+                REQUIRE(c.inputs.count("bq") == 1);
+                const CaseResult r = test::check(*impl, c, d);
+                INFO(to_string(op) << " " << to_string(d) << " bias_mean " << mean << "\n" << describe(r));
+                REQUIRE(r.pass);
+            }
+    }
+}
+
 TEST_CASE("cuda paged_attention conforms on property cases", "[cuda][paged_attention]") {
     for (DType d : kDtypes) property_cases(Op::paged_attention, d);
 }

@@ -114,6 +114,11 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         "pos=100,mag=1,outliers=0,seed=11)",
         "decode(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=1000000,qk_norm=1,eps=1.0000000000000001e-05,"
         "pos=20,prefill=3,mag=1,outliers=0,seed=12)",
+        // Qwen2's q, k, v biases, with a large mean, and under QK-norm (the bias before the norm).
+        "block(T=5,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=1000000,qk_norm=0,eps=9.9999999999999995e-07,pos=3,"
+        "bias=1,bias_mean=3,mag=1,outliers=0,seed=18)",
+        "decode(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=1000000,qk_norm=1,eps=9.9999999999999995e-07,pos=20,"
+        "prefill=3,bias=1,bias_mean=-8,mag=1,outliers=0,seed=19)",
         // RoPE scaling: dynamic NTK inside its context, partial rotary; llama3 past 8192.
         "rope(T=4,n=2,hd=16,layout=neox,theta=10000,rd=8,scaling=dynamic,factor=2,orig=64,pos=20,mag=1,outliers=0,"
         "seed=13)",

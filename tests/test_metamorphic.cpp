@@ -212,7 +212,11 @@ TEST_CASE("fused QKV is bitwise identical to three separate products", "[block][
         Tensor attn_in(c.in("x").rows(), s.config.d_model);
         for (size_t i = 0; i < attn_in.data.size(); ++i) attn_in.data[i] = (float)o.outputs.at("attn_in").data[i];
         for (const char* name : {"q", "k", "v"}) {
-            const Tensor sep = matmul(attn_in, c.in(std::string("w") + name));
+            Tensor sep = matmul(attn_in, c.in(std::string("w") + name));
+            if (s.config.qkv_bias) {  // the bias added to the finished product, as q_proj does
+                const Tensor& b = c.in(std::string("b") + name);
+                for (size_t i = 0; i < sep.data.size(); ++i) sep.data[i] += b.data[i % b.data.size()];
+            }
             const auto& fused = o.outputs.at(name).data;
             for (size_t i = 0; i < fused.size(); ++i) RC_ASSERT((float)fused[i] == sep.data[i]);
         }

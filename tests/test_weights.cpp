@@ -117,7 +117,7 @@ Tensor logits(const Checkpoint& ck, const BlockConfig& c, const std::vector<int6
         Tensor out(T, c.d_model);
         BlockOutputs o;
         o[Tap::out] = out.mut();
-        scalar::block(x.view(), model::views(w, c.qk_norm), Positions{pos.data(), T}, c, o);
+        scalar::block(x.view(), model::views(w, c), Positions{pos.data(), T}, c, o);
         x = std::move(out);
     }
     Tensor xn(T, c.d_model);
@@ -425,6 +425,51 @@ TEST_CASE("qwen3 GGUF: key_length != d/H and QK-norm, NeoX, unpermuted, the same
             for (size_t k = 0; k < t.data.size(); ++k) REQUIRE(b.at(name).data[k] == round_to_bf16(t.data[k]));
     }
     CHECK(rel_error(gg.lm_head(), hf.lm_head()) < 1e-2);
+}
+
+TEST_CASE("qwen2: q, k, v biases read from safetensors and GGUF and used; an o_proj bias refused", "[weights]") {
+    TmpDir tmp;
+    ModelSpec s = llama_spec();
+    s.arch = "qwen2", s.theta = 1e6, s.eps = 1e-6;
+    const Model m = random_model(s);
+    write_hf(m, tmp / "hf");
+    write_file(tmp / "qwen2.gguf", gguf_bytes(gguf_doc(m)));
+    const Checkpoint hf = Checkpoint::open(tmp / "hf"), gg = Checkpoint::open(tmp / "qwen2.gguf");
+    INFO(lines(hf) + lines(gg));
+    const BlockConfig& c = hf.model().block;
+    CHECK(c.qkv_bias);
+    CHECK(gg.model().block.qkv_bias);
+    CHECK_FALSE(c.qk_norm);
+    CHECK(has_line(hf, "qkv_bias: on (Qwen2ForCausalLM has q_proj, k_proj, v_proj biases"));
+    CHECK(has_line(gg, "qkv_bias: on (blk.0.attn_{q,k,v}.bias present"));
+    for (int64_t l = 0; l < s.layers; ++l) {
+        const Named a = hf.layer(l), b = gg.layer(l);
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        for (const auto& [schema, name] : {std::pair<const char*, const char*>{"bq", "self_attn.q_proj.bias"},
+                                           {"bk", "self_attn.k_proj.bias"}, {"bv", "self_attn.v_proj.bias"}}) {
+            INFO(schema);
+            REQUIRE(a.count(schema) == 1);
+            CHECK(a.at(schema).shape == std::vector<int64_t>{1, static_cast<int64_t>(m.tensors.at(p + name).data.size())});
+            CHECK(a.at(schema).data == m.tensors.at(p + name).data);
+            CHECK(b.at(schema).data == m.tensors.at(p + name).data);  // F32 in the GGUF
+        }
+    }
+    // Used: the forward with the biases zeroed is another model's.
+    const std::vector<int64_t> ids = {1, 5, 2, 7, 3}, pos = {0, 1, 2, 3, 4};
+    const Tensor with = logits(hf, c, ids, pos);
+    BlockConfig off = c;
+    off.qkv_bias = false;
+    const Tensor without = logits(hf, off, ids, pos);
+    CHECK(rel_error(without, with) > 0.05);
+    CHECK(rel_error(logits(gg, gg.model().block, ids, pos), with) < 1e-5);
+
+    // An o_proj bias is a Llama attention_bias the block does not model: refused, named.
+    Model ob = m;
+    ob.tensors["model.layers.0.self_attn.o_proj.bias"] = ob.tensors.at("model.layers.0.self_attn.q_proj.bias");
+    ob.tensors["model.layers.0.self_attn.o_proj.bias"].data.resize(static_cast<size_t>(s.d_model));
+    ob.tensors["model.layers.0.self_attn.o_proj.bias"].shape = {s.d_model};
+    write_hf(ob, tmp / "ob");
+    refused(tmp / "ob", {"model.layers.0.self_attn.o_proj.bias", "an output projection bias", "refused rather than dropped"});
 }
 
 TEST_CASE("llama rope_freqs.weight: llama3's factors mapped to RopeScaling, anything else refused", "[weights]") {

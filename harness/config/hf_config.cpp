@@ -29,18 +29,21 @@ struct HfDefaults {
     int64_t max_position;
     double eps, theta;
     bool qk_norm;     // not a field: the architecture norms q and k per head
+    bool qkv_bias;    // not a field: q_proj, k_proj, v_proj are nn.Linear(bias=True) (Qwen2), o_proj is not
     const char* note;  // what the block does not model, or nullptr
 };
 
 const HfDefaults kArchitectures[] = {
-    {"LlamaConfig", "LlamaForCausalLM", "llama", 32000, 4096, 11008, 32, 32, 0, 0, 2048, 1e-6, 10000.0, false, nullptr},
-    {"MistralConfig", "MistralForCausalLM", "mistral", 32000, 4096, 14336, 32, 32, 8, 0, 4096 * 32, 1e-6, 10000.0,
-     false, nullptr},
-    {"Qwen2Config", "Qwen2ForCausalLM", "qwen2", 151936, 4096, 22016, 32, 32, 32, 0, 32768, 1e-6, 10000.0, false,
-     "Qwen2 adds biases to the q, k and v projections, which the block does not model"},
-    {"Qwen3Config", "Qwen3ForCausalLM", "qwen3", 151936, 4096, 22016, 32, 32, 32, 128, 32768, 1e-6, 10000.0, true,
+    {"LlamaConfig", "LlamaForCausalLM", "llama", 32000, 4096, 11008, 32, 32, 0, 0, 2048, 1e-6, 10000.0, false, false,
      nullptr},
-    {"Phi3Config", "Phi3ForCausalLM", "phi3", 32064, 3072, 8192, 32, 32, 0, 0, 4096, 1e-5, 10000.0, false, nullptr},
+    {"MistralConfig", "MistralForCausalLM", "mistral", 32000, 4096, 14336, 32, 32, 8, 0, 4096 * 32, 1e-6, 10000.0,
+     false, false, nullptr},
+    {"Qwen2Config", "Qwen2ForCausalLM", "qwen2", 151936, 4096, 22016, 32, 32, 32, 0, 32768, 1e-6, 10000.0, false, true,
+     nullptr},
+    {"Qwen3Config", "Qwen3ForCausalLM", "qwen3", 151936, 4096, 22016, 32, 32, 32, 128, 32768, 1e-6, 10000.0, true,
+     false, nullptr},
+    {"Phi3Config", "Phi3ForCausalLM", "phi3", 32064, 3072, 8192, 32, 32, 0, 0, 4096, 1e-5, 10000.0, false, false,
+     nullptr},
 };
 
 // Reads one file's fields, recording every default it takes.
@@ -248,9 +251,20 @@ ModelConfig resolve(const json& j, const std::string& file) {
         if (!act.is_string() || act.get<std::string>() != "silu")
             r.fail("hidden_act", "expected \"silu\" (the block's FFN is SwiGLU), found " + act.dump());
     }
-    if (r.present("attention_bias") && j.at("attention_bias") == true)
-        m.notes.push_back("attention_bias: true, the block has no projection biases");
-    if (r.present("mlp_bias") && j.at("mlp_bias") == true) m.notes.push_back("mlp_bias: true, the block has no FFN biases");
+    // Qwen2's biases are the architecture's (q, k, v only); Llama's
+    // attention_bias puts one on o_proj too, which the block does not model:
+    // refused rather than run as a model without it.
+    if (r.present("attention_bias")) {
+        const json& ab = j.at("attention_bias");
+        if (!ab.is_boolean()) r.fail("attention_bias", "expected true or false, found " + ab.dump());
+        if (ab.get<bool>() && !arch->qkv_bias)
+            r.fail("attention_bias",
+                   "true: " + std::string(arch->architecture) +
+                       " then adds a bias to o_proj as well as q, k and v, and the block models q, k, v biases "
+                       "only (Qwen2's); refused rather than run without it");
+    }
+    if (r.present("mlp_bias") && j.at("mlp_bias") == true)
+        r.fail("mlp_bias", "true: the block's SwiGLU has no biases; refused rather than run without them");
     if (r.present("sliding_window") && (!r.present("use_sliding_window") || j.at("use_sliding_window") == true) &&
         arch != &kArchitectures[2] && arch != &kArchitectures[3])
         m.notes.push_back("sliding_window: " + j.at("sliding_window").dump() + ", the block's attention is full causal");
@@ -283,6 +297,7 @@ ModelConfig resolve(const json& j, const std::string& file) {
     // ---- conventions ------------------------------------------------------------------
     c.norm_eps = r.positive("rms_norm_eps", arch->eps, dflt);
     c.qk_norm = arch->qk_norm;
+    c.qkv_bias = arch->qkv_bias;
     c.rope_layout = RopeLayout::neox;  // every HF-format checkpoint: rotate_half
 
     // transformers v5 writes rope_theta and the scaling into one rope_parameters object.

@@ -20,7 +20,7 @@ std::string num(double v) {
 
 bool ConfigOptions::given() const {
     for (const CLI::Option* opt : {o_preset, o_file, o_d_model, o_heads, o_kv_heads, o_head_dim, o_ffn, o_layers,
-                                   o_theta, o_eps, o_layout, o_qk_norm})
+                                   o_theta, o_eps, o_layout, o_qk_norm, o_qkv_bias})
         if (opt && opt->count() > 0) return true;
     return false;
 }
@@ -41,6 +41,7 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
     o.o_layout = g->add_option("--layout,--rope-layout", o.layout,
                                "RoPE pairing: neox (HF) | interleaved (Meta, GGUF)");
     o.o_qk_norm = g->add_option("--qk-norm", o.qk_norm, "per-head RMSNorm on q and k: 0 | 1");
+    o.o_qkv_bias = g->add_option("--qkv-bias", o.qkv_bias, "biases on the q, k and v projections (Qwen2): 0 | 1");
     o.o_eps = g->add_option("--eps,--norm-eps", o.eps, "RMSNorm eps");
 }
 
@@ -93,16 +94,19 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
                               (m.name.empty() ? "" : std::string(" (was ") + to_string(c.rope_layout) + ")"));
         c.rope_layout = *l;
     }
-    if (o.o_qk_norm && o.o_qk_norm->count()) {
-        const std::string& v = o.qk_norm;
+    // A switch flag: 0 | 1 (or on/off, true/false), recorded as an override.
+    auto switch_flag = [&](const CLI::Option* opt, const std::string& v, const char* flag, bool& field) {
+        if (!opt || !opt->count()) return;
         bool on;
         if (v == "1" || v == "on" || v == "true") on = true;
         else if (v == "0" || v == "off" || v == "false") on = false;
-        else throw ConfigError("--qk-norm: expected 0 or 1, found '" + v + "'");
-        m.overrides.push_back("--qk-norm " + std::string(on ? "1" : "0") +
-                              (m.name.empty() ? "" : std::string(" (was ") + (c.qk_norm ? "1" : "0") + ")"));
-        c.qk_norm = on;
-    }
+        else throw ConfigError(std::string(flag) + ": expected 0 or 1, found '" + v + "'");
+        m.overrides.push_back(std::string(flag) + " " + (on ? "1" : "0") +
+                              (m.name.empty() ? "" : std::string(" (was ") + (field ? "1" : "0") + ")"));
+        field = on;
+    };
+    switch_flag(o.o_qk_norm, o.qk_norm, "--qk-norm", c.qk_norm);
+    switch_flag(o.o_qkv_bias, o.qkv_bias, "--qkv-bias", c.qkv_bias);
     if (m.name.empty() && !m.overrides.empty()) {
         m.name = "custom";
         m.origin = "flags";

@@ -23,6 +23,12 @@ BlockConfig make(int64_t d_model, int64_t n_heads, int64_t n_kv_heads, int64_t h
     return c;
 }
 
+// Qwen2's q, k and v projection biases.
+BlockConfig with_qkv_bias(BlockConfig c) {
+    c.qkv_bias = true;
+    return c;
+}
+
 // Llama 3.1's rope_scaling, as its config.json states it.
 BlockConfig with_llama3_scaling(BlockConfig c) {
     c.rope_scaling.type = RopeScalingType::llama3;
@@ -62,6 +68,8 @@ const std::vector<Preset>& presets() {
          with_llama3_scaling(make(4096, 32, 8, 128, 14336, 5e5, 1e-5, false)), 32, 128256, 131072, false},
         {"qwen3-8b", "Qwen/Qwen3-8B (GQA 4, QK-norm)",             make(4096, 32,  8, 128, 12288, 1e6, 1e-6, true), 36, 151936, 40960, false},
         {"qwen3-0.6b", "Qwen/Qwen3-0.6B (head_dim != D/H)",        make(1024, 16,  8, 128,  3072, 1e6, 1e-6, true), 28, 151936, 40960, true},
+        {"qwen2.5-7b", "Qwen/Qwen2.5-7B (GQA 7, q/k/v biases)",      with_qkv_bias(make(3584, 28,  4, 128, 18944, 1e6, 1e-6, false)), 28, 152064, 131072, false},
+        {"qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B (GQA 7, q/k/v biases)",    with_qkv_bias(make(896, 14,  2, 64,  4864, 1e6, 1e-6, false)), 24, 151936, 32768, true},
         {"mistral-7b", "mistralai/Mistral-7B-v0.1 (GQA 4)",        make(4096, 32,  8, 128, 14336, 1e4, 1e-5, false), 32, 32000, 32768, false},
         {"mistral-7b-v0.3", "mistralai/Mistral-7B-v0.3 (GQA 4)",   make(4096, 32,  8, 128, 14336, 1e6, 1e-5, false), 32, 32768, 32768, false},
         {"tinyllama-1.1b", "TinyLlama/TinyLlama-1.1B-Chat-v1.0 (GQA 8)", make(2048, 32, 4, 64, 5632, 1e4, 1e-5, false), 22, 32000, 2048, false},
@@ -117,7 +125,7 @@ std::string describe(const BlockConfig& c) {
     std::ostringstream o;
     o << "D=" << c.d_model << " H=" << c.n_heads << " KV=" << c.n_kv_heads << " hd=" << c.head_dim << " F=" << c.ffn_dim
       << " layout=" << to_string(c.rope_layout) << " theta=" << c.rope_theta << " eps=" << c.norm_eps
-      << " qk_norm=" << (c.qk_norm ? 1 : 0);
+      << " qk_norm=" << (c.qk_norm ? 1 : 0) << (c.qkv_bias ? " qkv_bias=1" : "");
     if (c.rotary_dim > 0 && c.rotary_dim != c.head_dim) o << " rotary=" << c.rotary_dim;
     if (c.rope_scaling.type != RopeScalingType::none) o << " scaling=" << describe(c.rope_scaling);
     return o.str();

@@ -52,7 +52,7 @@ std::string Case::where() const {
 std::vector<std::string> float_inputs(Op op, const BlockConfig& c) {
     std::vector<std::string> v;
     for (const TensorSpec& t : op_info(op).inputs)
-        if (!t.qk_norm_only || c.qk_norm) v.push_back(t.name);
+        if (t.present(c)) v.push_back(t.name);
     return v;
 }
 
@@ -63,8 +63,24 @@ std::vector<std::string> position_inputs(Op op) {
 }
 
 std::vector<std::string> required_config(Op op) {
-    const auto& f = op_info(op).config;
-    return {f.begin(), f.end()};
+    std::vector<std::string> v;
+    for (const char* f : op_info(op).config) {
+        bool optional = false;
+        for_each_field(BlockConfig{}, [&](const ConfigField& cf, const auto&) {
+            optional = optional || (cf.optional && std::string_view(f) == cf.name);
+        });
+        if (!optional) v.push_back(f);
+    }
+    return v;
+}
+
+std::vector<std::string> optional_config(Op op) {
+    std::vector<std::string> v;
+    for (const char* f : op_info(op).config)
+        for_each_field(BlockConfig{}, [&](const ConfigField& cf, const auto&) {
+            if (cf.optional && std::string_view(f) == cf.name) v.push_back(f);
+        });
+    return v;
 }
 
 std::vector<std::string> output_names(Op op) {
@@ -103,7 +119,7 @@ int64_t case_dim(const Case& c, Dim d) {
     const OpInfo& info = op_info(c.op);
     if (fixed_by_config(info, d)) return config_dim(d, c.config);
     for (const TensorSpec& t : info.inputs) {
-        if (t.qk_norm_only && !c.config.qk_norm) continue;
+        if (!t.present(c.config)) continue;
         auto it = c.inputs.find(t.name);
         if (it == c.inputs.end()) continue;
         if (t.rows == d) return it->second.rows();
@@ -364,7 +380,7 @@ void validate_case(const Case& c) {
         return it == bound.end() ? -1 : it->second;
     };
     for (const TensorSpec& t : info.inputs) {
-        if (t.qk_norm_only && !cfg.qk_norm) continue;
+        if (!t.present(cfg)) continue;
         if (size(t.rows) < 0 || size(t.cols) < 0) {
             const Tensor& x = k.any(t.name);
             if (size(t.rows) < 0) bound[t.rows] = x.rows();

@@ -74,8 +74,10 @@ struct CaseCall final : CallTensors {
 std::vector<std::string> float_inputs(Op op, const BlockConfig& c);
 std::vector<std::string> position_inputs(Op op);
 
-// Which config fields an op requires (fixture validation).
+// Which config fields an op requires (fixture validation), and those it
+// reads that may be absent, meaning off (conform/config.h's `optional`).
 std::vector<std::string> required_config(Op op);
+std::vector<std::string> optional_config(Op op);
 
 // Output names an op produces: "out" for every op; block also the taps.
 std::vector<std::string> output_names(Op op);

@@ -187,6 +187,17 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             vq.qk_norm = ref::Variant::QkNorm::on_unit_weights;
             add("qk_norm_always_on", vq, "QK-norm applied although the config has qk_norm off");
         }
+        if (cfg.qkv_bias) {
+            ref::Variant vb;
+            vb.qkv_bias = ref::Variant::QkvBias::missing;
+            add("qkv_bias_missing", vb,
+                "q, k and v projection biases dropped (Qwen2: q_proj, k_proj, v_proj have bias=True; GGUF "
+                "attn_q.bias ...)");
+            vb.qkv_bias = ref::Variant::QkvBias::after_rope;
+            add("qkv_bias_after_rope", vb,
+                "q and k biases added after RoPE: the bias belongs to the projection, so it is rotated with it "
+                "(and normed with it under QK-norm)");
+        }
         ref::Variant vres;
         vres.residual_missing = true;
         add("residual_missing", vres, "attention residual dropped: h = attn @ wo, where it must be x + attn @ wo");
@@ -339,6 +350,8 @@ std::vector<std::pair<std::string, BlockConfig>> config_hypotheses(const BlockCo
         if (rest.scaling_ignored) v.rope_scaling = RopeScaling{}, rest.scaling_ignored = false;
         if (rest.rotary_full) v.rotary_dim = c.head_dim, rest.rotary_full = false;
         if (rest.qk_norm == ref::Variant::QkNorm::off) v.qk_norm = false, rest.qk_norm = ref::Variant::QkNorm::as_config;
+        if (rest.qkv_bias == ref::Variant::QkvBias::missing)
+            v.qkv_bias = false, rest.qkv_bias = ref::Variant::QkvBias::as_config;
         if (!rest.faithful() || h.variant.faithful()) continue;
         out.emplace_back(h.id + value, v);
     }

@@ -186,6 +186,14 @@ void pick_inputs(CaseSpec& s) {
 // with gain 1 is the case its seed drew before the gain existed.
 void pick_qk_gain(CaseSpec& s) { s.qk_gain = weighted<double>({{6, 1.0}, {2, 4.0}, {1, 16.0}}); }
 
+// Qwen2's projection biases, in a third of the block's cases, their mean
+// zero, moderate or large. Drawn last, so a case without them is the case its
+// seed drew before they existed.
+void pick_qkv_bias(CaseSpec& s) {
+    s.config.qkv_bias = weighted<int>({{2, 0}, {1, 1}}) == 1;
+    if (s.config.qkv_bias) s.bias_mean = weighted<double>({{2, 0.0}, {1, 3.0}, {1, -8.0}});
+}
+
 // Partial rotary (GPT-NeoX, Phi, GLM: a half or a quarter of the head), then
 // RoPE scaling with the parameters real checkpoints use. Drawn after
 // everything else, so a case without them is the case its seed drew before
@@ -332,6 +340,10 @@ void pin(CaseSpec& s, const BlockConfig& c) {
     if (info.has_dim(Dim::D)) s.config.d_model = c.d_model;
     if (info.has_dim(Dim::F)) s.config.ffn_dim = c.ffn_dim;
     if (info.reads("qk_norm")) s.config.qk_norm = c.qk_norm;
+    if (info.reads("qkv_bias")) {
+        if (!c.qkv_bias) s.bias_mean = 0.0;
+        s.config.qkv_bias = c.qkv_bias;
+    }
     if (info.reads("norm_eps")) s.config.norm_eps = c.norm_eps;
 }
 
@@ -460,6 +472,7 @@ CaseSpec make(const Stream& st) {
     if (op_info(op).uses(kPaged) && weighted<int>({{8, 0}, {1, 1}})) s.mag = 300.0;
     if (op_info(op).uses(kRope)) pick_rope_extras(s);
     if (op_info(op).uses(kResidual)) pick_qk_gain(s);
+    if (op_info(op).uses(kQkvBias)) pick_qkv_bias(s);
     if (pinned) pin(s, *pinned);
     if (st.real) take_layer(s, st.real);
     return s;
@@ -545,6 +558,8 @@ Fields fields(const CaseSpec& s) {
             shape_field(s, f);
             if (s.op == Op::decode) add("prefill", I(s.prefill));
             if (s.qk_gain != 1.0) add("qk_gain", num(s.qk_gain));
+            if (s.config.qkv_bias) add("bias", "1");
+            if (s.bias_mean != 0.0) add("bias_mean", num(s.bias_mean));
             break;
     }
     add("mag", num(s.mag));
@@ -663,6 +678,10 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
                 s.config.rope_layout = *l;
             } else if (k == "theta") s.config.rope_theta = std::stod(v);
             else if (k == "qk_norm") s.config.qk_norm = v == "1";
+            else if ((k == "bias" || k == "bias_mean") && !op_info(s.op).uses(kQkvBias))
+                return fail("field '" + k + "' does not apply to op " + std::string(to_string(s.op)));
+            else if (k == "bias") s.config.qkv_bias = v == "1";
+            else if (k == "bias_mean") s.bias_mean = std::stod(v);
             else if (k == "eps") s.config.norm_eps = std::stod(v);
             else if (k == "pos" || k == "qpos") s.pos = std::stoll(v);
             else if (k == "kpos") s.kpos = std::stoll(v);
@@ -920,8 +939,10 @@ Case materialize(const CaseSpec& s) {
             const int64_t D = s.config.d_model, Q = s.config.n_heads * s.config.head_dim, KV = s.config.n_kv_heads * s.config.head_dim;
             if (R) {  // the layer as the checkpoint has it
                 c.inputs["x"] = model ? act("x", 0, s.T) : activations(r, s.T, D, s.mag, s.outliers);
-                for (const auto& [name, w] : R->weights)
-                    if (s.config.qk_norm || (name != "q_norm" && name != "k_norm")) c.inputs[name] = w;
+                for (const auto& [name, w] : R->weights) {
+                    const TensorSpec* spec = op_info(s.op).input(name);
+                    if (spec && spec->present(s.config)) c.inputs[name] = w;
+                }
                 c.positions["positions"] = positions_of(s.pos, s.T, s.shape);
                 break;
             }
@@ -938,6 +959,14 @@ Case materialize(const CaseSpec& s) {
             if (s.config.qk_norm) {
                 c.inputs["q_norm"] = norm_weight(r, s.config.head_dim, 0.5);
                 c.inputs["k_norm"] = norm_weight(r, s.config.head_dim, 0.5);
+            }
+            if (s.config.qkv_bias) {
+                // bias_mean + N(0, 1): each vector's own draw, after every weight a case without biases has.
+                for (const auto& [name, n] : {std::pair<const char*, int64_t>{"bq", Q}, {"bk", KV}, {"bv", KV}}) {
+                    Tensor b = normal(r, 1, n, 1.0);
+                    for (float& v : b.data) v = static_cast<float>(v + s.bias_mean);
+                    c.inputs[name] = std::move(b);
+                }
             }
             // Large scores: QK-norm would normalise a gain on wq and wk away, so it goes on its weights.
             if (s.qk_gain != 1.0) {

@@ -59,6 +59,11 @@ struct CaseSpec {
     // scores are ~N(0, 1); real models' reach hundreds, where the softmax's
     // max subtraction, its online rescale and the mask decide the result.
     double qk_gain = 1.0;
+    // block, decode with config.qkv_bias: each of bq, bk, bv is this plus
+    // N(0, 1) per channel. Qwen2's k biases reach tens; a bias with a large
+    // mean shifts every score of a row (bq) or every output (bv), where a
+    // dropped bias cannot hide as noise.
+    double bias_mean = 0.0;
     int64_t outliers = 0;    // input channels scaled x50 (outlier channels)
     // paged_attention: the batch, one entry per sequence: its keys (all in
     // the paged cache, the new tokens' too) and its queries, the last q_lens[b]

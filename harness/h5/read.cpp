@@ -348,6 +348,13 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
             if (v != 0 && v != 1) ctx.fail("config/qk_norm", "expected 0 or 1, found " + std::to_string(v));
             cfg.qk_norm = v == 1;
         }
+        if (has("qkv_bias")) {
+            const int64_t v = read_int(ctx, g.get(), "qkv_bias", "config/qkv_bias");
+            if (v != 0 && v != 1) ctx.fail("config/qkv_bias", "expected 0 or 1, found " + std::to_string(v));
+            if (v == 1 && !op_info(op).reads("qkv_bias"))
+                ctx.fail("config/qkv_bias", std::string("op ") + to_string(op) + " has no projections to bias");
+            cfg.qkv_bias = v == 1;
+        }
         if (has("norm_eps")) cfg.norm_eps = read_float(ctx, g.get(), "norm_eps", "config/norm_eps");
         read_rope_extras(ctx, g.get(), cfg);
     } else if (!required.empty()) {

@@ -98,6 +98,12 @@ struct Writer {
             });
             if (!written) throw std::logic_error("write_fixture: config field " + f + " has no writer");
         }
+        // A served variant's field only when it is on: files without it stay what they were.
+        for (const auto& f : optional_config(op))
+            for_each_field(cfg, [&](const ConfigField& cf, const auto& v) {
+                using V = std::decay_t<decltype(v)>;
+                if (f == cf.name && v != V{}) write(cf.h5, v);
+            });
         // RoPE scaling and partial rotary only when a case has them: files
         // without them stay what they were.
         if (std::find(fields.begin(), fields.end(), "rope_theta") == fields.end()) return;

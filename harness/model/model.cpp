@@ -53,6 +53,11 @@ Named layer_weights(const Spec& s, int64_t layer) {
         w["q_norm"] = norm_weight(stream(s, layer, 9), c.head_dim);
         w["k_norm"] = norm_weight(stream(s, layer, 10), c.head_dim);
     }
+    if (c.qkv_bias) {  // O(1), as a projection's output is
+        w["bq"] = normal(stream(s, layer, 11), 1, Q, 1.0);
+        w["bk"] = normal(stream(s, layer, 12), 1, KV, 1.0);
+        w["bv"] = normal(stream(s, layer, 13), 1, KV, 1.0);
+    }
     return w;
 }
 
@@ -85,7 +90,7 @@ Tensor embed(const Tensor& table, const std::vector<int64_t>& ids) {
     return x;
 }
 
-BlockWeights views(const Named& w, bool qk_norm) {
+BlockWeights views(const Named& w, const BlockConfig& c) {
     BlockWeights b;
     b.attn_norm = w.at("attn_norm").view();
     b.wq = w.at("wq").view();
@@ -96,9 +101,14 @@ BlockWeights views(const Named& w, bool qk_norm) {
     b.w1 = w.at("w1").view();
     b.w3 = w.at("w3").view();
     b.w2 = w.at("w2").view();
-    if (qk_norm) {
+    if (c.qk_norm) {
         b.q_norm = w.at("q_norm").view();
         b.k_norm = w.at("k_norm").view();
+    }
+    if (c.qkv_bias) {
+        b.bq = w.at("bq").view();
+        b.bk = w.at("bk").view();
+        b.bv = w.at("bv").view();
     }
     return b;
 }

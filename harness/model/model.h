@@ -29,7 +29,8 @@ struct Spec {
 };
 
 // Layer l's weights by schema name (attn_norm, wq, wk, wv, wo, ffn_norm, w1,
-// w3, w2, and q_norm, k_norm when block.qk_norm), stored [in, out].
+// w3, w2, q_norm, k_norm when block.qk_norm, bq, bk, bv when
+// block.qkv_bias), stored [in, out].
 Named layer_weights(const Spec& s, int64_t layer);
 Tensor embedding(const Spec& s);   // [vocab, D], std 1
 Tensor final_norm(const Spec& s);  // [1, D]
@@ -41,7 +42,7 @@ std::vector<int64_t> positions(const Spec& s);  // start, start + 1, ...
 Tensor embed(const Tensor& table, const std::vector<int64_t>& ids);
 
 // Views of a layer's weights in the interface's struct.
-BlockWeights views(const Named& w, bool qk_norm);
+BlockWeights views(const Named& w, const BlockConfig& c);
 
 // y[T, N] = x[T, K] @ w[K, N], float32 inputs, float64 sums (the LM head
 // applied to an implementation's final hidden state: its error is then the

@@ -221,6 +221,7 @@ conform_config config_of(DType dtype, const BlockConfig& c) {
     k.rope_theta = c.rope_theta;
     k.norm_eps = c.norm_eps;
     k.page_size = c.page_size;
+    k.qkv_bias = c.qkv_bias ? 1u : 0u;
     return k;
 }
 conform_config config_only(DType dtype) {
@@ -246,6 +247,14 @@ std::string rope_beyond_abi(const conform_plugin& t, const BlockConfig& c) {
         return "built against plugin ABI 1.0, which has no rotary_dim field: cannot pass partial rotary (rotary_dim " +
                std::to_string(c.rotary_dim) + " of head_dim " + std::to_string(c.head_dim) + ") to it (rebuild against ABI 1.1)";
     return "";
+}
+
+// Before 1.3 the ABI has no projection biases: a block plugin would drop them
+// and fail for a reason that is not its own.
+std::string bias_beyond_abi(const conform_plugin& t, const BlockConfig& c) {
+    if (!c.qkv_bias || (knows_1_1(t) && t.abi_minor >= 3)) return "";
+    return "built against plugin ABI 1." + std::to_string(knows_1_1(t) ? t.abi_minor : 0) +
+           ", which has no qkv_bias: cannot pass projection biases to it (rebuild against ABI 1.3)";
 }
 
 }  // namespace
@@ -281,6 +290,8 @@ class Adapter final : public Implementation {
         if (!implements(t_, op)) return Support::no(lib_->name + " does not implement " + to_string(op));
         if (const std::string why = rope_beyond_abi(t_, config); !why.empty() &&
             op_info(op).uses(kRope))
+            return Support::no(why);
+        if (const std::string why = bias_beyond_abi(t_, config); !why.empty() && op_info(op).uses(kQkvBias))
             return Support::no(why);
         if (t_.supports == nullptr) return Support::yes();
         const conform_config k = config_of(dtype_, config);
@@ -413,6 +424,9 @@ class Adapter final : public Implementation {
         b.w2 = call.in("w2", w.w2);
         b.q_norm = call.in("q_norm", w.q_norm, true);
         b.k_norm = call.in("k_norm", w.k_norm, true);
+        b.bq = call.in("bq", w.bq, true);
+        b.bk = call.in("bk", w.bk, true);
+        b.bv = call.in("bv", w.bv, true);
         return b;
     }
 

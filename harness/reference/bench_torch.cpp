@@ -91,7 +91,7 @@ Tensor swiglu(const Tensor& x, const Tensor& w1, const Tensor& w3, const Tensor&
 }
 
 struct Weights {
-    Tensor attn_norm, wq, wk, wv, wo, ffn_norm, w1, w3, w2, q_norm, k_norm;
+    Tensor attn_norm, wq, wk, wv, wo, ffn_norm, w1, w3, w2, q_norm, k_norm, bq, bk, bv;
     explicit Weights(const Case& c) {
         auto in = [&](const char* n) { return to_torch(c.in(n)); };
         attn_norm = in("attn_norm").view({-1});
@@ -107,6 +107,11 @@ struct Weights {
             q_norm = in("q_norm").view({-1});
             k_norm = in("k_norm").view({-1});
         }
+        if (c.config.qkv_bias) {
+            bq = in("bq").view({-1});
+            bk = in("bk").view({-1});
+            bv = in("bv").view({-1});
+        }
     }
 };
 
@@ -116,9 +121,13 @@ struct Qkv {
 };
 Qkv project(const Tensor& attn_in, const Weights& w, const BlockConfig& c, const Rope& rope) {
     const int64_t T = attn_in.size(0), hd = c.head_dim;
-    auto q = torch::matmul(attn_in, w.wq);
-    auto k = torch::matmul(attn_in, w.wk);
-    auto v = torch::matmul(attn_in, w.wv);
+    // nn.Linear with a bias runs addmm.
+    auto proj = [&](const Tensor& wt, const Tensor& b) {
+        return c.qkv_bias ? torch::addmm(b, attn_in, wt) : torch::matmul(attn_in, wt);
+    };
+    auto q = proj(w.wq, w.bq);
+    auto k = proj(w.wk, w.bk);
+    auto v = proj(w.wv, w.bv);
     if (c.qk_norm) {
         q = rms(q.view({T, c.n_heads, hd}), w.q_norm, c.norm_eps).view({T, c.q_width()});
         k = rms(k.view({T, c.n_kv_heads, hd}), w.k_norm, c.norm_eps).view({T, c.kv_width()});

@@ -18,6 +18,17 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
     tap["q"] = matmul(tap["attn_in"], in.at("wq"), ctx);  // [T, H*hd]
     tap["k"] = matmul(tap["attn_in"], in.at("wk"), ctx);  // [T, KV*hd]
     tap["v"] = matmul(tap["attn_in"], in.at("wv"), ctx);  // [T, KV*hd]
+    // Qwen2: q_proj etc. are nn.Linear(bias=True); the bias is part of the
+    // projection, so the taps q, k, v include it and QK-norm and RoPE see it.
+    using Bias = Variant::QkvBias;
+    const bool bias_in = c.qkv_bias && v.qkv_bias == Bias::as_config;
+    const bool bias_late = c.qkv_bias && v.qkv_bias == Bias::after_rope;
+    auto add_bias = [&](const torch::Tensor& t, const char* b) { return t + in.at(b).reshape({1, -1}); };
+    if (bias_in) {
+        tap["q"] = add_bias(tap["q"], "bq");
+        tap["k"] = add_bias(tap["k"], "bk");
+    }
+    if (c.qkv_bias && v.qkv_bias != Bias::missing) tap["v"] = add_bias(tap["v"], "bv");
 
     // QK-norm (Qwen3): per head, on the projections, before RoPE.
     const bool norm_on = (v.qk_norm == Variant::QkNorm::as_config || v.qk_norm == Variant::QkNorm::after_rope ||
@@ -59,6 +70,10 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
     if (after) {
         tap["q_rot"] = norm_q(tap["q_rot"]);
         tap["k_rot"] = norm_k(tap["k_rot"]);
+    }
+    if (bias_late) {
+        tap["q_rot"] = add_bias(tap["q_rot"], "bq");
+        tap["k_rot"] = add_bias(tap["k_rot"], "bk");
     }
     // What attention reads from the cache. A decode step that caches its key
     // before RoPE leaves the prefill's keys rotated and its own not.

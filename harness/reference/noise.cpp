@@ -570,6 +570,14 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             e["q"] = matmul_bound(a, ea, in("wq"), q, u);
             e["k"] = matmul_bound(a, ea, in("wk"), k, u);
             e["v"] = matmul_bound(a, ea, in("wv"), v, u);
+            if (cfg.qkv_bias) {
+                // q = a @ wq + bq: one more rounding (the add, u·|q|), and the
+                // product's own store where a program keeps it in the dtype first.
+                for (const auto& [tap_name, b] : {std::pair<const char*, const char*>{"q", "bq"}, {"k", "bk"}, {"v", "bv"}}) {
+                    auto y = tap(tap_name);
+                    e[tap_name] = e[tap_name] + u.a * y.abs() + u.store(y - in(b).reshape({1, -1}));
+                }
+            }
             const Variant faithful;
             const Ctx f64{torch::kFloat64, torch::kFloat64, Order::library, faithful};
             Tensor eq = e["q"], ek = e["k"], qn = q, kn = k;

@@ -61,6 +61,11 @@ std::string Variant::describe() const {
         case QkNorm::all_heads: sep() << "qk_norm over all heads at once"; break;
     }
     if (gqa_tiled) sep() << "kv heads tiled (h % n_kv)";
+    switch (qkv_bias) {
+        case QkvBias::as_config: break;
+        case QkvBias::missing: sep() << "q, k, v projection biases dropped"; break;
+        case QkvBias::after_rope: sep() << "q and k biases added after rope"; break;
+    }
     switch (mask) {
         case Mask::causal: break;
         case Mask::none: sep() << "no causal mask"; break;

@@ -56,6 +56,11 @@ struct Variant {
 
     bool gqa_tiled = false;  // query head h reads kv head h % KV instead of h / group
 
+    // Qwen2's projection biases (config.qkv_bias): dropped, or added to the
+    // rotated q and k (a fused rope kernel that takes the bias last).
+    enum class QkvBias { as_config, missing, after_rope };
+    QkvBias qkv_bias = QkvBias::as_config;
+
     // <=, all, <, <= +1; by index instead of position: key j visible to query
     // i iff j <= i + (S - T) (bottom-right) or j <= i (top-left).
     enum class Mask { causal, none, strict, plus_one, index_tail, index_top };
@@ -76,9 +81,9 @@ struct Variant {
     bool residual_missing = false;   // h = attn @ wo, the attention residual dropped
     // paged_attention
     bool paged_block_table_ignored = false;  // a sequence's pages read as consecutive from its first
-    bool paged_sequences_packed = false;
+    bool paged_sequences_packed = false;       // the batch as one packed sequence: each also sees earlier sequences' keys
     bool paged_last_page_len_ignored = false;  // every last page read whole
-    bool paged_partial_page_dropped = false;   // kv_len / page_size pages (floor): a last partial page dropped     // the batch as one packed sequence: each also sees earlier sequences' keys
+    bool paged_partial_page_dropped = false;   // kv_len / page_size pages (floor): a last partial page dropped
     bool lse_base2 = false;                  // lse as log2 (FlashInfer's internal base) where the contract is ln
 
     bool faithful() const;

@@ -220,7 +220,7 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
             const ref::BlockStep step = ref::block_f64(x, w, pos, c);
             const size_t ih = row(fmt::format("layer {:>2} + attn", l), step.h);
             const size_t io = row(fmt::format("layer {:>2} + ffn", l), step.out);
-            const BlockWeights bw = model::views(w, c.qk_norm);
+            const BlockWeights bw = model::views(w, c);
             for (size_t j = 0; j < runners.size(); ++j) {
                 Runner& r = runners[j];
                 if (r.failed) continue;

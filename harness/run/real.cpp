@@ -136,6 +136,10 @@ std::shared_ptr<RealModel> RealModel::open(const RealOptions& o, std::ostream* l
     }
     if (m->model_.block.qk_norm && !found.block.qk_norm)
         throw InputError("--qk-norm 1: " + o.path + " has no q_norm / k_norm weights");
+    if (m->model_.block.qkv_bias != found.block.qkv_bias)
+        throw InputError(std::string("--qkv-bias ") + (found.block.qkv_bias ? "0" : "1") + ": " + o.path +
+                         (found.block.qkv_bias ? " has q, k, v biases; a model without them is another model"
+                                               : " has no bq / bk / bv weights"));
     m->layers_ = parse_layers(o.layers, m->model_.layers, "--layer/--layers");
     if (o.tokens.empty() && o.n_tokens < 1)
         throw InputError("--token-count: expected a positive count, found " + std::to_string(o.n_tokens));
@@ -261,6 +265,7 @@ std::string RealModel::replay_flags() const {
     if (ov.o_theta && ov.o_theta->count()) f += fmt::format(" --theta {}", ov.theta);
     if (ov.o_eps && ov.o_eps->count()) f += fmt::format(" --eps {}", ov.eps);
     if (ov.o_qk_norm && ov.o_qk_norm->count()) f += " --qk-norm " + ov.qk_norm;
+    if (ov.o_qkv_bias && ov.o_qkv_bias->count()) f += " --qkv-bias " + ov.qkv_bias;
     if (o_.model_inputs) {
         f += " --inputs model";
         if (!o_.tokens.empty()) {

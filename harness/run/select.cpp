@@ -63,14 +63,15 @@ gen::CaseSpec spec_of(const Case& c) {
     s.config.rope_scaling = cfg.rope_scaling;
     s.config.rotary_dim = cfg.rotary_dim;
     s.config.qk_norm = cfg.qk_norm;
+    s.config.qkv_bias = cfg.qkv_bias;
     s.config.norm_eps = cfg.norm_eps;
     for (const PositionSpec& p : info.positions)
         (p.n == Dim::S ? s.kpos : s.pos) = first_position(c, p.name);
     s.prefill = c.prefill;
     // The tensors do not say whether q and k were scaled: a drawn case's id
     // does (gen::parse_case_id checks it); a fixture's stored values are its own.
-    if (c.id.find(",qk_gain=") != std::string::npos)
-        if (auto drawn = gen::parse_case_id(c.id)) s.qk_gain = drawn->qk_gain;
+    if (c.id.find(",qk_gain=") != std::string::npos || c.id.find(",bias_mean=") != std::string::npos)
+        if (auto drawn = gen::parse_case_id(c.id)) s.qk_gain = drawn->qk_gain, s.bias_mean = drawn->bias_mean;
     return s;
 }
 
@@ -184,7 +185,8 @@ bool Dimension::relevant(Op op) const {
 
 namespace {
 enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary, kHeadDim, kKeys, kQueries,
-            kDecodeSteps, kPosShape, kPosOrder, kScores, kScaledContext, kBatch, kPageSize, kSequences, kPagedQueries };
+            kDecodeSteps, kPosShape, kPosOrder, kScores, kScaledContext, kBatch, kPageSize, kSequences, kPagedQueries,
+            kBias };
 
 // Ops whose position arrays need not increase (their result is defined by position alone).
 std::vector<Op> ops_any_order() {
@@ -261,6 +263,9 @@ const std::vector<Dimension>& dimensions() {
         {"page size", {"1", "5-16", "64-256"}, ops_using(kPaged)},
         {"sequences", {"empty", "page boundary", ">=8191 keys"}, ops_using(kPaged)},
         {"paged queries", {"decode", "chunk over a prefix", "prefill"}, ops_using(kPaged)},
+        // Qwen2's projection biases: none, or with a mean near zero, or a
+        // large one (a shift of every score or output a dropped bias cannot hide).
+        {"qkv bias", {"none", "mean ~0", "large mean"}, ops_using(kQkvBias)},
     };
     return d;
 }
@@ -287,6 +292,17 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
             case kTheta: c.push_back(s.config.rope_theta == 10000.0 ? 0 : s.config.rope_theta == 500000.0 ? 1 : s.config.rope_theta >= 1e6 ? 2 : 3); break;
             case kMaxPos: c.push_back(max_pos < 512 ? 0 : max_pos < 4096 ? 1 : max_pos < 32768 ? 2 : 3); break;
             case kQkNormTrap: c.push_back(s.config.qk_norm ? 1 : 0); break;
+            case kBias: {
+                // The biases' mean as the tensors have it (a checkpoint's and a fixture's too).
+                double sum = 0;
+                int64_t n = 0;
+                for (const char* b : {"bq", "bk", "bv"})
+                    if (auto it = cs.inputs.find(b); it != cs.inputs.end())
+                        for (float v : it->second.data) sum += v, ++n;
+                const double mean = n > 0 ? sum / static_cast<double>(n) : 0.0;
+                c.push_back(!s.config.qkv_bias ? 0 : std::abs(mean) < 1.0 ? 1 : 2);
+                break;
+            }
             case kHeadsTrap:
                 c.push_back(s.config.n_kv_heads == s.config.n_heads      ? 0
                             : s.config.n_kv_heads == 1            ? 3

@@ -39,6 +39,7 @@ constexpr Name kLayer[] = {
     {"wv", "attn_v.weight", true},            {"wo", "attn_output.weight", true},  {"ffn_norm", "ffn_norm.weight", false},
     {"w1", "ffn_gate.weight", true},          {"w3", "ffn_up.weight", true},       {"w2", "ffn_down.weight", true},
     {"q_norm", "attn_q_norm.weight", false},  {"k_norm", "attn_k_norm.weight", false},
+    {"bq", "attn_q.bias", false},             {"bk", "attn_k.bias", false},        {"bv", "attn_v.bias", false},
 };
 
 std::string num(double v) {
@@ -195,6 +196,19 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
                (has_q_norm ? "blk.0.attn_q_norm.weight / attn_k_norm.weight present" : "qwen3 norms q and k per head") +
                ")");
 
+    // Projection biases: llama.cpp adds attn_{q,k,v}.bias wherever the file
+    // has them (qwen2 always; llama when converted with them). An output
+    // bias the block does not model is refused, not dropped.
+    const bool has_bias = g.tensor("blk.0.attn_q.bias") || g.tensor("blk.0.attn_k.bias") || g.tensor("blk.0.attn_v.bias");
+    b.qkv_bias = has_bias || std::string_view(arch->name) == "qwen2";
+    if (b.qkv_bias)
+        c.note(std::string("qkv_bias: on (") +
+               (has_bias ? "blk.0.attn_{q,k,v}.bias present" : "qwen2 adds biases to q, k and v") +
+               ": q = attn_in @ wq + bq ...)");
+    if (g.tensor("blk.0.attn_output.bias"))
+        throw WeightsError(path + ": blk.0.attn_output.bias: an output projection bias, which the block does not "
+                                  "model (its biases are q, k and v's); refused rather than dropped");
+
     // The vocabulary is the embedding's rows; a key that says otherwise is refused.
     const GgufTensorInfo& embd = info("token_embd.weight", "every model has one");
     if (embd.ne.size() != 2)
@@ -226,16 +240,22 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
         for (const Name& n : kLayer) {
             const std::string schema = n.schema;
             if ((schema == "q_norm" || schema == "k_norm") && !b.qk_norm) continue;
+            const bool bias = schema == "bq" || schema == "bk" || schema == "bv";
+            if (bias && !b.qkv_bias) continue;
             std::vector<int64_t> want;
             std::vector<std::string> sym;
             if (schema == "attn_norm" || schema == "ffn_norm") want = {D}, sym = {"D"};
             else if (schema == "q_norm" || schema == "k_norm") want = {hd}, sym = {"hd"};
+            else if (schema == "bq") want = {q}, sym = {"H*hd"};
+            else if (bias) want = {kv}, sym = {"KV*hd"};
             else if (schema == "wq") want = {q, D}, sym = {"H*hd", "D"};
             else if (schema == "wk" || schema == "wv") want = {kv, D}, sym = {"KV*hd", "D"};
             else if (schema == "wo") want = {D, q}, sym = {"D", "H*hd"};
             else if (schema == "w1" || schema == "w3") want = {F, D}, sym = {"F", "D"};
             else want = {D, F}, sym = {"D", "F"};
-            const std::string why = schema == "q_norm" || schema == "k_norm" ? "qk_norm is on: every layer has one" : implied;
+            const std::string why = schema == "q_norm" || schema == "k_norm" ? "qk_norm is on: every layer has one"
+                                    : bias                                   ? "qkv_bias is on: every layer has one"
+                                                                             : implied;
             layer[schema] = get(prefix + n.gguf, n.matrix, want, sym, why);
         }
         c.layers.push_back(std::move(layer));
@@ -294,8 +314,6 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
         throw WeightsError(e.what());
     }
 
-    if (g.tensor("blk.0.attn_q.bias") || g.tensor("blk.0.attn_k.bias") || g.tensor("blk.0.attn_v.bias"))
-        c.note("blk.N.attn_{q,k,v}.bias present: not used, the block has no projection biases");
     std::vector<std::string> unused;
     for (const auto& t : g.tensors())
         if (!used.count(t.name)) unused.push_back(t.name);

@@ -21,7 +21,8 @@ constexpr Name kLayer[] = {
     {"wo", "self_attn.o_proj.weight", true},        {"ffn_norm", "post_attention_layernorm.weight", false},
     {"w1", "mlp.gate_proj.weight", true},           {"w3", "mlp.up_proj.weight", true},
     {"w2", "mlp.down_proj.weight", true},           {"q_norm", "self_attn.q_norm.weight", false},
-    {"k_norm", "self_attn.k_norm.weight", false},
+    {"k_norm", "self_attn.k_norm.weight", false},   {"bq", "self_attn.q_proj.bias", false},
+    {"bk", "self_attn.k_proj.bias", false},          {"bv", "self_attn.v_proj.bias", false},
 };
 
 }  // namespace
@@ -53,6 +54,11 @@ void open_safetensors(Checkpoint::Impl& c, const std::string& path, const std::s
     c.note("rope layout: neox (safetensors: HF runs " + arch +
            " with rotate_half; HF's converter already undid Meta's q/k permutation)");
     if (b.qk_norm) c.note("qk_norm: on (" + arch + " norms q and k per head: self_attn.{q,k}_norm.weight)");
+    if (b.qkv_bias) c.note("qkv_bias: on (" + arch + " has q_proj, k_proj, v_proj biases: self_attn.{q,k,v}_proj.bias)");
+    if (st.find("model.layers.0.self_attn.o_proj.bias"))
+        throw WeightsError((st.index().empty() ? st.files()[0].path() : st.index()) +
+                           ": model.layers.0.self_attn.o_proj.bias: an output projection bias, which the block does "
+                           "not model (its biases are q, k and v's); refused rather than dropped");
 
     auto get = [&](const std::string& name, bool matrix, const std::vector<int64_t>& want,
                    const std::vector<std::string>& symbols, const std::string& why = "every model has one") {
@@ -84,25 +90,30 @@ void open_safetensors(Checkpoint::Impl& c, const std::string& path, const std::s
         for (const Name& n : kLayer) {
             const std::string schema = n.schema;
             if ((schema == "q_norm" || schema == "k_norm") && !b.qk_norm) continue;
+            const bool bias = schema == "bq" || schema == "bk" || schema == "bv";
+            if (bias && !b.qkv_bias) continue;
             std::vector<int64_t> want;
             std::vector<std::string> sym;
             if (schema == "attn_norm" || schema == "ffn_norm") want = {D}, sym = {"D"};
             else if (schema == "q_norm" || schema == "k_norm") want = {hd}, sym = {"hd"};
+            else if (schema == "bq") want = {q}, sym = {"H*hd"};
+            else if (bias) want = {kv}, sym = {"KV*hd"};
             else if (schema == "wq") want = {q, D}, sym = {"H*hd", "D"};
             else if (schema == "wk" || schema == "wv") want = {kv, D}, sym = {"KV*hd", "D"};
             else if (schema == "wo") want = {D, q}, sym = {"D", "H*hd"};
             else if (schema == "w1" || schema == "w3") want = {F, D}, sym = {"F", "D"};
             else want = {D, F}, sym = {"D", "F"};
             layer[schema] = get(prefix + n.hf, n.matrix, want, sym,
-                                schema == "q_norm" || schema == "k_norm"
-                                    ? arch + " norms q and k per head"
-                                    : "num_hidden_layers = " + std::to_string(c.model.layers) + " implies it");
+                                schema == "q_norm" || schema == "k_norm" ? arch + " norms q and k per head"
+                                : bias ? arch + " has q, k and v projection biases"
+                                       : "num_hidden_layers = " + std::to_string(c.model.layers) + " implies it");
             used.insert(prefix + n.hf);
         }
         c.layers.push_back(std::move(layer));
     }
-    if (st.find("model.layers.0.self_attn.q_proj.bias"))
-        c.note("model.layers.N.self_attn.{q,k,v}_proj.bias present: not used, the block has no projection biases");
+    if (!b.qkv_bias && st.find("model.layers.0.self_attn.q_proj.bias"))
+        c.note("model.layers.N.self_attn.{q,k,v}_proj.bias present but " + arch +
+               " has none (attention_bias absent or false): not used, as transformers would not load them");
     std::vector<std::string> unused;
     for (const auto& n : st.names())
         if (!used.count(n)) unused.push_back(n);

@@ -396,7 +396,7 @@ WireTensor matrix(const char* name, View v, DType d) { return to_wire(name, v.da
 WireTensor vector1(const char* name, View v, DType d) { return to_wire(name, v.data, {v.size()}, wire_of(d)); }
 WireTensor positions(const char* name, Positions p) { return to_wire(name, p.data, p.n); }
 
-void add_weights(std::vector<WireTensor>& in, const BlockWeights& w, bool qk_norm, DType d) {
+void add_weights(std::vector<WireTensor>& in, const BlockWeights& w, const BlockConfig& c, DType d) {
     in.push_back(vector1("attn_norm", w.attn_norm, d));
     in.push_back(matrix("wq", w.wq, d));
     in.push_back(matrix("wk", w.wk, d));
@@ -406,9 +406,14 @@ void add_weights(std::vector<WireTensor>& in, const BlockWeights& w, bool qk_nor
     in.push_back(matrix("w1", w.w1, d));
     in.push_back(matrix("w3", w.w3, d));
     in.push_back(matrix("w2", w.w2, d));
-    if (qk_norm) {
+    if (c.qk_norm) {
         in.push_back(vector1("q_norm", w.q_norm, d));
         in.push_back(vector1("k_norm", w.k_norm, d));
+    }
+    if (c.qkv_bias) {
+        in.push_back(vector1("bq", w.bq, d));
+        in.push_back(vector1("bk", w.bk, d));
+        in.push_back(vector1("bv", w.bv, d));
     }
 }
 
@@ -572,7 +577,7 @@ void WorkerImpl::swiglu(View x, View w1, View w3, View w2, MutView out) {
 
 TapSet WorkerImpl::block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) {
     Call call{Op::block, c, {matrix("x", x, dtype_), positions("positions", pos)}, {}};
-    add_weights(call.inputs, w, c.qk_norm, dtype_);
+    add_weights(call.inputs, w, c, dtype_);
     for (Tap t : kAllTaps)
         if (out[t].data) call.want.push_back({to_string(t), out[t]});
     invoke(call);
@@ -586,7 +591,7 @@ TapSet WorkerImpl::block(View x, const BlockWeights& w, Positions pos, const Blo
 void WorkerImpl::decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c,
                         MutView out) {
     Call call{Op::decode, c, {matrix("x", x, dtype_), positions("positions", pos)}, {{"out", out}}};
-    add_weights(call.inputs, w, c.qk_norm, dtype_);
+    add_weights(call.inputs, w, c, dtype_);
     call.extra["prefill"] = prefill;
     invoke(call);
 }

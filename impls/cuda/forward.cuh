@@ -38,6 +38,7 @@ struct Weights {
     DeviceBuffer<T> w2;         // (F, D)
     DeviceBuffer<T> q_norm;     // (hd,)            qk_norm only
     DeviceBuffer<T> k_norm;     // (hd,)
+    DeviceBuffer<T> bqkv;       // (Q + 2 KVW,)     [bq | bk | bv], qkv_bias only
     DeviceBuffer<double> inv_freq;  // (rd/2,)     scaled; dynamic NTK's for the call's seq_len tokens
 
     Weights(const Context& ctx, const BlockWeights& w, const BlockConfig& c, int64_t seq_len) {
@@ -60,6 +61,13 @@ struct Weights {
         if (c.qk_norm) {
             q_norm = upload<T>(ctx, "q_norm", w.q_norm);
             k_norm = upload<T>(ctx, "k_norm", w.k_norm);
+        }
+        if (c.qkv_bias) {
+            std::vector<float> b(sz(N));
+            std::copy(w.bq.data, w.bq.data + Q, b.begin());
+            std::copy(w.bk.data, w.bk.data + KVW, b.begin() + Q);
+            std::copy(w.bv.data, w.bv.data + KVW, b.begin() + Q + KVW);
+            bqkv = upload<T>(ctx, "bqkv", b.data(), b.size());
         }
         inv_freq = rope_inv_freq(ctx, rope_params(c), seq_len);
     }
@@ -127,7 +135,11 @@ void forward(const Context& ctx, const Weights<T>& w, const BlockConfig& c, cons
     launch_rmsnorm<T>(x, nullptr, nullptr, w.attn_norm.data(), s.attn_in.data(), n, D, eps, st);
 
     // q, k, v = self.q_proj(attn_in), self.k_proj(attn_in), self.v_proj(attn_in)   as one product
-    gemm<T>(ctx, s.attn_in.data(), w.wqkv.data(), s.qkv.data(), n, D, Q + 2 * KVW);
+    // (+ q_proj.bias etc., Qwen2: the taps q, k, v include it)
+    if (c.qkv_bias)
+        gemm_bias<T>(ctx, s.attn_in.data(), w.wqkv.data(), w.bqkv.data(), s.qkv.data(), n, D, Q + 2 * KVW);
+    else
+        gemm<T>(ctx, s.attn_in.data(), w.wqkv.data(), s.qkv.data(), n, D, Q + 2 * KVW);
 
     // q, k = self.q_norm(q), self.k_norm(k)  (Qwen3);  q, k = apply_rotary_pos_emb(q, k, cos, sin)
     // self.cache_k[len:len+n] = k;  self.cache_v[len:len+n] = v

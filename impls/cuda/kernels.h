@@ -119,5 +119,8 @@ void launch_swiglu_act(const T* gu, T* g, int64_t tokens, int64_t F, cudaStream_
 // y[M, N] = x[M, K] @ w[K, N] (+ y when accumulate), row-major, float32 accumulation (cuBLAS).
 template <typename T>
 void gemm(const Context& ctx, const T* x, const T* w, T* y, int64_t M, int64_t K, int64_t N, bool accumulate = false);
+// y[M, N] = x @ w + bias[N] broadcast over the rows: one rounding to T (nn.Linear with bias).
+template <typename T>
+void gemm_bias(const Context& ctx, const T* x, const T* w, const T* bias, T* y, int64_t M, int64_t K, int64_t N);
 
 }  // namespace conform::cuda

@@ -29,7 +29,27 @@ int as_int(int64_t v, const char* what) {
     return static_cast<int>(v);
 }
 
+// y[r, :] = bias for every row: the C that cuBLAS's beta = 1 then adds.
+template <typename T>
+__global__ void broadcast_rows_kernel(const T* __restrict__ bias, T* __restrict__ y, int64_t rows, int64_t cols) {
+    const int64_t n = rows * cols;
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+        y[i] = bias[i % cols];
+}
+
 }  // namespace
+
+// y = x @ W + bias (nn.Linear with a bias): y starts as the bias in every row
+// and the product accumulates onto it, alpha·acc + beta·y in float32 with one
+// rounding to T at the store, as cuBLASLt's bias epilogue would.
+template <typename T>
+void gemm_bias(const Context& ctx, const T* x, const T* w, const T* bias, T* y, int64_t M, int64_t K, int64_t N) {
+    if (M == 0 || N == 0) return;
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(M * N, 256), 4096));
+    CUDA_LAUNCH(broadcast_rows_kernel<T>, blocks, 256, 0, ctx.stream, bias, y, M, N);
+    gemm<T>(ctx, x, w, y, M, K, N, true);
+}
 
 template <typename T>
 void gemm(const Context& ctx, const T* x, const T* w, T* y, int64_t M, int64_t K, int64_t N, bool accumulate) {
@@ -47,5 +67,12 @@ template void gemm<float>(const Context&, const float*, const float*, float*, in
 template void gemm<__nv_bfloat16>(const Context&, const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*, int64_t,
                                   int64_t, int64_t, bool);
 template void gemm<__half>(const Context&, const __half*, const __half*, __half*, int64_t, int64_t, int64_t, bool);
+
+template void gemm_bias<float>(const Context&, const float*, const float*, const float*, float*, int64_t, int64_t,
+                               int64_t);
+template void gemm_bias<__nv_bfloat16>(const Context&, const __nv_bfloat16*, const __nv_bfloat16*,
+                                       const __nv_bfloat16*, __nv_bfloat16*, int64_t, int64_t, int64_t);
+template void gemm_bias<__half>(const Context&, const __half*, const __half*, const __half*, __half*, int64_t, int64_t,
+                                int64_t);
 
 }  // namespace conform::cuda

@@ -30,6 +30,33 @@ struct DecodeCacheUnrotatedK : ScalarImpl {
     }
 };
 
+// ANEForge #253: Qwen2's q, k, v projection biases dropped (a Llama kernel
+// run on a Qwen2 checkpoint).
+struct QkvBiasMissing : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void add_qkv_bias(MutView, MutView, MutView, const BlockWeights&, const BlockConfig&) override {}
+};
+
+// The q and k biases added to the rotated q and k (a fused RoPE kernel that
+// takes the bias as a last step); v's is where it belongs.
+struct QkvBiasAfterRope : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    static void add_row(MutView x, View b) {
+        for (int64_t t = 0; t < x.rows; t++)
+            for (int64_t j = 0; j < x.cols; j++) x.row(t)[j] += b.data[j];
+    }
+    void add_qkv_bias(MutView, MutView, MutView v, const BlockWeights& w, const BlockConfig& c) override {
+        if (c.qkv_bias) add_row(v, w.bv);
+    }
+    void rotate_qk(View q, View k, Positions pos, const BlockWeights& w, const BlockConfig& c, MutView q_rot,
+                   MutView k_rot) override {
+        ScalarImpl::rotate_qk(q, k, pos, w, c, q_rot, k_rot);
+        if (!c.qkv_bias) return;
+        add_row(q_rot, w.bq);
+        add_row(k_rot, w.bk);
+    }
+};
+
 // SiLU on the up branch instead of the gate: w2((x @ w1) * silu(x @ w3)).
 struct SwigluGateOnUp : ScalarImpl {
     using ScalarImpl::ScalarImpl;
@@ -75,6 +102,12 @@ std::unique_ptr<Implementation> rope_position_off_by_one(const ImplOptions& o) {
 }
 std::unique_ptr<Implementation> decode_cache_unrotated_k(const ImplOptions& o) {
     return detail::make<DecodeCacheUnrotatedK>("decode_cache_unrotated_k", o);
+}
+std::unique_ptr<Implementation> qkv_bias_missing(const ImplOptions& o) {
+    return detail::make<QkvBiasMissing>("qkv_bias_missing", o);
+}
+std::unique_ptr<Implementation> qkv_bias_after_rope(const ImplOptions& o) {
+    return detail::make<QkvBiasAfterRope>("qkv_bias_after_rope", o);
 }
 std::unique_ptr<Implementation> swiglu_gate_on_up(const ImplOptions& o) {
     return detail::make<SwigluGateOnUp>("swiglu_gate_on_up", o);

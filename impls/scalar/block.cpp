@@ -2,7 +2,7 @@
 // (decode.cpp) both run.
 //
 //   attn_in = rmsnorm(x, attn_norm)
-//   q, k, v = attn_in @ [wq | wk | wv]            one fused product
+//   q, k, v = attn_in @ [wq | wk | wv] (+ [bq | bk | bv])   one fused product; biases: Qwen2
 //   q, k    = qk_norm(q), qk_norm(k)              Qwen3 only, before RoPE
 //   q_rot, k_rot = rope(q), rope(k)
 //   attn    = attention(q_rot, cache_k, cache_v)  the cache holds k_rot and v
@@ -126,12 +126,15 @@ void ScalarImpl::forward(View x /* (n, D) */, Positions pos /* (n,) */, const Bl
     product(attn_in, wqkv, qkv);
 
     // q, k, v = qkv.split([H*hd, KV*hd, KV*hd], dim=-1)
+    // (+ q_proj.bias etc., Qwen2: the bias belongs to the projection, so the
+    // taps q, k, v carry it and QK-norm and RoPE see it)
     for (int64_t t = 0; t < n; t++) {
         const float* row = qkv.row(t);  // (Q + 2*KVW,)
         std::copy(row, row + Q, q.row(t));
         std::copy(row + Q, row + Q + KVW, k.row(t));
         std::copy(row + Q + KVW, row + Q + 2 * KVW, v.row(t));
     }
+    add_qkv_bias(q, k, v, w, c);
 
     // q = self.q_norm(q); k = self.k_norm(k)   Qwen3: per head, before RoPE; v never
     const auto [q_in, k_in] = norm_qk(q, k, w, c, first(s.q_normed, n), first(s.k_normed, n));  // (n, Q), (n, KVW)
@@ -178,6 +181,18 @@ std::pair<View, View> ScalarImpl::norm_qk(View q, View k, const BlockWeights& w,
     qk_norm(q, w.q_norm, qk_norm_params(c), q_normed);
     qk_norm(k, w.k_norm, qk_norm_params(c), k_normed);
     return {q_normed, k_normed};
+}
+
+void ScalarImpl::add_qkv_bias(MutView q, MutView k, MutView v, const BlockWeights& w, const BlockConfig& c) {
+    if (!c.qkv_bias) return;
+    // q = q + self.q_proj.bias  (and k, v): one bias row, every token
+    auto add_row = [](MutView x, View b) {
+        for (int64_t t = 0; t < x.rows; t++)
+            for (int64_t j = 0; j < x.cols; j++) x.row(t)[j] += b.data[j];
+    };
+    add_row(q, w.bq);
+    add_row(k, w.bk);
+    add_row(v, w.bv);
 }
 
 void ScalarImpl::rotate_qk(View q, View k, Positions pos, const BlockWeights&, const BlockConfig& c, MutView q_rot,

@@ -167,6 +167,10 @@ class ScalarImpl : public Implementation {
    protected:
     // The block's own steps, in the order forward() takes them.
 
+    // q += q_proj.bias, k += k_proj.bias, v += v_proj.bias when config.qkv_bias
+    // (Qwen2): part of the projection, before QK-norm and RoPE.
+    virtual void add_qkv_bias(MutView q, MutView k, MutView v, const BlockWeights& w, const BlockConfig& c);
+
     // q, k = self.q_norm(q), self.k_norm(k) when config.qk_norm, into q_normed,
     // k_normed. Returns what RoPE is to rotate: those, or q and k as they are.
     virtual std::pair<View, View> norm_qk(View q, View k, const BlockWeights& w, const BlockConfig& c,
@@ -287,6 +291,13 @@ inline void check_block_weights(const char* op, const BlockWeights& w, const Blo
                "qk_norm is on but q_norm / k_norm were not given");
         expect_shape(op, "q_norm", w.q_norm, 1, c.head_dim);
         expect_shape(op, "k_norm", w.k_norm, 1, c.head_dim);
+    }
+    if (c.qkv_bias) {
+        expect(w.bq.data != nullptr && w.bk.data != nullptr && w.bv.data != nullptr, op,
+               "qkv_bias is on but bq / bk / bv were not given");
+        expect_shape(op, "bq", w.bq, 1, Q);
+        expect_shape(op, "bk", w.bk, 1, KVW);
+        expect_shape(op, "bv", w.bv, 1, KVW);
     }
 }
 

@@ -34,6 +34,11 @@ EngineWeights prepare_weights(ThreadPool& pool, const BlockWeights& w, const Blo
         ew.q_norm = stored_vector(w.q_norm, e);
         ew.k_norm = stored_vector(w.k_norm, e);
     }
+    if (c.qkv_bias)
+        for (View b : {w.bq, w.bk, w.bv}) {
+            const std::vector<float> v = stored_vector(b, e);
+            ew.bqkv.insert(ew.bqkv.end(), v.begin(), v.end());
+        }
     ew.wqkv = pack_columns(pool, e, {w.wq, w.wk, w.wv});
     ew.wo = pack_columns(pool, e, {w.wo});
     ew.w13 = pack_gate_up(pool, e, w.w1, w.w3);
@@ -78,8 +83,10 @@ void forward(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t*
         kern::rmsnorm_rows(t, x, w.attn_norm.data(), D, eps, s.attn_in.m(), r0, r1);
     });
 
-    // qkv = attn_in @ [wq | wk | wv]
-    matmul(pool, t, s.attn_in.c(), n, w.wqkv, {Epilogue::store, s.qkv.m(), {}, {}}, s.gemm);
+    // qkv = attn_in @ [wq | wk | wv] (+ [bq | bk | bv], Qwen2: in the epilogue, before the store)
+    MatmulOut qkv_out{Epilogue::store, s.qkv.m(), {}, {}};
+    if (c.qkv_bias) qkv_out = {Epilogue::bias, s.qkv.m(), {}, {}, w.bqkv.data()};
+    matmul(pool, t, s.attn_in.c(), n, w.wqkv, qkv_out, s.gemm);
 
     // q_rot = rope(q_norm(q)); cache_k[len:] = rope(k_norm(k)); cache_v[len:] = v
     kern::QkvRope qr;

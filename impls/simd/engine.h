@@ -30,6 +30,7 @@ struct EngineWeights {
     Elem elem = Elem::f32;
     // Norm weights as f32 (in bf16 mode holding bf16 values): vectors, read once per row.
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
+    std::vector<float> bqkv;  // [bq | bk | bv] as stored, beside wqkv's columns (qkv_bias only)
     PackedWeight wqkv, wo, w13, w2;
 };
 

@@ -69,6 +69,7 @@ constexpr size_t kPanel = 16;
 
 enum class Epilogue : uint8_t {
     store,     // c = acc
+    bias,      // c = acc + bias[col], added in f32 before the one store (nn.Linear with bias)
     residual,  // c = residual + acc; raw = acc when raw.data (the block's taps)
     swiglu,    // panel j holds w1's columns 8j..8j+7 then w3's: c[:, 8j + i] = silu(gate_i) * up_i
 };
@@ -84,6 +85,7 @@ struct Gemm {
     MRows c;
     CRows residual;            // Epilogue::residual, the same Elem as c
     MRows raw;                 // Epilogue::residual, optional, any Elem
+    const float* bias = nullptr;  // Epilogue::bias: [N], f32 holding the stored values
     float* partial = nullptr;  // [M][n_panels * kPanel]: running sums between K blocks (M > row block only)
 };
 

@@ -106,6 +106,13 @@ HWY_INLINE void FinishPanel(const Gemm& g, const float* HWY_RESTRICT t, size_t r
             StorePanelRow(t, At<TO>(g.c, row, col), std::min(kPanel, g.N - col));
             break;
         }
+        case Epilogue::bias: {
+            const size_t col = j * kPanel, n = std::min(kPanel, g.N - col);
+            TO* c = At<TO>(g.c, row, col);
+            for (size_t i = 0; i < n; i += kLanes)
+                StoreAny(df, hn::Add(LoadAny(df, g.bias + col + i, n - i), hn::LoadU(df, t + i)), c + i, n - i);
+            break;
+        }
         case Epilogue::residual: {
             const size_t col = j * kPanel, n = std::min(kPanel, g.N - col);
             TO* c = At<TO>(g.c, row, col);

@@ -111,6 +111,7 @@ void matmul(ThreadPool& pool, Target t, CRows a, size_t M, const PackedWeight& w
     g.c = out.c;
     g.residual = out.residual;
     g.raw = out.raw;
+    g.bias = out.bias;
     if (M > mr) {
         s.partial.resize(Elem::f32, M, w.n_panels * kPanel);
         g.partial = static_cast<float*>(s.partial.data());

@@ -36,6 +36,7 @@ struct MatmulOut {
     MRows c;
     CRows residual;  // Epilogue::residual
     MRows raw;       // Epilogue::residual, optional
+    const float* bias = nullptr;  // Epilogue::bias: [N]
 };
 
 // c[M, N] (epilogue) a[M, K] @ w, split over the pool by panels.

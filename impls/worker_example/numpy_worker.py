@@ -6,7 +6,7 @@
 The arithmetic follows HF transformers (Llama, Qwen3): float32 throughout,
 RoPE angles as HF computes them (inv_freq a float32 buffer, angle =
 float32(pos) * inv_freq in float32), every config field honoured: the rope
-layout, theta, rotary_dim, the five rope_scaling types, qk_norm, norm_eps, GQA.
+layout, theta, rotary_dim, the five rope_scaling types, qk_norm, qkv_bias, norm_eps, GQA.
 
 It announces f32 only; `--dtypes f32,bf16` also offers bf16 (and f16): the
 arithmetic stays float32 and conform_worker rounds the outputs to the dtype.
@@ -275,6 +275,8 @@ def forward(x, positions, w, config, cache, seq_len):
     t = {}
     t["attn_in"] = rmsnorm(x, w["attn_norm"], config=config)
     t["q"], t["k"], t["v"] = t["attn_in"] @ w["wq"], t["attn_in"] @ w["wk"], t["attn_in"] @ w["wv"]
+    if config.get("qkv_bias"):  # Qwen2: nn.Linear(bias=True), so the taps q, k, v include it
+        t["q"], t["k"], t["v"] = t["q"] + w["bq"], t["k"] + w["bk"], t["v"] + w["bv"]
     q, k = t["q"], t["k"]
     if config["qk_norm"]:  # Qwen3: per head, before RoPE; v never
         q, k = qk_norm(q, w["q_norm"], config=config), qk_norm(k, w["k_norm"], config=config)
@@ -293,6 +295,8 @@ def check_block(x, positions, w, config):
     need(positions.shape == (x.shape[0],), "block: positions %s do not match x %s" % (positions.shape, x.shape))
     if config["qk_norm"]:
         need(w.get("q_norm") is not None and w.get("k_norm") is not None, "block: qk_norm is on but q_norm, k_norm are missing")
+    if config.get("qkv_bias"):
+        need(all(w.get(b) is not None for b in ("bq", "bk", "bv")), "block: qkv_bias is on but bq, bk, bv are missing")
 
 
 def block(x, positions, *, config, **weights):

@@ -21,7 +21,7 @@ ck=$tmp/ck
 run=(--impl scalar,simd --no-default-fixtures --quiet)
 
 # ---- the gate on real weights -------------------------------------------------
-for m in llama-hf llama-hf-bf16 llama-hf-sharded llama.gguf llama-q8_0.gguf llama3-hf qwen3.gguf; do
+for m in llama-hf llama-hf-bf16 llama-hf-sharded llama.gguf llama-q8_0.gguf llama3-hf qwen3.gguf qwen2-hf qwen2.gguf; do
   expect 0 "^block +scalar" -- --weights "$ck/$m" --layer 1 --cases 8 "${run[@]}" --out "$tmp/r-$m"
 done
 grep -q '"weights"' "$tmp/r-llama-hf/conform.json" || fail "report: no config.weights"
@@ -40,10 +40,18 @@ eval "\"$CONFORM\" $replay --out \"$tmp/replay\"" >"$tmp/out" 2>&1
 [ $? -eq 1 ] || { cat "$tmp/out"; fail "the replay did not fail"; }
 grep -q "rope_layout_swapped: matches" "$tmp/out" || { cat "$tmp/out"; fail "the replay does not name the bug"; }
 
+# Qwen2's biases are used: a kernel that drops them fails on the real layer, and is named.
+expect 1 "diagnosis: qkv_bias_missing: matches" -- --weights "$ck/qwen2-hf" --layer 1 \
+  --impl qkv_bias_missing --op block --cases 4 --no-default-fixtures --out "$tmp/bias"
+expect 2 "has q, k, v biases" -- --weights "$ck/qwen2.gguf" --qkv-bias 0 --impl scalar --op block --cases 1 \
+  --no-default-fixtures --out "$tmp/bias0"
+
 # ---- conform forward: HF and GGUF of one model agree --------------------------
 expect 0 "logits: $tmp/hf.h5" -- forward --weights "$ck/llama-hf" --token-count 5 --impl scalar --save-logits "$tmp/hf.h5"
 expect 0 "logits: $tmp/gguf.h5" -- forward --weights "$ck/llama.gguf" --token-count 5 --impl scalar --save-logits "$tmp/gguf.h5"
 expect 2 "exists" -- forward --weights "$ck/llama-hf" --token-count 5 --impl scalar --save-logits "$tmp/hf.h5"
+expect 0 "logits: $tmp/q2hf.h5" -- forward --weights "$ck/qwen2-hf" --token-count 5 --impl scalar,simd --save-logits "$tmp/q2hf.h5"
+expect 0 "logits: $tmp/q2gguf.h5" -- forward --weights "$ck/qwen2.gguf" --token-count 5 --impl scalar --save-logits "$tmp/q2gguf.h5"
 find_python "numpy, h5py"  # $PY (lib.sh)
 if [ -n "$PY" ]; then
   "$PY" - "$tmp/hf.h5" "$tmp/gguf.h5" <<'PY' || fail "HF vs GGUF logits"
@@ -57,6 +65,17 @@ assert d < 1e-12, d                                  # float64 both ways: the sa
 e = np.abs(a["impls/scalar"][()] - ra).max() / np.abs(ra).max()
 assert 0 < e < 1e-5, e                               # float32 scalar: close, not identical
 print("HF vs GGUF reference logits: rel %.1e; scalar vs reference: rel %.1e" % (d, e))
+PY
+  "$PY" - "$tmp/q2hf.h5" "$tmp/q2gguf.h5" <<'PY' || fail "qwen2 HF vs GGUF logits"
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1]), h5py.File(sys.argv[2])
+ra, rb = a["reference"][()], b["reference"][()]
+d = np.abs(ra - rb).max() / np.abs(ra).max()
+assert d < 1e-12, d                                  # the biases read alike from both formats
+for impl in ("scalar", "simd"):
+    e = np.abs(a["impls/" + impl][()] - ra).max() / np.abs(ra).max()
+    assert 0 < e < 1e-5, (impl, e)
+print("qwen2 HF vs GGUF reference logits: rel %.1e" % d)
 PY
 else
   echo "HF vs GGUF logits: not compared (no python3 with numpy and h5py)"

@@ -10,6 +10,7 @@
 //   DIR/llama-f16.gguf, llama-q8_0.gguf, llama-q4_0.gguf
 //   DIR/llama3-hf/, llama3.gguf   head_dim 64, theta 500000, llama3 scaling (rope_freqs.weight)
 //   DIR/qwen3-hf/, qwen3.gguf     head_dim 32 != d/H, QK-norm, tied embeddings
+//   DIR/qwen2-hf/, qwen2.gguf     q, k, v projection biases (k's mean 4), theta 1e6
 //
 // Every model is the same seeded random draw in each of its formats.
 #include <cstdlib>
@@ -60,6 +61,12 @@ int main(int argc, char** argv) {
     const Model mq = random_model(q3);
     write_hf(mq, path("qwen3-hf"));
     write_file(path("qwen3.gguf"), gguf_bytes(gguf_doc(mq)));
+
+    ModelSpec q2 = llama;
+    q2.arch = "qwen2", q2.theta = 1e6, q2.eps = 1e-6;
+    const Model m2 = random_model(q2);
+    write_hf(m2, path("qwen2-hf"));
+    write_file(path("qwen2.gguf"), gguf_bytes(gguf_doc(m2)));
     std::cout << "weights_checkpoints: wrote " << dir.string() << "\n";
     return 0;
 }

@@ -140,6 +140,11 @@ Model random_model(const ModelSpec& s) {
             m.tensors[p + "self_attn.q_norm.weight"] = norm(s.head_dim);
             m.tensors[p + "self_attn.k_norm.weight"] = norm(s.head_dim);
         }
+        if (s.arch == "qwen2") {  // Qwen2's projections carry biases; k's with a large mean, as Qwen2.5's do
+            m.tensors[p + "self_attn.q_proj.bias"] = draw(r, {q}, 1.0, 0.5);
+            m.tensors[p + "self_attn.k_proj.bias"] = draw(r, {kv}, 1.0, 4.0);
+            m.tensors[p + "self_attn.v_proj.bias"] = draw(r, {kv}, 1.0, -0.5);
+        }
         m.tensors[p + "post_attention_layernorm.weight"] = norm(D);
         m.tensors[p + "mlp.gate_proj.weight"] = lin(F, D);
         m.tensors[p + "mlp.up_proj.weight"] = lin(F, D);
@@ -406,6 +411,11 @@ GgufDoc gguf_doc(const Model& m, const GgufOptions& o) {
         if (a == "qwen3") {
             add(b + "attn_q_norm.weight", m.tensors.at(p + "self_attn.q_norm.weight"), false);
             add(b + "attn_k_norm.weight", m.tensors.at(p + "self_attn.k_norm.weight"), false);
+        }
+        if (a == "qwen2") {
+            add(b + "attn_q.bias", m.tensors.at(p + "self_attn.q_proj.bias"), false);
+            add(b + "attn_k.bias", m.tensors.at(p + "self_attn.k_proj.bias"), false);
+            add(b + "attn_v.bias", m.tensors.at(p + "self_attn.v_proj.bias"), false);
         }
         add(b + "ffn_norm.weight", m.tensors.at(p + "post_attention_layernorm.weight"), false);
         add(b + "ffn_gate.weight", m.tensors.at(p + "mlp.gate_proj.weight"), true);

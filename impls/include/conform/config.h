@@ -1,6 +1,6 @@
 // conform/config.h — the block's configuration and one parameter struct per
 // op. Every convention that real checkpoints disagree on is an explicit field
-// (rope layout, theta, eps, qk_norm): no implementation may assume a default.
+// (rope layout, theta, eps, qk_norm, qkv_bias): no implementation may assume a default.
 #pragma once
 
 #include <cstdint>
@@ -101,6 +101,7 @@ struct BlockConfig {
     RopeLayout rope_layout = RopeLayout::neox;
     double rope_theta = 10000.0;
     bool qk_norm = false;    // Qwen3: per-head RMSNorm on q and k, before RoPE
+    bool qkv_bias = false;   // Qwen2, gpt-oss (attention_bias): q = h @ wq + bq, k = h @ wk + bk, v = h @ wv + bv
     double norm_eps = 1e-5;
     RopeScaling rope_scaling{};  // none unless the model scales RoPE
     int64_t rotary_dim = 0;      // dims of each head that RoPE rotates (the first ones); 0 = all head_dim
@@ -128,6 +129,10 @@ struct ConfigField {
     const char* h5;
     const char* id;
     uint32_t scaling_types = 0;  // a rope_scaling parameter: bit (1 << type) for each type that takes it
+    // A served variant's switch or size (qkv_bias): absent means off, so a
+    // format writes it only when it is on and files from before it still
+    // read as what they were. An op that reads it does not require it.
+    bool optional = false;
 
     bool is_scaling_param() const { return scaling_types != 0; }
     bool applies(RopeScalingType t) const { return (scaling_types >> static_cast<unsigned>(t)) & 1u; }
@@ -167,6 +172,7 @@ void for_each_field(Config&& c, F&& f) {
     f(ConfigField{"rope_scaling.attention_factor", "rope_attention_factor", "attn_factor", bit(T::yarn)},
       c.rope_scaling.attention_factor);
     f(ConfigField{"qk_norm", "qk_norm", "qk_norm"}, c.qk_norm);
+    f(ConfigField{"qkv_bias", "qkv_bias", "bias", 0, true}, c.qkv_bias);
     f(ConfigField{"norm_eps", "norm_eps", "eps"}, c.norm_eps);
     f(ConfigField{"page_size", "page_size", "P"}, c.page_size);
 }

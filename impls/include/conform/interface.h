@@ -37,6 +37,9 @@ struct BlockWeights {
     View w2;         // [F, D]   down
     View q_norm;     // [1, hd]  (qk_norm only)
     View k_norm;     // [1, hd]  (qk_norm only)
+    View bq;         // [1, H*hd]   (qkv_bias only) added to attn_in @ wq, before QK-norm and RoPE
+    View bk;         // [1, KV*hd]  (qkv_bias only)
+    View bv;         // [1, KV*hd]  (qkv_bias only)
 };
 
 // A set of taps, as a bitmask over Tap.

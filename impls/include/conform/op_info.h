@@ -41,6 +41,7 @@ enum Convention : uint32_t {
     kResidual = 1u << 6,  // the residual stream: h = x + ..., out = h + ...
     kKvCache = 1u << 7,   // decode: tokens one at a time through a cache of rotated k and v
     kPaged = 1u << 8,     // a batch of ragged sequences over a paged KV cache (PagedIndex)
+    kQkvBias = 1u << 9,   // Qwen2's projection biases (the block: iff config.qkv_bias)
 };
 
 // The dims a tensor shape is made of. A dim the config fixes (D, F, Q, KVW,
@@ -62,15 +63,27 @@ enum class Dim {
     NP,   // pages listed by a batch's kv_indices
 };
 
+// When an input is there: always, or only where the config turns its twist on.
+enum class Present { always, qk_norm, qkv_bias };
+
 struct TensorSpec {
     const char* name;  // schema name (fixtures/SCHEMA.md)
     Dim rows, cols;
-    bool qk_norm_only = false;  // present iff config.qk_norm
+    Present when = Present::always;  // q_norm, k_norm iff config.qk_norm; bq, bk, bv iff config.qkv_bias
     // A paged cache: only the rows the batch's sequences own are inputs; the
     // rest hold poison (NaN) on purpose and are not checked.
     bool pool = false;
     // An output that is -inf where a row sees no key (lse); finite elsewhere.
     bool neg_inf_when_empty = false;
+
+    bool present(const BlockConfig& c) const {
+        switch (when) {
+            case Present::always: return true;
+            case Present::qk_norm: return c.qk_norm;
+            case Present::qkv_bias: return c.qkv_bias;
+        }
+        return true;
+    }
 };
 
 // int64 positions: one per row of the tensors with that many rows; or, for
@@ -102,7 +115,8 @@ struct GenReach {
 // Where one call's tensors are, by schema name (fixtures/SCHEMA.md).
 struct CallTensors {
     virtual ~CallTensors() = default;
-    // An input; data == nullptr where the call has none (q_norm, k_norm without QK-norm).
+    // An input; data == nullptr where the call has none (q_norm, k_norm without
+    // QK-norm; bq, bk, bv without projection biases).
     virtual View in(const char* name) = 0;
     virtual Positions pos(const char* name) = 0;
     // An output buffer; data == nullptr where it was not asked for (a block
@@ -143,6 +157,9 @@ inline BlockWeights block_weights(CallTensors& t) {
     w.w2 = t.in("w2");
     w.q_norm = t.in("q_norm");
     w.k_norm = t.in("k_norm");
+    w.bq = t.in("bq");
+    w.bk = t.in("bk");
+    w.bv = t.in("bv");
     return w;
 }
 
@@ -243,10 +260,11 @@ inline const std::vector<OpInfo>& op_table() {
     const std::vector<TensorSpec> block_inputs = {
         {"x", D::T, D::D},   {"attn_norm", D::one, D::D}, {"wq", D::D, D::Q},  {"wk", D::D, D::KVW},
         {"wv", D::D, D::KVW}, {"wo", D::Q, D::D},          {"ffn_norm", D::one, D::D}, {"w1", D::D, D::F},
-        {"w3", D::D, D::F},  {"w2", D::F, D::D},          {"q_norm", D::one, D::hd, true},
-        {"k_norm", D::one, D::hd, true}};
+        {"w3", D::D, D::F},  {"w2", D::F, D::D},          {"q_norm", D::one, D::hd, Present::qk_norm},
+        {"k_norm", D::one, D::hd, Present::qk_norm},    {"bq", D::one, D::Q, Present::qkv_bias},
+        {"bk", D::one, D::KVW, Present::qkv_bias},       {"bv", D::one, D::KVW, Present::qkv_bias}};
     const std::vector<const char*> block_config = {"d_model",    "n_heads", "n_kv_heads", "head_dim", "ffn_dim",
-                                                   "rope_layout", "rope_theta", "qk_norm",  "norm_eps"};
+                                                   "rope_layout", "rope_theta", "qk_norm",  "norm_eps", "qkv_bias"};
     static const std::vector<OpInfo> table = {
         {Op::rmsnorm, "x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w", kRmsNorm,
          {{"x", D::T, D::D}, {"weight", D::one, D::D}},
@@ -289,8 +307,10 @@ inline const std::vector<OpInfo>& op_table() {
          {2.0, 1e-8, 5e-4, 5e-5},
          {17, 17, 0},
          calls::swiglu},
-        {Op::block, "h = x + attention(rope(qk_norm?(rmsnorm(x) @ wq, wk)), @ wv) @ wo; out = h + swiglu(rmsnorm(h))",
-         kRope | kHeads | kCausal | kRmsNorm | kQkNorm | kSwiglu | kResidual,
+        {Op::block,
+         "h = x + attention(rope(qk_norm?(rmsnorm(x) @ wq + bq?, @ wk + bk?)), @ wv + bv?) @ wo; "
+         "out = h + swiglu(rmsnorm(h))",
+         kRope | kHeads | kCausal | kRmsNorm | kQkNorm | kQkvBias | kSwiglu | kResidual,
          block_inputs,
          {{"positions", D::T, true}},
          {{"attn_in", D::T, D::D},
@@ -309,7 +329,7 @@ inline const std::vector<OpInfo>& op_table() {
          {20, 512, 256},
          calls::block},
         {Op::decode, "block() over the prefill, then one token at a time through the KV cache",
-         kRope | kHeads | kCausal | kRmsNorm | kQkNorm | kSwiglu | kResidual | kKvCache,
+         kRope | kHeads | kCausal | kRmsNorm | kQkNorm | kQkvBias | kSwiglu | kResidual | kKvCache,
          block_inputs,
          {{"positions", D::T, true}},
          {{"out", D::T, D::D}},
@@ -321,12 +341,12 @@ inline const std::vector<OpInfo>& op_table() {
          "per sequence b: attention(q[qo_indptr[b]:qo_indptr[b+1]], its pages' k and v, causal bottom-right), "
          "lse = logsumexp(scores)",
          kHeads | kCausal | kPaged,
-         {{"q", D::T, D::Q}, {"k_cache", D::S, D::KVW, false, true}, {"v_cache", D::S, D::KVW, false, true}},
+         {{"q", D::T, D::Q}, {"k_cache", D::S, D::KVW, Present::always, true}, {"v_cache", D::S, D::KVW, Present::always, true}},
          {{"qo_indptr", D::B1, false, true},
           {"kv_indptr", D::B1, false, true},
           {"kv_indices", D::NP, false, true},
           {"kv_last_page_len", D::B, false, true}},
-         {{"out", D::T, D::Q}, {"lse", D::T, D::H, false, false, true}},
+         {{"out", D::T, D::Q}, {"lse", D::T, D::H, Present::always, false, true}},
          {"n_heads", "n_kv_heads", "head_dim", "page_size"},
          {2.0, 1e-8, 5e-4, 5e-5},
          {600, 8200, 256},

@@ -43,8 +43,9 @@
 #define CONFORM_PLUGIN_ABI_VERSION 1u
 /* Minor versions only append fields. 1.1: the config's RoPE scaling and
  * rotary_dim, and the table's abi_minor. 1.2: paged_attention (the table's
- * function, the config's page_size, int32 index tensors). */
-#define CONFORM_PLUGIN_ABI_MINOR 2u
+ * function, the config's page_size, int32 index tensors). 1.3: Qwen2's
+ * projection biases (the config's qkv_bias, the block weights' bq, bk, bv). */
+#define CONFORM_PLUGIN_ABI_MINOR 3u
 #define CONFORM_PLUGIN_MAX_DIMS 4
 
 #if defined(_WIN32)
@@ -150,7 +151,7 @@ typedef struct conform_tensor {
  *   attention: n_heads, n_kv_heads, head_dim    (causal by position, scale 1/sqrt(hd);
  *              query head h reads kv head h / (n_heads / n_kv_heads))
  *   swiglu:    d_model, ffn_dim                 ((silu(x@w1) * (x@w3)) @ w2)
- *   block, decode: all of them but page_size.
+ *   block, decode: all of them but page_size (and, 1.3, qkv_bias).
  *   paged_attention (1.2): n_heads, n_kv_heads, head_dim, page_size */
 typedef struct conform_config {
     uint32_t struct_size; /* sizeof(conform_config) as conform built it */
@@ -179,10 +180,14 @@ typedef struct conform_config {
     double rope_attention_factor;        /* YARN: multiplies cos and sin (1 otherwise) */
     /* ---- ABI 1.2 ---- */
     int64_t page_size; /* paged_attention: slots per page of the KV cache (P) */
+    /* ---- ABI 1.3 (conform offers a case with qkv_bias = 1 only to a plugin
+     * whose table says abi_minor >= 3; an older one reports it unsupported) ---- */
+    uint32_t qkv_bias; /* 1: q = x @ wq + bq, k = x @ wk + bk, v = x @ wv + bv (Qwen2), before QK-norm and RoPE */
+    uint32_t reserved13;
 } conform_config;
 
 /* The block's weights, stored [in, out]; q_norm / k_norm have data != NULL
- * iff config->qk_norm. */
+ * iff config->qk_norm; bq / bk / bv (1.3) iff config->qkv_bias. */
 typedef struct conform_block_weights {
     uint32_t struct_size;
     uint32_t reserved;
@@ -197,6 +202,10 @@ typedef struct conform_block_weights {
     conform_tensor w2;        /* [F, D] down */
     conform_tensor q_norm;    /* [hd] */
     conform_tensor k_norm;    /* [hd] */
+    /* ---- ABI 1.3 ---- */
+    conform_tensor bq;        /* [H*hd] */
+    conform_tensor bk;        /* [KV*hd] */
+    conform_tensor bv;        /* [KV*hd] */
 } conform_block_weights;
 
 /* ---- the table a plugin exports -------------------------------------------- */
