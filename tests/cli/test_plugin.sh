@@ -6,7 +6,8 @@
 #                             fails and diagnosis names the bug
 #   test_plugin.sh contract   plugins that crash, overrun, underrun, leave
 #                             outputs unwritten, return errors, exit, write their
-#                             inputs, speak another ABI or are no plugin at all:
+#                             inputs, speak another ABI or are no plugin at all,
+#                             or predate a config field (qkv_bias, ABI 1.3):
 #                             each reported precisely, with exit 1 or 2, and
 #                             conform alive to write its report
 #   test_plugin.sh dtypes     a plugin in f32, bf16 and f16 conforms in each, and
@@ -134,6 +135,10 @@ PY
   expect 2 "test_plugin.sh: cannot load it" -- --impl-lib "${BASH_SOURCE[0]}"
   expect 2 "libbad_plugin_abi.so: built against plugin ABI version 7" -- list --impl-lib "$(bad abi)"
   expect 2 "unknown implementation 'nope' .*the workers given are: bad" -- --impl-lib "$(bad crash)" --impl nope
+
+  # A table from before ABI 1.3 has no qkv_bias: offered no biased case (not run, never passed).
+  expect 1 "not run: +noop block: 3 cases unsupported \(built against plugin ABI 1.2, which has no qkv_bias" -- \
+    --op block --params bias=1 --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi12_plugin.so"
 
   # --isolate runs in-repo implementations in a worker too, block taps included.
   expect 0 "block +scalar" -- --impl scalar --isolate --op all --cases 3 --out "$tmp/iso"

@@ -8,6 +8,11 @@
 
 #include <string.h>
 
+/* NOOP_ABI_MINOR: the minor version the table claims (an older plugin's). */
+#ifndef NOOP_ABI_MINOR
+#define NOOP_ABI_MINOR CONFORM_PLUGIN_ABI_MINOR
+#endif
+
 static int32_t copy(const conform_tensor* from, const conform_tensor* out) {
     memcpy(out->data, from->data, (size_t)(out->shape[0] * out->shape[1]) * sizeof(float));
     return CONFORM_OK;
@@ -55,7 +60,7 @@ CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void) {
         .attention = noop_attention,
         .swiglu = noop_swiglu,
         .block = noop_block,
-        .abi_minor = CONFORM_PLUGIN_ABI_MINOR,
+        .abi_minor = NOOP_ABI_MINOR,
     };
     return &table;
 }
