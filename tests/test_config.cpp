@@ -185,6 +185,21 @@ TEST_CASE("bad configs are refused naming the file and the field", "[config]") {
     CHECK_THAT(refusal(R"({"hidden_act": "gelu"})"), Catch::Contains("x.json: hidden_act: expected \"silu\""));
     CHECK_THAT(refusal(base + ", \"partial_rotary_factor\": 1.5}"), Catch::Contains("x.json: partial_rotary_factor"));
     CHECK_THAT(refusal(R"({"head_dim": 7})"), Catch::Contains("x.json: head_dim: RoPE rotates pairs"));
+    // The served twists the block does not model: refused by field or architecture, never run as Llama.
+    CHECK_THAT(refusal(base + ", \"attention_bias\": true}"),
+               Catch::Contains("x.json: attention_bias: true: LlamaForCausalLM then adds a bias to o_proj"));
+    CHECK_THAT(refusal(base + ", \"mlp_bias\": true}"), Catch::Contains("x.json: mlp_bias: true"));
+    CHECK_THAT(refusal(base + ", \"attn_logit_softcapping\": 50.0}"),
+               Catch::Contains("x.json: attn_logit_softcapping: 50.0: attention logit soft-capping"));
+    CHECK_THAT(refusal(base + R"(, "layer_types": ["sliding_attention", "full_attention"]})"),
+               Catch::Contains("x.json: layer_types: [\"sliding_attention\",\"full_attention\"]: per-layer"));
+    CHECK_THAT(refusal(base + ", \"num_local_experts\": 8}"), Catch::Contains("x.json: num_local_experts: 8: a mixture"));
+    CHECK_THAT(refusal(R"({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2"})"),
+               Catch::Contains("x.json: model_type: \"gemma2\" (Gemma2ForCausalLM) has Gemma 2's logit soft-capping"));
+    CHECK_THAT(refusal(R"({"model_type": "gpt_oss"})"), Catch::Contains("x.json: model_type: \"gpt_oss\" (gpt_oss) has gpt-oss's attention sinks"));
+    // ... and their "off" values are not twists.
+    CHECK_NOTHROW(parse_hf_config(base + R"(, "attention_bias": false, "mlp_bias": false, "attn_logit_softcapping": null,
+                                      "layer_types": ["full_attention", "full_attention"], "num_local_experts": 0})", "x.json"));
 
     CHECK_THAT(scaling(R"({"rope_type": "longrope", "short_factor": [1], "long_factor": [1]})"),
                Catch::Contains("x.json: rope_scaling.rope_type: 'longrope' is not supported"));

@@ -427,7 +427,7 @@ TEST_CASE("qwen3 GGUF: key_length != d/H and QK-norm, NeoX, unpermuted, the same
     CHECK(rel_error(gg.lm_head(), hf.lm_head()) < 1e-2);
 }
 
-TEST_CASE("qwen2: q, k, v biases read from safetensors and GGUF and used; an o_proj bias refused", "[weights]") {
+TEST_CASE("qwen2: q, k, v biases read from safetensors and GGUF and used, an o_proj bias refused", "[weights]") {
     TmpDir tmp;
     ModelSpec s = llama_spec();
     s.arch = "qwen2", s.theta = 1e6, s.eps = 1e-6;

@@ -1,5 +1,6 @@
 #include "config/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -44,6 +45,50 @@ const HfDefaults kArchitectures[] = {
      false, nullptr},
     {"Phi3Config", "Phi3ForCausalLM", "phi3", 32064, 3072, 8192, 32, 32, 0, 0, 4096, 1e-5, 10000.0, false, false,
      nullptr},
+};
+
+// Served architectures whose twists the block does not model yet: refused by
+// name rather than read with Llama's conventions (which would run another
+// model). model_type, then what it has that the block lacks.
+struct Unmodelled {
+    const char* model_type;
+    const char* what;
+};
+const Unmodelled kUnmodelled[] = {
+    {"gemma", "Gemma's (1 + w) RMSNorm, GeGLU and the sqrt(d_model) embedding scale"},
+    {"gemma2", "Gemma 2's logit soft-capping, (1 + w) RMSNorm, post-sublayer norms, GeGLU, query_pre_attn_scalar "
+               "and alternating sliding-window layers"},
+    {"gemma3", "Gemma 3's (1 + w) RMSNorm, QK-norm with post-sublayer norms, GeGLU, query_pre_attn_scalar, "
+               "alternating sliding-window layers and per-layer RoPE bases"},
+    {"gemma3_text", "Gemma 3's (1 + w) RMSNorm, QK-norm with post-sublayer norms, GeGLU, query_pre_attn_scalar, "
+                    "alternating sliding-window layers and per-layer RoPE bases"},
+    {"gpt_oss", "gpt-oss's attention sinks, alternating sliding-window layers, QKV and output biases and its "
+                "mixture-of-experts FFN"},
+    {"llama4", "Llama 4's NoPE layers, chunked attention and mixture-of-experts FFN"},
+    {"llama4_text", "Llama 4's NoPE layers, chunked attention and mixture-of-experts FFN"},
+    {"mixtral", "Mixtral's mixture-of-experts FFN"},
+    {"qwen2_moe", "Qwen2-MoE's mixture-of-experts FFN"},
+    {"qwen3_moe", "Qwen3-MoE's mixture-of-experts FFN"},
+};
+
+// Fields that name a twist of the attention or the FFN the block does not
+// model; present with a value that turns it on, the config is refused naming
+// the field. (A null, false or 0 is the field's "off".)
+struct TwistField {
+    const char* key;
+    const char* what;
+};
+const TwistField kTwistFields[] = {
+    {"attn_logit_softcapping", "attention logit soft-capping (cap * tanh(s / cap))"},
+    {"final_logit_softcapping", "LM-head logit soft-capping"},
+    {"query_pre_attn_scalar", "an attention scale other than 1/sqrt(head_dim)"},
+    {"layer_types", "per-layer attention types (sliding / full)"},
+    {"sliding_window_pattern", "alternating sliding-window layers"},
+    {"no_rope_layers", "layers without RoPE (NoPE)"},
+    {"attention_chunk_size", "chunked attention"},
+    {"num_local_experts", "a mixture-of-experts FFN"},
+    {"num_experts", "a mixture-of-experts FFN"},
+    {"n_routed_experts", "a mixture-of-experts FFN"},
 };
 
 // Reads one file's fields, recording every default it takes.
@@ -233,6 +278,21 @@ ModelConfig resolve(const json& j, const std::string& file) {
         if (!arch)
             for (const auto& d : kArchitectures)
                 if (model_type == d.model_type) arch = &d;
+    }
+    for (const Unmodelled& u : kUnmodelled)
+        if (model_type == u.model_type)
+            r.fail("model_type", "\"" + model_type + "\" (" + (arch_name.empty() ? model_type : arch_name) +
+                                     ") has " + u.what + ", which conform does not model yet; refused rather than "
+                                     "run as a Llama block");
+    for (const TwistField& t : kTwistFields) {
+        if (!r.present(t.key)) continue;
+        const json& v = j.at(t.key);
+        const bool off = v == false || (v.is_number() && v.get<double>() == 0) || (v.is_array() && v.empty()) ||
+                         (std::string_view(t.key) == "layer_types" && v.is_array() &&
+                          std::all_of(v.begin(), v.end(), [](const json& e) { return e == "full_attention"; }));
+        if (!off)
+            r.fail(t.key, v.dump() + ": " + t.what + ", which the block does not model; refused rather than run "
+                                                   "without it");
     }
     m.architecture = arch ? arch->architecture : arch_name;
     if (!arch) {
