@@ -87,6 +87,11 @@ const std::vector<ImplEntry>& mutant_implementations() {
         // The served variants (issue 29).
         {"qkv_bias_missing", "Qwen2's q, k, v projection biases dropped", true, always, qkv_bias_missing, block_ops},
         {"qkv_bias_after_rope", "q and k biases added after RoPE", true, always, qkv_bias_after_rope, block_ops},
+        {"window_off_by_one", "a sliding window of W - 1 keys (W meant)", true, always, window_off_by_one,
+         ops_using(kWindow)},
+        {"window_one_too_wide", "a sliding window of W + 1 keys (FlashAttention's left = W for W - 1)", true, always,
+         window_one_too_wide, ops_using(kWindow), {}, {}, "window_off_by_one"},
+        {"window_ignored", "the sliding window ignored: full causal", true, always, window_ignored, ops_using(kWindow)},
         {"decode_cache_unrotated_k", "decode steps cache their key before RoPE", true, always,
          decode_cache_unrotated_k, decode_ops},
         // Precision (issue 14): float32 kernels that keep something of RoPE in less.

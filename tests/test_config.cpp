@@ -68,6 +68,7 @@ TEST_CASE("each preset's config.json loads to the preset", "[config]") {
         CHECK(a.norm_eps == b.norm_eps);
         CHECK(a.qk_norm == b.qk_norm);
         CHECK(a.qkv_bias == b.qkv_bias);
+        CHECK(a.sliding_window == b.sliding_window);
         CHECK(a.rope_layout == b.rope_layout);
         CHECK(a.rotary() == b.rotary());
         CHECK(a.rope_scaling == b.rope_scaling);

@@ -148,6 +148,27 @@ TEST_CASE("cuda block and decode with Qwen2's q, k, v biases (the gemm_bias path
     }
 }
 
+TEST_CASE("cuda attention, paged_attention, block and decode under a sliding window, every dtype", "[cuda][window]") {
+    // The gate's own draws that have a window (a quarter of them), three per op and dtype.
+    for (DType d : kDtypes) {
+        auto impl = make_impl(d);
+        for (Op op : {Op::attention, Op::paged_attention, Op::block, Op::decode}) {
+            int found = 0;
+            for (int i = 0; found < 3 && i < 200; ++i) {
+                const gen::CaseSpec s = gen::draw(op, kSeed, i);
+                if (s.config.sliding_window <= 0) continue;
+                const Case c = gen::materialize(s);
+                if (!impl->supports(op, c.config).ok) continue;
+                const CaseResult r = test::check(*impl, c, d);
+                INFO(to_string(op) << " " << to_string(d) << " case " << i << "\n" << describe(r));
+                REQUIRE(r.pass);
+                ++found;
+            }
+            CHECK(found == 3);
+        }
+    }
+}
+
 TEST_CASE("cuda paged_attention conforms on property cases", "[cuda][paged_attention]") {
     for (DType d : kDtypes) property_cases(Op::paged_attention, d);
 }

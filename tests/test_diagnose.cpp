@@ -131,6 +131,11 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         "attention(T=1,S=40,H=2,KV=1,hd=8,qpos=39,kpos=0,mag=1,outliers=0,seed=17)",
         // A paged batch: an empty sequence, one inside its first page, a chunk over a cached prefix, a prefill.
         "paged_attention(H=4,KV=2,hd=8,P=5,kv=0/3/10/11,q=1/3/2/11,mag=1,outliers=0,seed=7)",
+        // Sliding windows: binding over keys with positions of their own, over pages, through a decode.
+        "attention(T=6,S=12,H=4,KV=2,hd=8,qpos=20,kpos=10,window=3,mag=1,outliers=0,seed=20)",
+        "paged_attention(H=4,KV=2,hd=8,P=5,kv=7/12,q=2/3,window=4,mag=1,outliers=0,seed=21)",
+        "decode(T=8,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,pos=5,"
+        "prefill=3,window=3,mag=1,outliers=0,seed=22)",
     };
     auto scalar = test::make("scalar");
     std::set<std::string> distinguished;

@@ -325,9 +325,6 @@ ModelConfig resolve(const json& j, const std::string& file) {
     }
     if (r.present("mlp_bias") && j.at("mlp_bias") == true)
         r.fail("mlp_bias", "true: the block's SwiGLU has no biases; refused rather than run without them");
-    if (r.present("sliding_window") && (!r.present("use_sliding_window") || j.at("use_sliding_window") == true) &&
-        arch != &kArchitectures[2] && arch != &kArchitectures[3])
-        m.notes.push_back("sliding_window: " + j.at("sliding_window").dump() + ", the block's attention is full causal");
 
     // ---- sizes ---------------------------------------------------------------------
     BlockConfig& c = m.block;
@@ -345,6 +342,36 @@ ModelConfig resolve(const json& j, const std::string& file) {
     }
     c.ffn_dim = r.size("intermediate_size", arch->intermediate, dflt);
     m.layers = r.size("num_hidden_layers", arch->layers, dflt);
+
+    // ---- sliding window ----------------------------------------------------------------
+    // As transformers applies it: Mistral and Phi-3 to every layer (their
+    // attention passes config.sliding_window to the mask: key visible iff
+    // q - W < k <= q); Qwen2/3 only with use_sliding_window, and then to the
+    // layers from max_window_layers on (per layer: refused); Llama never.
+    if (r.present("sliding_window")) {
+        const json& sw = j.at("sliding_window");
+        if (!sw.is_number_integer() || sw.get<int64_t>() < 1)
+            r.fail("sliding_window", "expected a positive integer or null, found " + sw.dump());
+        const int64_t W = sw.get<int64_t>();
+        const std::string mt = arch->model_type;
+        if (mt == "llama") {
+            m.notes.push_back("sliding_window: " + std::to_string(W) + " not used: " + arch->architecture +
+                              " attends full causal whatever the field says (as transformers does)");
+        } else if (mt == "qwen2" || mt == "qwen3") {
+            const bool use = r.present("use_sliding_window") && j.at("use_sliding_window") == true;
+            const int64_t from = r.present("max_window_layers") ? r.integer(j, "max_window_layers", "max_window_layers")
+                                                                 : m.layers;
+            if (use && from < m.layers)
+                r.fail("use_sliding_window", "true with max_window_layers " + std::to_string(from) + " of " +
+                                                 std::to_string(m.layers) +
+                                                 " layers: a window on some layers only, which conform does not "
+                                                 "model per layer yet; refused rather than run without it");
+            if (!use) m.notes.push_back("sliding_window: " + std::to_string(W) + " not used (use_sliding_window is " +
+                                        (r.present("use_sliding_window") ? "false" : "absent") + ")");
+        } else {
+            m.block.sliding_window = W;
+        }
+    }
     m.vocab = r.size("vocab_size", arch->vocab, dflt);
     const bool max_position_given = r.present("max_position_embeddings");
     m.max_position = r.size("max_position_embeddings", arch->max_position, dflt);

@@ -20,7 +20,7 @@ std::string num(double v) {
 
 bool ConfigOptions::given() const {
     for (const CLI::Option* opt : {o_preset, o_file, o_d_model, o_heads, o_kv_heads, o_head_dim, o_ffn, o_layers,
-                                   o_theta, o_eps, o_layout, o_qk_norm, o_qkv_bias})
+                                   o_theta, o_eps, o_layout, o_qk_norm, o_qkv_bias, o_window})
         if (opt && opt->count() > 0) return true;
     return false;
 }
@@ -42,6 +42,8 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
                                "RoPE pairing: neox (HF) | interleaved (Meta, GGUF)");
     o.o_qk_norm = g->add_option("--qk-norm", o.qk_norm, "per-head RMSNorm on q and k: 0 | 1");
     o.o_qkv_bias = g->add_option("--qkv-bias", o.qkv_bias, "biases on the q, k and v projections (Qwen2): 0 | 1");
+    o.o_window = g->add_option("--sliding-window", o.window,
+                               "W: each query sees its last W keys, its own included (HF sliding_window); 0: full causal");
     o.o_eps = g->add_option("--eps,--norm-eps", o.eps, "RMSNorm eps");
 }
 
@@ -107,6 +109,12 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
     };
     switch_flag(o.o_qk_norm, o.qk_norm, "--qk-norm", c.qk_norm);
     switch_flag(o.o_qkv_bias, o.qkv_bias, "--qkv-bias", c.qkv_bias);
+    if (o.o_window && o.o_window->count()) {
+        if (o.window < 0) throw ConfigError("--sliding-window: expected a count >= 0, found " + std::to_string(o.window));
+        m.overrides.push_back("--sliding-window " + std::to_string(o.window) +
+                              (m.name.empty() ? "" : " (was " + std::to_string(c.sliding_window) + ")"));
+        c.sliding_window = o.window;
+    }
     if (m.name.empty() && !m.overrides.empty()) {
         m.name = "custom";
         m.origin = "flags";

@@ -29,6 +29,12 @@ BlockConfig with_qkv_bias(BlockConfig c) {
     return c;
 }
 
+// A sliding window on every layer (Mistral v0.1, Phi-3).
+BlockConfig with_window(BlockConfig c, int64_t w) {
+    c.sliding_window = w;
+    return c;
+}
+
 // Llama 3.1's rope_scaling, as its config.json states it.
 BlockConfig with_llama3_scaling(BlockConfig c) {
     c.rope_scaling.type = RopeScalingType::llama3;
@@ -70,10 +76,10 @@ const std::vector<Preset>& presets() {
         {"qwen3-0.6b", "Qwen/Qwen3-0.6B (head_dim != D/H)",        make(1024, 16,  8, 128,  3072, 1e6, 1e-6, true), 28, 151936, 40960, true},
         {"qwen2.5-7b", "Qwen/Qwen2.5-7B (GQA 7, q/k/v biases)",      with_qkv_bias(make(3584, 28,  4, 128, 18944, 1e6, 1e-6, false)), 28, 152064, 131072, false},
         {"qwen2.5-0.5b", "Qwen/Qwen2.5-0.5B (GQA 7, q/k/v biases)",    with_qkv_bias(make(896, 14,  2, 64,  4864, 1e6, 1e-6, false)), 24, 151936, 32768, true},
-        {"mistral-7b", "mistralai/Mistral-7B-v0.1 (GQA 4)",        make(4096, 32,  8, 128, 14336, 1e4, 1e-5, false), 32, 32000, 32768, false},
+        {"mistral-7b", "mistralai/Mistral-7B-v0.1 (GQA 4, sliding window 4096)", with_window(make(4096, 32,  8, 128, 14336, 1e4, 1e-5, false), 4096), 32, 32000, 32768, false},
         {"mistral-7b-v0.3", "mistralai/Mistral-7B-v0.3 (GQA 4)",   make(4096, 32,  8, 128, 14336, 1e6, 1e-5, false), 32, 32768, 32768, false},
         {"tinyllama-1.1b", "TinyLlama/TinyLlama-1.1B-Chat-v1.0 (GQA 8)", make(2048, 32, 4, 64, 5632, 1e4, 1e-5, false), 22, 32000, 2048, false},
-        {"phi3-mini", "microsoft/Phi-3-mini-4k-instruct (MHA, head_dim 96)", make(3072, 32, 32, 96, 8192, 1e4, 1e-5, false), 32, 32064, 4096, false},
+        {"phi3-mini", "microsoft/Phi-3-mini-4k-instruct (MHA, head_dim 96, sliding window 2047)", with_window(make(3072, 32, 32, 96, 8192, 1e4, 1e-5, false), 2047), 32, 32064, 4096, false},
     };
     return table;
 }
@@ -125,7 +131,8 @@ std::string describe(const BlockConfig& c) {
     std::ostringstream o;
     o << "D=" << c.d_model << " H=" << c.n_heads << " KV=" << c.n_kv_heads << " hd=" << c.head_dim << " F=" << c.ffn_dim
       << " layout=" << to_string(c.rope_layout) << " theta=" << c.rope_theta << " eps=" << c.norm_eps
-      << " qk_norm=" << (c.qk_norm ? 1 : 0) << (c.qkv_bias ? " qkv_bias=1" : "");
+      << " qk_norm=" << (c.qk_norm ? 1 : 0) << (c.qkv_bias ? " qkv_bias=1" : "")
+      << (c.sliding_window > 0 ? " sliding_window=" + std::to_string(c.sliding_window) : "");
     if (c.rotary_dim > 0 && c.rotary_dim != c.head_dim) o << " rotary=" << c.rotary_dim;
     if (c.rope_scaling.type != RopeScalingType::none) o << " scaling=" << describe(c.rope_scaling);
     return o.str();

@@ -207,6 +207,24 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             "post-norm (h = norm(x + attn(x)), out = norm(h + ffn(h))) where the Llama block is pre-norm "
             "(each sublayer reads norm(x), the residual stream is never normed)");
     }
+    if (uses(op, kWindow) && cfg.sliding_window > 0) {
+        const int64_t W = cfg.sliding_window;
+        ref::Variant vw;
+        vw.window = 0;
+        add("window_ignored", vw,
+            fmt::format("the sliding window ignored: every earlier key seen, where a query sees only the last {} "
+                        "(k_pos > q_pos - {})",
+                        W, W));
+        for (int64_t d : {-1, +1}) {
+            if (W + d < 1) continue;
+            vw.window = W + d;
+            add("window_off_by_one", vw,
+                fmt::format("a sliding window of {} key{} where the config's is {}: HF's sliding_window and "
+                            "llama.cpp's n_swa count the query's own key (k_pos > q_pos - W), FlashAttention's "
+                            "window_size left is W - 1",
+                            W + d, W + d == 1 ? "" : "s", W));
+        }
+    }
     if (uses(op, kCausal)) {
         const int64_t H = cfg.n_heads, KV = cfg.n_kv_heads, hd = cfg.head_dim;
         if (KV > 1 && KV < H) {
@@ -247,10 +265,10 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         }
         if (uses(op, kPaged)) {
             // A sequence's keys sit at positions 0..kv_len-1 and its queries
-            // are its last rows: a mask by index bottom-right is the right
-            // one, top-left is the queries placed at the sequence's start.
+            // are its last rows (bottom-right); the bug puts them at its
+            // start (top-left), and a sliding window then follows them.
             ref::Variant vi;
-            vi.mask = ref::Variant::Mask::index_top;
+            vi.paged_queries_at_start = true;
             add("paged_queries_at_start", vi,
                 "new queries placed at the start of their sequence (top-left causal): query j must sit at position "
                 "kv_len - q_len + j, after the sequence's cached keys");
@@ -350,6 +368,7 @@ std::vector<std::pair<std::string, BlockConfig>> config_hypotheses(const BlockCo
         if (rest.scaling_ignored) v.rope_scaling = RopeScaling{}, rest.scaling_ignored = false;
         if (rest.rotary_full) v.rotary_dim = c.head_dim, rest.rotary_full = false;
         if (rest.qk_norm == ref::Variant::QkNorm::off) v.qk_norm = false, rest.qk_norm = ref::Variant::QkNorm::as_config;
+        if (rest.window) v.sliding_window = *rest.window, rest.window.reset();
         if (rest.qkv_bias == ref::Variant::QkvBias::missing)
             v.qkv_bias = false, rest.qkv_bias = ref::Variant::QkvBias::as_config;
         if (!rest.faithful() || h.variant.faithful()) continue;

@@ -194,6 +194,21 @@ void pick_qkv_bias(CaseSpec& s) {
     if (s.config.qkv_bias) s.bias_mean = weighted<double>({{2, 0.0}, {1, 3.0}, {1, -8.0}});
 }
 
+// A sliding window (Mistral, Gemma 2/3, gpt-oss) in a quarter of the cases,
+// where kernels break: one key (the query's own), half the context, one
+// short of it, equal, one past (where it no longer binds), and on the tiles
+// and pages kernels step by (64, 65; a page, a page and one). Drawn last.
+void pick_window(CaseSpec& s) {
+    if (weighted<int>({{3, 0}, {1, 1}}) == 0) return;
+    int64_t context = s.T;  // the keys a query can reach: block, decode
+    if (s.op == Op::attention) context = s.S;
+    if (s.op == Op::paged_attention)
+        context = std::max<int64_t>(1, s.kv_lens.empty() ? 1 : *std::max_element(s.kv_lens.begin(), s.kv_lens.end()));
+    const int64_t step = s.op == Op::paged_attention ? std::max<int64_t>(1, s.config.page_size) : 64;
+    s.config.sliding_window =
+        std::max<int64_t>(1, one_of<int64_t>(1, context / 2, context - 1, context, context + 1, step, step + 1));
+}
+
 // Partial rotary (GPT-NeoX, Phi, GLM: a half or a quarter of the head), then
 // RoPE scaling with the parameters real checkpoints use. Drawn after
 // everything else, so a case without them is the case its seed drew before
@@ -340,6 +355,7 @@ void pin(CaseSpec& s, const BlockConfig& c) {
     if (info.has_dim(Dim::D)) s.config.d_model = c.d_model;
     if (info.has_dim(Dim::F)) s.config.ffn_dim = c.ffn_dim;
     if (info.reads("qk_norm")) s.config.qk_norm = c.qk_norm;
+    if (info.reads("sliding_window")) s.config.sliding_window = c.sliding_window;
     if (info.reads("qkv_bias")) {
         if (!c.qkv_bias) s.bias_mean = 0.0;
         s.config.qkv_bias = c.qkv_bias;
@@ -473,6 +489,7 @@ CaseSpec make(const Stream& st) {
     if (op_info(op).uses(kRope)) pick_rope_extras(s);
     if (op_info(op).uses(kResidual)) pick_qk_gain(s);
     if (op_info(op).uses(kQkvBias)) pick_qkv_bias(s);
+    if (op_info(op).uses(kWindow)) pick_window(s);
     if (pinned) pin(s, *pinned);
     if (st.real) take_layer(s, st.real);
     return s;
@@ -514,6 +531,11 @@ void shape_field(const CaseSpec& s, Fields& f) {
     if (s.shape != CaseSpec::Shape::contiguous) f.emplace_back("positions", to_string(s.shape));
 }
 
+// The sliding window, only when there is one (older ids parse to the same case).
+void window_field(const CaseSpec& s, Fields& f) {
+    if (s.config.sliding_window > 0) f.emplace_back("window", std::to_string(s.config.sliding_window));
+}
+
 bool is_rope_extra(const std::string& k) {
     bool extra = k == "rd" || k == "scaling";
     for_each_field(BlockConfig{}, [&](const ConfigField& cf, const auto&) { extra = extra || (cf.is_scaling_param() && k == cf.id); });
@@ -536,6 +558,7 @@ Fields fields(const CaseSpec& s) {
             add("T", I(s.T)); add("S", I(s.S)); add("H", I(s.config.n_heads)); add("KV", I(s.config.n_kv_heads));
             add("hd", I(s.config.head_dim)); add("qpos", I(s.pos)); add("kpos", I(s.kpos));
             shape_field(s, f);
+            window_field(s, f);
             break;
         case Op::swiglu: add("T", I(s.T)); add("D", I(s.config.d_model)); add("F", I(s.config.ffn_dim)); break;
         case Op::paged_attention: {
@@ -547,6 +570,7 @@ Fields fields(const CaseSpec& s) {
             add("H", I(s.config.n_heads)); add("KV", I(s.config.n_kv_heads)); add("hd", I(s.config.head_dim));
             add("P", I(s.config.page_size)); add("kv", list(s.kv_lens)); add("q", list(s.q_lens));
             if (s.pool != 3) add("pool", I(s.pool));
+            window_field(s, f);
             break;
         }
         case Op::block:
@@ -560,6 +584,7 @@ Fields fields(const CaseSpec& s) {
             if (s.qk_gain != 1.0) add("qk_gain", num(s.qk_gain));
             if (s.config.qkv_bias) add("bias", "1");
             if (s.bias_mean != 0.0) add("bias_mean", num(s.bias_mean));
+            window_field(s, f);
             break;
     }
     add("mag", num(s.mag));
@@ -681,6 +706,9 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             else if ((k == "bias" || k == "bias_mean") && !op_info(s.op).uses(kQkvBias))
                 return fail("field '" + k + "' does not apply to op " + std::string(to_string(s.op)));
             else if (k == "bias") s.config.qkv_bias = v == "1";
+            else if (k == "window" && !op_info(s.op).uses(kWindow))
+                return fail("field 'window' does not apply to op " + std::string(to_string(s.op)));
+            else if (k == "window") s.config.sliding_window = std::stoll(v);
             else if (k == "bias_mean") s.bias_mean = std::stod(v);
             else if (k == "eps") s.config.norm_eps = std::stod(v);
             else if (k == "pos" || k == "qpos") s.pos = std::stoll(v);

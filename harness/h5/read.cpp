@@ -355,6 +355,14 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
                 ctx.fail("config/qkv_bias", std::string("op ") + to_string(op) + " has no projections to bias");
             cfg.qkv_bias = v == 1;
         }
+        if (has("sliding_window")) {
+            const int64_t v = read_int(ctx, g.get(), "sliding_window", "config/sliding_window");
+            if (v < 0 || v > kMaxSize)
+                ctx.fail("config/sliding_window", "expected a count of keys >= 0 (0: none), found " + std::to_string(v));
+            if (v > 0 && !op_info(op).reads("sliding_window"))
+                ctx.fail("config/sliding_window", std::string("op ") + to_string(op) + " has no attention to window");
+            cfg.sliding_window = v;
+        }
         if (has("norm_eps")) cfg.norm_eps = read_float(ctx, g.get(), "norm_eps", "config/norm_eps");
         read_rope_extras(ctx, g.get(), cfg);
     } else if (!required.empty()) {

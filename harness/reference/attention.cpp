@@ -79,7 +79,8 @@ torch::Tensor softmax(const torch::Tensor& scores, const Ctx& ctx) {
 // groups of query heads (repeat_kv: query head h reads kv head h // n_rep).
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t n_heads, int64_t n_kv_heads,
-                        int64_t head_dim, const Ctx& ctx, const torch::Tensor& cached, torch::Tensor* lse) {
+                        int64_t head_dim, int64_t window, const Ctx& ctx, const torch::Tensor& cached,
+                        torch::Tensor* lse) {
     const int64_t T = q.size(0), S = k.size(0), n_rep = n_heads / n_kv_heads;
     auto qh = q.reshape({T, n_heads, head_dim}).transpose(0, 1);     // [H, T, hd]
     auto kh = k.reshape({S, n_kv_heads, head_dim}).transpose(0, 1);  // [KV, S, hd]
@@ -97,6 +98,9 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
     const int64_t sd = ctx.v.score_dims > 0 ? std::min(ctx.v.score_dims, head_dim) : head_dim;
     auto scores = matmul(qh.narrow(-1, 0, sd), kh.narrow(-1, 0, sd).transpose(1, 2), ctx) * scale;  // [H, T, S]
     auto vis = visible(q_pos, k_pos, ctx.v.mask);                 // [T, S]
+    // Sliding window: k_pos > q_pos - W as well (the config's W, or the variant's).
+    const int64_t W = ctx.v.window.value_or(window);
+    if (W > 0) vis = vis.logical_and(k_pos.unsqueeze(0) > q_pos.unsqueeze(1) - W);
     if (cached.defined()) vis = vis.logical_and(cached);
     if (ctx.v.kv_ring > 0 && T == 1 && S > ctx.v.kv_ring)  // a one-token step reads a ring of the last kv_ring keys
         vis = vis.logical_and(torch::arange(S, torch::kInt64).unsqueeze(0) >= S - ctx.v.kv_ring);

@@ -67,8 +67,9 @@ struct Rope {
 };
 
 // Additive causal mask by position, [T, S]: 0 where visible, -inf elsewhere.
-Tensor causal_mask(const Tensor& q_pos, const Tensor& k_pos) {
+Tensor causal_mask(const Tensor& q_pos, const Tensor& k_pos, int64_t window = 0) {
     auto visible = k_pos.unsqueeze(0) <= q_pos.unsqueeze(1);
+    if (window > 0) visible = visible.logical_and(k_pos.unsqueeze(0) > q_pos.unsqueeze(1) - window);  // sliding window
     return torch::zeros(visible.sizes(), torch::kFloat32)
         .masked_fill(visible.logical_not(), -std::numeric_limits<float>::infinity());
 }
@@ -183,7 +184,8 @@ class AttentionOp : public Op1 {
    public:
     explicit AttentionOp(const Case& c)
         : q_(to_torch(c.in("q"))), k_(to_torch(c.in("k"))), v_(to_torch(c.in("v"))), cfg_(c.config) {
-        if (q_.size(0) > 1) mask_ = causal_mask(to_torch(c.pos("q_positions")), to_torch(c.pos("k_positions")));
+        if (q_.size(0) > 1 || cfg_.sliding_window > 0)
+            mask_ = causal_mask(to_torch(c.pos("q_positions")), to_torch(c.pos("k_positions")), cfg_.sliding_window);
     }
     void run() override {
         torch::NoGradGuard g;
@@ -218,8 +220,9 @@ class PagedOp : public Op1 {
             std::vector<int64_t> rows;
             for (int64_t i = 0; i < kv; ++i) rows.push_back(ids[static_cast<size_t>(kvp[b] + i / P)] * P + i % P);
             s.rows = torch::tensor(rows, torch::kInt64);
-            if (s.n > 1 && kv > 0)
-                s.mask = causal_mask(torch::arange(s.n, torch::kInt64) + (kv - s.n), torch::arange(kv, torch::kInt64));
+            if ((s.n > 1 || c.config.sliding_window > 0) && kv > 0)
+                s.mask = causal_mask(torch::arange(s.n, torch::kInt64) + (kv - s.n), torch::arange(kv, torch::kInt64),
+                                     c.config.sliding_window);
             seqs_.push_back(s);
         }
     }
@@ -268,7 +271,7 @@ class BlockOp : public Op1 {
         : x_(to_torch(c.in("x"))), w_(c), cfg_(c.config),
           rope_(to_torch(c.pos("positions")), c.config.head_dim, c.config.rope_theta, c.config.rope_layout) {
         const Tensor pos = to_torch(c.pos("positions"));
-        mask_ = causal_mask(pos, pos);
+        mask_ = causal_mask(pos, pos, c.config.sliding_window);
     }
     void run() override {
         torch::NoGradGuard g;
@@ -302,14 +305,19 @@ class DecodeOp : public Op1 {
             k_cache_.narrow(0, 0, C_).copy_(p.k);
             v_cache_.narrow(0, 0, C_).copy_(p.v);
         }
+        if (cfg_.sliding_window > 0) {  // the step's window over the cache (its own key last)
+            std::vector<int64_t> kp(context_pos);
+            kp.push_back(c.pos("positions")[0]);
+            mask_ = causal_mask(to_torch(c.pos("positions")), torch::tensor(kp, torch::kInt64), cfg_.sliding_window);
+        }
     }
     void run() override {
         torch::NoGradGuard g;
         const Qkv p = project(rms(x_, w_.attn_norm, cfg_.norm_eps), w_, cfg_, rope_);
         k_cache_.narrow(0, C_, 1).copy_(p.k);
         v_cache_.narrow(0, C_, 1).copy_(p.v);
-        // One query after every cached key: nothing to mask.
-        out_ = finish(x_, attention(p.q, k_cache_, v_cache_, Tensor(), cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim),
+        // One query after every cached key: nothing to mask but a sliding window.
+        out_ = finish(x_, attention(p.q, k_cache_, v_cache_, mask_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim),
                       w_, cfg_);
     }
 
@@ -319,7 +327,7 @@ class DecodeOp : public Op1 {
     BlockConfig cfg_;
     Rope rope_;
     int64_t C_ = 0;
-    Tensor k_cache_, v_cache_;
+    Tensor k_cache_, v_cache_, mask_;  // mask_: the sliding window over the cache (undefined: every key visible)
 };
 
 }  // namespace

@@ -288,7 +288,7 @@ struct AttnBound {
 // passes over [H, T, S] (each starting threads) and most of the bound's time.
 AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, const Tensor& ek, const Tensor& v,
                           const Tensor& ev, const Tensor& q_pos, const Tensor& k_pos, int64_t H, int64_t KV, int64_t hd,
-                          const Units& u, const RopeBound* rq = nullptr, const RopeBound* rk = nullptr,
+                          int64_t window, const Units& u, const RopeBound* rq = nullptr, const RopeBound* rk = nullptr,
                           bool with_weight = false) {
     const int64_t T = q.size(0), S = k.size(0), rep = H / KV;
     auto qg = [&](const Tensor& t) {  // [T, H·hd] -> [KV, rep·T, hd]
@@ -322,7 +322,9 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
         r_freq = as_heads(torch::matmul(torch::cat({qg(rq->freq).pow(2), q2}, -1),
                                         kt(torch::cat({k2, kg(rk->freq).pow(2)}, -1))));
     }
-    const Tensor vis = (k_pos.unsqueeze(0) <= q_pos.unsqueeze(1)).contiguous();  // [T, S]
+    Tensor vis = k_pos.unsqueeze(0) <= q_pos.unsqueeze(1);  // [T, S]
+    if (window > 0) vis = vis.logical_and(k_pos.unsqueeze(0) > q_pos.unsqueeze(1) - window);
+    vis = vis.contiguous();
     auto p = torch::empty({H, T, S}, q.options()), pds = torch::empty({H, T, S}, q.options());
     auto growth = torch::empty({H, T, 1}, q.options());
     Tensor weight = with_weight ? torch::empty({H, T, S}, q.options()) : Tensor();
@@ -507,7 +509,7 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
         case Op::attention:
         {
             const AttnBound a = attention_bound(in("q"), none, in("k"), none, in("v"), none, pos("q_positions"),
-                                                pos("k_positions"), cfg.n_heads, cfg.n_kv_heads, hd, u);
+                                                pos("k_positions"), cfg.n_heads, cfg.n_kv_heads, hd, cfg.sliding_window, u);
             e["out"] = a.together + a.apart;
         }
             break;
@@ -540,8 +542,10 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
                 const PagedSeq g = gather_sequence(q, kc, vc, seqs, b, faithful);
                 if (g.q_len == 0 || g.kv_len == 0) continue;  // out exactly 0, lse exactly -inf
                 const AttnBound a = attention_bound(g.q, none, g.k, none, g.v, none, g.q_pos, g.k_pos, H,
-                                                    cfg.n_kv_heads, hd, u, nullptr, nullptr, true);
-                const double S = static_cast<double>(g.kv_len);
+                                                    cfg.n_kv_heads, hd, cfg.sliding_window, u, nullptr, nullptr, true);
+                // Keys a row's softmax sums: its sequence's, or the window's.
+                const double S = static_cast<double>(
+                    cfg.sliding_window > 0 ? std::min(g.kv_len, cfg.sliding_window) : g.kv_len);
                 auto o_ref = out_ref.narrow(0, g.q_begin, g.q_len);
                 out.narrow(0, g.q_begin, g.q_len).copy_(a.together + a.apart + (S - 1.0) * u.a * o_ref.abs());
                 auto l = lse_ref.narrow(0, g.q_begin, g.q_len);
@@ -597,7 +601,8 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             e["k_rot"] = rk.total();
             auto attn = tap("attn");
             const AttnBound ab = attention_bound(tap("q_rot"), rq.rest, tap("k_rot"), rk.rest, v, e["v"], positions,
-                                                 positions, cfg.n_heads, cfg.n_kv_heads, hd, u, &rq, &rk, true);
+                                                 positions, cfg.n_heads, cfg.n_kv_heads, hd, cfg.sliding_window, u, &rq,
+                                                 &rk, true);
             e["attn"] = ab.together + ab.apart;
             // h = x + attn @ wo: the projection (stored before the add below
             // float32), the add, and attn's bound through wo — what one softmax

@@ -56,9 +56,10 @@ PagedSeq gather_sequence(const torch::Tensor& q, const torch::Tensor& k_cache, c
     g.q = q.narrow(0, g.q_begin, g.q_len);
     g.k = k_cache.index_select(0, idx);
     g.v = v_cache.index_select(0, idx);
-    // Key i at position i; the queries are the sequence's last q_len tokens.
+    // Key i at position i; the queries are the sequence's last q_len tokens
+    // (the bug: its first, top-left; the window then follows them too).
     g.k_pos = torch::arange(g.kv_len, torch::kInt64);
-    g.q_pos = torch::arange(g.q_len, torch::kInt64) + (g.kv_len - g.q_len);
+    g.q_pos = torch::arange(g.q_len, torch::kInt64) + (v.paged_queries_at_start ? 0 : g.kv_len - g.q_len);
     return g;
 }
 
@@ -72,7 +73,7 @@ std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, 
         const PagedSeq g = gather_sequence(q, k_cache, v_cache, s, b, ctx.v);
         if (g.q_len == 0 || g.kv_len == 0) continue;  // no key: out 0, lse -inf (fixtures/SCHEMA.md)
         torch::Tensor l;
-        auto o = attention(g.q, g.k, g.v, g.q_pos, g.k_pos, H, cfg.n_kv_heads, cfg.head_dim, ctx, {}, &l);
+        auto o = attention(g.q, g.k, g.v, g.q_pos, g.k_pos, H, cfg.n_kv_heads, cfg.head_dim, cfg.sliding_window, ctx, {}, &l);
         out.narrow(0, g.q_begin, g.q_len).copy_(o);
         if (ctx.v.lse_base2) l = l / std::log(2.0);
         lse.narrow(0, g.q_begin, g.q_len).copy_(l);

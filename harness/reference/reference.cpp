@@ -77,6 +77,7 @@ std::string Variant::describe() const {
     if (score_dims) sep() << "scores over the first " << score_dims << " dims";
     if (softmax_tile) sep() << "softmax over " << softmax_tile << "-key tiles without rescaling";
     if (kv_ring) sep() << "a decode step sees the last " << kv_ring << " keys";
+    if (window) sep() << (*window > 0 ? "sliding window " + std::to_string(*window) : std::string("sliding window ignored"));
     if (scale) sep() << "scale=" << *scale;
     if (softmax_no_max) sep() << "softmax without max subtraction";
     if (empty_row_nan) sep() << "NaN for a query that sees no key";
@@ -88,6 +89,7 @@ std::string Variant::describe() const {
     if (post_norm) sep() << "post-norm";
     if (residual_missing) sep() << "attention residual missing";
     if (paged_block_table_ignored) sep() << "block table ignored (pages consecutive from each sequence's first)";
+    if (paged_queries_at_start) sep() << "queries at their sequence's start (top-left)";
     if (paged_sequences_packed) sep() << "sequences packed (boundaries ignored)";
     if (paged_last_page_len_ignored) sep() << "last pages read whole";
     if (paged_partial_page_dropped) sep() << "a last partial page dropped";
@@ -168,7 +170,7 @@ NamedD run(const Case& c, const Options& o) {
         case Op::qk_norm: put("out", qk_norm(in("x"), in("weight"), cfg.head_dim, cfg.norm_eps, ctx)); break;
         case Op::attention:
             put("out", attention(in("q"), in("k"), in("v"), pos("q_positions"), pos("k_positions"), cfg.n_heads,
-                                 cfg.n_kv_heads, cfg.head_dim, ctx));
+                                 cfg.n_kv_heads, cfg.head_dim, cfg.sliding_window, ctx));
             break;
         case Op::swiglu: put("out", swiglu(in("x"), in("w1"), in("w3"), in("w2"), ctx)); break;
         case Op::paged_attention: {

@@ -69,6 +69,7 @@ struct Variant {
     int64_t softmax_tile = 0;   // softmax over key tiles of this size whose running max never rescales the sums
     int64_t kv_ring = 0;        // a one-token query (a decode step) sees only the last kv_ring cached keys
 
+    std::optional<int64_t> window;  // the sliding window used instead of the config's (0: none, full causal)
     std::optional<double> scale;   // instead of 1/sqrt(head_dim)
     bool softmax_no_max = false;   // exp(score) without subtracting the row max: float32's inf / NaN pattern
     bool empty_row_nan = false;    // a query that sees no key gets NaN (a masked torch softmax), not zeros
@@ -81,6 +82,7 @@ struct Variant {
     bool residual_missing = false;   // h = attn @ wo, the attention residual dropped
     // paged_attention
     bool paged_block_table_ignored = false;  // a sequence's pages read as consecutive from its first
+    bool paged_queries_at_start = false;       // a sequence's queries at positions 0.. (top-left), not its last
     bool paged_sequences_packed = false;       // the batch as one packed sequence: each also sees earlier sequences' keys
     bool paged_last_page_len_ignored = false;  // every last page read whole
     bool paged_partial_page_dropped = false;   // kv_len / page_size pages (floor): a last partial page dropped

@@ -41,10 +41,11 @@ torch::Tensor qk_norm(const torch::Tensor& x, const torch::Tensor& weight, int64
 // [T, S] bool: the keys each query can reach at all (decode: what is in the
 // cache at its step), which a mask variant cannot widen. `lse`, when given,
 // receives [T, H]: the log of each row's softmax denominator (natural log;
-// -inf for a row that sees no key).
+// -inf for a row that sees no key). window > 0: a sliding window of that many
+// keys (conform/config.h in_window), unless the variant says another.
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t n_heads, int64_t n_kv_heads,
-                        int64_t head_dim, const Ctx& ctx, const torch::Tensor& cached = {},
+                        int64_t head_dim, int64_t window, const Ctx& ctx, const torch::Tensor& cached = {},
                         torch::Tensor* lse = nullptr);
 
 // paged_attention's index arrays, and one sequence of its batch gathered

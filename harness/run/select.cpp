@@ -64,6 +64,7 @@ gen::CaseSpec spec_of(const Case& c) {
     s.config.rotary_dim = cfg.rotary_dim;
     s.config.qk_norm = cfg.qk_norm;
     s.config.qkv_bias = cfg.qkv_bias;
+    s.config.sliding_window = cfg.sliding_window;
     s.config.norm_eps = cfg.norm_eps;
     for (const PositionSpec& p : info.positions)
         (p.n == Dim::S ? s.kpos : s.pos) = first_position(c, p.name);
@@ -186,7 +187,7 @@ bool Dimension::relevant(Op op) const {
 namespace {
 enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary, kHeadDim, kKeys, kQueries,
             kDecodeSteps, kPosShape, kPosOrder, kScores, kScaledContext, kBatch, kPageSize, kSequences, kPagedQueries,
-            kBias };
+            kBias, kWindowTrap };
 
 // Ops whose position arrays need not increase (their result is defined by position alone).
 std::vector<Op> ops_any_order() {
@@ -266,6 +267,8 @@ const std::vector<Dimension>& dimensions() {
         // Qwen2's projection biases: none, or with a mean near zero, or a
         // large one (a shift of every score or output a dropped bias cannot hide).
         {"qkv bias", {"none", "mean ~0", "large mean"}, ops_using(kQkvBias)},
+        // A sliding window that binds (fewer keys than a query could reach) or not.
+        {"sliding window", {"none", "W < keys", "W >= keys"}, ops_using(kWindow)},
     };
     return d;
 }
@@ -292,6 +295,21 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
             case kTheta: c.push_back(s.config.rope_theta == 10000.0 ? 0 : s.config.rope_theta == 500000.0 ? 1 : s.config.rope_theta >= 1e6 ? 2 : 3); break;
             case kMaxPos: c.push_back(max_pos < 512 ? 0 : max_pos < 4096 ? 1 : max_pos < 32768 ? 2 : 3); break;
             case kQkNormTrap: c.push_back(s.config.qk_norm ? 1 : 0); break;
+            case kWindowTrap: {
+                const int64_t W = s.config.sliding_window;
+                int64_t keys = s.op == Op::attention ? s.S : s.T;  // the most keys a query can reach
+                if (s.op == Op::paged_attention) {
+                    const auto& kvp = cs.pos("kv_indptr");
+                    const auto& last = cs.pos("kv_last_page_len");
+                    keys = 0;
+                    for (size_t b = 0; b < last.size(); ++b) {
+                        const int64_t n = kvp[b + 1] - kvp[b];
+                        keys = std::max(keys, n == 0 ? 0 : (n - 1) * cs.config.page_size + last[b]);
+                    }
+                }
+                c.push_back(W <= 0 ? 0 : W < keys ? 1 : 2);
+                break;
+            }
             case kBias: {
                 // The biases' mean as the tensors have it (a checkpoint's and a fixture's too).
                 double sum = 0;

@@ -15,7 +15,9 @@
 //
 // Masking: key j is visible to the row's query iff k_pos[j] <= q_pos[t]
 // (causal by position, bottom-right aligned when the queries are the tail of
-// the keys). A row that sees no key at all gets zeros (scalar/attention.cpp).
+// the keys) and, with a sliding window W, k_pos[j] > q_pos[t] - W. The tile
+// skip below stays causal only: a tile wholly before every row's window is
+// still loaded, and each of its keys masked. A row that sees no key at all gets zeros (scalar/attention.cpp).
 // T and S need not be multiples of the tiles: rows past T*group and keys past
 // S are explicitly invalid, never read from global memory.
 #include <cmath>
@@ -133,9 +135,10 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(FlashParams<T
             const int r = warp * kRowsPerWarp + i;
             const bool row_in = row0 + r < rows;
 
-            // S_ij = Qi Kj^T * scale for row r, lane = key; -inf where invisible (k_pos > q_pos)
+            // S_ij = Qi Kj^T * scale for row r, lane = key; -inf where invisible
+            // (k_pos > q_pos, or k_pos <= q_pos - window)
             float s = -INFINITY;
-            if (row_in && key_in && kpos_j[lane] <= qpos_i[r]) {
+            if (row_in && key_in && kpos_j[lane] <= qpos_i[r] && (a.window <= 0 || kpos_j[lane] > qpos_i[r] - a.window)) {
                 const float* q = Qi + r * hd;
                 const float* k = Kj + lane * ld;
                 float dot = 0.0f;
@@ -335,6 +338,7 @@ void op_attention(const Context& ctx, View q, View k, View v, Positions q_pos, P
         a.n_heads = H;
         a.n_kv_heads = KV;
         a.hd = hd;
+        a.window = p.sliding_window;
         a.gqa_tiled = ctx.faults.gqa_tiled;
         launch_attention<St>(a, plan, scratch.data(), ctx);
         ctx.sync("attention");

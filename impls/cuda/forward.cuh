@@ -183,6 +183,7 @@ void forward(const Context& ctx, const Weights<T>& w, const BlockConfig& c, cons
     a.n_heads = H;
     a.n_kv_heads = KV;
     a.hd = hd;
+    a.window = c.sliding_window;
     a.gqa_tiled = ctx.faults.gqa_tiled;
     launch_attention<T>(a, plan, s.scratch.data(), ctx);
 

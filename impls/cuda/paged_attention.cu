@@ -42,6 +42,7 @@ struct PagedArgs {
     T* out = nullptr;                          // [T, H*hd]
     T* lse = nullptr;                          // [T, H]
     int64_t H = 0, KV = 0, hd = 0, P = 0;
+    int64_t window = 0;  // sliding window: a row sees keys pos - window + 1 ..= pos (0: all <= pos)
     float scale = 0;
 };
 
@@ -57,7 +58,8 @@ __global__ void __launch_bounds__(kWarp) paged_decode_kernel(PagedArgs<T> a) {
     const int64_t kv_len = n_pages == 0 ? 0 : (n_pages - 1) * P + a.kv_last_page_len[b];
     const int64_t q_len = a.qo_indptr[b + 1] - a.qo_indptr[b];
     const int64_t pos = kv_len - q_len + (t - a.qo_indptr[b]);  // this row's position in its sequence
-    const int64_t seen = pos + 1 < kv_len ? pos + 1 : kv_len;   // keys 0 .. seen-1 are visible
+    const int64_t seen = pos + 1 < kv_len ? pos + 1 : kv_len;   // keys first .. seen-1 are visible
+    const int64_t first = a.window > 0 && pos - a.window + 1 > 0 ? pos - a.window + 1 : 0;  // the window's first
     const int64_t kvh = h / (a.H / a.KV), W = a.KV * hd;
     const T* qh = a.q + t * a.H * hd + h * hd;
     float* ol = o + lane * hd;
@@ -65,7 +67,7 @@ __global__ void __launch_bounds__(kWarp) paged_decode_kernel(PagedArgs<T> a) {
 
     // ---- this lane's keys, online softmax ----
     float m = -INFINITY, l = 0.0f;
-    for (int64_t i = lane; i < seen; i += kWarp) {
+    for (int64_t i = first + lane; i < seen; i += kWarp) {
         const int64_t row = a.kv_indices[a.kv_indptr[b] + i / P] * P + i % P;
         const T* ki = a.k + row * W + kvh * hd;
         const T* vi = a.v + row * W + kvh * hd;
@@ -149,6 +151,7 @@ void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, 
         a.KV = KV;
         a.hd = hd;
         a.P = P;
+        a.window = p.sliding_window;
         a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
         const size_t smem = static_cast<size_t>(kWarp * hd) * sizeof(float);  // 32 KiB at head_dim 256
         const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(H));

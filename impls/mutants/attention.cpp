@@ -1,5 +1,6 @@
 // Attention mutants (semantics.md, bug classes 3 and 10, and "others worth a mutant").
 // Each gets one of scalar::AttentionRules wrong.
+#include <algorithm>
 #include <cmath>
 
 #include "mutants/mutants.h"
@@ -23,6 +24,28 @@ struct WithRules : ScalarImpl {
         scalar::PagedRules r;
         r.attention = R();
         scalar::paged_attention(q, k_cache, v_cache, idx, p, out, lse, r);
+    }
+};
+
+// Sliding window read another way, for every caller (op, block, paged):
+// `Shift` more keys (tokenspeed #578: 127 keys for gpt-oss's 128, a window of
+// W - 1; FlashAttention's window_size left = W passed where W - 1 was meant:
+// W + 1), or (Ignored) full causal (zml #763, whose tests ran windows off).
+template <int64_t Shift, bool Ignored>
+struct Window : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    static int64_t window(int64_t w) { return Ignored || w <= 0 ? 0 : std::max<int64_t>(1, w + Shift); }
+    void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
+                   MutView out) override {
+        AttentionParams b = p;
+        b.sliding_window = window(p.sliding_window);
+        ScalarImpl::attention(q, k, v, q_pos, k_pos, b, out);
+    }
+    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                         MutView out, MutView lse) override {
+        PagedAttentionParams b = p;
+        b.sliding_window = window(p.sliding_window);
+        ScalarImpl::paged_attention(q, k_cache, v_cache, idx, b, out, lse);
     }
 };
 
@@ -161,6 +184,16 @@ std::unique_ptr<Implementation> softmax_tile_not_rescaled(const ImplOptions& o) 
 }
 std::unique_ptr<Implementation> kv_cache_wraps_early(const ImplOptions& o) {
     return detail::make<KvCacheWrapsEarly>("kv_cache_wraps_early", o);
+}
+
+std::unique_ptr<Implementation> window_off_by_one(const ImplOptions& o) {
+    return detail::make<Window<-1, false>>("window_off_by_one", o);
+}
+std::unique_ptr<Implementation> window_one_too_wide(const ImplOptions& o) {
+    return detail::make<Window<+1, false>>("window_one_too_wide", o);
+}
+std::unique_ptr<Implementation> window_ignored(const ImplOptions& o) {
+    return detail::make<Window<0, true>>("window_ignored", o);
 }
 
 }  // namespace conform::mutants

@@ -43,6 +43,9 @@ std::unique_ptr<Implementation> causal_mask_by_index(const ImplOptions& o);
 std::unique_ptr<Implementation> head_dim_truncated(const ImplOptions& o);
 std::unique_ptr<Implementation> softmax_tile_not_rescaled(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_cache_wraps_early(const ImplOptions& o);
+std::unique_ptr<Implementation> window_off_by_one(const ImplOptions& o);
+std::unique_ptr<Implementation> window_one_too_wide(const ImplOptions& o);
+std::unique_ptr<Implementation> window_ignored(const ImplOptions& o);
 
 // norm.cpp
 std::unique_ptr<Implementation> qk_norm_missing(const ImplOptions& o);

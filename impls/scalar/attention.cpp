@@ -1,6 +1,8 @@
 // attention — causal-by-position softmax attention with grouped-query heads.
 //
-// Key j is visible to query t iff k_pos[j] <= q_pos[t]. Invisible keys are
+// Key j is visible to query t iff k_pos[j] <= q_pos[t] and, with a sliding
+// window W, k_pos[j] > q_pos[t] - W (the query sees W keys, its own
+// included: HF's sliding_window, llama.cpp's n_swa). Invisible keys are
 // skipped outright rather than given a -inf score, so no exp(-inf - -inf)
 // can appear. A row that sees no key at all (possible only when the caller's
 // positions put every key after the query; a causal block always sees its own
@@ -43,7 +45,10 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
 
     for (int64_t t = 0; t < T; t++) {
         auto seen = [&](int64_t j) {
-            return rules.visible_index ? rules.visible_index(j, t, S, T) : rules.visible(k_pos[j], q_pos[t]);
+            const bool causal_ok =
+                rules.visible_index ? rules.visible_index(j, t, S, T) : rules.visible(k_pos[j], q_pos[t]);
+            // if sliding_window: mask |= k_pos <= q_pos - sliding_window
+            return causal_ok && (p.sliding_window <= 0 || k_pos[j] > q_pos[t] - p.sliding_window);
         };
         for (int64_t h = 0; h < H; h++) {
             const float* qh = q.row(t) + h * hd;  // (hd,)

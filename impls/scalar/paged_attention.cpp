@@ -37,8 +37,12 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
     detail::expect_shape("paged_attention", "v_cache", v_cache, k_cache.rows, W);
     detail::expect_shape("paged_attention", "out", out, T, H * hd);
     detail::expect_shape("paged_attention", "lse", lse, T, H);
-    const AttentionParams ap{H, KV, hd};
+    const AttentionParams ap{H, KV, hd, p.sliding_window};
     const AttentionRules& ar = rules.attention;
+    // Whether key position k is visible to query position q: the rules' causal test, inside the window.
+    auto sees = [&](int64_t k, int64_t qp) {
+        return ar.visible(k, qp) && (p.sliding_window <= 0 || k > qp - p.sliding_window);
+    };
     const float scale = static_cast<float>(ar.scale(ap));  // 1 / sqrt(hd)
     const int64_t sd = ar.score_dims > 0 ? std::min(ar.score_dims, hd) : hd;
 
@@ -70,7 +74,7 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
         for (int64_t j = 0; j < q_len; j++) {
             const bool any = kv_len > 0 && [&] {
                 for (int64_t i = 0; i < kv_len; i++)
-                    if (ar.visible(k_pos[static_cast<size_t>(i)], q_pos[static_cast<size_t>(j)])) return true;
+                    if (sees(k_pos[static_cast<size_t>(i)], q_pos[static_cast<size_t>(j)])) return true;
                 return false;
             }();
             if (!any && !rules.write_empty) continue;  // the bug: an empty sequence's rows left as they were
@@ -85,7 +89,7 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
                 float m = -INFINITY;
                 std::vector<float> s(static_cast<size_t>(kv_len), -INFINITY);
                 for (int64_t i = 0; i < kv_len; i++) {
-                    if (!ar.visible(k_pos[static_cast<size_t>(i)], q_pos[static_cast<size_t>(j)])) continue;
+                    if (!sees(k_pos[static_cast<size_t>(i)], q_pos[static_cast<size_t>(j)])) continue;
                     const float* ki = k_b.view().row(i) + kvh * hd;
                     float dot = 0.0f;
                     for (int64_t d = 0; d < sd; d++) dot += qh[d] * ki[d];

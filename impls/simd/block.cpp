@@ -116,6 +116,7 @@ void forward(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t*
     a.H = H;
     a.KV = KV;
     a.hd = hd;
+    a.window = c.sliding_window;
     a.out = s.attn.m();
     attention(pool, t, a);
 

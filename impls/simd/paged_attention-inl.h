@@ -51,29 +51,31 @@ HWY_INLINE void PagedSplitT(const PagedJob& job, size_t b, size_t g, size_t c) {
     for (int64_t j = 0; j < q_len; ++j) {
         const size_t t = static_cast<size_t>(q0 + j);
         const int64_t pos = kv_len - q_len + j;
-        const int64_t seen_end = std::min(k1, pos + 1);  // keys [k0, seen_end) are visible
+        const int64_t seen_end = std::min(k1, pos + 1);  // keys [seen_begin, seen_end) are visible:
+        // causal, and with a sliding window W only keys > pos - W
+        const int64_t seen_begin = job.window > 0 ? std::max(k0, pos - job.window + 1) : k0;
         for (size_t hh = 0; hh < G; ++hh) {
             const size_t h = g * G + hh;
             PagedPartial part = job.partial(t, h, c);
-            if (seen_end <= k0) {
+            if (seen_end <= seen_begin) {
                 *part.m = -std::numeric_limits<float>::infinity();
                 *part.l = 0.0f;
                 continue;
             }
             Widen(static_cast<const TQ*>(job.q.data) + t * job.q.ld + h * hd, hd, hdp, q);
             float m = -std::numeric_limits<float>::infinity();
-            for (int64_t i = k0; i < seen_end; ++i) {
+            for (int64_t i = seen_begin; i < seen_end; ++i) {
                 const size_t row = static_cast<size_t>(pages[i / static_cast<int64_t>(P)]) * P + static_cast<size_t>(i) % P;
                 const float* k = RowF32(static_cast<const TKV*>(job.k.data) + row * job.k.ld + g * hd, hd, hdp, kb);
                 s[i - k0] = Dot(q, k, hdp) * scale;
                 m = std::max(m, s[i - k0]);
             }
             float l = 0.0f;
-            for (int64_t i = k0; i < seen_end; ++i) l += (s[i - k0] = std::exp(s[i - k0] - m));
+            for (int64_t i = seen_begin; i < seen_end; ++i) l += (s[i - k0] = std::exp(s[i - k0] - m));
             float* acc = part.acc;
             // acc lives in the partial states, packed with m and l: unaligned loads and stores.
             for (size_t d = 0; d < hdp; d += N) hn::StoreU(hn::Zero(df), df, acc + d);
-            for (int64_t i = k0; i < seen_end; ++i) {
+            for (int64_t i = seen_begin; i < seen_end; ++i) {
                 const size_t row = static_cast<size_t>(pages[i / static_cast<int64_t>(P)]) * P + static_cast<size_t>(i) % P;
                 const float* v = RowF32(static_cast<const TKV*>(job.v.data) + row * job.v.ld + g * hd, hd, hdp, kb);
                 const VF p = hn::Set(df, s[i - k0]);

@@ -100,6 +100,7 @@ Attn attn_job(CRows q, CRows k, CRows v, Positions q_pos, Positions k_pos, const
     a.H = static_cast<size_t>(p.n_heads);
     a.KV = static_cast<size_t>(p.n_kv_heads);
     a.hd = static_cast<size_t>(p.head_dim);
+    a.window = p.sliding_window;
     a.out = out;
     return a;
 }
@@ -121,6 +122,7 @@ PagedJob paged_job(CRows q, int64_t T, CRows k, CRows v, const PagedIndex& idx, 
     job.KV = static_cast<size_t>(p.n_kv_heads);
     job.hd = static_cast<size_t>(p.head_dim);
     job.P = static_cast<size_t>(p.page_size);
+    job.window = p.sliding_window;
     job.out = out;
     return job;
 }

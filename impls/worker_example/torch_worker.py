@@ -59,6 +59,8 @@ def attention(q, k, v, q_positions, k_positions, *, config):
     k = k.view(k.shape[0], KV, hd).transpose(0, 1).repeat_interleave(H // KV, dim=0)    # [H, S, hd]
     v = v.view(v.shape[0], KV, hd).transpose(0, 1).repeat_interleave(H // KV, dim=0)
     visible = k_positions[None, :] <= q_positions[:, None]                              # [T, S]
+    if config.get("sliding_window", 0) > 0:                         # the last W keys only (Mistral, Gemma 2)
+        visible &= k_positions[None, :] > q_positions[:, None] - config["sliding_window"]
     scores = (q @ k.transpose(1, 2)) / math.sqrt(hd)
     p = scores.masked_fill(~visible, float("-inf")).softmax(-1)
     p = p.masked_fill(~visible.any(-1, keepdim=True), 0.0)  # a query that sees no key: zeros, not NaN

@@ -7,6 +7,7 @@
 #include <conform/plugin.h>
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -40,6 +41,8 @@ static int32_t gqa_attention(const conform_config* cfg, const conform_tensor* q,
     double* p = malloc((size_t)(S > 0 ? S : 1) * sizeof(double));
     if (!p) return fail(msg, cap, "attention: out of memory");
     const double scale = 1.0 / sqrt((double)hd);
+    /* ABI 1.3's sliding window: also k_pos > q_pos - W (0: causal only). */
+    const int64_t W = cfg->struct_size >= offsetof(conform_config, sliding_window) + sizeof(int64_t) ? cfg->sliding_window : 0;
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < H; h++) {
             const int64_t g = kv_head_of(h, H, KV);
@@ -48,7 +51,7 @@ static int32_t gqa_attention(const conform_config* cfg, const conform_tensor* q,
             double mx = -INFINITY, sum = 0;
             for (int64_t s = 0; s < S; s++) {
                 p[s] = -INFINITY;
-                if (kp[s] > qp[t]) continue;
+                if (kp[s] > qp[t] || (W > 0 && kp[s] <= qp[t] - W)) continue;
                 const float* ks = (const float*)k->data + s * k->strides[0] + g * hd;
                 double dot = 0;
                 for (int64_t d = 0; d < hd; d++) dot += (double)qt[d] * ks[d];

@@ -4,6 +4,7 @@
  * reading every last page whole, as a kernel that ignores kv_last_page_len
  * does (test_paged.sh). Only the C header, as out of tree. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,6 +31,8 @@ static int32_t paged_attention(const conform_config* cfg, const conform_tensor* 
     float* O = (float*)out->data;
     float* L = (float*)lse->data;
     const float scale = 1.0f / sqrtf((float)hd);
+    /* ABI 1.3's sliding window: a row at pos sees keys pos - W + 1 ..= pos (0: all up to pos). */
+    const int64_t W = cfg->struct_size >= offsetof(conform_config, sliding_window) + sizeof(int64_t) ? cfg->sliding_window : 0;
     for (int64_t b = 0; b < B; ++b) {
         const int64_t n = kvp[b + 1] - kvp[b], q_len = qo[b + 1] - qo[b];
 #ifdef PAGED_LAST_PAGE_BUG
@@ -44,7 +47,7 @@ static int32_t paged_attention(const conform_config* cfg, const conform_tensor* 
                 float* oh = O + t * out->strides[0] + h * hd;
                 float m = -INFINITY, l = 0.0f;
                 for (int64_t d = 0; d < hd; ++d) oh[d] = 0.0f;
-                for (int64_t i = 0; i <= pos && i < kv_len; ++i) {
+                for (int64_t i = W > 0 && pos - W + 1 > 0 ? pos - W + 1 : 0; i <= pos && i < kv_len; ++i) {
                     const int64_t row = (int64_t)ids[kvp[b] + i / P] * P + i % P;
                     const float* ki = K + row * k_cache->strides[0] + (h / group) * hd;
                     const float* vi = V + row * v_cache->strides[0] + (h / group) * hd;

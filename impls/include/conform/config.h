@@ -106,6 +106,12 @@ struct BlockConfig {
     RopeScaling rope_scaling{};  // none unless the model scales RoPE
     int64_t rotary_dim = 0;      // dims of each head that RoPE rotates (the first ones); 0 = all head_dim
     int64_t page_size = 0;       // paged_attention: slots per page of the KV cache (P); 0 where no op pages
+    // Sliding-window attention: key j visible to query i iff
+    //   q_pos[i] - sliding_window < k_pos[j] <= q_pos[i]
+    // (the query sees W keys, its own included), as HF transformers' sliding_window,
+    // llama.cpp's n_swa (masked iff q - k >= n_swa) and Mistral mean it;
+    // FlashAttention's window_size left = W - 1. 0: full causal.
+    int64_t sliding_window = 0;
 
     int64_t q_width() const { return n_heads * head_dim; }
     int64_t rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
@@ -173,6 +179,7 @@ void for_each_field(Config&& c, F&& f) {
       c.rope_scaling.attention_factor);
     f(ConfigField{"qk_norm", "qk_norm", "qk_norm"}, c.qk_norm);
     f(ConfigField{"qkv_bias", "qkv_bias", "bias", 0, true}, c.qkv_bias);
+    f(ConfigField{"sliding_window", "sliding_window", "window", 0, true}, c.sliding_window);
     f(ConfigField{"norm_eps", "norm_eps", "eps"}, c.norm_eps);
     f(ConfigField{"page_size", "page_size", "P"}, c.page_size);
 }
@@ -203,7 +210,9 @@ struct AttentionParams {
     int64_t n_heads = 0;
     int64_t n_kv_heads = 0;  // query head h reads kv head h / (n_heads / n_kv_heads)
     int64_t head_dim = 0;    // scale = 1 / sqrt(head_dim)
-    // Causal by position: key j visible to query i iff k_pos[j] <= q_pos[i].
+    // Causal by position: key j visible to query i iff k_pos[j] <= q_pos[i],
+    // and, with a window W > 0, k_pos[j] > q_pos[i] - W (BlockConfig::sliding_window).
+    int64_t sliding_window = 0;
 };
 
 // paged_attention: attention over each sequence's keys, which live in a paged
@@ -213,6 +222,7 @@ struct PagedAttentionParams {
     int64_t n_kv_heads = 0;  // query head h reads kv head h / (n_heads / n_kv_heads)
     int64_t head_dim = 0;    // scale = 1 / sqrt(head_dim)
     int64_t page_size = 0;   // P: the cache's rows are pages of P slots, page p at rows [p*P, (p+1)*P)
+    int64_t sliding_window = 0;  // W > 0: a query at position pos sees keys pos - W + 1 ..= pos only
 };
 
 inline RmsNormParams rmsnorm_params(const BlockConfig& c) { return {c.norm_eps}; }
@@ -220,9 +230,14 @@ inline RopeParams rope_params(const BlockConfig& c) {
     return {c.head_dim, c.rope_layout, c.rope_theta, c.rope_scaling, c.rotary_dim};
 }
 inline QkNormParams qk_norm_params(const BlockConfig& c) { return {c.head_dim, c.norm_eps}; }
-inline AttentionParams attention_params(const BlockConfig& c) { return {c.n_heads, c.n_kv_heads, c.head_dim}; }
-inline PagedAttentionParams paged_attention_params(const BlockConfig& c) {
-    return {c.n_heads, c.n_kv_heads, c.head_dim, c.page_size};
+inline AttentionParams attention_params(const BlockConfig& c) {
+    return {c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window};
 }
+inline PagedAttentionParams paged_attention_params(const BlockConfig& c) {
+    return {c.n_heads, c.n_kv_heads, c.head_dim, c.page_size, c.sliding_window};
+}
+
+// Whether key position k is visible to query position q: causal, inside the window.
+inline bool in_window(int64_t k, int64_t q, int64_t window) { return k <= q && (window <= 0 || k > q - window); }
 
 }  // namespace conform

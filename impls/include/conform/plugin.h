@@ -44,7 +44,8 @@
 /* Minor versions only append fields. 1.1: the config's RoPE scaling and
  * rotary_dim, and the table's abi_minor. 1.2: paged_attention (the table's
  * function, the config's page_size, int32 index tensors). 1.3: Qwen2's
- * projection biases (the config's qkv_bias, the block weights' bq, bk, bv). */
+ * projection biases (the config's qkv_bias, the block weights' bq, bk, bv)
+ * and sliding-window attention (the config's sliding_window). */
 #define CONFORM_PLUGIN_ABI_MINOR 3u
 #define CONFORM_PLUGIN_MAX_DIMS 4
 
@@ -152,7 +153,8 @@ typedef struct conform_tensor {
  *              query head h reads kv head h / (n_heads / n_kv_heads))
  *   swiglu:    d_model, ffn_dim                 ((silu(x@w1) * (x@w3)) @ w2)
  *   block, decode: all of them but page_size (and, 1.3, qkv_bias).
- *   paged_attention (1.2): n_heads, n_kv_heads, head_dim, page_size */
+ *   paged_attention (1.2): n_heads, n_kv_heads, head_dim, page_size
+ *   (1.3) attention, paged_attention, block, decode also sliding_window */
 typedef struct conform_config {
     uint32_t struct_size; /* sizeof(conform_config) as conform built it */
     uint32_t dtype;       /* CONFORM_DTYPE_* every float tensor of the call has */
@@ -180,10 +182,14 @@ typedef struct conform_config {
     double rope_attention_factor;        /* YARN: multiplies cos and sin (1 otherwise) */
     /* ---- ABI 1.2 ---- */
     int64_t page_size; /* paged_attention: slots per page of the KV cache (P) */
-    /* ---- ABI 1.3 (conform offers a case with qkv_bias = 1 only to a plugin
-     * whose table says abi_minor >= 3; an older one reports it unsupported) ---- */
+    /* ---- ABI 1.3 (conform offers a case with qkv_bias = 1 or a sliding
+     * window only to a plugin whose table says abi_minor >= 3; for an older
+     * one they are reported unsupported) ---- */
     uint32_t qkv_bias; /* 1: q = x @ wq + bq, k = x @ wk + bk, v = x @ wv + bv (Qwen2), before QK-norm and RoPE */
     uint32_t reserved13;
+    int64_t sliding_window; /* attention, paged_attention, block, decode: W > 0: key j visible to query i iff
+                             * q_pos[i] - W < k_pos[j] <= q_pos[i] (W keys, the query's own included: HF's
+                             * sliding_window, llama.cpp's n_swa; FlashAttention's left = W - 1); 0: causal */
 } conform_config;
 
 /* The block's weights, stored [in, out]; q_norm / k_norm have data != NULL
