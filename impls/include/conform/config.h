@@ -1,6 +1,6 @@
 // conform/config.h — the block's configuration and one parameter struct per
 // op. Every convention that real checkpoints disagree on is an explicit field
-// (rope layout, theta, eps, qk_norm, qkv_bias): no implementation may assume a default.
+// (rope layout, theta, eps, qk_norm, qkv_bias, sliding_window): no implementation may assume a default.
 #pragma once
 
 #include <cstdint>
@@ -101,7 +101,7 @@ struct BlockConfig {
     RopeLayout rope_layout = RopeLayout::neox;
     double rope_theta = 10000.0;
     bool qk_norm = false;    // Qwen3: per-head RMSNorm on q and k, before RoPE
-    bool qkv_bias = false;   // Qwen2, gpt-oss (attention_bias): q = h @ wq + bq, k = h @ wk + bk, v = h @ wv + bv
+    bool qkv_bias = false;   // Qwen2: q = h @ wq + bq, k = h @ wk + bk, v = h @ wv + bv (o_proj has no bias)
     double norm_eps = 1e-5;
     RopeScaling rope_scaling{};  // none unless the model scales RoPE
     int64_t rotary_dim = 0;      // dims of each head that RoPE rotates (the first ones); 0 = all head_dim
@@ -135,7 +135,7 @@ struct ConfigField {
     const char* h5;
     const char* id;
     uint32_t scaling_types = 0;  // a rope_scaling parameter: bit (1 << type) for each type that takes it
-    // A served variant's switch or size (qkv_bias): absent means off, so a
+    // A served variant's switch or size (qkv_bias, sliding_window): absent means off, so a
     // format writes it only when it is on and files from before it still
     // read as what they were. An op that reads it does not require it.
     bool optional = false;
@@ -236,8 +236,5 @@ inline AttentionParams attention_params(const BlockConfig& c) {
 inline PagedAttentionParams paged_attention_params(const BlockConfig& c) {
     return {c.n_heads, c.n_kv_heads, c.head_dim, c.page_size, c.sliding_window};
 }
-
-// Whether key position k is visible to query position q: causal, inside the window.
-inline bool in_window(int64_t k, int64_t q, int64_t window) { return k <= q && (window <= 0 || k > q - window); }
 
 }  // namespace conform
