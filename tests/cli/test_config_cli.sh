@@ -42,6 +42,8 @@ expect 2 "which model" -- anatomy
 # ---- bad configs: exit 2, file and field ----------------------------------------
 printf '{"hidden_size": 4096, "rope_scaling": {"rope_type": "longrope", "factor": 2}}' >"$tmp/longrope.json"
 expect 2 "longrope.json: rope_scaling.rope_type: 'longrope' is not supported" -- --config "$tmp/longrope.json" --impl scalar
+expect 2 "--sliding-window: expected a count >= 0, found -2" -- --preset mistral-7b --sliding-window -2 --impl scalar
+expect 2 "--qkv-bias: expected 0 or 1, found 'maybe'" -- --preset qwen2.5-0.5b --qkv-bias maybe --impl scalar
 printf '{"hidden_size": 4096,' >"$tmp/broken.json"
 expect 2 "broken.json: not valid JSON" -- anatomy --config "$tmp/broken.json"
 printf '{"hidden_size": "big"}' >"$tmp/type.json"

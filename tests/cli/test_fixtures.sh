@@ -178,6 +178,17 @@ bad decreasing_positions 'p = f["block_qwen3_like/inputs/positions"]; p[...] = n
   ":/block_qwen3_like: inputs/positions: a block's positions must be strictly increasing"
 bad prefill_range 'f["decode_qwen3_like"].attrs["prefill"] = np.int64(9)' \
   ':/decode_qwen3_like: prefill: must be in [0, T=5], found 9'
+# The served variants' optional fields: a value out of range, or on an op that has no use for it.
+bad qkv_bias_two 'f["block_qwen3_like/config"].attrs["qkv_bias"] = np.int64(2)' \
+  ':/block_qwen3_like: config/qkv_bias: expected 0 or 1, found 2'
+bad qkv_bias_on_rope 'f["rope_neox/config"].attrs["qkv_bias"] = np.int64(1)' \
+  ':/rope_neox: config/qkv_bias: op rope has no projections to bias'
+bad qkv_bias_no_tensors 'f["block_qwen3_like/config"].attrs["qkv_bias"] = np.int64(1)' \
+  ':/block_qwen3_like: inputs/bq: missing dataset'
+bad window_negative 'f["attention_gqa/config"].attrs["sliding_window"] = np.int64(-3)' \
+  ':/attention_gqa: config/sliding_window: expected a count of keys >= 0 (0: none), found -3'
+bad window_on_rmsnorm 'f["rmsnorm/config"].attrs["sliding_window"] = np.int64(4)' \
+  ':/rmsnorm: config/sliding_window: op rmsnorm has no attention to window'
 bad no_cases 'for k in list(f): del f[k]' ': no cases (a case is a top-level group)'
 
 # Not HDF5, and truncated: the file named, and what is wrong with it.
