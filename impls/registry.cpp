@@ -92,6 +92,10 @@ const std::vector<ImplEntry>& mutant_implementations() {
         {"window_one_too_wide", "a sliding window of W + 1 keys (FlashAttention's left = W for W - 1)", true, always,
          window_one_too_wide, ops_using(kWindow), {}, {}, "window_off_by_one"},
         {"window_ignored", "the sliding window ignored: full causal", true, always, window_ignored, ops_using(kWindow)},
+        {"softcap_missing", "logit soft-capping dropped (scores uncapped)", true, always, softcap_missing,
+         ops_using(kSoftcap)},
+        {"softcap_after_mask", "soft-cap after the -inf mask: masked keys read at logit -cap", true, always,
+         softcap_after_mask, ops_using(kSoftcap)},
         {"decode_cache_unrotated_k", "decode steps cache their key before RoPE", true, always,
          decode_cache_unrotated_k, decode_ops},
         // Precision (issue 14): float32 kernels that keep something of RoPE in less.

@@ -148,15 +148,17 @@ TEST_CASE("cuda block and decode with Qwen2's q, k, v biases (the gemm_bias path
     }
 }
 
-TEST_CASE("cuda attention, paged_attention, block and decode under a sliding window, every dtype", "[cuda][window]") {
-    // The gate's own draws that have a window (a quarter of them), three per op and dtype.
+// The gate's own draws that have a twist (`has`, about a quarter of them),
+// three per attention op and dtype, each passing.
+template <class Has>
+void check_drawn_with(Has has) {
     for (DType d : kDtypes) {
         auto impl = make_impl(d);
         for (Op op : {Op::attention, Op::paged_attention, Op::block, Op::decode}) {
             int found = 0;
             for (int i = 0; found < 3 && i < 200; ++i) {
                 const gen::CaseSpec s = gen::draw(op, kSeed, i);
-                if (s.config.sliding_window <= 0) continue;
+                if (!has(s.config)) continue;
                 const Case c = gen::materialize(s);
                 if (!impl->supports(op, c.config).ok) continue;
                 const CaseResult r = test::check(*impl, c, d);
@@ -167,6 +169,14 @@ TEST_CASE("cuda attention, paged_attention, block and decode under a sliding win
             CHECK(found == 3);
         }
     }
+}
+
+TEST_CASE("cuda attention, paged_attention, block and decode under a soft-cap, every dtype", "[cuda][softcap]") {
+    check_drawn_with([](const BlockConfig& c) { return c.attn_logit_softcapping > 0; });
+}
+
+TEST_CASE("cuda attention, paged_attention, block and decode under a sliding window, every dtype", "[cuda][window]") {
+    check_drawn_with([](const BlockConfig& c) { return c.sliding_window > 0; });
 }
 
 TEST_CASE("cuda paged_attention conforms on property cases", "[cuda][paged_attention]") {

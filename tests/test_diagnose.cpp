@@ -136,6 +136,11 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         "paged_attention(H=4,KV=2,hd=8,P=5,kv=7/12,q=2/3,window=4,mag=1,outliers=0,seed=21)",
         "decode(T=8,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,pos=5,"
         "prefill=3,window=3,mag=1,outliers=0,seed=22)",
+        // Soft-caps near the scores' scale: over keys with positions, over pages, through a block.
+        "attention(T=6,S=12,H=4,KV=2,hd=8,qpos=20,kpos=10,softcap=0.5,mag=1,outliers=0,seed=23)",
+        "paged_attention(H=4,KV=2,hd=8,P=5,kv=7/12,q=2/3,softcap=1,mag=1,outliers=0,seed=24)",
+        "block(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,pos=5,"
+        "softcap=0.5,mag=1,outliers=0,seed=25)",
     };
     auto scalar = test::make("scalar");
     std::set<std::string> distinguished;

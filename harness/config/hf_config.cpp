@@ -77,9 +77,16 @@ const Unmodelled kUnmodelled[] = {
 struct TwistField {
     const char* key;
     const char* what;
+    // Set where the block models the twist but no architecture read here
+    // applies it (transformers' Gemma 2 does, with norms the block lacks):
+    // why the field is refused all the same.
+    const char* instead = nullptr;
 };
 const TwistField kTwistFields[] = {
-    {"attn_logit_softcapping", "attention logit soft-capping (cap * tanh(s / cap))"},
+    {"attn_logit_softcapping", "attention logit soft-capping (cap * tanh(s / cap))",
+     "the block models it (--attn-softcap), but of the architectures read here none applies it in transformers "
+     "(Gemma 2 does, with (1 + w) norms and GeGLU the block does not model); refused rather than run as another "
+     "model"},
     {"final_logit_softcapping", "LM-head logit soft-capping"},
     {"query_pre_attn_scalar", "an attention scale other than 1/sqrt(head_dim)"},
     {"layer_types", "per-layer attention types (sliding / full)"},
@@ -290,6 +297,7 @@ ModelConfig resolve(const json& j, const std::string& file) {
         const bool off = v == false || (v.is_number() && v.get<double>() == 0) || (v.is_array() && v.empty()) ||
                          (std::string_view(t.key) == "layer_types" && v.is_array() &&
                           std::all_of(v.begin(), v.end(), [](const json& e) { return e == "full_attention"; }));
+        if (!off && t.instead) r.fail(t.key, v.dump() + ": " + t.what + ": " + t.instead);
         if (!off)
             r.fail(t.key, v.dump() + ": " + t.what + ", which the block does not model; refused rather than run "
                                                    "without it");

@@ -1,5 +1,6 @@
 #include "config/options.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <type_traits>
@@ -20,7 +21,7 @@ std::string num(double v) {
 
 bool ConfigOptions::given() const {
     for (const CLI::Option* opt : {o_preset, o_file, o_d_model, o_heads, o_kv_heads, o_head_dim, o_ffn, o_layers,
-                                   o_theta, o_eps, o_layout, o_qk_norm, o_qkv_bias, o_window})
+                                   o_theta, o_eps, o_layout, o_qk_norm, o_qkv_bias, o_window, o_softcap})
         if (opt && opt->count() > 0) return true;
     return false;
 }
@@ -44,6 +45,9 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
     o.o_qkv_bias = g->add_option("--qkv-bias", o.qkv_bias, "biases on the q, k and v projections (Qwen2): 0 | 1");
     o.o_window = g->add_option("--sliding-window", o.window,
                                "W: each query sees its last W keys, its own included (HF sliding_window); 0: full causal");
+    o.o_softcap = g->add_option("--attn-softcap,--attn-logit-softcapping", o.softcap,
+                                "cap: each attention score s becomes cap * tanh(s / cap) before the mask (Gemma 2's "
+                                "attn_logit_softcapping); 0: none");
     o.o_eps = g->add_option("--eps,--norm-eps", o.eps, "RMSNorm eps");
 }
 
@@ -114,6 +118,13 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
         m.overrides.push_back("--sliding-window " + std::to_string(o.window) +
                               (m.name.empty() ? "" : " (was " + std::to_string(c.sliding_window) + ")"));
         c.sliding_window = o.window;
+    }
+    if (o.o_softcap && o.o_softcap->count()) {
+        if (!(o.softcap >= 0) || !std::isfinite(o.softcap))
+            throw ConfigError("--attn-softcap: expected a cap >= 0 (0: none), found " + num(o.softcap));
+        m.overrides.push_back("--attn-softcap " + num(o.softcap) +
+                              (m.name.empty() ? "" : " (was " + num(c.attn_logit_softcapping) + ")"));
+        c.attn_logit_softcapping = o.softcap;
     }
     if (m.name.empty() && !m.overrides.empty()) {
         m.name = "custom";

@@ -225,6 +225,21 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                             W + d, W + d == 1 ? "" : "s", W));
         }
     }
+    if (uses(op, kSoftcap) && cfg.attn_logit_softcapping > 0) {
+        const double cap = cfg.attn_logit_softcapping;
+        ref::Variant vc;
+        vc.softcap = 0.0;
+        add("softcap_missing", vc,
+            fmt::format("logit soft-capping missing: the scores go to the softmax as they are, where the config "
+                        "caps them to {0} * tanh(s / {0}) (Gemma 2's attn_logit_softcapping)",
+                        cap));
+        vc.softcap.reset();
+        vc.softcap_after_mask = true;
+        add("softcap_after_mask", vc,
+            fmt::format("soft-cap applied after the mask: tanh turns each masked key's -inf into a logit of -{}, so "
+                        "masked keys are read; the cap goes on the raw scores, before the mask",
+                        cap));
+    }
     if (uses(op, kCausal)) {
         const int64_t H = cfg.n_heads, KV = cfg.n_kv_heads, hd = cfg.head_dim;
         if (KV > 1 && KV < H) {

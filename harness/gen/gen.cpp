@@ -209,6 +209,18 @@ void pick_window(CaseSpec& s) {
         std::max<int64_t>(1, one_of<int64_t>(1, context / 2, context - 1, context, context + 1, step, step + 1));
 }
 
+// Logit soft-capping (Gemma 2) in a quarter of the cases, the cap near the
+// scores' own scale σ (the attention op's q and k at magnitude mag give
+// scores ~N(0, mag⁴); the block's ~N(0, qk_gain⁴)), where tanh bends them
+// and a cap taken after the mask makes its masked keys count; or Gemma 2's
+// 50, where it barely bends them. A float, as a kernel holds it. Drawn last.
+void pick_softcap(CaseSpec& s) {
+    if (weighted<int>({{3, 0}, {1, 1}}) == 0) return;
+    const double g = op_info(s.op).uses(kResidual) ? s.qk_gain : s.mag, sigma = g * g;
+    s.config.attn_logit_softcapping =
+        static_cast<float>(weighted<double>({{2, sigma / 2}, {2, sigma}, {1, 3 * sigma}, {1, 50.0}}));
+}
+
 // Partial rotary (GPT-NeoX, Phi, GLM: a half or a quarter of the head), then
 // RoPE scaling with the parameters real checkpoints use. Drawn after
 // everything else, so a case without them is the case its seed drew before
@@ -356,6 +368,7 @@ void pin(CaseSpec& s, const BlockConfig& c) {
     if (info.has_dim(Dim::F)) s.config.ffn_dim = c.ffn_dim;
     if (info.reads("qk_norm")) s.config.qk_norm = c.qk_norm;
     if (info.reads("sliding_window")) s.config.sliding_window = c.sliding_window;
+    if (info.reads("attn_logit_softcapping")) s.config.attn_logit_softcapping = c.attn_logit_softcapping;
     if (info.reads("qkv_bias")) {
         if (!c.qkv_bias) s.bias_mean = 0.0;
         s.config.qkv_bias = c.qkv_bias;
@@ -490,6 +503,7 @@ CaseSpec make(const Stream& st) {
     if (op_info(op).uses(kResidual)) pick_qk_gain(s);
     if (op_info(op).uses(kQkvBias)) pick_qkv_bias(s);
     if (op_info(op).uses(kWindow)) pick_window(s);
+    if (op_info(op).uses(kSoftcap)) pick_softcap(s);
     if (pinned) pin(s, *pinned);
     if (st.real) take_layer(s, st.real);
     return s;
@@ -531,9 +545,10 @@ void shape_field(const CaseSpec& s, Fields& f) {
     if (s.shape != CaseSpec::Shape::contiguous) f.emplace_back("positions", to_string(s.shape));
 }
 
-// The sliding window, only when there is one (older ids parse to the same case).
+// The sliding window and the soft-cap, only when there is one (older ids parse to the same case).
 void window_field(const CaseSpec& s, Fields& f) {
     if (s.config.sliding_window > 0) f.emplace_back("window", std::to_string(s.config.sliding_window));
+    if (s.config.attn_logit_softcapping > 0) f.emplace_back("softcap", num(s.config.attn_logit_softcapping));
 }
 
 bool is_rope_extra(const std::string& k) {
@@ -709,6 +724,13 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             else if (k == "window" && !op_info(s.op).uses(kWindow))
                 return fail("field 'window' does not apply to op " + std::string(to_string(s.op)));
             else if (k == "window") s.config.sliding_window = std::stoll(v);
+            else if (k == "softcap" && !op_info(s.op).uses(kSoftcap))
+                return fail("field 'softcap' does not apply to op " + std::string(to_string(s.op)));
+            else if (k == "softcap") {
+                s.config.attn_logit_softcapping = std::stod(v);
+                if (!(s.config.attn_logit_softcapping >= 0) || !std::isfinite(s.config.attn_logit_softcapping))
+                    return fail("softcap must be a number >= 0, found '" + v + "'");
+            }
             else if (k == "bias_mean") s.bias_mean = std::stod(v);
             else if (k == "eps") s.config.norm_eps = std::stod(v);
             else if (k == "pos" || k == "qpos") s.pos = std::stoll(v);

@@ -363,6 +363,14 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
                 ctx.fail("config/sliding_window", std::string("op ") + to_string(op) + " has no attention to window");
             cfg.sliding_window = v;
         }
+        if (has("attn_logit_softcapping")) {
+            const double v = read_float(ctx, g.get(), "attn_logit_softcapping", "config/attn_logit_softcapping");
+            if (!std::isfinite(v) || v < 0)
+                ctx.fail("config/attn_logit_softcapping", "expected a cap >= 0 (0: none), found " + std::to_string(v));
+            if (v > 0 && !op_info(op).reads("attn_logit_softcapping"))
+                ctx.fail("config/attn_logit_softcapping", std::string("op ") + to_string(op) + " has no attention scores to cap");
+            cfg.attn_logit_softcapping = v;
+        }
         if (has("norm_eps")) cfg.norm_eps = read_float(ctx, g.get(), "norm_eps", "config/norm_eps");
         read_rope_extras(ctx, g.get(), cfg);
     } else if (!required.empty()) {

@@ -223,6 +223,7 @@ conform_config config_of(DType dtype, const BlockConfig& c) {
     k.page_size = c.page_size;
     k.qkv_bias = c.qkv_bias ? 1u : 0u;
     k.sliding_window = c.sliding_window;
+    k.attn_logit_softcapping = c.attn_logit_softcapping;
     return k;
 }
 conform_config config_only(DType dtype) {
@@ -256,6 +257,11 @@ std::string bias_beyond_abi(const conform_plugin& t, const BlockConfig& c) {
     if (!c.qkv_bias || (knows_1_1(t) && t.abi_minor >= 3)) return "";
     return "built against plugin ABI 1." + std::to_string(knows_1_1(t) ? t.abi_minor : 0) +
            ", which has no qkv_bias: cannot pass projection biases to it (rebuild against ABI 1.3)";
+}
+std::string softcap_beyond_abi(const conform_plugin& t, const BlockConfig& c) {
+    if (c.attn_logit_softcapping <= 0 || (knows_1_1(t) && t.abi_minor >= 4)) return "";
+    return "built against plugin ABI 1." + std::to_string(knows_1_1(t) ? t.abi_minor : 0) +
+           ", which has no attn_logit_softcapping: cannot pass a soft-cap to it (rebuild against ABI 1.4)";
 }
 std::string window_beyond_abi(const conform_plugin& t, const BlockConfig& c) {
     if (c.sliding_window <= 0 || (knows_1_1(t) && t.abi_minor >= 3)) return "";
@@ -300,6 +306,8 @@ class Adapter final : public Implementation {
         if (const std::string why = bias_beyond_abi(t_, config); !why.empty() && op_info(op).uses(kQkvBias))
             return Support::no(why);
         if (const std::string why = window_beyond_abi(t_, config); !why.empty() && op_info(op).uses(kWindow))
+            return Support::no(why);
+        if (const std::string why = softcap_beyond_abi(t_, config); !why.empty() && op_info(op).uses(kSoftcap))
             return Support::no(why);
         if (t_.supports == nullptr) return Support::yes();
         const conform_config k = config_of(dtype_, config);
@@ -354,6 +362,7 @@ class Adapter final : public Implementation {
         c.n_kv_heads = p.n_kv_heads;
         c.head_dim = p.head_dim;
         c.sliding_window = p.sliding_window;
+        c.attn_logit_softcapping = p.softcap;
         const conform_tensor tq = call.in("q", q), tk = call.in("k", k), tv = call.in("v", v),
                              tqp = call.positions("q_positions", q_pos), tkp = call.positions("k_positions", k_pos),
                              to = call.out("out", out);
@@ -409,6 +418,7 @@ class Adapter final : public Implementation {
         c.head_dim = p.head_dim;
         c.page_size = p.page_size;
         c.sliding_window = p.sliding_window;
+        c.attn_logit_softcapping = p.softcap;
         const conform_tensor tq = call.in("q", q), tk = call.in("k_cache", k_cache), tv = call.in("v_cache", v_cache),
                              tqo = call.indices("qo_indptr", idx.qo_indptr), tkp = call.indices("kv_indptr", idx.kv_indptr),
                              tki = call.indices("kv_indices", idx.kv_indices),

@@ -78,9 +78,9 @@ torch::Tensor softmax(const torch::Tensor& scores, const Ctx& ctx) {
 // HF LlamaAttention / eager_attention_forward, with keys and values shared by
 // groups of query heads (repeat_kv: query head h reads kv head h // n_rep).
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t n_heads, int64_t n_kv_heads,
-                        int64_t head_dim, int64_t window, const Ctx& ctx, const torch::Tensor& cached,
-                        torch::Tensor* lse) {
+                        const torch::Tensor& q_pos, const torch::Tensor& k_pos, const AttentionParams& p,
+                        const Ctx& ctx, const torch::Tensor& cached, torch::Tensor* lse) {
+    const int64_t n_heads = p.n_heads, n_kv_heads = p.n_kv_heads, head_dim = p.head_dim;
     const int64_t T = q.size(0), S = k.size(0), n_rep = n_heads / n_kv_heads;
     auto qh = q.reshape({T, n_heads, head_dim}).transpose(0, 1);     // [H, T, hd]
     auto kh = k.reshape({S, n_kv_heads, head_dim}).transpose(0, 1);  // [KV, S, hd]
@@ -97,14 +97,26 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
     // attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
     const int64_t sd = ctx.v.score_dims > 0 ? std::min(ctx.v.score_dims, head_dim) : head_dim;
     auto scores = matmul(qh.narrow(-1, 0, sd), kh.narrow(-1, 0, sd).transpose(1, 2), ctx) * scale;  // [H, T, S]
-    auto vis = visible(q_pos, k_pos, ctx.v.mask);                 // [T, S]
-    // Sliding window: k_pos > q_pos - W as well (the config's W, or the variant's).
-    const int64_t W = ctx.v.window.value_or(window);
-    if (W > 0) vis = vis.logical_and(k_pos.unsqueeze(0) > q_pos.unsqueeze(1) - W);
-    if (cached.defined()) vis = vis.logical_and(cached);
+    // Gemma 2: attn_weights = tanh(attn_weights / softcap) * softcap, before the mask.
+    const double cap = ctx.v.softcap.value_or(p.softcap);
+    auto capped = [&](const torch::Tensor& s) { return (s / cap).tanh() * cap; };
+    if (cap > 0 && !ctx.v.softcap_after_mask) scores = capped(scores);
+    // The keys a query can reach at all: in the cache at its step (and the ring's).
+    torch::Tensor reach = cached.defined() ? cached : torch::ones({T, S}, torch::kBool);
     if (ctx.v.kv_ring > 0 && T == 1 && S > ctx.v.kv_ring)  // a one-token step reads a ring of the last kv_ring keys
-        vis = vis.logical_and(torch::arange(S, torch::kInt64).unsqueeze(0) >= S - ctx.v.kv_ring);
-    scores = scores.masked_fill(vis.logical_not().unsqueeze(0), -std::numeric_limits<double>::infinity());
+        reach = reach.logical_and(torch::arange(S, torch::kInt64).unsqueeze(0) >= S - ctx.v.kv_ring);
+    auto vis = visible(q_pos, k_pos, ctx.v.mask).logical_and(reach);  // [T, S]
+    // Sliding window: k_pos > q_pos - W as well (the config's W, or the variant's).
+    const int64_t W = ctx.v.window.value_or(p.sliding_window);
+    if (W > 0) vis = vis.logical_and(k_pos.unsqueeze(0) > q_pos.unsqueeze(1) - W);
+    const double inf = std::numeric_limits<double>::infinity();
+    scores = scores.masked_fill(vis.logical_not().unsqueeze(0), -inf);
+    if (cap > 0 && ctx.v.softcap_after_mask) {
+        // The bug: the cap taken after the mask turns each masked key's -inf
+        // into -cap, a finite logit; keys outside the cache stay unread.
+        scores = capped(scores).masked_fill(reach.logical_not().unsqueeze(0), -inf);
+        vis = reach;
+    }
     if (lse) {
         // FlashAttention's softmax_lse: the max-shifted log-sum-exp, in the
         // softmax's precision (float32 below float64, as HF's softmax runs).

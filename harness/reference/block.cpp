@@ -86,16 +86,16 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
     // Decode: the prefill's queries reach the prefill's keys, a decode step
     // only those cached before it and its own. With the causal mask (and
     // increasing positions) that is no restriction; a wrong mask cannot see
-    // keys a decode step has not cached yet.
+    // keys a decode step has not cached yet (nor give them a capped logit).
     torch::Tensor cached;
-    if (decode_from < T && (v.mask != Variant::Mask::causal || v.kv_ring > 0)) {
+    if (decode_from < T && (v.mask != Variant::Mask::causal || v.kv_ring > 0 || v.softcap_after_mask)) {
         auto i = torch::arange(T, torch::kInt64).unsqueeze(1), j = torch::arange(T, torch::kInt64).unsqueeze(0);
         cached = j < torch::clamp_min(i + 1, decode_from);
         // A ring of kv_ring slots: a decode step (i >= decode_from) sees only the last kv_ring of them.
         if (v.kv_ring > 0) cached = cached.logical_and((i < decode_from).logical_or(j > i - v.kv_ring));
     }
     tap["attn"] =
-        attention(tap["q_rot"], keys, vv, positions, positions, c.n_heads, c.n_kv_heads, hd, c.sliding_window, ctx, cached);
+        attention(tap["q_rot"], keys, vv, positions, positions, attention_params(c), ctx, cached);
     auto proj = matmul(tap["attn"], in.at("wo"), ctx);  // [T, D]
     tap["h"] = v.residual_missing ? proj : x + proj;
     if (v.post_norm) tap["h"] = rmsnorm(tap["h"], in.at("attn_norm").reshape({c.d_model}), c.norm_eps, ctx);

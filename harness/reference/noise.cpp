@@ -287,9 +287,10 @@ struct AttnBound {
 // growth factor, p·δs — is one loop per row; as torch ops it was some thirty
 // passes over [H, T, S] (each starting threads) and most of the bound's time.
 AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, const Tensor& ek, const Tensor& v,
-                          const Tensor& ev, const Tensor& q_pos, const Tensor& k_pos, int64_t H, int64_t KV, int64_t hd,
-                          int64_t window, const Units& u, const RopeBound* rq = nullptr, const RopeBound* rk = nullptr,
+                          const Tensor& ev, const Tensor& q_pos, const Tensor& k_pos, const AttentionParams& ap,
+                          const Units& u, const RopeBound* rq = nullptr, const RopeBound* rk = nullptr,
                           bool with_weight = false) {
+    const int64_t H = ap.n_heads, KV = ap.n_kv_heads, hd = ap.head_dim, window = ap.sliding_window;
     const int64_t T = q.size(0), S = k.size(0), rep = H / KV;
     auto qg = [&](const Tensor& t) {  // [T, H·hd] -> [KV, rep·T, hd]
         return t.reshape({T, H, hd}).transpose(0, 1).reshape({KV, rep * T, hd}).contiguous();
@@ -337,6 +338,11 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
     //   growth = e^{2 max δs} (capped), what δs of O(1) can amplify the first order by.
     {
         const double c_store = u.d > u.a ? 2.0 * u.d : 0.0;
+        // tanh's own error: 4 ulps of the arithmetic's type (Highway's Tanh;
+        // glibc's and CUDA's tanhf are within 2, Sleef's (torch) 1), an ulp
+        // being at most 2u of the value. (An approximate tanh such as PTX
+        // tanh.approx.f32, ~2^-11 relative, is a precision below float32's.)
+        const double c_tanh = 8.0, cap = ap.softcap;
         const double* S0 = s0.data_ptr<double>();
         const double* MV = moves.data_ptr<double>();
         const double* RR = r_round.defined() ? r_round.data_ptr<double>() : nullptr;
@@ -358,19 +364,30 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
                         ds[j] = 0;
                         continue;
                     }
-                    const double sc = S0[o + j] * scale;
+                    double sc = S0[o + j] * scale;
                     double d = MV[o + j] + c_store * std::abs(sc);
                     if (RR) {
                         const double dp = static_cast<double>(std::abs(qp[t] - kp[j]));
                         d += scale * std::sqrt(RR[o + j]) + scale * dp * std::sqrt(RF[o + j]);
                     }
+                    if (cap > 0) {
+                        // cap·tanh(s/cap) moves by at most what s moves (its slope
+                        // sech² ≤ 1), plus its own roundings: s/cap (≤ u·|s| once
+                        // through the slope), tanh (c_tanh), the product, and cap
+                        // itself rounded to the arithmetic's type (∂/∂cap is
+                        // tanh x − x·sech² x, within [0, tanh x]: ≤ u·|c|).
+                        const double c = cap * std::tanh(sc / cap);
+                        d += u.a * (std::abs(sc) + (c_tanh + 2.0) * std::abs(c));
+                        sc = c;
+                    }
                     ds[j] = d;
+                    P[o + j] = sc;
                     smax = std::max(smax, sc);
                     dmax = std::max(dmax, d);
                 }
                 double sum = 0;
                 for (int64_t j = 0; j < S; ++j) {
-                    const double e = vt[j] ? std::exp(S0[o + j] * scale - smax) : 0.0;
+                    const double e = vt[j] ? std::exp(P[o + j] - smax) : 0.0;
                     P[o + j] = e;
                     sum += e;
                 }
@@ -509,7 +526,7 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
         case Op::attention:
         {
             const AttnBound a = attention_bound(in("q"), none, in("k"), none, in("v"), none, pos("q_positions"),
-                                                pos("k_positions"), cfg.n_heads, cfg.n_kv_heads, hd, cfg.sliding_window, u);
+                                                pos("k_positions"), attention_params(cfg), u);
             e["out"] = a.together + a.apart;
         }
             break;
@@ -541,8 +558,8 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             for (int64_t b = 0; b + 1 < static_cast<int64_t>(seqs.qo_indptr.size()); ++b) {
                 const PagedSeq g = gather_sequence(q, kc, vc, seqs, b, faithful);
                 if (g.q_len == 0 || g.kv_len == 0) continue;  // out exactly 0, lse exactly -inf
-                const AttnBound a = attention_bound(g.q, none, g.k, none, g.v, none, g.q_pos, g.k_pos, H,
-                                                    cfg.n_kv_heads, hd, cfg.sliding_window, u, nullptr, nullptr, true);
+                const AttnBound a = attention_bound(g.q, none, g.k, none, g.v, none, g.q_pos, g.k_pos,
+                                                    attention_params(cfg), u, nullptr, nullptr, true);
                 // Keys a row's softmax sums: its sequence's, or the window's.
                 const double S = static_cast<double>(
                     cfg.sliding_window > 0 ? std::min(g.kv_len, cfg.sliding_window) : g.kv_len);
@@ -601,8 +618,7 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             e["k_rot"] = rk.total();
             auto attn = tap("attn");
             const AttnBound ab = attention_bound(tap("q_rot"), rq.rest, tap("k_rot"), rk.rest, v, e["v"], positions,
-                                                 positions, cfg.n_heads, cfg.n_kv_heads, hd, cfg.sliding_window, u, &rq,
-                                                 &rk, true);
+                                                 positions, attention_params(cfg), u, &rq, &rk, true);
             e["attn"] = ab.together + ab.apart;
             // h = x + attn @ wo: the projection (stored before the add below
             // float32), the add, and attn's bound through wo — what one softmax

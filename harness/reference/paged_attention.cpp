@@ -73,7 +73,7 @@ std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, 
         const PagedSeq g = gather_sequence(q, k_cache, v_cache, s, b, ctx.v);
         if (g.q_len == 0 || g.kv_len == 0) continue;  // no key: out 0, lse -inf (fixtures/SCHEMA.md)
         torch::Tensor l;
-        auto o = attention(g.q, g.k, g.v, g.q_pos, g.k_pos, H, cfg.n_kv_heads, cfg.head_dim, cfg.sliding_window, ctx, {}, &l);
+        auto o = attention(g.q, g.k, g.v, g.q_pos, g.k_pos, attention_params(cfg), ctx, {}, &l);
         out.narrow(0, g.q_begin, g.q_len).copy_(o);
         if (ctx.v.lse_base2) l = l / std::log(2.0);
         lse.narrow(0, g.q_begin, g.q_len).copy_(l);

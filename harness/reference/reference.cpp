@@ -78,6 +78,8 @@ std::string Variant::describe() const {
     if (softmax_tile) sep() << "softmax over " << softmax_tile << "-key tiles without rescaling";
     if (kv_ring) sep() << "a decode step sees the last " << kv_ring << " keys";
     if (window) sep() << (*window > 0 ? "sliding window " + std::to_string(*window) : std::string("sliding window ignored"));
+    if (softcap) sep() << (*softcap > 0 ? "soft-cap " + std::to_string(*softcap) : std::string("soft-cap missing"));
+    if (softcap_after_mask) sep() << "soft-cap after the mask (masked keys at -cap)";
     if (scale) sep() << "scale=" << *scale;
     if (softmax_no_max) sep() << "softmax without max subtraction";
     if (empty_row_nan) sep() << "NaN for a query that sees no key";
@@ -169,8 +171,8 @@ NamedD run(const Case& c, const Options& o) {
         case Op::rope: put("out", rope(in("x"), pos("positions"), rope_params(cfg), ctx)); break;
         case Op::qk_norm: put("out", qk_norm(in("x"), in("weight"), cfg.head_dim, cfg.norm_eps, ctx)); break;
         case Op::attention:
-            put("out", attention(in("q"), in("k"), in("v"), pos("q_positions"), pos("k_positions"), cfg.n_heads,
-                                 cfg.n_kv_heads, cfg.head_dim, cfg.sliding_window, ctx));
+            put("out", attention(in("q"), in("k"), in("v"), pos("q_positions"), pos("k_positions"),
+                                 attention_params(cfg), ctx));
             break;
         case Op::swiglu: put("out", swiglu(in("x"), in("w1"), in("w3"), in("w2"), ctx)); break;
         case Op::paged_attention: {

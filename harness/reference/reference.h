@@ -70,6 +70,8 @@ struct Variant {
     int64_t kv_ring = 0;        // a one-token query (a decode step) sees only the last kv_ring cached keys
 
     std::optional<int64_t> window;  // the sliding window used instead of the config's (0: none, full causal)
+    std::optional<double> softcap;  // the logit soft-cap used instead of the config's (0: none)
+    bool softcap_after_mask = false;  // cap · tanh(s / cap) after the -inf mask: masked keys get logit -cap
     std::optional<double> scale;   // instead of 1/sqrt(head_dim)
     bool softmax_no_max = false;   // exp(score) without subtracting the row max: float32's inf / NaN pattern
     bool empty_row_nan = false;    // a query that sees no key gets NaN (a masked torch softmax), not zeros

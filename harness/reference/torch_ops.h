@@ -37,16 +37,16 @@ double rope_attention_factor(const RopeParams& p, const Ctx& ctx);
 // x[T, n*hd] → per-head rmsnorm with weight[hd]                         (HF Qwen3 q_norm / k_norm)
 torch::Tensor qk_norm(const torch::Tensor& x, const torch::Tensor& weight, int64_t head_dim, double eps, const Ctx& ctx);
 
-// q[T, H*hd], k/v[S, KV*hd] → [T, H*hd]. `cached`, when defined, is a
-// [T, S] bool: the keys each query can reach at all (decode: what is in the
-// cache at its step), which a mask variant cannot widen. `lse`, when given,
-// receives [T, H]: the log of each row's softmax denominator (natural log;
-// -inf for a row that sees no key). window > 0: a sliding window of that many
-// keys (conform/config.h in_window), unless the variant says another.
+// q[T, H*hd], k/v[S, KV*hd] → [T, H*hd] under p (conform/config.h
+// AttentionParams: heads, the sliding window, the soft-cap; the variant may
+// replace the window or the cap). `cached`, when defined, is a [T, S] bool:
+// the keys each query can reach at all (decode: what is in the cache at its
+// step), which a mask variant cannot widen. `lse`, when given, receives
+// [T, H]: the log of each row's softmax denominator (natural log; -inf for a
+// row that sees no key).
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const torch::Tensor& q_pos, const torch::Tensor& k_pos, int64_t n_heads, int64_t n_kv_heads,
-                        int64_t head_dim, int64_t window, const Ctx& ctx, const torch::Tensor& cached = {},
-                        torch::Tensor* lse = nullptr);
+                        const torch::Tensor& q_pos, const torch::Tensor& k_pos, const AttentionParams& p,
+                        const Ctx& ctx, const torch::Tensor& cached = {}, torch::Tensor* lse = nullptr);
 
 // paged_attention's index arrays, and one sequence of its batch gathered
 // out of the pages (paged_attention.cpp; the a-priori bound reads them too).

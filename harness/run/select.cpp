@@ -65,6 +65,7 @@ gen::CaseSpec spec_of(const Case& c) {
     s.config.qk_norm = cfg.qk_norm;
     s.config.qkv_bias = cfg.qkv_bias;
     s.config.sliding_window = cfg.sliding_window;
+    s.config.attn_logit_softcapping = cfg.attn_logit_softcapping;
     s.config.norm_eps = cfg.norm_eps;
     for (const PositionSpec& p : info.positions)
         (p.n == Dim::S ? s.kpos : s.pos) = first_position(c, p.name);
@@ -187,7 +188,7 @@ bool Dimension::relevant(Op op) const {
 namespace {
 enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary, kHeadDim, kKeys, kQueries,
             kDecodeSteps, kPosShape, kPosOrder, kScores, kScaledContext, kBatch, kPageSize, kSequences, kPagedQueries,
-            kBias, kWindowTrap };
+            kBias, kWindowTrap, kSoftcapTrap };
 
 // Ops whose position arrays need not increase (their result is defined by position alone).
 std::vector<Op> ops_any_order() {
@@ -269,6 +270,9 @@ const std::vector<Dimension>& dimensions() {
         {"qkv bias", {"none", "mean ~0", "large mean"}, ops_using(kQkvBias)},
         // A sliding window that binds (fewer keys than a query could reach) or not.
         {"sliding window", {"none", "W < keys", "W >= keys"}, ops_using(kWindow)},
+        // A soft-cap near the scores' scale σ (tanh bends them; a cap after the
+        // mask makes masked keys count), or far above it (Gemma 2's 50 over ~1).
+        {"soft-cap", {"none", "cap < 4 sigma", "cap >= 4 sigma"}, ops_using(kSoftcap)},
     };
     return d;
 }
@@ -308,6 +312,15 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
                     }
                 }
                 c.push_back(W <= 0 ? 0 : W < keys ? 1 : 2);
+                break;
+            }
+            case kSoftcapTrap: {
+                // σ as the generator scales the scores (gen.cpp pick_softcap):
+                // a drawn case's id says; a fixture's scores are taken at ~1.
+                const auto drawn = s.config.attn_logit_softcapping > 0 ? gen::parse_case_id(cs.id) : std::nullopt;
+                const double g = !drawn ? 1.0 : op_info(s.op).uses(kResidual) ? drawn->qk_gain : drawn->mag;
+                const double cap = s.config.attn_logit_softcapping;
+                c.push_back(cap <= 0 ? 0 : cap < 4 * g * g ? 1 : 2);
                 break;
             }
             case kBias: {

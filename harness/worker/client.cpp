@@ -559,6 +559,7 @@ void WorkerImpl::attention(View q, View k, View v, Positions q_pos, Positions k_
     c.n_kv_heads = p.n_kv_heads;
     c.head_dim = p.head_dim;
     c.sliding_window = p.sliding_window;
+    c.attn_logit_softcapping = p.softcap;
     Call call{Op::attention, c,
               {matrix("q", q, dtype_), matrix("k", k, dtype_), matrix("v", v, dtype_), positions("q_positions", q_pos),
                positions("k_positions", k_pos)},
@@ -605,6 +606,7 @@ void WorkerImpl::paged_attention(View q, View k_cache, View v_cache, const Paged
     c.head_dim = p.head_dim;
     c.page_size = p.page_size;
     c.sliding_window = p.sliding_window;
+    c.attn_logit_softcapping = p.softcap;
     Call call{Op::paged_attention, c,
               {matrix("q", q, dtype_), matrix("k_cache", k_cache, dtype_), matrix("v_cache", v_cache, dtype_),
                positions("qo_indptr", idx.qo_indptr), positions("kv_indptr", idx.kv_indptr),

@@ -144,6 +144,8 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(FlashParams<T
                 float dot = 0.0f;
                 for (int64_t d = 0; d < hd; ++d) dot += q[d] * k[d];
                 s = dot * p.scale;
+                // Gemma 2's soft-cap on the visible scores: cap * tanh(s / cap), never on the -inf mask
+                if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
             }
 
             // m_ij = rowmax(S_ij). No visible key in this tile: the row is unchanged.
@@ -339,6 +341,7 @@ void op_attention(const Context& ctx, View q, View k, View v, Positions q_pos, P
         a.n_kv_heads = KV;
         a.hd = hd;
         a.window = p.sliding_window;
+        a.softcap = static_cast<float>(p.softcap);
         a.gqa_tiled = ctx.faults.gqa_tiled;
         launch_attention<St>(a, plan, scratch.data(), ctx);
         ctx.sync("attention");

@@ -43,6 +43,7 @@ struct PagedArgs {
     T* lse = nullptr;                          // [T, H]
     int64_t H = 0, KV = 0, hd = 0, P = 0;
     int64_t window = 0;  // sliding window: a row sees keys pos - window + 1 ..= pos (0: all <= pos)
+    float softcap = 0.0f;  // > 0: each score s becomes softcap * tanh(s / softcap)
     float scale = 0;
 };
 
@@ -74,6 +75,7 @@ __global__ void __launch_bounds__(kWarp) paged_decode_kernel(PagedArgs<T> a) {
         float s = 0.0f;
         for (int64_t d = 0; d < hd; ++d) s += to_f32(qh[d]) * to_f32(ki[d]);
         s *= a.scale;
+        if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);  // Gemma 2's soft-cap, before the softmax
         const float m_new = fmaxf(m, s), c = expf(m - m_new), p = expf(s - m_new);
         l = l * c + p;
         for (int64_t d = 0; d < hd; ++d) ol[d] = ol[d] * c + p * to_f32(vi[d]);
@@ -152,6 +154,7 @@ void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, 
         a.hd = hd;
         a.P = P;
         a.window = p.sliding_window;
+        a.softcap = static_cast<float>(p.softcap);
         a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
         const size_t smem = static_cast<size_t>(kWarp * hd) * sizeof(float);  // 32 KiB at head_dim 256
         const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(H));

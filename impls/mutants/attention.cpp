@@ -49,6 +49,30 @@ struct Window : ScalarImpl {
     }
 };
 
+// Soft-capping dropped (vLLM's first Gemma 2, PR #5908), for every caller.
+struct SoftcapMissing : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
+                   MutView out) override {
+        AttentionParams b = p;
+        b.softcap = 0;
+        ScalarImpl::attention(q, k, v, q_pos, k_pos, b, out);
+    }
+    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                         MutView out, MutView lse) override {
+        PagedAttentionParams b = p;
+        b.softcap = 0;
+        ScalarImpl::paged_attention(q, k_cache, v_cache, idx, b, out, lse);
+    }
+};
+
+// The cap after a -inf mask: tanh makes each masked key's logit -cap.
+AttentionRules softcap_masked_keys() {
+    AttentionRules r;
+    r.softcap_after_mask = true;
+    return r;
+}
+
 // Class 3 (onnx #7274, axlearn #842): kv heads tiled, query head h reads h % n_kv.
 AttentionRules tiled_heads() {
     AttentionRules r;
@@ -186,6 +210,12 @@ std::unique_ptr<Implementation> kv_cache_wraps_early(const ImplOptions& o) {
     return detail::make<KvCacheWrapsEarly>("kv_cache_wraps_early", o);
 }
 
+std::unique_ptr<Implementation> softcap_missing(const ImplOptions& o) {
+    return detail::make<SoftcapMissing>("softcap_missing", o);
+}
+std::unique_ptr<Implementation> softcap_after_mask(const ImplOptions& o) {
+    return detail::make<WithRules<softcap_masked_keys>>("softcap_after_mask", o);
+}
 std::unique_ptr<Implementation> window_off_by_one(const ImplOptions& o) {
     return detail::make<Window<-1, false>>("window_off_by_one", o);
 }

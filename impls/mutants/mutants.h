@@ -46,6 +46,8 @@ std::unique_ptr<Implementation> kv_cache_wraps_early(const ImplOptions& o);
 std::unique_ptr<Implementation> window_off_by_one(const ImplOptions& o);
 std::unique_ptr<Implementation> window_one_too_wide(const ImplOptions& o);
 std::unique_ptr<Implementation> window_ignored(const ImplOptions& o);
+std::unique_ptr<Implementation> softcap_missing(const ImplOptions& o);
+std::unique_ptr<Implementation> softcap_after_mask(const ImplOptions& o);
 
 // norm.cpp
 std::unique_ptr<Implementation> qk_norm_missing(const ImplOptions& o);

@@ -7,7 +7,8 @@
 // can appear. A row that sees no key at all (possible only when the caller's
 // positions put every key after the query; a causal block always sees its own
 // diagonal) has an empty softmax: we define its output as zeros, where a
-// masked torch softmax would give NaN (pytorch #103749).
+// masked torch softmax would give NaN (pytorch #103749). With a soft-cap
+// (Gemma 2) each visible score is cap * tanh(score / cap) before the softmax.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -43,13 +44,19 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
     std::vector<float> att(static_cast<size_t>(S));  // (S,) one row of scores, then of probabilities
     const int64_t sd = rules.score_dims > 0 ? std::min(rules.score_dims, hd) : hd;  // dims the scores sum over
 
+    const float cap = static_cast<float>(p.softcap);
+    // The bug a rule can ask for: the cap taken after the mask, so a masked key
+    // is read with logit cap * tanh(-inf) = -cap.
+    const bool masked_read = rules.softcap_after_mask && cap > 0;
+
     for (int64_t t = 0; t < T; t++) {
-        auto seen = [&](int64_t j) {
+        auto visible = [&](int64_t j) {
             const bool causal_ok =
                 rules.visible_index ? rules.visible_index(j, t, S, T) : rules.visible(k_pos[j], q_pos[t]);
             // if sliding_window: mask |= k_pos <= q_pos - sliding_window
             return causal_ok && (p.sliding_window <= 0 || k_pos[j] > q_pos[t] - p.sliding_window);
         };
+        auto seen = [&](int64_t j) { return masked_read || visible(j); };
         for (int64_t h = 0; h < H; h++) {
             const float* qh = q.row(t) + h * hd;  // (hd,)
             const int64_t kvh = rules.kv_head(h, H, KV);  // GQA: h / (H / KV), repeat_interleave, not tile
@@ -60,10 +67,16 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
             float max_score = 0.0f;
             for (int64_t j = 0; j < S; j++) {
                 if (!seen(j)) continue;
-                const float* kj = k.row(j) + kvh * hd;  // (hd,)
-                float dot = 0.0f;
-                for (int64_t d = 0; d < sd; d++) dot += qh[d] * kj[d];
-                att[j] = dot * scale;
+                if (!visible(j)) {
+                    att[j] = -cap;
+                } else {
+                    const float* kj = k.row(j) + kvh * hd;  // (hd,)
+                    float dot = 0.0f;
+                    for (int64_t d = 0; d < sd; d++) dot += qh[d] * kj[d];
+                    att[j] = dot * scale;
+                    // if softcap: scores = torch.tanh(scores / softcap) * softcap   (before the mask)
+                    if (cap > 0) att[j] = cap * std::tanh(att[j] / cap);
+                }
                 if (!any || att[j] > max_score) max_score = att[j];
                 any = true;
             }

@@ -37,8 +37,10 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
     detail::expect_shape("paged_attention", "v_cache", v_cache, k_cache.rows, W);
     detail::expect_shape("paged_attention", "out", out, T, H * hd);
     detail::expect_shape("paged_attention", "lse", lse, T, H);
-    const AttentionParams ap{H, KV, hd, p.sliding_window};
+    const AttentionParams ap{H, KV, hd, p.sliding_window, p.softcap};
     const AttentionRules& ar = rules.attention;
+    const float cap = static_cast<float>(p.softcap);
+    const bool masked_read = ar.softcap_after_mask && cap > 0;  // the bug: masked keys at logit -cap
     // Whether key position k is visible to query position q: the rules' causal test, inside the window.
     auto sees = [&](int64_t k, int64_t qp) {
         return ar.visible(k, qp) && (p.sliding_window <= 0 || k > qp - p.sliding_window);
@@ -72,11 +74,11 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
 
         // lse[t, h] = max_i s_i + log(sum_i exp(s_i - max_i s_i)) over the visible keys
         for (int64_t j = 0; j < q_len; j++) {
-            const bool any = kv_len > 0 && [&] {
+            const bool any = kv_len > 0 && (masked_read || [&] {
                 for (int64_t i = 0; i < kv_len; i++)
                     if (sees(k_pos[static_cast<size_t>(i)], q_pos[static_cast<size_t>(j)])) return true;
                 return false;
-            }();
+            }());
             if (!any && !rules.write_empty) continue;  // the bug: an empty sequence's rows left as they were
             std::copy_n(o_b.data.begin() + j * H * hd, H * hd, out_b.row(j));
             for (int64_t h = 0; h < H; h++) {
@@ -89,11 +91,17 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
                 float m = -INFINITY;
                 std::vector<float> s(static_cast<size_t>(kv_len), -INFINITY);
                 for (int64_t i = 0; i < kv_len; i++) {
-                    if (!sees(k_pos[static_cast<size_t>(i)], q_pos[static_cast<size_t>(j)])) continue;
-                    const float* ki = k_b.view().row(i) + kvh * hd;
-                    float dot = 0.0f;
-                    for (int64_t d = 0; d < sd; d++) dot += qh[d] * ki[d];
-                    s[static_cast<size_t>(i)] = dot * scale;
+                    const bool seen = sees(k_pos[static_cast<size_t>(i)], q_pos[static_cast<size_t>(j)]);
+                    if (!seen && !masked_read) continue;
+                    float si = -cap;
+                    if (seen) {
+                        const float* ki = k_b.view().row(i) + kvh * hd;
+                        float dot = 0.0f;
+                        for (int64_t d = 0; d < sd; d++) dot += qh[d] * ki[d];
+                        si = dot * scale;
+                        if (cap > 0) si = cap * std::tanh(si / cap);  // soft-cap, as attention() has it
+                    }
+                    s[static_cast<size_t>(i)] = si;
                     m = std::max(m, s[static_cast<size_t>(i)]);
                 }
                 const float shift = ar.subtract_max ? m : 0.0f;

@@ -88,6 +88,9 @@ struct AttentionRules {
     // > 0: the softmax runs over tiles of this many keys, online, and never
     // rescales its sums when the running max grows (a broken flash kernel).
     int64_t unrescaled_tile = 0;
+    // With a soft-cap: masked keys read with logit -cap, as when tanh is taken
+    // after a -inf mask (the bug softcap_after_mask).
+    bool softcap_after_mask = false;
 };
 
 // out[T, H*hd] = softmax(q k^T / sqrt(hd), keys with k_pos <= q_pos) v

@@ -77,6 +77,18 @@ HWY_INLINE const float* RowF32(const T* HWY_RESTRICT src, size_t hd, size_t hdp,
     return scratch;
 }
 
+// Gemma 2's soft-cap, in place on n scores: s = cap * tanh(s / cap)
+// (Highway's Tanh, within 4 ulps; the a-priori bound allows that many).
+HWY_INLINE void SoftCap(float* s, size_t n, float cap) {
+    const DF df;
+    const size_t N = hn::Lanes(df);
+    const VF vc = hn::Set(df, cap);
+    for (size_t i = 0; i < n; i += N) {
+        const size_t left = n - i;
+        StoreAny(df, hn::Mul(vc, hn::Tanh(df, hn::Div(LoadAny(df, s + i, left), vc))), s + i, left);
+    }
+}
+
 template <class TQ, class TKV, class TO>
 HWY_INLINE void AttentionItemsT(const Attn& job, size_t i0, size_t i1) {
     const DF df;
@@ -127,10 +139,9 @@ HWY_INLINE void AttentionItemsT(const Attn& job, size_t i0, size_t i1) {
             for (size_t h = 0; h < G; ++h) {
                 float* sh = s + h * kKeyBlock;
                 float block_max = neg_inf;
-                for (size_t n = 0; n < nvis; ++n) {
-                    sh[n] = Dot(q + h * hdp, krow[n], hdp) * scale;
-                    block_max = std::max(block_max, sh[n]);
-                }
+                for (size_t n = 0; n < nvis; ++n) sh[n] = Dot(q + h * hdp, krow[n], hdp) * scale;
+                if (job.softcap > 0) SoftCap(sh, nvis, job.softcap);  // before the softmax; masked keys never enter
+                for (size_t n = 0; n < nvis; ++n) block_max = std::max(block_max, sh[n]);
                 const float m_new = std::max(m[h], block_max);
                 const float c = std::exp(m[h] - m_new);  // m[h] = -inf: exp(-inf) = 0
                 // p_j = exp(s_j - m'), in place; the lanes past nvis are not summed.

@@ -117,6 +117,7 @@ void forward(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t*
     a.KV = KV;
     a.hd = hd;
     a.window = c.sliding_window;
+    a.softcap = static_cast<float>(c.attn_logit_softcapping);
     a.out = s.attn.m();
     attention(pool, t, a);
 

@@ -68,8 +68,9 @@ HWY_INLINE void PagedSplitT(const PagedJob& job, size_t b, size_t g, size_t c) {
                 const size_t row = static_cast<size_t>(pages[i / static_cast<int64_t>(P)]) * P + static_cast<size_t>(i) % P;
                 const float* k = RowF32(static_cast<const TKV*>(job.k.data) + row * job.k.ld + g * hd, hd, hdp, kb);
                 s[i - k0] = Dot(q, k, hdp) * scale;
-                m = std::max(m, s[i - k0]);
             }
+            if (job.softcap > 0) SoftCap(s + (seen_begin - k0), static_cast<size_t>(seen_end - seen_begin), job.softcap);
+            for (int64_t i = seen_begin; i < seen_end; ++i) m = std::max(m, s[i - k0]);
             float l = 0.0f;
             for (int64_t i = seen_begin; i < seen_end; ++i) l += (s[i - k0] = std::exp(s[i - k0] - m));
             float* acc = part.acc;

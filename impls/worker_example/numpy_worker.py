@@ -6,7 +6,8 @@
 The arithmetic follows HF transformers (Llama, Qwen3): float32 throughout,
 RoPE angles as HF computes them (inv_freq a float32 buffer, angle =
 float32(pos) * inv_freq in float32), every config field honoured: the rope
-layout, theta, rotary_dim, the five rope_scaling types, qk_norm, qkv_bias, sliding_window, norm_eps, GQA.
+layout, theta, rotary_dim, the five rope_scaling types, qk_norm, qkv_bias, sliding_window,
+attn_logit_softcapping, norm_eps, GQA.
 
 It announces f32 only; `--dtypes f32,bf16` also offers bf16 (and f16): the
 arithmetic stays float32 and conform_worker rounds the outputs to the dtype.
@@ -186,6 +187,12 @@ def in_window(k_pos, q_pos, config):
     return visible & (k_pos > q_pos - w) if w > 0 else visible
 
 
+def soft_cap(scores, config):
+    """Gemma 2's attn_logit_softcapping: cap * tanh(s / cap), before the mask (0: none)."""
+    cap = config.get("attn_logit_softcapping", 0.0)
+    return (f32(cap) * np.tanh(scores / f32(cap))).astype(f32) if cap > 0 else scores
+
+
 def attention(q, k, v, q_positions, k_positions, *, config):
     """softmax(q k^T / sqrt(hd), causal by position) v; a query that sees no key gets zeros."""
     H, KV, hd = config["n_heads"], config["n_kv_heads"], config["head_dim"]
@@ -197,7 +204,7 @@ def attention(q, k, v, q_positions, k_positions, *, config):
     qh = q.reshape(T, H, hd).transpose(1, 0, 2)                 # [H, T, hd]
     kh = k.reshape(S, KV, hd)[:, heads].transpose(1, 2, 0)      # [H, hd, S]
     vh = v.reshape(S, KV, hd)[:, heads].transpose(1, 0, 2)      # [H, S, hd]
-    scores = (qh @ kh) * f32(1.0 / math.sqrt(hd))               # [H, T, S]
+    scores = soft_cap((qh @ kh) * f32(1.0 / math.sqrt(hd)), config)  # [H, T, S]
     visible = in_window(k_positions[None, :], q_positions[:, None], config)[None]  # [1, T, S]
     scores = np.where(visible, scores, f32(-np.inf))
     top = np.max(scores, axis=-1, keepdims=True, initial=f32(-np.inf))
@@ -234,7 +241,7 @@ def paged_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_la
         qh = qs.reshape(n, H, hd).transpose(1, 0, 2)                  # [H, n, hd]
         kh = k.reshape(kv_len, KV, hd)[:, heads].transpose(1, 2, 0)   # [H, hd, S]
         vh = v.reshape(kv_len, KV, hd)[:, heads].transpose(1, 0, 2)   # [H, S, hd]
-        scores = (qh @ kh) * f32(1.0 / math.sqrt(hd))                 # [H, n, S]
+        scores = soft_cap((qh @ kh) * f32(1.0 / math.sqrt(hd)), config)  # [H, n, S]
         q_pos = np.arange(n) + (kv_len - n)
         visible = in_window(np.arange(kv_len)[None, :], q_pos[:, None], config)[None]  # [1, n, S]
         scores = np.where(visible, scores, f32(-np.inf))

@@ -62,6 +62,9 @@ def attention(q, k, v, q_positions, k_positions, *, config):
     if config.get("sliding_window", 0) > 0:                         # the last W keys only (Mistral, Gemma 2)
         visible &= k_positions[None, :] > q_positions[:, None] - config["sliding_window"]
     scores = (q @ k.transpose(1, 2)) / math.sqrt(hd)
+    cap = config.get("attn_logit_softcapping", 0.0)
+    if cap > 0:                                                     # Gemma 2: cap * tanh(s / cap), before the mask
+        scores = torch.tanh(scores / cap) * cap
     p = scores.masked_fill(~visible, float("-inf")).softmax(-1)
     p = p.masked_fill(~visible.any(-1, keepdim=True), 0.0)  # a query that sees no key: zeros, not NaN
     return (p @ v).transpose(0, 1).reshape(q.shape[1], H * hd)

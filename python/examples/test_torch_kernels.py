@@ -10,13 +10,17 @@ def rmsnorm(x, weight, *, norm_eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm_eps) * weight
 
 
-def attention(q, k, v, q_positions, k_positions, *, n_heads, n_kv_heads, head_dim, sliding_window=0):
+def attention(q, k, v, q_positions, k_positions, *, n_heads, n_kv_heads, head_dim, sliding_window=0,
+              attn_logit_softcapping=0.0):
     q = q.view(-1, n_heads, head_dim).transpose(0, 1)                                            # [H, T, hd]
     k, v = (t.view(-1, n_kv_heads, head_dim).transpose(0, 1).repeat_interleave(n_heads // n_kv_heads, 0) for t in (k, v))
     visible = k_positions[None, :] <= q_positions[:, None]                                       # [T, S]
     if sliding_window > 0:                                     # Mistral / Gemma 2 / gpt-oss: the last W keys only
         visible &= k_positions[None, :] > q_positions[:, None] - sliding_window
-    p = (q @ k.transpose(1, 2) / math.sqrt(head_dim)).masked_fill(~visible, -math.inf).softmax(-1)
+    scores = q @ k.transpose(1, 2) / math.sqrt(head_dim)
+    if attn_logit_softcapping > 0:                             # Gemma 2: cap * tanh(s / cap), before the mask
+        scores = torch.tanh(scores / attn_logit_softcapping) * attn_logit_softcapping
+    p = scores.masked_fill(~visible, -math.inf).softmax(-1)
     p = p.nan_to_num(0.0)                                             # a query that sees no key: zeros
     return (p @ v).transpose(0, 1).reshape(q.shape[1], n_heads * head_dim)
 

@@ -139,6 +139,9 @@ PY
   # A table from before ABI 1.3 has no qkv_bias: offered no biased case (not run, never passed).
   expect 1 "not run: +noop block: 3 cases unsupported \(built against plugin ABI 1.2, which has no qkv_bias" -- \
     --op block --params bias=1 --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi12_plugin.so"
+  # ...and one from before ABI 1.4 has no soft-cap.
+  expect 1 "not run: +noop attention: 3 cases unsupported \(built against plugin ABI 1.3, which has no attn_logit_softcapping" -- \
+    --op attention --params softcap= --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi13_plugin.so"
 
   # --isolate runs in-repo implementations in a worker too, block taps included.
   expect 0 "block +scalar" -- --impl scalar --isolate --op all --cases 3 --out "$tmp/iso"

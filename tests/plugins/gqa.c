@@ -43,6 +43,9 @@ static int32_t gqa_attention(const conform_config* cfg, const conform_tensor* q,
     const double scale = 1.0 / sqrt((double)hd);
     /* ABI 1.3's sliding window: also k_pos > q_pos - W (0: causal only). */
     const int64_t W = cfg->struct_size >= offsetof(conform_config, sliding_window) + sizeof(int64_t) ? cfg->sliding_window : 0;
+    /* ABI 1.4's soft-cap: score = cap * tanh(score / cap) before the mask (0: none). */
+    const double softcap =
+        cfg->struct_size >= offsetof(conform_config, attn_logit_softcapping) + sizeof(double) ? cfg->attn_logit_softcapping : 0;
     for (int64_t t = 0; t < T; t++)
         for (int64_t h = 0; h < H; h++) {
             const int64_t g = kv_head_of(h, H, KV);
@@ -56,6 +59,7 @@ static int32_t gqa_attention(const conform_config* cfg, const conform_tensor* q,
                 double dot = 0;
                 for (int64_t d = 0; d < hd; d++) dot += (double)qt[d] * ks[d];
                 p[s] = dot * scale;
+                if (softcap > 0) p[s] = softcap * tanh(p[s] / softcap);
                 if (p[s] > mx) mx = p[s];
             }
             for (int64_t s = 0; s < S; s++) sum += p[s] == -INFINITY ? 0 : (p[s] = exp(p[s] - mx));

@@ -33,6 +33,10 @@ static int32_t paged_attention(const conform_config* cfg, const conform_tensor* 
     const float scale = 1.0f / sqrtf((float)hd);
     /* ABI 1.3's sliding window: a row at pos sees keys pos - W + 1 ..= pos (0: all up to pos). */
     const int64_t W = cfg->struct_size >= offsetof(conform_config, sliding_window) + sizeof(int64_t) ? cfg->sliding_window : 0;
+    /* ABI 1.4's soft-cap: score = cap * tanh(score / cap) before the softmax (0: none). */
+    const float cap = cfg->struct_size >= offsetof(conform_config, attn_logit_softcapping) + sizeof(double)
+                          ? (float)cfg->attn_logit_softcapping
+                          : 0.0f;
     for (int64_t b = 0; b < B; ++b) {
         const int64_t n = kvp[b + 1] - kvp[b], q_len = qo[b + 1] - qo[b];
 #ifdef PAGED_LAST_PAGE_BUG
@@ -54,6 +58,7 @@ static int32_t paged_attention(const conform_config* cfg, const conform_tensor* 
                     float s = 0.0f;
                     for (int64_t d = 0; d < hd; ++d) s += qh[d] * ki[d];
                     s *= scale;
+                    if (cap > 0.0f) s = cap * tanhf(s / cap);
                     /* online softmax: rescale what was summed under the old max */
                     const float m_new = s > m ? s : m, c = expf(m - m_new), p = expf(s - m_new);
                     l = l * c + p;

@@ -112,6 +112,10 @@ struct BlockConfig {
     // llama.cpp's n_swa (masked iff q - k >= n_swa) and Mistral mean it;
     // FlashAttention's window_size left = W - 1. 0: full causal.
     int64_t sliding_window = 0;
+    // Logit soft-capping (Gemma 2's attn_logit_softcapping, Grok): each score
+    // s = q·k / sqrt(hd) becomes cap · tanh(s / cap) before the mask and the
+    // softmax, so every logit lies in (-cap, cap). 0: none.
+    double attn_logit_softcapping = 0.0;
 
     int64_t q_width() const { return n_heads * head_dim; }
     int64_t rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
@@ -180,6 +184,7 @@ void for_each_field(Config&& c, F&& f) {
     f(ConfigField{"qk_norm", "qk_norm", "qk_norm"}, c.qk_norm);
     f(ConfigField{"qkv_bias", "qkv_bias", "bias", 0, true}, c.qkv_bias);
     f(ConfigField{"sliding_window", "sliding_window", "window", 0, true}, c.sliding_window);
+    f(ConfigField{"attn_logit_softcapping", "attn_logit_softcapping", "softcap", 0, true}, c.attn_logit_softcapping);
     f(ConfigField{"norm_eps", "norm_eps", "eps"}, c.norm_eps);
     f(ConfigField{"page_size", "page_size", "P"}, c.page_size);
 }
@@ -213,6 +218,7 @@ struct AttentionParams {
     // Causal by position: key j visible to query i iff k_pos[j] <= q_pos[i],
     // and, with a window W > 0, k_pos[j] > q_pos[i] - W (BlockConfig::sliding_window).
     int64_t sliding_window = 0;
+    double softcap = 0.0;  // > 0: score = softcap * tanh(score / softcap), before the mask
 };
 
 // paged_attention: attention over each sequence's keys, which live in a paged
@@ -223,6 +229,7 @@ struct PagedAttentionParams {
     int64_t head_dim = 0;    // scale = 1 / sqrt(head_dim)
     int64_t page_size = 0;   // P: the cache's rows are pages of P slots, page p at rows [p*P, (p+1)*P)
     int64_t sliding_window = 0;  // W > 0: a query at position pos sees keys pos - W + 1 ..= pos only
+    double softcap = 0.0;        // > 0: score = softcap * tanh(score / softcap), before the mask
 };
 
 inline RmsNormParams rmsnorm_params(const BlockConfig& c) { return {c.norm_eps}; }
@@ -231,10 +238,10 @@ inline RopeParams rope_params(const BlockConfig& c) {
 }
 inline QkNormParams qk_norm_params(const BlockConfig& c) { return {c.head_dim, c.norm_eps}; }
 inline AttentionParams attention_params(const BlockConfig& c) {
-    return {c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window};
+    return {c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window, c.attn_logit_softcapping};
 }
 inline PagedAttentionParams paged_attention_params(const BlockConfig& c) {
-    return {c.n_heads, c.n_kv_heads, c.head_dim, c.page_size, c.sliding_window};
+    return {c.n_heads, c.n_kv_heads, c.head_dim, c.page_size, c.sliding_window, c.attn_logit_softcapping};
 }
 
 }  // namespace conform

@@ -43,6 +43,7 @@ enum Convention : uint32_t {
     kPaged = 1u << 8,     // a batch of ragged sequences over a paged KV cache (PagedIndex)
     kQkvBias = 1u << 9,   // Qwen2's projection biases (the block: iff config.qkv_bias)
     kWindow = 1u << 10,   // sliding-window attention (config.sliding_window > 0)
+    kSoftcap = 1u << 11,  // logit soft-capping (config.attn_logit_softcapping > 0)
 };
 
 // The dims a tensor shape is made of. A dim the config fixes (D, F, Q, KVW,
@@ -265,7 +266,8 @@ inline const std::vector<OpInfo>& op_table() {
         {"k_norm", D::one, D::hd, Present::qk_norm},    {"bq", D::one, D::Q, Present::qkv_bias},
         {"bk", D::one, D::KVW, Present::qkv_bias},       {"bv", D::one, D::KVW, Present::qkv_bias}};
     const std::vector<const char*> block_config = {"d_model",    "n_heads", "n_kv_heads", "head_dim", "ffn_dim",
-                                                   "rope_layout", "rope_theta", "qk_norm",  "norm_eps", "qkv_bias", "sliding_window"};
+                                                   "rope_layout", "rope_theta", "qk_norm",  "norm_eps", "qkv_bias", "sliding_window",
+                                                   "attn_logit_softcapping"};
     static const std::vector<OpInfo> table = {
         {Op::rmsnorm, "x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w", kRmsNorm,
          {{"x", D::T, D::D}, {"weight", D::one, D::D}},
@@ -292,12 +294,12 @@ inline const std::vector<OpInfo>& op_table() {
          {33, 33, 256},
          calls::qk_norm},
         {Op::attention,
-         "softmax(q @ repeat_interleave(k, H/KV).T / sqrt(hd) + causal(q_pos, k_pos, window)) @ v",
-         kHeads | kCausal | kWindow,
+         "softmax(softcap?(q @ repeat_interleave(k, H/KV).T / sqrt(hd)) + causal(q_pos, k_pos, window)) @ v",
+         kHeads | kCausal | kWindow | kSoftcap,
          {{"q", D::T, D::Q}, {"k", D::S, D::KVW}, {"v", D::S, D::KVW}},
          {{"q_positions", D::T}, {"k_positions", D::S}},
          {{"out", D::T, D::Q}},
-         {"n_heads", "n_kv_heads", "head_dim", "sliding_window"},
+         {"n_heads", "n_kv_heads", "head_dim", "sliding_window", "attn_logit_softcapping"},
          {2.0, 1e-8, 5e-4, 5e-5},
          {48, 2100, 256},
          calls::attention},
@@ -312,7 +314,7 @@ inline const std::vector<OpInfo>& op_table() {
         {Op::block,
          "h = x + attention(rope(qk_norm?(rmsnorm(x) @ wq + bq?, @ wk + bk?)), @ wv + bv?) @ wo; "
          "out = h + swiglu(rmsnorm(h))",
-         kRope | kHeads | kCausal | kWindow | kRmsNorm | kQkNorm | kQkvBias | kSwiglu | kResidual,
+         kRope | kHeads | kCausal | kWindow | kSoftcap | kRmsNorm | kQkNorm | kQkvBias | kSwiglu | kResidual,
          block_inputs,
          {{"positions", D::T, true}},
          {{"attn_in", D::T, D::D},
@@ -331,7 +333,7 @@ inline const std::vector<OpInfo>& op_table() {
          {20, 512, 256},
          calls::block},
         {Op::decode, "block() over the prefill, then one token at a time through the KV cache",
-         kRope | kHeads | kCausal | kWindow | kRmsNorm | kQkNorm | kQkvBias | kSwiglu | kResidual | kKvCache,
+         kRope | kHeads | kCausal | kWindow | kSoftcap | kRmsNorm | kQkNorm | kQkvBias | kSwiglu | kResidual | kKvCache,
          block_inputs,
          {{"positions", D::T, true}},
          {{"out", D::T, D::D}},
@@ -342,14 +344,14 @@ inline const std::vector<OpInfo>& op_table() {
         {Op::paged_attention,
          "per sequence b: attention(q[qo_indptr[b]:qo_indptr[b+1]], its pages' k and v, causal bottom-right), "
          "lse = logsumexp(scores)",
-         kHeads | kCausal | kWindow | kPaged,
+         kHeads | kCausal | kWindow | kSoftcap | kPaged,
          {{"q", D::T, D::Q}, {"k_cache", D::S, D::KVW, Present::always, true}, {"v_cache", D::S, D::KVW, Present::always, true}},
          {{"qo_indptr", D::B1, false, true},
           {"kv_indptr", D::B1, false, true},
           {"kv_indices", D::NP, false, true},
           {"kv_last_page_len", D::B, false, true}},
          {{"out", D::T, D::Q}, {"lse", D::T, D::H, Present::always, false, true}},
-         {"n_heads", "n_kv_heads", "head_dim", "page_size", "sliding_window"},
+         {"n_heads", "n_kv_heads", "head_dim", "page_size", "sliding_window", "attn_logit_softcapping"},
          {2.0, 1e-8, 5e-4, 5e-5},
          {600, 8200, 256},
          calls::paged_attention},
