@@ -96,6 +96,10 @@ const std::vector<ImplEntry>& mutant_implementations() {
          ops_using(kSoftcap)},
         {"softcap_after_mask", "soft-cap after the -inf mask: masked keys read at logit -cap", true, always,
          softcap_after_mask, ops_using(kSoftcap)},
+        {"sink_missing", "attention sinks dropped from the softmax's denominator", true, always, sink_missing,
+         ops_using(kSinks)},
+        {"sink_wrong_head", "sinks read per kv head (sinks[h / group])", true, always, sink_wrong_head,
+         ops_using(kSinks)},
         {"decode_cache_unrotated_k", "decode steps cache their key before RoPE", true, always,
          decode_cache_unrotated_k, decode_ops},
         // Precision (issue 14): float32 kernels that keep something of RoPE in less.

@@ -70,6 +70,7 @@ TEST_CASE("each preset's config.json loads to the preset", "[config]") {
         CHECK(a.qkv_bias == b.qkv_bias);
         CHECK(a.sliding_window == b.sliding_window);
         CHECK(a.attn_logit_softcapping == b.attn_logit_softcapping);
+        CHECK(a.attn_sinks == b.attn_sinks);
         CHECK(a.rope_layout == b.rope_layout);
         CHECK(a.rotary() == b.rotary());
         CHECK(a.rope_scaling == b.rope_scaling);

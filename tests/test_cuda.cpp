@@ -175,6 +175,10 @@ TEST_CASE("cuda attention, paged_attention, block and decode under a soft-cap, e
     check_drawn_with([](const BlockConfig& c) { return c.attn_logit_softcapping > 0; });
 }
 
+TEST_CASE("cuda attention, paged_attention, block and decode with attention sinks, every dtype", "[cuda][sinks]") {
+    check_drawn_with([](const BlockConfig& c) { return c.attn_sinks; });
+}
+
 TEST_CASE("cuda attention, paged_attention, block and decode under a sliding window, every dtype", "[cuda][window]") {
     check_drawn_with([](const BlockConfig& c) { return c.sliding_window > 0; });
 }

@@ -141,6 +141,11 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         "paged_attention(H=4,KV=2,hd=8,P=5,kv=7/12,q=2/3,softcap=1,mag=1,outliers=0,seed=24)",
         "block(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,pos=5,"
         "softcap=0.5,mag=1,outliers=0,seed=25)",
+        // Sinks per query head (GQA, so a sink read per kv head differs), over pages and through a decode.
+        "attention(T=6,S=12,H=4,KV=2,hd=8,qpos=6,kpos=0,sinks=1,mag=1,outliers=0,seed=26)",
+        "paged_attention(H=4,KV=2,hd=8,P=5,kv=7/12,q=2/3,sinks=1,mag=1,outliers=0,seed=27)",
+        "decode(T=8,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,pos=5,"
+        "prefill=3,sinks=1,mag=1,outliers=0,seed=28)",
     };
     auto scalar = test::make("scalar");
     std::set<std::string> distinguished;

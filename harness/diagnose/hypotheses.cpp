@@ -225,6 +225,20 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                             W + d, W + d == 1 ? "" : "s", W));
         }
     }
+    if (uses(op, kSinks) && cfg.attn_sinks) {
+        ref::Variant vs;
+        vs.sinks = ref::Variant::Sinks::missing;
+        add("sink_missing", vs,
+            "attention sinks dropped: each head's sink logit belongs in its softmax's denominator (gpt-oss: "
+            "softmax(cat([scores, sinks])) with the sink's column dropped)");
+        if (cfg.n_kv_heads < cfg.n_heads) {
+            vs.sinks = ref::Variant::Sinks::per_kv_head;
+            add("sink_wrong_head", vs,
+                fmt::format("sinks read per kv head (query head h took sinks[h / {}]); there is one sink per query "
+                            "head, sinks[h]",
+                            cfg.n_heads / cfg.n_kv_heads));
+        }
+    }
     if (uses(op, kSoftcap) && cfg.attn_logit_softcapping > 0) {
         const double cap = cfg.attn_logit_softcapping;
         ref::Variant vc;

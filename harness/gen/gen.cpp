@@ -221,6 +221,10 @@ void pick_softcap(CaseSpec& s) {
         static_cast<float>(weighted<double>({{2, sigma / 2}, {2, sigma}, {1, 3 * sigma}, {1, 50.0}}));
 }
 
+// Attention sinks (gpt-oss) in a quarter of the cases; their values are
+// drawn with the inputs (materialize). Drawn last.
+void pick_sinks(CaseSpec& s) { s.config.attn_sinks = weighted<int>({{3, 0}, {1, 1}}) == 1; }
+
 // Partial rotary (GPT-NeoX, Phi, GLM: a half or a quarter of the head), then
 // RoPE scaling with the parameters real checkpoints use. Drawn after
 // everything else, so a case without them is the case its seed drew before
@@ -369,6 +373,7 @@ void pin(CaseSpec& s, const BlockConfig& c) {
     if (info.reads("qk_norm")) s.config.qk_norm = c.qk_norm;
     if (info.reads("sliding_window")) s.config.sliding_window = c.sliding_window;
     if (info.reads("attn_logit_softcapping")) s.config.attn_logit_softcapping = c.attn_logit_softcapping;
+    if (info.reads("attn_sinks")) s.config.attn_sinks = c.attn_sinks;
     if (info.reads("qkv_bias")) {
         if (!c.qkv_bias) s.bias_mean = 0.0;
         s.config.qkv_bias = c.qkv_bias;
@@ -504,6 +509,7 @@ CaseSpec make(const Stream& st) {
     if (op_info(op).uses(kQkvBias)) pick_qkv_bias(s);
     if (op_info(op).uses(kWindow)) pick_window(s);
     if (op_info(op).uses(kSoftcap)) pick_softcap(s);
+    if (op_info(op).uses(kSinks)) pick_sinks(s);
     if (pinned) pin(s, *pinned);
     if (st.real) take_layer(s, st.real);
     return s;
@@ -549,6 +555,7 @@ void shape_field(const CaseSpec& s, Fields& f) {
 void window_field(const CaseSpec& s, Fields& f) {
     if (s.config.sliding_window > 0) f.emplace_back("window", std::to_string(s.config.sliding_window));
     if (s.config.attn_logit_softcapping > 0) f.emplace_back("softcap", num(s.config.attn_logit_softcapping));
+    if (s.config.attn_sinks) f.emplace_back("sinks", "1");
 }
 
 bool is_rope_extra(const std::string& k) {
@@ -724,6 +731,12 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             else if (k == "window" && !op_info(s.op).uses(kWindow))
                 return fail("field 'window' does not apply to op " + std::string(to_string(s.op)));
             else if (k == "window") s.config.sliding_window = std::stoll(v);
+            else if (k == "sinks" && !op_info(s.op).uses(kSinks))
+                return fail("field 'sinks' does not apply to op " + std::string(to_string(s.op)));
+            else if (k == "sinks") {
+                if (v != "0" && v != "1") return fail("sinks must be 0 or 1, found '" + v + "'");
+                s.config.attn_sinks = v == "1";
+            }
             else if (k == "softcap" && !op_info(s.op).uses(kSoftcap))
                 return fail("field 'softcap' does not apply to op " + std::string(to_string(s.op)));
             else if (k == "softcap") {
@@ -1028,6 +1041,14 @@ Case materialize(const CaseSpec& s) {
             c.positions["positions"] = positions_of(s.pos, s.T, s.shape);
             break;
         }
+    }
+    if (s.config.attn_sinks && !c.inputs.count("sinks")) {
+        // Each head's sink ~ sigma * N(0, 5^2), after every other input: far
+        // below the scores (no effect), among them, or far above (it takes
+        // the softmax) — per head, so a sink read from another head shows.
+        // sigma: the scores' scale, as pick_softcap takes it.
+        const double g = op_info(s.op).uses(kResidual) ? s.qk_gain : s.mag;
+        c.inputs["sinks"] = normal(r, 1, s.config.n_heads, 5.0 * g * g);
     }
     return c;
 }

@@ -363,6 +363,13 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
                 ctx.fail("config/sliding_window", std::string("op ") + to_string(op) + " has no attention to window");
             cfg.sliding_window = v;
         }
+        if (has("attn_sinks")) {
+            const int64_t v = read_int(ctx, g.get(), "attn_sinks", "config/attn_sinks");
+            if (v != 0 && v != 1) ctx.fail("config/attn_sinks", "expected 0 or 1, found " + std::to_string(v));
+            if (v == 1 && !op_info(op).reads("attn_sinks"))
+                ctx.fail("config/attn_sinks", std::string("op ") + to_string(op) + " has no softmax to sink");
+            cfg.attn_sinks = v == 1;
+        }
         if (has("attn_logit_softcapping")) {
             const double v = read_float(ctx, g.get(), "attn_logit_softcapping", "config/attn_logit_softcapping");
             if (!std::isfinite(v) || v < 0)

@@ -309,6 +309,9 @@ class Adapter final : public Implementation {
             return Support::no(why);
         if (const std::string why = softcap_beyond_abi(t_, config); !why.empty() && op_info(op).uses(kSoftcap))
             return Support::no(why);
+        if (config.attn_sinks && op_info(op).uses(kSinks))
+            return Support::no("plugin ABI 1." + std::to_string(CONFORM_PLUGIN_ABI_MINOR) +
+                               " has no attention sinks yet: cannot pass them to a plugin (a worker takes them)");
         if (t_.supports == nullptr) return Support::yes();
         const conform_config k = config_of(dtype_, config);
         char msg[1024] = "";

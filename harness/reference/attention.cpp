@@ -30,10 +30,17 @@ torch::Tensor visible(const torch::Tensor& q_pos, const torch::Tensor& k_pos, Va
 // A flash kernel's softmax over tiles of `tile` keys that forgets to rescale:
 // the running max moves, the sums accumulated under the old max stay as they
 // were. p[h, t, s] for the visible keys (scores already masked with -inf).
-torch::Tensor unrescaled_softmax_av(const torch::Tensor& scores, const torch::Tensor& vh, int64_t tile) {
+// A sink [H, 1, 1], when defined, is the state before the first tile (max =
+// sink, sum = 1), as an online softmax takes it.
+torch::Tensor unrescaled_softmax_av(const torch::Tensor& scores, const torch::Tensor& vh, int64_t tile,
+                                    const torch::Tensor& sink) {
     const int64_t S = scores.size(-1);
     auto m = torch::full_like(scores.narrow(-1, 0, 1), -std::numeric_limits<double>::infinity());
     auto l = torch::zeros_like(m);
+    if (sink.defined()) {
+        m = sink.to(m.scalar_type()).expand_as(m).clone();
+        l = torch::ones_like(m);
+    }
     auto acc = torch::zeros({scores.size(0), scores.size(1), vh.size(-1)}, scores.options());
     for (int64_t s0 = 0; s0 < S; s0 += tile) {
         const int64_t n = std::min(tile, S - s0);
@@ -79,7 +86,7 @@ torch::Tensor softmax(const torch::Tensor& scores, const Ctx& ctx) {
 // groups of query heads (repeat_kv: query head h reads kv head h // n_rep).
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& q_pos, const torch::Tensor& k_pos, const AttentionParams& p,
-                        const Ctx& ctx, const torch::Tensor& cached, torch::Tensor* lse) {
+                        const torch::Tensor& sinks, const Ctx& ctx, const torch::Tensor& cached, torch::Tensor* lse) {
     const int64_t n_heads = p.n_heads, n_kv_heads = p.n_kv_heads, head_dim = p.head_dim;
     const int64_t T = q.size(0), S = k.size(0), n_rep = n_heads / n_kv_heads;
     auto qh = q.reshape({T, n_heads, head_dim}).transpose(0, 1);     // [H, T, hd]
@@ -117,11 +124,26 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
         scores = capped(scores).masked_fill(reach.logical_not().unsqueeze(0), -inf);
         vis = reach;
     }
+    // gpt-oss: combined_logits = torch.cat([attn_weights, sinks], dim=-1); the
+    // softmax over it; probs[..., :-1], the sink's column dropped: a logit
+    // every row sees, with no value.
+    torch::Tensor sink;  // [H, 1, 1]
+    if (sinks.defined() && ctx.v.sinks != Variant::Sinks::missing) {
+        auto sh = sinks.reshape({n_heads}).to(scores.scalar_type());
+        if (ctx.v.sinks == Variant::Sinks::per_kv_head)  // the bug: head h reads its kv head's sink, sinks[h / n_rep]
+            sh = sh.index_select(0, torch::arange(n_heads, torch::kInt64).div(n_rep, "floor"));
+        sink = sh.view({n_heads, 1, 1});
+    }
+    const bool sink_column = sink.defined() && ctx.v.softmax_tile <= 0;
+    if (sink_column) scores = torch::cat({scores, sink.expand({n_heads, T, 1})}, -1);  // [H, T, S + 1]
     if (lse) {
         // FlashAttention's softmax_lse: the max-shifted log-sum-exp, in the
         // softmax's precision (float32 below float64, as HF's softmax runs).
         const auto sdt = ctx.dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-        auto l = torch::logsumexp(scores.to(sdt), -1);  // [H, T]
+        // (The tile variant keeps its sink apart; the denominator counts it all the same.)
+        const auto all = sink.defined() && ctx.v.softmax_tile > 0 ? torch::cat({scores, sink.expand({n_heads, T, 1})}, -1)
+                                                                  : scores;
+        auto l = torch::logsumexp(all.to(sdt), -1);  // [H, T]
         if (ctx.v.softmax_no_max) {
             // log Σ exp(s) unshifted, as the naive kernel sums it in float32:
             // +inf once a score passes ~88.7, -inf when every exp underflows.
@@ -133,9 +155,12 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
     }
     torch::Tensor out;
     if (ctx.v.softmax_tile > 0) {
-        out = unrescaled_softmax_av(scores.to(torch::kFloat64), vh.to(torch::kFloat64), ctx.v.softmax_tile).to(q.scalar_type());
+        out = unrescaled_softmax_av(scores.to(torch::kFloat64), vh.to(torch::kFloat64), ctx.v.softmax_tile,
+                                    sink.defined() ? sink.to(torch::kFloat64) : sink)
+                  .to(q.scalar_type());
     } else {
-        auto p = softmax(scores, ctx);                            // [H, T, S]
+        auto p = softmax(scores, ctx);                            // [H, T, S (+ 1)]
+        if (sink_column) p = p.narrow(-1, 0, S);                  // probs[..., :-1]
         out = matmul(p, vh, ctx);                                 // [H, T, hd]
     }
     // A query that sees no key at all (possible only for arbitrary positions):

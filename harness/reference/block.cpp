@@ -95,7 +95,8 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
         if (v.kv_ring > 0) cached = cached.logical_and((i < decode_from).logical_or(j > i - v.kv_ring));
     }
     tap["attn"] =
-        attention(tap["q_rot"], keys, vv, positions, positions, attention_params(c), ctx, cached);
+        attention(tap["q_rot"], keys, vv, positions, positions, attention_params(c),
+                  c.attn_sinks ? in.at("sinks") : torch::Tensor(), ctx, cached);
     auto proj = matmul(tap["attn"], in.at("wo"), ctx);  // [T, D]
     tap["h"] = v.residual_missing ? proj : x + proj;
     if (v.post_norm) tap["h"] = rmsnorm(tap["h"], in.at("attn_norm").reshape({c.d_model}), c.norm_eps, ctx);

@@ -288,8 +288,8 @@ struct AttnBound {
 // passes over [H, T, S] (each starting threads) and most of the bound's time.
 AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, const Tensor& ek, const Tensor& v,
                           const Tensor& ev, const Tensor& q_pos, const Tensor& k_pos, const AttentionParams& ap,
-                          const Units& u, const RopeBound* rq = nullptr, const RopeBound* rk = nullptr,
-                          bool with_weight = false) {
+                          const Tensor& sinks, const Units& u, const RopeBound* rq = nullptr,
+                          const RopeBound* rk = nullptr, bool with_weight = false) {
     const int64_t H = ap.n_heads, KV = ap.n_kv_heads, hd = ap.head_dim, window = ap.sliding_window;
     const int64_t T = q.size(0), S = k.size(0), rep = H / KV;
     auto qg = [&](const Tensor& t) {  // [T, H·hd] -> [KV, rep·T, hd]
@@ -348,6 +348,10 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
         const double* RR = r_round.defined() ? r_round.data_ptr<double>() : nullptr;
         const double* RF = r_freq.defined() ? r_freq.data_ptr<double>() : nullptr;
         const bool* V = vis.data_ptr<bool>();
+        // Sinks (gpt-oss): one more logit per head in every row's denominator,
+        // exact (an input) and with no value: it takes weight from the keys.
+        const Tensor sk = sinks.defined() ? sinks.reshape({H}).to(torch::kFloat64).contiguous() : Tensor();
+        const double* SK = sk.defined() ? sk.data_ptr<double>() : nullptr;
         double* P = p.data_ptr<double>();
         double* PD = pds.data_ptr<double>();
         double* G = growth.data_ptr<double>();
@@ -386,6 +390,10 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
                     dmax = std::max(dmax, d);
                 }
                 double sum = 0;
+                if (SK) {
+                    smax = std::max(smax, SK[r / T]);
+                    sum = std::exp(SK[r / T] - smax);
+                }
                 for (int64_t j = 0; j < S; ++j) {
                     const double e = vt[j] ? std::exp(P[o + j] - smax) : 0.0;
                     P[o + j] = e;
@@ -407,6 +415,8 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
     // Σ_s p δs |v_sd - o_td| and the spread max_s |v_sd - o_td|.
     auto moved = torch::empty_like(o), spread = torch::empty_like(o);
     weighted_deviation(vg, rep, o, pds, vis, moved, spread);
+    // With a sink the output is a weighting of the visible v and of the sink's 0.
+    if (sinks.defined()) spread = torch::maximum(spread, o.abs());
     const Tensor together = torch::minimum(moved * growth, spread);
     const Tensor pv_abs = as_heads(torch::matmul(pg, vg.abs()));
     Tensor apart = std::sqrt(static_cast<double>(S)) * u.a * pv_abs;
@@ -498,6 +508,7 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
         const auto& p = c.pos(n);
         return torch::tensor(std::vector<int64_t>(p.begin(), p.end()), torch::kInt64);
     };
+    const Tensor sinks = c.config.attn_sinks ? in("sinks") : Tensor();  // [1, H], or none
     // The float64 reference of this case: the caller's, or computed here. A
     // block's taps serve a decode case too (decode is the block over the
     // same tokens), when the caller has them (Options::decode_taps).
@@ -526,7 +537,7 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
         case Op::attention:
         {
             const AttnBound a = attention_bound(in("q"), none, in("k"), none, in("v"), none, pos("q_positions"),
-                                                pos("k_positions"), attention_params(cfg), u);
+                                                pos("k_positions"), attention_params(cfg), sinks, u);
             e["out"] = a.together + a.apart;
         }
             break;
@@ -559,7 +570,7 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
                 const PagedSeq g = gather_sequence(q, kc, vc, seqs, b, faithful);
                 if (g.q_len == 0 || g.kv_len == 0) continue;  // out exactly 0, lse exactly -inf
                 const AttnBound a = attention_bound(g.q, none, g.k, none, g.v, none, g.q_pos, g.k_pos,
-                                                    attention_params(cfg), u, nullptr, nullptr, true);
+                                                    attention_params(cfg), sinks, u, nullptr, nullptr, true);
                 // Keys a row's softmax sums: its sequence's, or the window's.
                 const double S = static_cast<double>(
                     cfg.sliding_window > 0 ? std::min(g.kv_len, cfg.sliding_window) : g.kv_len);
@@ -618,7 +629,7 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             e["k_rot"] = rk.total();
             auto attn = tap("attn");
             const AttnBound ab = attention_bound(tap("q_rot"), rq.rest, tap("k_rot"), rk.rest, v, e["v"], positions,
-                                                 positions, attention_params(cfg), u, &rq, &rk, true);
+                                                 positions, attention_params(cfg), sinks, u, &rq, &rk, true);
             e["attn"] = ab.together + ab.apart;
             // h = x + attn @ wo: the projection (stored before the add below
             // float32), the add, and attn's bound through wo — what one softmax

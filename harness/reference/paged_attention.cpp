@@ -65,15 +65,16 @@ PagedSeq gather_sequence(const torch::Tensor& q, const torch::Tensor& k_cache, c
 
 std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, const torch::Tensor& k_cache,
                                                         const torch::Tensor& v_cache, const PagedSeqs& s,
-                                                        const BlockConfig& cfg, const Ctx& ctx) {
+                                                        const BlockConfig& cfg, const torch::Tensor& sinks,
+                                                        const Ctx& ctx) {
     const int64_t T = q.size(0), H = cfg.n_heads, B = static_cast<int64_t>(s.kv_last_page_len.size());
     auto out = torch::zeros({T, cfg.q_width()}, q.options());
     auto lse = torch::full({T, H}, -std::numeric_limits<double>::infinity(), q.options());
     for (int64_t b = 0; b < B; ++b) {
         const PagedSeq g = gather_sequence(q, k_cache, v_cache, s, b, ctx.v);
-        if (g.q_len == 0 || g.kv_len == 0) continue;  // no key: out 0, lse -inf (fixtures/SCHEMA.md)
+        if (g.q_len == 0 || g.kv_len == 0) continue;  // no key: out 0, lse -inf, sinks or not (fixtures/SCHEMA.md)
         torch::Tensor l;
-        auto o = attention(g.q, g.k, g.v, g.q_pos, g.k_pos, attention_params(cfg), ctx, {}, &l);
+        auto o = attention(g.q, g.k, g.v, g.q_pos, g.k_pos, attention_params(cfg), sinks, ctx, {}, &l);
         out.narrow(0, g.q_begin, g.q_len).copy_(o);
         if (ctx.v.lse_base2) l = l / std::log(2.0);
         lse.narrow(0, g.q_begin, g.q_len).copy_(l);

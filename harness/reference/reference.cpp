@@ -80,6 +80,8 @@ std::string Variant::describe() const {
     if (window) sep() << (*window > 0 ? "sliding window " + std::to_string(*window) : std::string("sliding window ignored"));
     if (softcap) sep() << (*softcap > 0 ? "soft-cap " + std::to_string(*softcap) : std::string("soft-cap missing"));
     if (softcap_after_mask) sep() << "soft-cap after the mask (masked keys at -cap)";
+    if (sinks == Sinks::missing) sep() << "attention sinks missing";
+    if (sinks == Sinks::per_kv_head) sep() << "sinks read per kv head (sinks[h / group])";
     if (scale) sep() << "scale=" << *scale;
     if (softmax_no_max) sep() << "softmax without max subtraction";
     if (empty_row_nan) sep() << "NaN for a query that sees no key";
@@ -172,11 +174,12 @@ NamedD run(const Case& c, const Options& o) {
         case Op::qk_norm: put("out", qk_norm(in("x"), in("weight"), cfg.head_dim, cfg.norm_eps, ctx)); break;
         case Op::attention:
             put("out", attention(in("q"), in("k"), in("v"), pos("q_positions"), pos("k_positions"),
-                                 attention_params(cfg), ctx));
+                                 attention_params(cfg), cfg.attn_sinks ? in("sinks") : torch::Tensor(), ctx));
             break;
         case Op::swiglu: put("out", swiglu(in("x"), in("w1"), in("w3"), in("w2"), ctx)); break;
         case Op::paged_attention: {
-            auto [o, lse] = paged_attention(in("q"), in("k_cache"), in("v_cache"), paged_seqs(c), cfg, ctx);
+            auto [o, lse] = paged_attention(in("q"), in("k_cache"), in("v_cache"), paged_seqs(c), cfg,
+                                            cfg.attn_sinks ? in("sinks") : torch::Tensor(), ctx);
             put("out", o);
             put("lse", lse);
             break;

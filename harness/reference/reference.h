@@ -72,6 +72,8 @@ struct Variant {
     std::optional<int64_t> window;  // the sliding window used instead of the config's (0: none, full causal)
     std::optional<double> softcap;  // the logit soft-cap used instead of the config's (0: none)
     bool softcap_after_mask = false;  // cap · tanh(s / cap) after the -inf mask: masked keys get logit -cap
+    enum class Sinks { faithful, missing, per_kv_head };
+    Sinks sinks = Sinks::faithful;  // missing: no sink in the denominator; per_kv_head: head h reads sinks[h / group]
     std::optional<double> scale;   // instead of 1/sqrt(head_dim)
     bool softmax_no_max = false;   // exp(score) without subtracting the row max: float32's inf / NaN pattern
     bool empty_row_nan = false;    // a query that sees no key gets NaN (a masked torch softmax), not zeros

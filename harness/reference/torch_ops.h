@@ -39,14 +39,17 @@ torch::Tensor qk_norm(const torch::Tensor& x, const torch::Tensor& weight, int64
 
 // q[T, H*hd], k/v[S, KV*hd] → [T, H*hd] under p (conform/config.h
 // AttentionParams: heads, the sliding window, the soft-cap; the variant may
-// replace the window or the cap). `cached`, when defined, is a [T, S] bool:
+// replace the window or the cap; p.sinks is not read). `sinks`, when defined,
+// is [1, H] or [H]: each head's sink logit, a key of value 0 that every row
+// sees (gpt-oss). `cached`, when defined, is a [T, S] bool:
 // the keys each query can reach at all (decode: what is in the cache at its
 // step), which a mask variant cannot widen. `lse`, when given, receives
 // [T, H]: the log of each row's softmax denominator (natural log; -inf for a
 // row that sees no key).
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& q_pos, const torch::Tensor& k_pos, const AttentionParams& p,
-                        const Ctx& ctx, const torch::Tensor& cached = {}, torch::Tensor* lse = nullptr);
+                        const torch::Tensor& sinks, const Ctx& ctx, const torch::Tensor& cached = {},
+                        torch::Tensor* lse = nullptr);
 
 // paged_attention's index arrays, and one sequence of its batch gathered
 // out of the pages (paged_attention.cpp; the a-priori bound reads them too).
@@ -69,7 +72,8 @@ PagedSeq gather_sequence(const torch::Tensor& q, const torch::Tensor& k_cache, c
 // (out [T, H*hd], lse [T, H]) of the batch, one sequence at a time.
 std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, const torch::Tensor& k_cache,
                                                         const torch::Tensor& v_cache, const PagedSeqs& s,
-                                                        const BlockConfig& cfg, const Ctx& ctx);
+                                                        const BlockConfig& cfg, const torch::Tensor& sinks,
+                                                        const Ctx& ctx);
 
 // (silu(x @ w1) * (x @ w3)) @ w2
 torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3, const torch::Tensor& w2,

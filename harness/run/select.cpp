@@ -66,6 +66,7 @@ gen::CaseSpec spec_of(const Case& c) {
     s.config.qkv_bias = cfg.qkv_bias;
     s.config.sliding_window = cfg.sliding_window;
     s.config.attn_logit_softcapping = cfg.attn_logit_softcapping;
+    s.config.attn_sinks = cfg.attn_sinks;
     s.config.norm_eps = cfg.norm_eps;
     for (const PositionSpec& p : info.positions)
         (p.n == Dim::S ? s.kpos : s.pos) = first_position(c, p.name);
@@ -188,7 +189,7 @@ bool Dimension::relevant(Op op) const {
 namespace {
 enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary, kHeadDim, kKeys, kQueries,
             kDecodeSteps, kPosShape, kPosOrder, kScores, kScaledContext, kBatch, kPageSize, kSequences, kPagedQueries,
-            kBias, kWindowTrap, kSoftcapTrap };
+            kBias, kWindowTrap, kSoftcapTrap, kSinksTrap };
 
 // Ops whose position arrays need not increase (their result is defined by position alone).
 std::vector<Op> ops_any_order() {
@@ -273,6 +274,10 @@ const std::vector<Dimension>& dimensions() {
         // A soft-cap near the scores' scale σ (tanh bends them; a cap after the
         // mask makes masked keys count), or far above it (Gemma 2's 50 over ~1).
         {"soft-cap", {"none", "cap < 4 sigma", "cap >= 4 sigma"}, ops_using(kSoftcap)},
+        // Attention sinks: none, or per head against the case's largest
+        // score's scale σ: one that takes most of a softmax (> 2σ) and one
+        // that gives way (< -2σ) in the same case.
+        {"sinks", {"none", "on", "high and low heads"}, ops_using(kSinks)},
     };
     return d;
 }
@@ -321,6 +326,18 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
                 const double g = !drawn ? 1.0 : op_info(s.op).uses(kResidual) ? drawn->qk_gain : drawn->mag;
                 const double cap = s.config.attn_logit_softcapping;
                 c.push_back(cap <= 0 ? 0 : cap < 4 * g * g ? 1 : 2);
+                break;
+            }
+            case kSinksTrap: {
+                if (!s.config.attn_sinks || !cs.inputs.count("sinks")) {
+                    c.push_back(0);
+                    break;
+                }
+                const auto drawn = gen::parse_case_id(cs.id);
+                const double g = !drawn ? 1.0 : op_info(s.op).uses(kResidual) ? drawn->qk_gain : drawn->mag;
+                bool high = false, low = false;
+                for (float v : cs.inputs.at("sinks").data) high = high || v > 2 * g * g, low = low || v < -2 * g * g;
+                c.push_back(high && low ? 2 : 1);
                 break;
             }
             case kBias: {

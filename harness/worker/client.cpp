@@ -415,6 +415,7 @@ void add_weights(std::vector<WireTensor>& in, const BlockWeights& w, const Block
         in.push_back(vector1("bk", w.bk, d));
         in.push_back(vector1("bv", w.bv, d));
     }
+    if (c.attn_sinks) in.push_back(vector1("sinks", w.sinks, d));
 }
 
 // A single op's config: the sizes its inputs imply, the op's parameters.
@@ -560,10 +561,12 @@ void WorkerImpl::attention(View q, View k, View v, Positions q_pos, Positions k_
     c.head_dim = p.head_dim;
     c.sliding_window = p.sliding_window;
     c.attn_logit_softcapping = p.softcap;
+    c.attn_sinks = p.sinks != nullptr;
     Call call{Op::attention, c,
               {matrix("q", q, dtype_), matrix("k", k, dtype_), matrix("v", v, dtype_), positions("q_positions", q_pos),
                positions("k_positions", k_pos)},
               {{"out", out}}};
+    if (p.sinks) call.inputs.push_back(vector1("sinks", View{p.sinks, 1, p.n_heads}, dtype_));
     invoke(call);
 }
 
@@ -607,11 +610,13 @@ void WorkerImpl::paged_attention(View q, View k_cache, View v_cache, const Paged
     c.page_size = p.page_size;
     c.sliding_window = p.sliding_window;
     c.attn_logit_softcapping = p.softcap;
+    c.attn_sinks = p.sinks != nullptr;
     Call call{Op::paged_attention, c,
               {matrix("q", q, dtype_), matrix("k_cache", k_cache, dtype_), matrix("v_cache", v_cache, dtype_),
                positions("qo_indptr", idx.qo_indptr), positions("kv_indptr", idx.kv_indptr),
                positions("kv_indices", idx.kv_indices), positions("kv_last_page_len", idx.kv_last_page_len)},
               {{"out", out}, {"lse", lse}}};
+    if (p.sinks) call.inputs.push_back(vector1("sinks", View{p.sinks, 1, p.n_heads}, dtype_));
     invoke(call);
 }
 

@@ -182,11 +182,19 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(FlashParams<T
         if (row >= rows) continue;
         const int64_t t = row / p.group, h = head_of(row % p.group, kvh, p.group, a.n_kv_heads, a.gqa_tiled);
         if (p.n_splits == 1) {
+            // A sink (gpt-oss) joins l_i once, with no value:
+            //   m' = max(m_i, sink);  l' = exp(m_i - m') l_i + exp(sink - m');  O_i' = exp(m_i - m') O_i
+            float l = row_l[i], c = 1.0f;
+            if (a.sinks) {
+                const float sink = a.sinks[h], m = fmaxf(row_m[i], sink);
+                c = row_m[i] == -INFINITY ? 0.0f : expf(row_m[i] - m);
+                l = c * l + expf(sink - m);
+            }
             // A row that saw no key (l = 0) gets zeros, not 0/0.
 #pragma unroll
             for (int k = 0; k < HD_MAX / kWarp; ++k) {
                 const int64_t d = lane + k * kWarp;
-                if (d < hd) a.out[t * a.out_stride + h * hd + d] = from_f32<T>(row_l[i] > 0.0f ? o[i][k] / row_l[i] : 0.0f);
+                if (d < hd) a.out[t * a.out_stride + h * hd + d] = from_f32<T>(l > 0.0f ? c * o[i][k] / l : 0.0f);
             }
         } else {
             const int64_t slot = (split * a.tokens + t) * a.n_heads + h;
@@ -206,6 +214,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(FlashParams<T
 // Merges the splits of one (token, head) per warp:
 //   M = max_s m_s;   L = sum_s exp(m_s - M) l_s;   O = sum_s exp(m_s - M) O_s / L
 // Splits that saw no key (m_s = -inf) are skipped; if none saw one, zeros.
+// A sink enters here, once: M = max(M, sink), L += exp(sink - M).
 template <typename T>
 __global__ void __launch_bounds__(kThreads) combine_kernel(FlashParams<T> p) {
     const AttentionArgs<T>& a = p.a;
@@ -216,9 +225,11 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(FlashParams<T> p) {
 
     float M = -INFINITY;
     for (int64_t s = 0; s < p.n_splits; ++s) M = fmaxf(M, p.part_ml[slot(s) * 2]);
+    const bool any = M != -INFINITY;
+    if (any && a.sinks) M = fmaxf(M, a.sinks[h]);
     for (int64_t d = threadIdx.x % kWarp; d < hd; d += kWarp) {
-        float L = 0.0f, acc = 0.0f;
-        if (M != -INFINITY) {
+        float L = any && a.sinks ? expf(a.sinks[h] - M) : 0.0f, acc = 0.0f;
+        if (any) {
             for (int64_t s = 0; s < p.n_splits; ++s) {
                 const float m = p.part_ml[slot(s) * 2];
                 if (m == -INFINITY) continue;
@@ -322,6 +333,8 @@ void op_attention(const Context& ctx, View q, View k, View v, Positions q_pos, P
         const DeviceBuffer<St> dq = upload<St>(ctx, "q", q), dk = upload<St>(ctx, "k", k), dv = upload<St>(ctx, "v", v);
         const DeviceBuffer<int64_t> dqp = upload_positions(ctx, "q_pos", q_pos.data, static_cast<size_t>(T));
         const DeviceBuffer<int64_t> dkp = upload_positions(ctx, "k_pos", k_pos.data, static_cast<size_t>(S));
+        DeviceBuffer<float> dsinks;  // float32: a sink is an input of the case's dtype, held exactly
+        if (p.sinks) dsinks = upload<float>(ctx, "sinks", p.sinks, static_cast<size_t>(H));
         DeviceBuffer<St> dout("out", static_cast<size_t>(out.size()), ctx.stream);
         const AttentionPlan plan = plan_attention(T, S, H, KV, hd, ctx.sm_count);
         DeviceBuffer<float> scratch("attention split scratch", plan.scratch_floats, ctx.stream);
@@ -342,6 +355,7 @@ void op_attention(const Context& ctx, View q, View k, View v, Positions q_pos, P
         a.hd = hd;
         a.window = p.sliding_window;
         a.softcap = static_cast<float>(p.softcap);
+        a.sinks = p.sinks ? dsinks.data() : nullptr;
         a.gqa_tiled = ctx.faults.gqa_tiled;
         launch_attention<St>(a, plan, scratch.data(), ctx);
         ctx.sync("attention");

@@ -39,6 +39,7 @@ struct Weights {
     DeviceBuffer<T> q_norm;     // (hd,)            qk_norm only
     DeviceBuffer<T> k_norm;     // (hd,)
     DeviceBuffer<T> bqkv;       // (Q + 2 KVW,)     [bq | bk | bv], qkv_bias only
+    DeviceBuffer<float> sinks;  // (H,)             each head's sink logit, attn_sinks only
     DeviceBuffer<double> inv_freq;  // (rd/2,)     scaled; dynamic NTK's for the call's seq_len tokens
 
     Weights(const Context& ctx, const BlockWeights& w, const BlockConfig& c, int64_t seq_len) {
@@ -69,6 +70,7 @@ struct Weights {
             std::copy(w.bv.data, w.bv.data + KVW, b.begin() + Q + KVW);
             bqkv = upload<T>(ctx, "bqkv", b.data(), b.size());
         }
+        if (c.attn_sinks) sinks = upload<float>(ctx, "sinks", w.sinks.data, sz(c.n_heads));
         inv_freq = rope_inv_freq(ctx, rope_params(c), seq_len);
     }
 };
@@ -185,6 +187,7 @@ void forward(const Context& ctx, const Weights<T>& w, const BlockConfig& c, cons
     a.hd = hd;
     a.window = c.sliding_window;
     a.softcap = static_cast<float>(c.attn_logit_softcapping);
+    a.sinks = c.attn_sinks ? w.sinks.data() : nullptr;
     a.gqa_tiled = ctx.faults.gqa_tiled;
     launch_attention<T>(a, plan, s.scratch.data(), ctx);
 

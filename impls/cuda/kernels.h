@@ -94,6 +94,7 @@ struct AttentionArgs {
     int64_t n_heads = 0, n_kv_heads = 0, hd = 0;
     int64_t window = 0;      // sliding window: also k_pos > q_pos - window (0: causal only)
     float softcap = 0.0f;    // > 0: each visible score s becomes softcap * tanh(s / softcap)
+    const float* sinks = nullptr;  // [n_heads] on the device: each head's sink logit (gpt-oss), or none
     bool gqa_tiled = false;  // Faults::gqa_tiled
 };
 

@@ -44,6 +44,7 @@ struct PagedArgs {
     int64_t H = 0, KV = 0, hd = 0, P = 0;
     int64_t window = 0;  // sliding window: a row sees keys pos - window + 1 ..= pos (0: all <= pos)
     float softcap = 0.0f;  // > 0: each score s becomes softcap * tanh(s / softcap)
+    const float* sinks = nullptr;  // [H] on the device: each head's sink logit, or none
     float scale = 0;
 };
 
@@ -83,15 +84,17 @@ __global__ void __launch_bounds__(kWarp) paged_decode_kernel(PagedArgs<T> a) {
     }
 
     // ---- combine the 32 lane states ----
-    const float M = warp_max(m);
+    float M = warp_max(m);
     T* oh = a.out + t * a.H * hd + h * hd;
-    if (M == -INFINITY) {  // no key in any lane
+    if (M == -INFINITY) {  // no key in any lane: out 0, lse -inf, a sink or not
         for (int64_t d = lane; d < hd; d += kWarp) oh[d] = from_f32<T>(0.0f);
         if (lane == 0) a.lse[t * a.H + h] = from_f32<T>(-INFINITY);
         return;
     }
+    // A sink (gpt-oss) joins the denominator once, here, with no value.
+    if (a.sinks) M = fmaxf(M, a.sinks[h]);
     w[lane] = l > 0.0f ? expf(m - M) : 0.0f;
-    const float L = warp_sum(l * w[lane]);
+    const float L = warp_sum(l * w[lane]) + (a.sinks ? expf(a.sinks[h] - M) : 0.0f);
     __syncthreads();  // every lane's o and w are written before any lane reads another's
     for (int64_t d = lane; d < hd; d += kWarp) {
         float acc = 0.0f;
@@ -138,6 +141,8 @@ void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, 
                                     dkl = up("kv_last_page_len", idx.kv_last_page_len);
         DeviceBuffer<St> dout("out", static_cast<size_t>(out.size()), ctx.stream);
         DeviceBuffer<St> dlse("lse", static_cast<size_t>(lse.size()), ctx.stream);
+        DeviceBuffer<float> dsinks;  // float32: the sinks are inputs of the case's dtype, held exactly
+        if (p.sinks) dsinks = upload<float>(ctx, "sinks", p.sinks, static_cast<size_t>(p.n_heads));
         PagedArgs<St> a;
         a.q = dq.data();
         a.k = dk.data();
@@ -155,6 +160,7 @@ void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, 
         a.P = P;
         a.window = p.sliding_window;
         a.softcap = static_cast<float>(p.softcap);
+        a.sinks = p.sinks ? dsinks.data() : nullptr;
         a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
         const size_t smem = static_cast<size_t>(kWarp * hd) * sizeof(float);  // 32 KiB at head_dim 256
         const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(H));

@@ -66,6 +66,30 @@ struct SoftcapMissing : ScalarImpl {
     }
 };
 
+// Attention sinks dropped (vllm-metal PR #550: never wired), for every caller.
+struct SinkMissing : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
+                   MutView out) override {
+        AttentionParams b = p;
+        b.sinks = nullptr;
+        ScalarImpl::attention(q, k, v, q_pos, k_pos, b, out);
+    }
+    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                         MutView out, MutView lse) override {
+        PagedAttentionParams b = p;
+        b.sinks = nullptr;
+        ScalarImpl::paged_attention(q, k_cache, v_cache, idx, b, out, lse);
+    }
+};
+
+// Sinks indexed by the kv head, as a kernel looping over kv groups might.
+AttentionRules sink_per_kv_head() {
+    AttentionRules r;
+    r.sink_head = [](int64_t h, int64_t n_heads, int64_t n_kv_heads) { return h / (n_heads / n_kv_heads); };
+    return r;
+}
+
 // The cap after a -inf mask: tanh makes each masked key's logit -cap.
 AttentionRules softcap_masked_keys() {
     AttentionRules r;
@@ -210,6 +234,12 @@ std::unique_ptr<Implementation> kv_cache_wraps_early(const ImplOptions& o) {
     return detail::make<KvCacheWrapsEarly>("kv_cache_wraps_early", o);
 }
 
+std::unique_ptr<Implementation> sink_missing(const ImplOptions& o) {
+    return detail::make<SinkMissing>("sink_missing", o);
+}
+std::unique_ptr<Implementation> sink_wrong_head(const ImplOptions& o) {
+    return detail::make<WithRules<sink_per_kv_head>>("sink_wrong_head", o);
+}
 std::unique_ptr<Implementation> softcap_missing(const ImplOptions& o) {
     return detail::make<SoftcapMissing>("softcap_missing", o);
 }

@@ -19,6 +19,7 @@ namespace conform::scalar {
 
 int64_t kv_head_grouped(int64_t h, int64_t n_heads, int64_t n_kv_heads) { return h / (n_heads / n_kv_heads); }
 bool causal(int64_t k_pos, int64_t q_pos) { return k_pos <= q_pos; }
+int64_t own_sink(int64_t h, int64_t, int64_t) { return h; }
 double inv_sqrt_head_dim(const AttentionParams& p) { return 1.0 / std::sqrt(static_cast<double>(p.head_dim)); }
 
 void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p, MutView out,
@@ -84,12 +85,18 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
                 for (int64_t d = 0; d < hd; d++) oh[d] = rules.empty_row;
                 continue;
             }
+            // gpt-oss: combined = torch.cat([scores, sinks], -1); softmax; the sink's column dropped.
+            // The sink is a logit in the denominator with no value.
+            const bool sunk = p.sinks != nullptr;
+            const float sink = sunk ? p.sinks[rules.sink_head(h, H, KV)] : 0.0f;
+            if (sunk) max_score = std::max(max_score, sink);
 
             if (rules.unrescaled_tile > 0) {
                 // The broken flash kernel: per tile the running max m moves, and
                 // the sum l and output o gathered under the old max are kept
                 // as they were (no exp(m_old - m_new) rescale).
-                float m = -INFINITY, l = 0.0f;
+                // A sink is the state before the first tile: max = sink, sum = exp(0).
+                float m = sunk ? sink : -INFINITY, l = sunk ? 1.0f : 0.0f;
                 for (int64_t d = 0; d < hd; d++) oh[d] = 0.0f;
                 for (int64_t j0 = 0; j0 < S; j0 += rules.unrescaled_tile) {
                     const int64_t j1 = std::min(S, j0 + rules.unrescaled_tile);
@@ -109,7 +116,7 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
 
             // probs = torch.softmax(scores, dim=-1)   max subtracted so exp never overflows
             const float shift = rules.subtract_max ? max_score : 0.0f;
-            float sum = 0.0f;
+            float sum = sunk ? std::exp(sink - shift) : 0.0f;
             for (int64_t j = 0; j < S; j++) {
                 if (!seen(j)) continue;
                 att[j] = std::exp(att[j] - shift);

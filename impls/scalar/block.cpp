@@ -152,7 +152,9 @@ void ScalarImpl::forward(View x /* (n, D) */, Positions pos /* (n,) */, const Bl
     const View keys{cache.k.data.data(), cache.len, KVW};    // (len, KVW)
     const View values{cache.v.data.data(), cache.len, KVW};  // (len, KVW)
     const Positions key_pos{cache.pos.data(), cache.len};    // (len,)
-    attention(q_rot, keys, values, pos, key_pos, attention_params(c), attn);
+    AttentionParams ap = attention_params(c);
+    ap.sinks = c.attn_sinks ? w.sinks.data : nullptr;  // gpt-oss: each head's sink logit
+    attention(q_rot, keys, values, pos, key_pos, ap, attn);
 
     // h = x + self.o_proj(attn)
     product(attn, w.wo, attn_wo);

@@ -37,7 +37,7 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
     detail::expect_shape("paged_attention", "v_cache", v_cache, k_cache.rows, W);
     detail::expect_shape("paged_attention", "out", out, T, H * hd);
     detail::expect_shape("paged_attention", "lse", lse, T, H);
-    const AttentionParams ap{H, KV, hd, p.sliding_window, p.softcap};
+    const AttentionParams ap{H, KV, hd, p.sliding_window, p.softcap, p.sinks};
     const AttentionRules& ar = rules.attention;
     const float cap = static_cast<float>(p.softcap);
     const bool masked_read = ar.softcap_after_mask && cap > 0;  // the bug: masked keys at logit -cap
@@ -104,8 +104,11 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
                     s[static_cast<size_t>(i)] = si;
                     m = std::max(m, s[static_cast<size_t>(i)]);
                 }
+                // A sink (gpt-oss) joins the denominator: lse = log(exp(sink) + sum_i exp(s_i)).
+                const float sink = p.sinks ? p.sinks[ar.sink_head(h, H, KV)] : -INFINITY;
+                m = std::max(m, sink);
                 const float shift = ar.subtract_max ? m : 0.0f;
-                float sum = 0.0f;
+                float sum = p.sinks ? std::exp(sink - shift) : 0.0f;
                 for (int64_t i = 0; i < kv_len; i++)
                     if (s[static_cast<size_t>(i)] != -INFINITY) sum += std::exp(s[static_cast<size_t>(i)] - shift);
                 lse.row(q0 + j)[h] = static_cast<float>((shift + std::log(sum)) * rules.lse_scale);

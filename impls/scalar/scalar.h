@@ -76,6 +76,7 @@ void qk_norm(View x, View w, const QkNormParams& p, MutView out, InvRms scale = 
 int64_t kv_head_grouped(int64_t h, int64_t n_heads, int64_t n_kv_heads);  // h / (H / KV)
 bool causal(int64_t k_pos, int64_t q_pos);                                 // k_pos <= q_pos
 double inv_sqrt_head_dim(const AttentionParams& p);                        // 1 / sqrt(hd)
+int64_t own_sink(int64_t h, int64_t n_heads, int64_t n_kv_heads);  // h
 struct AttentionRules {
     int64_t (*kv_head)(int64_t h, int64_t n_heads, int64_t n_kv_heads) = kv_head_grouped;
     bool (*visible)(int64_t k_pos, int64_t q_pos) = causal;
@@ -91,6 +92,8 @@ struct AttentionRules {
     // With a soft-cap: masked keys read with logit -cap, as when tanh is taken
     // after a -inf mask (the bug softcap_after_mask).
     bool softcap_after_mask = false;
+    // Whose sink logit head h's softmax adds (gpt-oss: its own, sinks[h]).
+    int64_t (*sink_head)(int64_t h, int64_t n_heads, int64_t n_kv_heads) = own_sink;
 };
 
 // out[T, H*hd] = softmax(q k^T / sqrt(hd), keys with k_pos <= q_pos) v
@@ -301,6 +304,10 @@ inline void check_block_weights(const char* op, const BlockWeights& w, const Blo
         expect_shape(op, "bq", w.bq, 1, Q);
         expect_shape(op, "bk", w.bk, 1, KVW);
         expect_shape(op, "bv", w.bv, 1, KVW);
+    }
+    if (c.attn_sinks) {
+        expect(w.sinks.data != nullptr, op, "attn_sinks is on but sinks were not given");
+        expect_shape(op, "sinks", w.sinks, 1, c.n_heads);
     }
 }
 

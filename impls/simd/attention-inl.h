@@ -115,8 +115,11 @@ HWY_INLINE void AttentionItemsT(const Attn& job, size_t i0, size_t i1) {
         for (size_t h = 0; h < G; ++h) {
             Widen(qrow + h * hd, hd, hdp, q + h * hdp);
             for (size_t i = 0; i < hdp; i += N) hn::Store(hn::Zero(df), df, acc + h * hdp + i);
-            m[h] = neg_inf;
-            l[h] = 0.0f;
+            // A sink (gpt-oss) is the online softmax's state before any key:
+            // max = sink, sum = exp(0), no value. Without one, the empty state.
+            const bool sunk = job.sinks != nullptr;
+            m[h] = sunk ? job.sinks[g * G + h] : neg_inf;
+            l[h] = sunk ? 1.0f : 0.0f;
         }
 
         for (size_t j0 = 0; j0 < job.S; j0 += kKeyBlock) {

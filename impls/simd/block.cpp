@@ -39,6 +39,7 @@ EngineWeights prepare_weights(ThreadPool& pool, const BlockWeights& w, const Blo
             const std::vector<float> v = stored_vector(b, e);
             ew.bqkv.insert(ew.bqkv.end(), v.begin(), v.end());
         }
+    if (c.attn_sinks) ew.sinks = stored_vector(w.sinks, e);
     ew.wqkv = pack_columns(pool, e, {w.wq, w.wk, w.wv});
     ew.wo = pack_columns(pool, e, {w.wo});
     ew.w13 = pack_gate_up(pool, e, w.w1, w.w3);
@@ -118,6 +119,7 @@ void forward(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t*
     a.hd = hd;
     a.window = c.sliding_window;
     a.softcap = static_cast<float>(c.attn_logit_softcapping);
+    a.sinks = c.attn_sinks ? w.sinks.data() : nullptr;
     a.out = s.attn.m();
     attention(pool, t, a);
 

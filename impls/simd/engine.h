@@ -31,6 +31,7 @@ struct EngineWeights {
     // Norm weights as f32 (in bf16 mode holding bf16 values): vectors, read once per row.
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
     std::vector<float> bqkv;  // [bq | bk | bv] as stored, beside wqkv's columns (qkv_bias only)
+    std::vector<float> sinks;  // [H] each head's sink logit as stored (attn_sinks only)
     PackedWeight wqkv, wo, w13, w2;
 };
 

@@ -162,6 +162,7 @@ struct Attn {
     size_t T = 0, S = 0, H = 0, KV = 0, hd = 0;
     int64_t window = 0;  // sliding window: key j visible iff q_pos - window < k_pos[j] <= q_pos (0: causal only)
     float softcap = 0;   // > 0: each score s becomes softcap * tanh(s / softcap) (Gemma 2)
+    const float* sinks = nullptr;  // [H]: each head's sink logit, in its softmax's denominator (gpt-oss)
     MRows out;  // [T][H hd]
 };
 
@@ -185,6 +186,7 @@ struct PagedJob {
     size_t T = 0, B = 0, H = 0, KV = 0, hd = 0, P = 0;
     int64_t window = 0;  // sliding window: a row at position pos sees keys pos - window + 1 ..= pos (0: all <= pos)
     float softcap = 0;   // > 0: each score s becomes softcap * tanh(s / softcap) (Gemma 2)
+    const float* sinks = nullptr;  // [H]: each head's sink logit, in its softmax's denominator (gpt-oss)
     MRows out;  // [T][H hd]
     // Set by paged_attention(): keys per split (whole pages), splits per
     // sequence at most, and the partial states [T][H][splits][stride].

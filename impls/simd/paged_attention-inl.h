@@ -110,7 +110,14 @@ HWY_INLINE void PagedMergeT(const PagedJob& job, size_t t, size_t splits, float*
             lse_row[h] = -std::numeric_limits<float>::infinity();
             continue;
         }
+        // A sink (gpt-oss) enters once, here, not per split: one more term of
+        // the denominator, with no value (an empty row stays out 0, lse -inf).
         float l = 0.0f;
+        if (job.sinks) {
+            const float sink = job.sinks[h];
+            m = std::max(m, sink);
+            l = std::exp(sink - m);
+        }
         for (size_t d = 0; d < hdp; d += N) hn::Store(hn::Zero(df), df, o + d);
         for (size_t c = 0; c < splits; ++c) {
             const PagedPartial part = job.partial(t, h, c);

@@ -102,6 +102,7 @@ Attn attn_job(CRows q, CRows k, CRows v, Positions q_pos, Positions k_pos, const
     a.hd = static_cast<size_t>(p.head_dim);
     a.window = p.sliding_window;
     a.softcap = static_cast<float>(p.softcap);
+    a.sinks = p.sinks;
     a.out = out;
     return a;
 }
@@ -125,6 +126,7 @@ PagedJob paged_job(CRows q, int64_t T, CRows k, CRows v, const PagedIndex& idx, 
     job.P = static_cast<size_t>(p.page_size);
     job.window = p.sliding_window;
     job.softcap = static_cast<float>(p.softcap);
+    job.sinks = p.sinks;
     job.out = out;
     return job;
 }

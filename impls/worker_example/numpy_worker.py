@@ -7,7 +7,7 @@ The arithmetic follows HF transformers (Llama, Qwen3): float32 throughout,
 RoPE angles as HF computes them (inv_freq a float32 buffer, angle =
 float32(pos) * inv_freq in float32), every config field honoured: the rope
 layout, theta, rotary_dim, the five rope_scaling types, qk_norm, qkv_bias, sliding_window,
-attn_logit_softcapping, norm_eps, GQA.
+attn_logit_softcapping, attn_sinks, norm_eps, GQA.
 
 It announces f32 only; `--dtypes f32,bf16` also offers bf16 (and f16): the
 arithmetic stays float32 and conform_worker rounds the outputs to the dtype.
@@ -193,7 +193,28 @@ def soft_cap(scores, config):
     return (f32(cap) * np.tanh(scores / f32(cap))).astype(f32) if cap > 0 else scores
 
 
-def attention(q, k, v, q_positions, k_positions, *, config):
+def softmax_rows(scores, visible, sinks):
+    """The softmax over each row's visible keys, and its log-sum-exp (-inf
+    where a row sees none). sinks [H] (gpt-oss): one more logit per head in
+    the denominator, with no value."""
+    scores = np.where(visible, scores, f32(-np.inf))
+    top = np.max(scores, axis=-1, keepdims=True, initial=f32(-np.inf))
+    seen = np.isfinite(top)
+    if sinks is not None:
+        sinks = sinks.astype(f32).reshape(-1, 1, 1)              # [H, 1, 1]
+        top = np.maximum(top, sinks)
+    top = np.where(np.isfinite(top), top, f32(0))
+    e = np.where(visible, np.exp(scores - top), f32(0))
+    total = np.sum(e, axis=-1, keepdims=True)
+    if sinks is not None:
+        total = total + np.exp(sinks - top)
+    p = e / np.where(total > 0, total, f32(1))                  # rows that see nothing: all zeros
+    with np.errstate(divide="ignore"):
+        lse = np.where(seen, top + np.log(total), f32(-np.inf))
+    return p, lse
+
+
+def attention(q, k, v, q_positions, k_positions, *, config, sinks=None):
     """softmax(q k^T / sqrt(hd), causal by position) v; a query that sees no key gets zeros."""
     H, KV, hd = config["n_heads"], config["n_kv_heads"], config["head_dim"]
     need(H % KV == 0, "attention: n_heads %d is not a multiple of n_kv_heads %d" % (H, KV))
@@ -206,18 +227,13 @@ def attention(q, k, v, q_positions, k_positions, *, config):
     vh = v.reshape(S, KV, hd)[:, heads].transpose(1, 0, 2)      # [H, S, hd]
     scores = soft_cap((qh @ kh) * f32(1.0 / math.sqrt(hd)), config)  # [H, T, S]
     visible = in_window(k_positions[None, :], q_positions[:, None], config)[None]  # [1, T, S]
-    scores = np.where(visible, scores, f32(-np.inf))
-    top = np.max(scores, axis=-1, keepdims=True, initial=f32(-np.inf))
-    top = np.where(np.isfinite(top), top, f32(0))
-    e = np.where(visible, np.exp(scores - top), f32(0))
-    total = np.sum(e, axis=-1, keepdims=True)
-    p = e / np.where(total > 0, total, f32(1))                  # rows that see nothing: all zeros
+    p, _ = softmax_rows(scores, visible, sinks if config.get("attn_sinks") else None)
     return (p @ vh).transpose(1, 0, 2).reshape(T, H * hd).astype(f32)
 
 
 # ---- paged_attention --------------------------------------------------------------
 
-def paged_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_last_page_len, *, config):
+def paged_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_last_page_len, *, config, sinks=None):
     """A batch over a paged KV cache (FlashInfer's layout): each sequence's
     keys gathered from its pages, its queries the last of its tokens (causal,
     bottom-right); out [T, H*hd] and lse [T, H] (natural log; -inf and zeros
@@ -244,16 +260,9 @@ def paged_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_la
         scores = soft_cap((qh @ kh) * f32(1.0 / math.sqrt(hd)), config)  # [H, n, S]
         q_pos = np.arange(n) + (kv_len - n)
         visible = in_window(np.arange(kv_len)[None, :], q_pos[:, None], config)[None]  # [1, n, S]
-        scores = np.where(visible, scores, f32(-np.inf))
-        top = np.max(scores, axis=-1, keepdims=True, initial=f32(-np.inf))
-        seen = np.isfinite(top)
-        top = np.where(seen, top, f32(0))
-        e = np.where(visible, np.exp(scores - top), f32(0))
-        total = np.sum(e, axis=-1, keepdims=True)
-        p = e / np.where(total > 0, total, f32(1))
+        p, row_lse = softmax_rows(scores, visible, sinks if config.get("attn_sinks") else None)
         out[q0:q1] = (p @ vh).transpose(1, 0, 2).reshape(n, H * hd)
-        with np.errstate(divide="ignore"):
-            lse[q0:q1] = np.where(seen, top + np.log(total), f32(-np.inf))[..., 0].T
+        lse[q0:q1] = row_lse[..., 0].T
     return {"out": out, "lse": lse}
 
 
@@ -296,7 +305,7 @@ def forward(x, positions, w, config, cache, seq_len):
         q, k = qk_norm(q, w["q_norm"], config=config), qk_norm(k, w["k_norm"], config=config)
     t["q_rot"], t["k_rot"] = rotate(q, positions, config, seq_len), rotate(k, positions, config, seq_len)
     cache.append(t["k_rot"], t["v"], positions)
-    t["attn"] = attention(t["q_rot"], cache.k, cache.v, positions, cache.pos, config=config)
+    t["attn"] = attention(t["q_rot"], cache.k, cache.v, positions, cache.pos, config=config, sinks=w.get("sinks"))
     t["h"] = x + t["attn"] @ w["wo"]
     t["ffn_in"] = rmsnorm(t["h"], w["ffn_norm"], config=config)
     t["ffn_out"] = swiglu(t["ffn_in"], w["w1"], w["w3"], w["w2"])
@@ -311,6 +320,8 @@ def check_block(x, positions, w, config):
         need(w.get("q_norm") is not None and w.get("k_norm") is not None, "block: qk_norm is on but q_norm, k_norm are missing")
     if config.get("qkv_bias"):
         need(all(w.get(b) is not None for b in ("bq", "bk", "bv")), "block: qkv_bias is on but bq, bk, bv are missing")
+    if config.get("attn_sinks"):
+        need(w.get("sinks") is not None, "block: attn_sinks is on but sinks are missing")
 
 
 def block(x, positions, *, config, **weights):

@@ -53,7 +53,7 @@ def rope(x, positions, *, config):
 
 
 @w.op("attention")
-def attention(q, k, v, q_positions, k_positions, *, config):
+def attention(q, k, v, q_positions, k_positions, *, config, sinks=None):
     H, KV, hd = config["n_heads"], config["n_kv_heads"], config["head_dim"]
     q = q.view(q.shape[0], H, hd).transpose(0, 1)                                        # [H, T, hd]
     k = k.view(k.shape[0], KV, hd).transpose(0, 1).repeat_interleave(H // KV, dim=0)    # [H, S, hd]
@@ -65,7 +65,12 @@ def attention(q, k, v, q_positions, k_positions, *, config):
     cap = config.get("attn_logit_softcapping", 0.0)
     if cap > 0:                                                     # Gemma 2: cap * tanh(s / cap), before the mask
         scores = torch.tanh(scores / cap) * cap
-    p = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+    scores = scores.masked_fill(~visible, float("-inf"))
+    if config.get("attn_sinks"):                                    # gpt-oss: a sink logit per head, no value
+        sink = sinks.reshape(H, 1, 1).expand(H, scores.shape[1], 1).to(scores.dtype)
+        p = torch.cat([scores, sink], -1).softmax(-1)[..., :-1]
+    else:
+        p = scores.softmax(-1)
     p = p.masked_fill(~visible.any(-1, keepdim=True), 0.0)  # a query that sees no key: zeros, not NaN
     return (p @ v).transpose(0, 1).reshape(q.shape[1], H * hd)
 

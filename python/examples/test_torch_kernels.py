@@ -10,7 +10,7 @@ def rmsnorm(x, weight, *, norm_eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm_eps) * weight
 
 
-def attention(q, k, v, q_positions, k_positions, *, n_heads, n_kv_heads, head_dim, sliding_window=0,
+def attention(q, k, v, q_positions, k_positions, sinks=None, *, n_heads, n_kv_heads, head_dim, sliding_window=0,
               attn_logit_softcapping=0.0):
     q = q.view(-1, n_heads, head_dim).transpose(0, 1)                                            # [H, T, hd]
     k, v = (t.view(-1, n_kv_heads, head_dim).transpose(0, 1).repeat_interleave(n_heads // n_kv_heads, 0) for t in (k, v))
@@ -20,7 +20,12 @@ def attention(q, k, v, q_positions, k_positions, *, n_heads, n_kv_heads, head_di
     scores = q @ k.transpose(1, 2) / math.sqrt(head_dim)
     if attn_logit_softcapping > 0:                             # Gemma 2: cap * tanh(s / cap), before the mask
         scores = torch.tanh(scores / attn_logit_softcapping) * attn_logit_softcapping
-    p = scores.masked_fill(~visible, -math.inf).softmax(-1)
+    scores = scores.masked_fill(~visible, -math.inf)
+    if sinks is not None:                                      # gpt-oss: a logit per head in the denominator, no value
+        sink = sinks.reshape(n_heads, 1, 1).expand(n_heads, scores.shape[1], 1)
+        p = torch.cat([scores, sink], -1).softmax(-1)[..., :-1]
+    else:
+        p = scores.softmax(-1)
     p = p.nan_to_num(0.0)                                             # a query that sees no key: zeros
     return (p @ v).transpose(0, 1).reshape(q.shape[1], n_heads * head_dim)
 

@@ -116,6 +116,11 @@ struct BlockConfig {
     // s = q·k / sqrt(hd) becomes cap · tanh(s / cap) before the mask and the
     // softmax, so every logit lies in (-cap, cap). 0: none.
     double attn_logit_softcapping = 0.0;
+    // Attention sinks (gpt-oss): a learned logit per query head, input
+    // `sinks` [1, H], that joins each row's softmax denominator and has no
+    // value: p_j = exp(s_j) / (exp(sink_h) + sum_i exp(s_i)), out = sum_j p_j v_j.
+    // (Not StreamingLLM's kept first tokens, which are ordinary keys.) Never capped.
+    bool attn_sinks = false;
 
     int64_t q_width() const { return n_heads * head_dim; }
     int64_t rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
@@ -185,6 +190,7 @@ void for_each_field(Config&& c, F&& f) {
     f(ConfigField{"qkv_bias", "qkv_bias", "bias", 0, true}, c.qkv_bias);
     f(ConfigField{"sliding_window", "sliding_window", "window", 0, true}, c.sliding_window);
     f(ConfigField{"attn_logit_softcapping", "attn_logit_softcapping", "softcap", 0, true}, c.attn_logit_softcapping);
+    f(ConfigField{"attn_sinks", "attn_sinks", "sinks", 0, true}, c.attn_sinks);
     f(ConfigField{"norm_eps", "norm_eps", "eps"}, c.norm_eps);
     f(ConfigField{"page_size", "page_size", "P"}, c.page_size);
 }
@@ -219,6 +225,9 @@ struct AttentionParams {
     // and, with a window W > 0, k_pos[j] > q_pos[i] - W (BlockConfig::sliding_window).
     int64_t sliding_window = 0;
     double softcap = 0.0;  // > 0: score = softcap * tanh(score / softcap), before the mask
+    // BlockConfig::attn_sinks: head h's sink logit sinks[h] joins its softmax's
+    // denominator (no value). nullptr: none. The caller's memory, [n_heads].
+    const float* sinks = nullptr;
 };
 
 // paged_attention: attention over each sequence's keys, which live in a paged
@@ -230,6 +239,7 @@ struct PagedAttentionParams {
     int64_t page_size = 0;   // P: the cache's rows are pages of P slots, page p at rows [p*P, (p+1)*P)
     int64_t sliding_window = 0;  // W > 0: a query at position pos sees keys pos - W + 1 ..= pos only
     double softcap = 0.0;        // > 0: score = softcap * tanh(score / softcap), before the mask
+    const float* sinks = nullptr;  // [n_heads]: each head's sink logit (AttentionParams::sinks); lse counts it
 };
 
 inline RmsNormParams rmsnorm_params(const BlockConfig& c) { return {c.norm_eps}; }

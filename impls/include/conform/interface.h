@@ -40,6 +40,7 @@ struct BlockWeights {
     View bq;         // [1, H*hd]   (qkv_bias only) added to attn_in @ wq, before QK-norm and RoPE
     View bk;         // [1, KV*hd]  (qkv_bias only)
     View bv;         // [1, KV*hd]  (qkv_bias only)
+    View sinks;      // [1, H]      (attn_sinks only) each head's sink logit, in its softmax's denominator
 };
 
 // A set of taps, as a bitmask over Tap.

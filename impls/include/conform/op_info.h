@@ -44,6 +44,7 @@ enum Convention : uint32_t {
     kQkvBias = 1u << 9,   // Qwen2's projection biases (the block: iff config.qkv_bias)
     kWindow = 1u << 10,   // sliding-window attention (config.sliding_window > 0)
     kSoftcap = 1u << 11,  // logit soft-capping (config.attn_logit_softcapping > 0)
+    kSinks = 1u << 12,    // attention sinks (config.attn_sinks: input sinks [1, H])
 };
 
 // The dims a tensor shape is made of. A dim the config fixes (D, F, Q, KVW,
@@ -66,7 +67,7 @@ enum class Dim {
 };
 
 // When an input is there: always, or only where the config turns its twist on.
-enum class Present { always, qk_norm, qkv_bias };
+enum class Present { always, qk_norm, qkv_bias, attn_sinks };
 
 struct TensorSpec {
     const char* name;  // schema name (fixtures/SCHEMA.md)
@@ -83,6 +84,7 @@ struct TensorSpec {
             case Present::always: return true;
             case Present::qk_norm: return c.qk_norm;
             case Present::qkv_bias: return c.qkv_bias;
+            case Present::attn_sinks: return c.attn_sinks;
         }
         return true;
     }
@@ -162,6 +164,7 @@ inline BlockWeights block_weights(CallTensors& t) {
     w.bq = t.in("bq");
     w.bk = t.in("bk");
     w.bv = t.in("bv");
+    w.sinks = t.in("sinks");
     return w;
 }
 
@@ -178,8 +181,9 @@ inline TapSet qk_norm(Implementation& i, const BlockConfig& c, CallTensors& t) {
     return out_only();
 }
 inline TapSet attention(Implementation& i, const BlockConfig& c, CallTensors& t) {
-    i.attention(t.in("q"), t.in("k"), t.in("v"), t.pos("q_positions"), t.pos("k_positions"), attention_params(c),
-                t.out("out"));
+    AttentionParams p = attention_params(c);
+    p.sinks = t.in("sinks").data;  // nullptr without sinks
+    i.attention(t.in("q"), t.in("k"), t.in("v"), t.pos("q_positions"), t.pos("k_positions"), p, t.out("out"));
     return out_only();
 }
 inline TapSet swiglu(Implementation& i, const BlockConfig&, CallTensors& t) {
@@ -199,8 +203,9 @@ inline TapSet decode(Implementation& i, const BlockConfig& c, CallTensors& t) {
 }
 
 inline TapSet paged_attention(Implementation& i, const BlockConfig& c, CallTensors& t) {
-    i.paged_attention(t.in("q"), t.in("k_cache"), t.in("v_cache"), paged_index(t), paged_attention_params(c),
-                      t.out("out"), t.out("lse"));
+    PagedAttentionParams p = paged_attention_params(c);
+    p.sinks = t.in("sinks").data;  // nullptr without sinks
+    i.paged_attention(t.in("q"), t.in("k_cache"), t.in("v_cache"), paged_index(t), p, t.out("out"), t.out("lse"));
     return out_only();
 }
 
@@ -264,10 +269,11 @@ inline const std::vector<OpInfo>& op_table() {
         {"wv", D::D, D::KVW}, {"wo", D::Q, D::D},          {"ffn_norm", D::one, D::D}, {"w1", D::D, D::F},
         {"w3", D::D, D::F},  {"w2", D::F, D::D},          {"q_norm", D::one, D::hd, Present::qk_norm},
         {"k_norm", D::one, D::hd, Present::qk_norm},    {"bq", D::one, D::Q, Present::qkv_bias},
-        {"bk", D::one, D::KVW, Present::qkv_bias},       {"bv", D::one, D::KVW, Present::qkv_bias}};
+        {"bk", D::one, D::KVW, Present::qkv_bias},       {"bv", D::one, D::KVW, Present::qkv_bias},
+        {"sinks", D::one, D::H, Present::attn_sinks}};
     const std::vector<const char*> block_config = {"d_model",    "n_heads", "n_kv_heads", "head_dim", "ffn_dim",
                                                    "rope_layout", "rope_theta", "qk_norm",  "norm_eps", "qkv_bias", "sliding_window",
-                                                   "attn_logit_softcapping"};
+                                                   "attn_logit_softcapping", "attn_sinks"};
     static const std::vector<OpInfo> table = {
         {Op::rmsnorm, "x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w", kRmsNorm,
          {{"x", D::T, D::D}, {"weight", D::one, D::D}},
@@ -294,12 +300,13 @@ inline const std::vector<OpInfo>& op_table() {
          {33, 33, 256},
          calls::qk_norm},
         {Op::attention,
-         "softmax(softcap?(q @ repeat_interleave(k, H/KV).T / sqrt(hd)) + causal(q_pos, k_pos, window)) @ v",
-         kHeads | kCausal | kWindow | kSoftcap,
-         {{"q", D::T, D::Q}, {"k", D::S, D::KVW}, {"v", D::S, D::KVW}},
+         "softmax([softcap?(q @ repeat_interleave(k, H/KV).T / sqrt(hd)) + causal(q_pos, k_pos, window), sinks?])"
+         "[..., :S] @ v",
+         kHeads | kCausal | kWindow | kSoftcap | kSinks,
+         {{"q", D::T, D::Q}, {"k", D::S, D::KVW}, {"v", D::S, D::KVW}, {"sinks", D::one, D::H, Present::attn_sinks}},
          {{"q_positions", D::T}, {"k_positions", D::S}},
          {{"out", D::T, D::Q}},
-         {"n_heads", "n_kv_heads", "head_dim", "sliding_window", "attn_logit_softcapping"},
+         {"n_heads", "n_kv_heads", "head_dim", "sliding_window", "attn_logit_softcapping", "attn_sinks"},
          {2.0, 1e-8, 5e-4, 5e-5},
          {48, 2100, 256},
          calls::attention},
@@ -314,7 +321,7 @@ inline const std::vector<OpInfo>& op_table() {
         {Op::block,
          "h = x + attention(rope(qk_norm?(rmsnorm(x) @ wq + bq?, @ wk + bk?)), @ wv + bv?) @ wo; "
          "out = h + swiglu(rmsnorm(h))",
-         kRope | kHeads | kCausal | kWindow | kSoftcap | kRmsNorm | kQkNorm | kQkvBias | kSwiglu | kResidual,
+         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kRmsNorm | kQkNorm | kQkvBias | kSwiglu | kResidual,
          block_inputs,
          {{"positions", D::T, true}},
          {{"attn_in", D::T, D::D},
@@ -333,7 +340,7 @@ inline const std::vector<OpInfo>& op_table() {
          {20, 512, 256},
          calls::block},
         {Op::decode, "block() over the prefill, then one token at a time through the KV cache",
-         kRope | kHeads | kCausal | kWindow | kSoftcap | kRmsNorm | kQkNorm | kQkvBias | kSwiglu | kResidual | kKvCache,
+         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kRmsNorm | kQkNorm | kQkvBias | kSwiglu | kResidual | kKvCache,
          block_inputs,
          {{"positions", D::T, true}},
          {{"out", D::T, D::D}},
@@ -343,15 +350,19 @@ inline const std::vector<OpInfo>& op_table() {
          calls::decode},
         {Op::paged_attention,
          "per sequence b: attention(q[qo_indptr[b]:qo_indptr[b+1]], its pages' k and v, causal bottom-right), "
-         "lse = logsumexp(scores)",
-         kHeads | kCausal | kWindow | kSoftcap | kPaged,
-         {{"q", D::T, D::Q}, {"k_cache", D::S, D::KVW, Present::always, true}, {"v_cache", D::S, D::KVW, Present::always, true}},
+         "lse = logsumexp([scores, sinks?])",
+         kHeads | kCausal | kWindow | kSoftcap | kSinks | kPaged,
+         {{"q", D::T, D::Q},
+          {"k_cache", D::S, D::KVW, Present::always, true},
+          {"v_cache", D::S, D::KVW, Present::always, true},
+          {"sinks", D::one, D::H, Present::attn_sinks}},
          {{"qo_indptr", D::B1, false, true},
           {"kv_indptr", D::B1, false, true},
           {"kv_indices", D::NP, false, true},
           {"kv_last_page_len", D::B, false, true}},
          {{"out", D::T, D::Q}, {"lse", D::T, D::H, Present::always, false, true}},
-         {"n_heads", "n_kv_heads", "head_dim", "page_size", "sliding_window", "attn_logit_softcapping"},
+         {"n_heads", "n_kv_heads", "head_dim", "page_size", "sliding_window", "attn_logit_softcapping",
+          "attn_sinks"},
          {2.0, 1e-8, 5e-4, 5e-5},
          {600, 8200, 256},
          calls::paged_attention},
