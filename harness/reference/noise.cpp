@@ -571,9 +571,10 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
                 if (g.q_len == 0 || g.kv_len == 0) continue;  // out exactly 0, lse exactly -inf
                 const AttnBound a = attention_bound(g.q, none, g.k, none, g.v, none, g.q_pos, g.k_pos,
                                                     attention_params(cfg), sinks, u, nullptr, nullptr, true);
-                // Keys a row's softmax sums: its sequence's, or the window's.
+                // Terms a row's softmax sums: its sequence's keys, or the window's, and a sink.
                 const double S = static_cast<double>(
-                    cfg.sliding_window > 0 ? std::min(g.kv_len, cfg.sliding_window) : g.kv_len);
+                    (cfg.sliding_window > 0 ? std::min(g.kv_len, cfg.sliding_window) : g.kv_len) +
+                    (cfg.attn_sinks ? 1 : 0));
                 auto o_ref = out_ref.narrow(0, g.q_begin, g.q_len);
                 out.narrow(0, g.q_begin, g.q_len).copy_(a.together + a.apart + (S - 1.0) * u.a * o_ref.abs());
                 auto l = lse_ref.narrow(0, g.q_begin, g.q_len);
