@@ -263,6 +263,11 @@ std::string softcap_beyond_abi(const conform_plugin& t, const BlockConfig& c) {
     return "built against plugin ABI 1." + std::to_string(knows_1_1(t) ? t.abi_minor : 0) +
            ", which has no attn_logit_softcapping: cannot pass a soft-cap to it (rebuild against ABI 1.4)";
 }
+std::string sinks_beyond_abi(const conform_plugin& t, const BlockConfig& c) {
+    if (!c.attn_sinks || (knows_1_1(t) && t.abi_minor >= 4)) return "";
+    return "built against plugin ABI 1." + std::to_string(knows_1_1(t) ? t.abi_minor : 0) +
+           ", which has no sinks: cannot pass attention sinks to it (rebuild against ABI 1.4)";
+}
 std::string window_beyond_abi(const conform_plugin& t, const BlockConfig& c) {
     if (c.sliding_window <= 0 || (knows_1_1(t) && t.abi_minor >= 3)) return "";
     return "built against plugin ABI 1." + std::to_string(knows_1_1(t) ? t.abi_minor : 0) +
@@ -309,9 +314,8 @@ class Adapter final : public Implementation {
             return Support::no(why);
         if (const std::string why = softcap_beyond_abi(t_, config); !why.empty() && op_info(op).uses(kSoftcap))
             return Support::no(why);
-        if (config.attn_sinks && op_info(op).uses(kSinks))
-            return Support::no("plugin ABI 1." + std::to_string(CONFORM_PLUGIN_ABI_MINOR) +
-                               " has no attention sinks yet: cannot pass them to a plugin (a worker takes them)");
+        if (const std::string why = sinks_beyond_abi(t_, config); !why.empty() && op_info(op).uses(kSinks))
+            return Support::no(why);
         if (t_.supports == nullptr) return Support::yes();
         const conform_config k = config_of(dtype_, config);
         char msg[1024] = "";
@@ -366,6 +370,7 @@ class Adapter final : public Implementation {
         c.head_dim = p.head_dim;
         c.sliding_window = p.sliding_window;
         c.attn_logit_softcapping = p.softcap;
+        if (p.sinks) c.sinks = call.in("sinks", View{p.sinks, 1, p.n_heads}, true);
         const conform_tensor tq = call.in("q", q), tk = call.in("k", k), tv = call.in("v", v),
                              tqp = call.positions("q_positions", q_pos), tkp = call.positions("k_positions", k_pos),
                              to = call.out("out", out);
@@ -384,7 +389,8 @@ class Adapter final : public Implementation {
 
     TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) override {
         Call call("block", dtype_);
-        const conform_config k = config_of(dtype_, c);
+        conform_config k = config_of(dtype_, c);
+        if (c.attn_sinks) k.sinks = call.in("sinks", w.sinks, true);
         const conform_block_weights tw = weights(call, w);
         const conform_tensor tx = call.in("x", x), tp = call.positions("positions", pos);
         conform_tensor taps[CONFORM_TAP_COUNT];
@@ -406,7 +412,8 @@ class Adapter final : public Implementation {
     void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c,
                 MutView out) override {
         Call call("decode", dtype_);
-        const conform_config k = config_of(dtype_, c);
+        conform_config k = config_of(dtype_, c);
+        if (c.attn_sinks) k.sinks = call.in("sinks", w.sinks, true);
         const conform_block_weights tw = weights(call, w);
         const conform_tensor tx = call.in("x", x), tp = call.positions("positions", pos), to = call.out("out", out);
         call.finish(timed([&] { return t_.decode(&k, &tx, &tw, &tp, prefill, &to, call.msg(), call.msg_cap()); }));
@@ -422,6 +429,7 @@ class Adapter final : public Implementation {
         c.page_size = p.page_size;
         c.sliding_window = p.sliding_window;
         c.attn_logit_softcapping = p.softcap;
+        if (p.sinks) c.sinks = call.in("sinks", View{p.sinks, 1, p.n_heads}, true);
         const conform_tensor tq = call.in("q", q), tk = call.in("k_cache", k_cache), tv = call.in("v_cache", v_cache),
                              tqo = call.indices("qo_indptr", idx.qo_indptr), tkp = call.indices("kv_indptr", idx.kv_indptr),
                              tki = call.indices("kv_indices", idx.kv_indices),

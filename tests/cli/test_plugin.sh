@@ -142,6 +142,8 @@ PY
   # ...and one from before ABI 1.4 has no soft-cap.
   expect 1 "not run: +noop attention: 3 cases unsupported \(built against plugin ABI 1.3, which has no attn_logit_softcapping" -- \
     --op attention --params softcap= --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi13_plugin.so"
+  expect 1 "not run: +noop attention: 3 cases unsupported \(built against plugin ABI 1.3, which has no sinks" -- \
+    --op attention --params sinks=1 --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi13_plugin.so"
 
   # --isolate runs in-repo implementations in a worker too, block taps included.
   expect 0 "block +scalar" -- --impl scalar --isolate --op all --cases 3 --out "$tmp/iso"

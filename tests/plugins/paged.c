@@ -33,6 +33,9 @@ static int32_t paged_attention(const conform_config* cfg, const conform_tensor* 
     const float scale = 1.0f / sqrtf((float)hd);
     /* ABI 1.3's sliding window: a row at pos sees keys pos - W + 1 ..= pos (0: all up to pos). */
     const int64_t W = cfg->struct_size >= offsetof(conform_config, sliding_window) + sizeof(int64_t) ? cfg->sliding_window : 0;
+    /* ABI 1.4's sinks (gpt-oss): head h's logit in each row's denominator, no value (NULL: none). */
+    const float* sinks =
+        cfg->struct_size >= offsetof(conform_config, sinks) + sizeof(conform_tensor) ? (const float*)cfg->sinks.data : NULL;
     /* ABI 1.4's soft-cap: score = cap * tanh(score / cap) before the softmax (0: none). */
     const float cap = cfg->struct_size >= offsetof(conform_config, attn_logit_softcapping) + sizeof(double)
                           ? (float)cfg->attn_logit_softcapping
@@ -49,7 +52,9 @@ static int32_t paged_attention(const conform_config* cfg, const conform_tensor* 
             for (int64_t h = 0; h < H; ++h) {
                 const float* qh = Q + t * q->strides[0] + h * hd;
                 float* oh = O + t * out->strides[0] + h * hd;
-                float m = -INFINITY, l = 0.0f;
+                /* a sink is the online softmax's state before the first key (m = sink, l = 1);
+                 * a sequence with no key keeps out 0, lse -inf */
+                float m = sinks && kv_len > 0 ? sinks[h] : -INFINITY, l = sinks && kv_len > 0 ? 1.0f : 0.0f;
                 for (int64_t d = 0; d < hd; ++d) oh[d] = 0.0f;
                 for (int64_t i = W > 0 && pos - W + 1 > 0 ? pos - W + 1 : 0; i <= pos && i < kv_len; ++i) {
                     const int64_t row = (int64_t)ids[kvp[b] + i / P] * P + i % P;

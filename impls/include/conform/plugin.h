@@ -46,7 +46,8 @@
  * function, the config's page_size, int32 index tensors). 1.3: Qwen2's
  * projection biases (the config's qkv_bias, the block weights' bq, bk, bv)
  * and sliding-window attention (the config's sliding_window). 1.4: logit
- * soft-capping (the config's attn_logit_softcapping). */
+ * soft-capping and attention sinks (the config's attn_logit_softcapping and
+ * sinks). */
 #define CONFORM_PLUGIN_ABI_MINOR 4u
 #define CONFORM_PLUGIN_MAX_DIMS 4
 
@@ -156,7 +157,7 @@ typedef struct conform_tensor {
  *   block, decode: all of them but page_size (and, 1.3, qkv_bias).
  *   paged_attention (1.2): n_heads, n_kv_heads, head_dim, page_size
  *   (1.3) attention, paged_attention, block, decode also sliding_window
- *   (1.4) and attn_logit_softcapping */
+ *   (1.4) and attn_logit_softcapping, sinks */
 typedef struct conform_config {
     uint32_t struct_size; /* sizeof(conform_config) as conform built it */
     uint32_t dtype;       /* CONFORM_DTYPE_* every float tensor of the call has */
@@ -192,11 +193,15 @@ typedef struct conform_config {
     int64_t sliding_window; /* attention, paged_attention, block, decode: W > 0: key j visible to query i iff
                              * q_pos[i] - W < k_pos[j] <= q_pos[i] (W keys, the query's own included: HF's
                              * sliding_window, llama.cpp's n_swa; FlashAttention's left = W - 1); 0: causal */
-    /* ---- ABI 1.4 (a soft-capped case is offered only to a plugin whose table
-     * says abi_minor >= 4) ---- */
+    /* ---- ABI 1.4 (a soft-capped case, or one with sinks, is offered only to a
+     * plugin whose table says abi_minor >= 4) ---- */
     double attn_logit_softcapping; /* attention, paged_attention, block, decode: cap > 0: each score
                                     * s = q.k / sqrt(hd) becomes cap * tanh(s / cap) before the mask
                                     * (Gemma 2); 0: none */
+    conform_tensor sinks; /* attention, paged_attention, block, decode: data != NULL iff the model has
+                           * attention sinks (gpt-oss): [n_heads] in the call's dtype, head h's logit
+                           * joins each of its rows' softmax denominators with no value; never capped;
+                           * paged_attention's lse counts it (a row that sees no key: out 0, lse -inf) */
 } conform_config;
 
 /* The block's weights, stored [in, out]; q_norm / k_norm have data != NULL
