@@ -210,13 +210,12 @@ void pick_window(CaseSpec& s) {
 }
 
 // Logit soft-capping (Gemma 2) in a quarter of the cases, the cap near the
-// scores' own scale σ (the attention op's q and k at magnitude mag give
-// scores ~N(0, mag⁴); the block's ~N(0, qk_gain⁴)), where tanh bends them
-// and a cap taken after the mask makes its masked keys count; or Gemma 2's
-// 50, where it barely bends them. A float, as a kernel holds it. Drawn last.
+// scores' own scale σ (score_scale), where tanh bends them and a cap taken
+// after the mask makes its masked keys count; or Gemma 2's 50, where it
+// barely bends them. A float, as a kernel holds it. Drawn last.
 void pick_softcap(CaseSpec& s) {
     if (weighted<int>({{3, 0}, {1, 1}}) == 0) return;
-    const double g = op_info(s.op).uses(kResidual) ? s.qk_gain : s.mag, sigma = g * g;
+    const double sigma = score_scale(s);
     s.config.attn_logit_softcapping =
         static_cast<float>(weighted<double>({{2, sigma / 2}, {2, sigma}, {1, 3 * sigma}, {1, 50.0}}));
 }
@@ -907,6 +906,11 @@ CaseSpec spec_at(Op op, const BlockConfig& c, int64_t T, int64_t S, int64_t star
     return s;
 }
 
+double score_scale(const CaseSpec& s) {
+    const double g = op_info(s.op).uses(kResidual) ? s.qk_gain : s.mag;
+    return g * g;
+}
+
 Case materialize(const CaseSpec& s) {
     const RealLayer* R = real_layer(s);
     const bool model = R && s.model_inputs;
@@ -1046,9 +1050,7 @@ Case materialize(const CaseSpec& s) {
         // Each head's sink ~ sigma * N(0, 5^2), after every other input: far
         // below the scores (no effect), among them, or far above (it takes
         // the softmax) — per head, so a sink read from another head shows.
-        // sigma: the scores' scale, as pick_softcap takes it.
-        const double g = op_info(s.op).uses(kResidual) ? s.qk_gain : s.mag;
-        c.inputs["sinks"] = normal(r, 1, s.config.n_heads, 5.0 * g * g);
+        c.inputs["sinks"] = normal(r, 1, s.config.n_heads, 5.0 * score_scale(s));
     }
     return c;
 }

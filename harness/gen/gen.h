@@ -146,6 +146,11 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error 
 // generate` and `conform bench` draw; materialize() makes the case.
 CaseSpec spec_at(Op op, const BlockConfig& c, int64_t T, int64_t S, int64_t start, uint64_t seed);
 
+// The scale σ of a drawn case's attention scores: q and k at magnitude mag
+// give the attention ops' scores ~N(0, mag⁴), the block's are ~N(0, qk_gain⁴).
+// The soft-cap and the sinks are drawn against it; coverage classes them by it.
+double score_scale(const CaseSpec& s);
+
 // Builds the case: config, inputs and positions, drawn from s.seed (the
 // weights, and with model_inputs the inputs, from s.real). Throws
 // std::logic_error for a case naming a layer that is not loaded.

@@ -251,27 +251,30 @@ std::string rope_beyond_abi(const conform_plugin& t, const BlockConfig& c) {
     return "";
 }
 
-// Before 1.3 the ABI has no projection biases: a block plugin would drop them
-// and fail for a reason that is not its own.
-std::string bias_beyond_abi(const conform_plugin& t, const BlockConfig& c) {
-    if (!c.qkv_bias || (knows_1_1(t) && t.abi_minor >= 3)) return "";
-    return "built against plugin ABI 1." + std::to_string(knows_1_1(t) ? t.abi_minor : 0) +
-           ", which has no qkv_bias: cannot pass projection biases to it (rebuild against ABI 1.3)";
-}
-std::string softcap_beyond_abi(const conform_plugin& t, const BlockConfig& c) {
-    if (c.attn_logit_softcapping <= 0 || (knows_1_1(t) && t.abi_minor >= 4)) return "";
-    return "built against plugin ABI 1." + std::to_string(knows_1_1(t) ? t.abi_minor : 0) +
-           ", which has no attn_logit_softcapping: cannot pass a soft-cap to it (rebuild against ABI 1.4)";
-}
-std::string sinks_beyond_abi(const conform_plugin& t, const BlockConfig& c) {
-    if (!c.attn_sinks || (knows_1_1(t) && t.abi_minor >= 4)) return "";
-    return "built against plugin ABI 1." + std::to_string(knows_1_1(t) ? t.abi_minor : 0) +
-           ", which has no sinks: cannot pass attention sinks to it (rebuild against ABI 1.4)";
-}
-std::string window_beyond_abi(const conform_plugin& t, const BlockConfig& c) {
-    if (c.sliding_window <= 0 || (knows_1_1(t) && t.abi_minor >= 3)) return "";
-    return "built against plugin ABI 1." + std::to_string(knows_1_1(t) ? t.abi_minor : 0) +
-           ", which has no sliding_window: cannot pass a sliding window to it (rebuild against ABI 1.3)";
+// The served variants each came with a minor version: a plugin built before
+// it has no field for the twist, would drop it, and would fail for a reason
+// that is not its own. Empty when every twist the op uses and the config
+// turns on fits the plugin's ABI.
+std::string variant_beyond_abi(const conform_plugin& t, Op op, const BlockConfig& c) {
+    struct Twist {
+        Convention bit;
+        bool on;
+        uint32_t minor;     // the ABI minor that added its field
+        const char* field;  // in conform_config
+        const char* what;
+    };
+    const Twist twists[] = {
+        {kQkvBias, c.qkv_bias, 3, "qkv_bias", "projection biases"},
+        {kWindow, c.sliding_window > 0, 3, "sliding_window", "a sliding window"},
+        {kSoftcap, c.attn_logit_softcapping > 0, 4, "attn_logit_softcapping", "a soft-cap"},
+        {kSinks, c.attn_sinks, 4, "sinks", "attention sinks"},
+    };
+    const uint32_t minor = knows_1_1(t) ? t.abi_minor : 0;
+    for (const Twist& w : twists)
+        if (w.on && minor < w.minor && op_info(op).uses(w.bit))
+            return "built against plugin ABI 1." + std::to_string(minor) + ", which has no " + w.field +
+                   ": cannot pass " + w.what + " to it (rebuild against ABI 1." + std::to_string(w.minor) + ")";
+    return "";
 }
 
 }  // namespace
@@ -308,14 +311,7 @@ class Adapter final : public Implementation {
         if (const std::string why = rope_beyond_abi(t_, config); !why.empty() &&
             op_info(op).uses(kRope))
             return Support::no(why);
-        if (const std::string why = bias_beyond_abi(t_, config); !why.empty() && op_info(op).uses(kQkvBias))
-            return Support::no(why);
-        if (const std::string why = window_beyond_abi(t_, config); !why.empty() && op_info(op).uses(kWindow))
-            return Support::no(why);
-        if (const std::string why = softcap_beyond_abi(t_, config); !why.empty() && op_info(op).uses(kSoftcap))
-            return Support::no(why);
-        if (const std::string why = sinks_beyond_abi(t_, config); !why.empty() && op_info(op).uses(kSinks))
-            return Support::no(why);
+        if (const std::string why = variant_beyond_abi(t_, op, config); !why.empty()) return Support::no(why);
         if (t_.supports == nullptr) return Support::yes();
         const conform_config k = config_of(dtype_, config);
         char msg[1024] = "";

@@ -134,33 +134,30 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
             sh = sh.index_select(0, torch::arange(n_heads, torch::kInt64).div(n_rep, "floor"));
         sink = sh.view({n_heads, 1, 1});
     }
-    const bool sink_column = sink.defined() && ctx.v.softmax_tile <= 0;
-    if (sink_column) scores = torch::cat({scores, sink.expand({n_heads, T, 1})}, -1);  // [H, T, S + 1]
+    // The softmax's logits: the scores and, with sinks, each head's sink.
+    const torch::Tensor logits =
+        sink.defined() ? torch::cat({scores, sink.expand({n_heads, T, 1})}, -1) : scores;  // [H, T, S (+ 1)]
     if (lse) {
         // FlashAttention's softmax_lse: the max-shifted log-sum-exp, in the
         // softmax's precision (float32 below float64, as HF's softmax runs).
         const auto sdt = ctx.dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-        // (The tile variant keeps its sink apart; the denominator counts it all the same.)
-        const auto all = sink.defined() && ctx.v.softmax_tile > 0 ? torch::cat({scores, sink.expand({n_heads, T, 1})}, -1)
-                                                                  : scores;
-        auto l = torch::logsumexp(all.to(sdt), -1);  // [H, T]
+        auto l = torch::logsumexp(logits.to(sdt), -1);  // [H, T]
         if (ctx.v.softmax_no_max) {
             // log Σ exp(s) unshifted, as the naive kernel sums it in float32:
             // +inf once a score passes ~88.7, -inf when every exp underflows.
-            auto sum32 = torch::exp(scores.to(torch::kFloat32)).sum(-1).to(sdt);
+            auto sum32 = torch::exp(logits.to(torch::kFloat32)).sum(-1).to(sdt);
             l = torch::where(sum32.isinf(), torch::full_like(l, std::numeric_limits<double>::infinity()), l);
             l = torch::where(sum32 == 0, torch::full_like(l, -std::numeric_limits<double>::infinity()), l);
         }
         *lse = l.transpose(0, 1).to(q.scalar_type());  // [T, H]
     }
     torch::Tensor out;
-    if (ctx.v.softmax_tile > 0) {
+    if (ctx.v.softmax_tile > 0) {  // the sink, if any, is the tiles' initial state
         out = unrescaled_softmax_av(scores.to(torch::kFloat64), vh.to(torch::kFloat64), ctx.v.softmax_tile,
                                     sink.defined() ? sink.to(torch::kFloat64) : sink)
                   .to(q.scalar_type());
     } else {
-        auto p = softmax(scores, ctx);                            // [H, T, S (+ 1)]
-        if (sink_column) p = p.narrow(-1, 0, S);                  // probs[..., :-1]
+        auto p = softmax(logits, ctx).narrow(-1, 0, S);           // [H, T, S]: probs[..., :-1] with a sink
         out = matmul(p, vh, ctx);                                 // [H, T, hd]
     }
     // A query that sees no key at all (possible only for arbitrary positions):

@@ -323,9 +323,9 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
                 // σ as the generator scales the scores (gen.cpp pick_softcap):
                 // a drawn case's id says; a fixture's scores are taken at ~1.
                 const auto drawn = s.config.attn_logit_softcapping > 0 ? gen::parse_case_id(cs.id) : std::nullopt;
-                const double g = !drawn ? 1.0 : op_info(s.op).uses(kResidual) ? drawn->qk_gain : drawn->mag;
+                const double sigma = drawn ? gen::score_scale(*drawn) : 1.0;
                 const double cap = s.config.attn_logit_softcapping;
-                c.push_back(cap <= 0 ? 0 : cap < 4 * g * g ? 1 : 2);
+                c.push_back(cap <= 0 ? 0 : cap < 4 * sigma ? 1 : 2);
                 break;
             }
             case kSinksTrap: {
@@ -334,9 +334,9 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
                     break;
                 }
                 const auto drawn = gen::parse_case_id(cs.id);
-                const double g = !drawn ? 1.0 : op_info(s.op).uses(kResidual) ? drawn->qk_gain : drawn->mag;
+                const double sigma = drawn ? gen::score_scale(*drawn) : 1.0;
                 bool high = false, low = false;
-                for (float v : cs.inputs.at("sinks").data) high = high || v > 2 * g * g, low = low || v < -2 * g * g;
+                for (float v : cs.inputs.at("sinks").data) high = high || v > 2 * sigma, low = low || v < -2 * sigma;
                 c.push_back(high && low ? 2 : 1);
                 break;
             }

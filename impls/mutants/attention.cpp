@@ -27,60 +27,48 @@ struct WithRules : ScalarImpl {
     }
 };
 
-// Sliding window read another way, for every caller (op, block, paged):
-// `Shift` more keys (tokenspeed #578: 127 keys for gpt-oss's 128, a window of
-// W - 1; FlashAttention's window_size left = W passed where W - 1 was meant:
-// W + 1), or (Ignored) full causal (zml #763, whose tests ran windows off).
+// Runs the scalar attention with its parameters edited by Edit (a callable on
+// AttentionParams and PagedAttentionParams alike), for every caller (op,
+// block, paged).
+template <class Edit>
+struct WithParams : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
+                   MutView out) override {
+        AttentionParams b = p;
+        Edit{}(b);
+        ScalarImpl::attention(q, k, v, q_pos, k_pos, b, out);
+    }
+    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                         MutView out, MutView lse) override {
+        PagedAttentionParams b = p;
+        Edit{}(b);
+        ScalarImpl::paged_attention(q, k_cache, v_cache, idx, b, out, lse);
+    }
+};
+
+// Sliding window read another way: `Shift` more keys (tokenspeed #578: 127
+// keys for gpt-oss's 128, a window of W - 1; FlashAttention's window_size
+// left = W passed where W - 1 was meant: W + 1), or (Ignored) full causal
+// (zml #763, whose tests ran windows off).
 template <int64_t Shift, bool Ignored>
-struct Window : ScalarImpl {
-    using ScalarImpl::ScalarImpl;
-    static int64_t window(int64_t w) { return Ignored || w <= 0 ? 0 : std::max<int64_t>(1, w + Shift); }
-    void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
-                   MutView out) override {
-        AttentionParams b = p;
-        b.sliding_window = window(p.sliding_window);
-        ScalarImpl::attention(q, k, v, q_pos, k_pos, b, out);
-    }
-    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
-                         MutView out, MutView lse) override {
-        PagedAttentionParams b = p;
-        b.sliding_window = window(p.sliding_window);
-        ScalarImpl::paged_attention(q, k_cache, v_cache, idx, b, out, lse);
+struct Window {
+    template <class Params>
+    void operator()(Params& p) const {
+        p.sliding_window = Ignored || p.sliding_window <= 0 ? 0 : std::max<int64_t>(1, p.sliding_window + Shift);
     }
 };
 
-// Soft-capping dropped (vLLM's first Gemma 2, PR #5908), for every caller.
-struct SoftcapMissing : ScalarImpl {
-    using ScalarImpl::ScalarImpl;
-    void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
-                   MutView out) override {
-        AttentionParams b = p;
-        b.softcap = 0;
-        ScalarImpl::attention(q, k, v, q_pos, k_pos, b, out);
-    }
-    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
-                         MutView out, MutView lse) override {
-        PagedAttentionParams b = p;
-        b.softcap = 0;
-        ScalarImpl::paged_attention(q, k_cache, v_cache, idx, b, out, lse);
-    }
+// Soft-capping dropped (vLLM's first Gemma 2, PR #5908).
+struct NoSoftcap {
+    template <class Params>
+    void operator()(Params& p) const { p.softcap = 0; }
 };
 
-// Attention sinks dropped (vllm-metal PR #550: never wired), for every caller.
-struct SinkMissing : ScalarImpl {
-    using ScalarImpl::ScalarImpl;
-    void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
-                   MutView out) override {
-        AttentionParams b = p;
-        b.sinks = nullptr;
-        ScalarImpl::attention(q, k, v, q_pos, k_pos, b, out);
-    }
-    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
-                         MutView out, MutView lse) override {
-        PagedAttentionParams b = p;
-        b.sinks = nullptr;
-        ScalarImpl::paged_attention(q, k_cache, v_cache, idx, b, out, lse);
-    }
+// Attention sinks dropped (vllm-metal PR #550: never wired).
+struct NoSinks {
+    template <class Params>
+    void operator()(Params& p) const { p.sinks = nullptr; }
 };
 
 // Sinks indexed by the kv head, as a kernel looping over kv groups might.
@@ -235,25 +223,25 @@ std::unique_ptr<Implementation> kv_cache_wraps_early(const ImplOptions& o) {
 }
 
 std::unique_ptr<Implementation> sink_missing(const ImplOptions& o) {
-    return detail::make<SinkMissing>("sink_missing", o);
+    return detail::make<WithParams<NoSinks>>("sink_missing", o);
 }
 std::unique_ptr<Implementation> sink_wrong_head(const ImplOptions& o) {
     return detail::make<WithRules<sink_per_kv_head>>("sink_wrong_head", o);
 }
 std::unique_ptr<Implementation> softcap_missing(const ImplOptions& o) {
-    return detail::make<SoftcapMissing>("softcap_missing", o);
+    return detail::make<WithParams<NoSoftcap>>("softcap_missing", o);
 }
 std::unique_ptr<Implementation> softcap_after_mask(const ImplOptions& o) {
     return detail::make<WithRules<softcap_masked_keys>>("softcap_after_mask", o);
 }
 std::unique_ptr<Implementation> window_off_by_one(const ImplOptions& o) {
-    return detail::make<Window<-1, false>>("window_off_by_one", o);
+    return detail::make<WithParams<Window<-1, false>>>("window_off_by_one", o);
 }
 std::unique_ptr<Implementation> window_one_too_wide(const ImplOptions& o) {
-    return detail::make<Window<+1, false>>("window_one_too_wide", o);
+    return detail::make<WithParams<Window<+1, false>>>("window_one_too_wide", o);
 }
 std::unique_ptr<Implementation> window_ignored(const ImplOptions& o) {
-    return detail::make<Window<0, true>>("window_ignored", o);
+    return detail::make<WithParams<Window<0, true>>>("window_ignored", o);
 }
 
 }  // namespace conform::mutants

@@ -43,6 +43,14 @@ expect 2 "which model" -- anatomy
 printf '{"hidden_size": 4096, "rope_scaling": {"rope_type": "longrope", "factor": 2}}' >"$tmp/longrope.json"
 expect 2 "longrope.json: rope_scaling.rope_type: 'longrope' is not supported" -- --config "$tmp/longrope.json" --impl scalar
 expect 2 "--sliding-window: expected a count >= 0, found -2" -- --preset mistral-7b --sliding-window -2 --impl scalar
+expect 2 "--attn-softcap: expected a cap >= 0 (0: none), found -50" -- --preset llama3-8b --attn-softcap -50 --impl scalar
+expect 2 "--attn-softcap: expected a cap >= 0 (0: none), found nan" -- --preset llama3-8b --attn-softcap nan --impl scalar
+expect 2 "--attn-sinks: expected 0 or 1, found 'yes please'" -- --preset llama3-8b --attn-sinks 'yes please' --impl scalar
+# A case id's served-variant fields: on an op without attention, or out of range.
+expect 2 "field 'softcap' does not apply to op rmsnorm" -- --case 'rmsnorm(T=1,D=4,eps=1e-05,softcap=5,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "softcap must be a number >= 0, found '-5'" -- --case 'attention(T=1,S=2,H=1,KV=1,hd=4,qpos=1,kpos=0,softcap=-5,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "field 'sinks' does not apply to op swiglu" -- --case 'swiglu(T=1,D=4,F=4,sinks=1,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "sinks must be 0 or 1, found '2'" -- --case 'attention(T=1,S=2,H=1,KV=1,hd=4,qpos=1,kpos=0,sinks=2,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "--qkv-bias: expected 0 or 1, found 'maybe'" -- --preset qwen2.5-0.5b --qkv-bias maybe --impl scalar
 printf '{"hidden_size": 4096,' >"$tmp/broken.json"
 expect 2 "broken.json: not valid JSON" -- anatomy --config "$tmp/broken.json"

@@ -189,6 +189,22 @@ bad window_negative 'f["attention_gqa/config"].attrs["sliding_window"] = np.int6
   ':/attention_gqa: config/sliding_window: expected a count of keys >= 0 (0: none), found -3'
 bad window_on_rmsnorm 'f["rmsnorm/config"].attrs["sliding_window"] = np.int64(4)' \
   ':/rmsnorm: config/sliding_window: op rmsnorm has no attention to window'
+bad softcap_negative 'f["attention_gqa/config"].attrs["attn_logit_softcapping"] = np.float64(-1.0)' \
+  ':/attention_gqa: config/attn_logit_softcapping: expected a cap >= 0 (0: none), found -1.000000'
+bad softcap_nan 'f["attention_gqa/config"].attrs["attn_logit_softcapping"] = np.float64("nan")' \
+  ':/attention_gqa: config/attn_logit_softcapping: expected a cap >= 0 (0: none), found nan'
+bad softcap_on_rmsnorm 'f["rmsnorm/config"].attrs["attn_logit_softcapping"] = np.float64(30.0)' \
+  ':/rmsnorm: config/attn_logit_softcapping: op rmsnorm has no attention scores to cap'
+bad sinks_two 'f["attention_gqa/config"].attrs["attn_sinks"] = np.int64(2)' \
+  ':/attention_gqa: config/attn_sinks: expected 0 or 1, found 2'
+bad sinks_on_rope 'f["rope_neox/config"].attrs["attn_sinks"] = np.int64(1)' \
+  ':/rope_neox: config/attn_sinks: op rope has no softmax to sink'
+bad sinks_no_tensor 'f["attention_gqa/config"].attrs["attn_sinks"] = np.int64(1)' \
+  ':/attention_gqa: inputs/sinks: missing dataset'
+bad sinks_wrong_shape 'f["attention_gqa/config"].attrs["attn_sinks"] = np.int64(1); f["attention_gqa/inputs/sinks"] = np.zeros(4, np.float32)' \
+  ':/attention_gqa: inputs/sinks: expected shape [1,6], found [1,4]'
+bad sinks_nan 'f["attention_gqa/config"].attrs["attn_sinks"] = np.int64(1); f["attention_gqa/inputs/sinks"] = np.array([0, 1, np.nan, 0, 0, 0], np.float32)' \
+  ':/attention_gqa: inputs/sinks: non-finite value nan at flat index 2'
 bad no_cases 'for k in list(f): del f[k]' ': no cases (a case is a top-level group)'
 
 # Not HDF5, and truncated: the file named, and what is wrong with it.
