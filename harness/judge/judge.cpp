@@ -143,7 +143,7 @@ void baselines(Truth& t, const Case& c, DType dtype, const NamedD& ours) {
 }  // namespace
 
 Truth reference_truth(const Case& c, DType dtype) {
-    const ref::SmallCaseThreads threads(c);
+    ref::threads_for(c);
     Truth t;
     t.source = "reference f64";
     NamedD taps;
@@ -153,7 +153,7 @@ Truth reference_truth(const Case& c, DType dtype) {
 }
 
 Truth fixture_truth(const Case& c, DType dtype) {
-    const ref::SmallCaseThreads threads(c);
+    ref::threads_for(c);
     Truth t;
     t.source = "fixture expected";
     t.ref = c.expected;

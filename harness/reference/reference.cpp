@@ -1,6 +1,8 @@
 // Dispatch: a Case in, named float64 tensors out.
 #include "reference/reference.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <sstream>
 #include <thread>
@@ -103,24 +105,36 @@ std::string Variant::describe() const {
 
 std::string version() { return TORCH_VERSION; }
 
-void set_threads(int n) {
-    if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    torch::set_num_threads(n);
+namespace {
+int configured_threads = 1;  // what set_threads() asked for: a large case's count
 }
 
-SmallCaseThreads::SmallCaseThreads(const Case& c) {
+bool set_blas_threads(int n) {
+    // Looked up, not linked: which BLAS LibTorch loads is the system's choice
+    // (Debian's alternatives), and only OpenBLAS is known to spin.
+    using SetThreads = void (*)(int);
+    static const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    if (!set) return false;
+    set(n);
+    return true;
+}
+
+void set_threads(int n) {
+    if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    configured_threads = n;
+    torch::set_num_threads(n);
+    set_blas_threads(n);
+}
+
+void threads_for(const Case& c) {
     // Under 2^18 input elements (every drawn case but full-size layers and
     // the longest attention; a 4096-wide layer's one weight is 2^24).
     int64_t elements = 0;
     for (const auto& [name, t] : c.inputs) elements += t.numel();
-    const int now = torch::get_num_threads();
-    if (elements >= (int64_t{1} << 18) || now == 1) return;
-    restore_ = now;
-    torch::set_num_threads(1);
-}
-
-SmallCaseThreads::~SmallCaseThreads() {
-    if (restore_ > 0) torch::set_num_threads(restore_);
+    const int want = elements >= (int64_t{1} << 18) ? configured_threads : 1;
+    if (torch::get_num_threads() == want) return;
+    torch::set_num_threads(want);
+    set_blas_threads(want);
 }
 
 namespace {

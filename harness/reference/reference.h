@@ -126,22 +126,21 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
 // machines is one, whatever the cores). 0: every core.
 void set_threads(int n = 0);
 
-// While it lives, a small case's truth (its reference, baselines and bound)
-// runs on one of LibTorch's threads. Its ops are too small to gain from
-// threads, and each parallel region leaves libgomp's workers spinning on
-// the cores the next step needs (the implementation under test, simd's
-// pool): on 2 cores the default gate took 9.7-12 s before this, 8.0-8.6 s
-// after (BENCHMARKS.md). A case with a full-size layer keeps every thread.
-class SmallCaseThreads {
-   public:
-    explicit SmallCaseThreads(const Case& c);
-    ~SmallCaseThreads();
-    SmallCaseThreads(const SmallCaseThreads&) = delete;
-    SmallCaseThreads& operator=(const SmallCaseThreads&) = delete;
-
-   private:
-    int restore_ = 0;  // the thread count to put back; 0: nothing changed
-};
+// The threads a case's truth (its reference, baselines and bound) runs on:
+// one for a small case, every thread set_threads() gave for a case with a
+// full-size layer (2^18 input elements or more). Small ops gain nothing from
+// threads, and each parallel region leaves its workers spinning on the cores
+// the next step needs (the implementation under test, simd's pool): LibTorch's
+// OpenMP workers, and the BLAS's own (OpenBLAS's pthreads build yields in a
+// loop after every GEMM, whatever LibTorch's count). Both are set, and left
+// so until a case of the other kind: switching per case would recreate
+// LibTorch's pthreadpool each time, whose new workers spin too. On 2 cores
+// the default gate took 9.7-12 s with threads everywhere, 8.0-8.6 s with
+// LibTorch's alone on one (BENCHMARKS.md, "Time to a verdict").
+void threads_for(const Case& c);
+// The BLAS's thread count, where the BLAS LibTorch loaded says how to set it
+// (OpenBLAS: openblas_set_num_threads); false where it does not.
+bool set_blas_threads(int n);
 
 // The reference's version string (LibTorch version), for reports.
 std::string version();
