@@ -100,6 +100,10 @@ const std::vector<ImplEntry>& mutant_implementations() {
          ops_using(kSinks)},
         {"sink_wrong_head", "sinks read per kv head (sinks[h / group])", true, always, sink_wrong_head,
          ops_using(kSinks)},
+        {"norm_plus_one_missing", "Gemma's (1 + w) norms scaled by w", true, always, norm_plus_one_missing,
+         ops_using(kNormPlusOne)},
+        {"norm_plus_one_spurious", "(1 + w) norms for a config without Gemma's norms", true, always,
+         norm_plus_one_spurious, ops_using(kNormPlusOne)},
         {"decode_cache_unrotated_k", "decode steps cache their key before RoPE", true, always,
          decode_cache_unrotated_k, decode_ops},
         // Precision (issue 14): float32 kernels that keep something of RoPE in less.

@@ -11,7 +11,7 @@ to over its stdin and stdout in frames (impls/WORKERS.md is the contract):
     @w.op("rmsnorm")
     def rmsnorm(x, weight, *, config):
         r = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(config["norm_eps"]))
-        return x * r * weight
+        return x * r * (1 + weight if config["norm_plus_one"] else weight)  # Gemma: (1 + w)
 
     w.run()
 

@@ -198,7 +198,7 @@ TEST_CASE("bad configs are refused naming the file and the field", "[config]") {
                Catch::Contains("x.json: layer_types: [\"sliding_attention\",\"full_attention\"]: per-layer"));
     CHECK_THAT(refusal(base + ", \"num_local_experts\": 8}"), Catch::Contains("x.json: num_local_experts: 8: a mixture"));
     CHECK_THAT(refusal(R"({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2"})"),
-               Catch::Contains("x.json: model_type: \"gemma2\" (Gemma2ForCausalLM) has Gemma 2's logit soft-capping"));
+               Catch::Contains("x.json: model_type: \"gemma2\" (Gemma2ForCausalLM) has Gemma 2's post-sublayer norms"));
     CHECK_THAT(refusal(R"({"model_type": "gpt_oss"})"), Catch::Contains("x.json: model_type: \"gpt_oss\" (gpt_oss) has gpt-oss's attention sinks"));
     // ... and their "off" values are not twists.
     CHECK_NOTHROW(parse_hf_config(base + R"(, "attention_bias": false, "mlp_bias": false, "attn_logit_softcapping": null,

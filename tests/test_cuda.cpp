@@ -151,10 +151,11 @@ TEST_CASE("cuda block and decode with Qwen2's q, k, v biases (the gemm_bias path
 // The gate's own draws that have a twist (`has`, about a quarter of them),
 // three per attention op and dtype, each passing.
 template <class Has>
-void check_drawn_with(Has has) {
+void check_drawn_with(Has has, std::initializer_list<Op> ops = {Op::attention, Op::paged_attention, Op::block,
+                                                               Op::decode}) {
     for (DType d : kDtypes) {
         auto impl = make_impl(d);
-        for (Op op : {Op::attention, Op::paged_attention, Op::block, Op::decode}) {
+        for (Op op : ops) {
             int found = 0;
             for (int i = 0; found < 3 && i < 200; ++i) {
                 const gen::CaseSpec s = gen::draw(op, kSeed, i);
@@ -177,6 +178,11 @@ TEST_CASE("cuda attention, paged_attention, block and decode under a soft-cap, e
 
 TEST_CASE("cuda attention, paged_attention, block and decode with attention sinks, every dtype", "[cuda][sinks]") {
     check_drawn_with([](const BlockConfig& c) { return c.attn_sinks; });
+}
+
+TEST_CASE("cuda rmsnorm, qk_norm, block and decode with Gemma's (1 + w) norms, every dtype", "[cuda][plus_one]") {
+    check_drawn_with([](const BlockConfig& c) { return c.norm_plus_one; },
+                     {Op::rmsnorm, Op::qk_norm, Op::block, Op::decode});
 }
 
 TEST_CASE("cuda attention, paged_attention, block and decode under a sliding window, every dtype", "[cuda][window]") {

@@ -146,6 +146,11 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         "paged_attention(H=4,KV=2,hd=8,P=5,kv=7/12,q=2/3,sinks=1,mag=1,outliers=0,seed=27)",
         "decode(T=8,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,pos=5,"
         "prefill=3,sinks=1,mag=1,outliers=0,seed=28)",
+        // Gemma's (1 + w) norms: the op alone, per head, and every norm of a block with QK-norm.
+        "rmsnorm(T=3,D=16,eps=1.0000000000000001e-05,plus_one=1,mag=1,outliers=0,seed=29)",
+        "qk_norm(T=3,n=2,hd=8,eps=9.9999999999999995e-07,plus_one=1,mag=1,outliers=0,seed=30)",
+        "block(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=1,eps=1.0000000000000001e-05,pos=5,"
+        "plus_one=1,mag=1,outliers=0,seed=31)",
     };
     auto scalar = test::make("scalar");
     std::set<std::string> distinguished;

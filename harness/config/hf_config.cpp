@@ -55,12 +55,13 @@ struct Unmodelled {
     const char* what;
 };
 const Unmodelled kUnmodelled[] = {
-    {"gemma", "Gemma's (1 + w) RMSNorm, GeGLU and the sqrt(d_model) embedding scale"},
-    {"gemma2", "Gemma 2's logit soft-capping, (1 + w) RMSNorm, post-sublayer norms, GeGLU, query_pre_attn_scalar "
-               "and alternating sliding-window layers"},
-    {"gemma3", "Gemma 3's (1 + w) RMSNorm, QK-norm with post-sublayer norms, GeGLU, query_pre_attn_scalar, "
+    // (Gemma's (1 + w) RMSNorm is modelled, --norm-plus-one; the rest is not.)
+    {"gemma", "Gemma's GeGLU and the sqrt(d_model) embedding scale"},
+    {"gemma2", "Gemma 2's post-sublayer norms, GeGLU, query_pre_attn_scalar, final logit soft-capping and "
+               "alternating sliding-window layers"},
+    {"gemma3", "Gemma 3's post-sublayer norms, GeGLU, query_pre_attn_scalar, "
                "alternating sliding-window layers and per-layer RoPE bases"},
-    {"gemma3_text", "Gemma 3's (1 + w) RMSNorm, QK-norm with post-sublayer norms, GeGLU, query_pre_attn_scalar, "
+    {"gemma3_text", "Gemma 3's post-sublayer norms, GeGLU, query_pre_attn_scalar, "
                     "alternating sliding-window layers and per-layer RoPE bases"},
     {"gpt_oss", "gpt-oss's attention sinks, alternating sliding-window layers, QKV and output biases and its "
                 "mixture-of-experts FFN"},
@@ -85,7 +86,7 @@ struct TwistField {
 const TwistField kTwistFields[] = {
     {"attn_logit_softcapping", "attention logit soft-capping (cap * tanh(s / cap))",
      "the block models it (--attn-softcap), but of the architectures read here none applies it in transformers "
-     "(Gemma 2 does, with (1 + w) norms and GeGLU the block does not model); refused rather than run as another "
+     "(Gemma 2 does, with post-norms and GeGLU the block does not model); refused rather than run as another "
      "model"},
     {"final_logit_softcapping", "LM-head logit soft-capping"},
     {"query_pre_attn_scalar", "an attention scale other than 1/sqrt(head_dim)"},

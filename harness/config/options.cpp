@@ -21,7 +21,8 @@ std::string num(double v) {
 
 bool ConfigOptions::given() const {
     for (const CLI::Option* opt : {o_preset, o_file, o_d_model, o_heads, o_kv_heads, o_head_dim, o_ffn, o_layers,
-                                   o_theta, o_eps, o_layout, o_qk_norm, o_qkv_bias, o_window, o_softcap, o_sinks})
+                                   o_theta, o_eps, o_layout, o_qk_norm, o_qkv_bias, o_window, o_softcap, o_sinks,
+                                   o_plus_one})
         if (opt && opt->count() > 0) return true;
     return false;
 }
@@ -50,6 +51,9 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
     o.o_softcap = g->add_option("--attn-softcap,--attn-logit-softcapping", o.softcap,
                                 "cap: each attention score s becomes cap * tanh(s / cap) before the mask (Gemma 2's "
                                 "attn_logit_softcapping); 0: none");
+    o.o_plus_one = g->add_option("--norm-plus-one", o.plus_one,
+                                 "every RMSNorm scales by (1 + w), its weight stored as an offset from one (Gemma): "
+                                 "0 | 1");
     o.o_eps = g->add_option("--eps,--norm-eps", o.eps, "RMSNorm eps");
 }
 
@@ -116,6 +120,7 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
     switch_flag(o.o_qk_norm, o.qk_norm, "--qk-norm", c.qk_norm);
     switch_flag(o.o_qkv_bias, o.qkv_bias, "--qkv-bias", c.qkv_bias);
     switch_flag(o.o_sinks, o.sinks, "--attn-sinks", c.attn_sinks);
+    switch_flag(o.o_plus_one, o.plus_one, "--norm-plus-one", c.norm_plus_one);
     if (o.o_window && o.o_window->count()) {
         if (o.window < 0) throw ConfigError("--sliding-window: expected a count >= 0, found " + std::to_string(o.window));
         m.overrides.push_back("--sliding-window " + std::to_string(o.window) +

@@ -239,6 +239,17 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                             cfg.n_heads / cfg.n_kv_heads));
         }
     }
+    if (uses(op, kNormPlusOne)) {
+        ref::Variant vn;
+        vn.norm_plus_one = !cfg.norm_plus_one;
+        if (cfg.norm_plus_one)
+            add("norm_plus_one_missing", vn,
+                "the norms scale by w where the config's (Gemma's) scale by 1 + w: its RMSNorm weights are stored "
+                "as offsets from one (GemmaRMSNorm: output * (1.0 + weight))");
+        else
+            add("norm_plus_one_spurious", vn,
+                "the norms scale by 1 + w (Gemma's RMSNorm) where the config's scale by w");
+    }
     if (uses(op, kSoftcap) && cfg.attn_logit_softcapping > 0) {
         const double cap = cfg.attn_logit_softcapping;
         ref::Variant vc;

@@ -50,9 +50,11 @@ Tensor weight(Rng& r, int64_t in, int64_t out) { return normal(r, in, out, 1.0 /
 
 // Norm weights around 1 and deliberately non-uniform: with all-ones weights
 // QK-norm before and after RoPE coincide, and a dropped weight goes unseen.
-Tensor norm_weight(Rng& r, int64_t n, double spread) {
+// Under Gemma's norms (plus_one) the same scales are stored as their offset
+// from one, w - 1, around 0 as Gemma's (zero-initialised) weights are.
+Tensor norm_weight(Rng& r, int64_t n, double spread, bool plus_one) {
     Tensor t(1, n);
-    for (auto& v : t.data) v = static_cast<float>(1.0 + spread * r.normal());
+    for (auto& v : t.data) v = static_cast<float>(plus_one ? spread * r.normal() : 1.0 + spread * r.normal());
     return t;
 }
 
@@ -224,6 +226,10 @@ void pick_softcap(CaseSpec& s) {
 // drawn with the inputs (materialize). Drawn last.
 void pick_sinks(CaseSpec& s) { s.config.attn_sinks = weighted<int>({{3, 0}, {1, 1}}) == 1; }
 
+// Gemma's (1 + w) norms in a quarter of the cases (the weights then drawn as
+// offsets, materialize). Drawn last.
+void pick_norm_plus_one(CaseSpec& s) { s.config.norm_plus_one = weighted<int>({{3, 0}, {1, 1}}) == 1; }
+
 // Partial rotary (GPT-NeoX, Phi, GLM: a half or a quarter of the head), then
 // RoPE scaling with the parameters real checkpoints use. Drawn after
 // everything else, so a case without them is the case its seed drew before
@@ -373,6 +379,7 @@ void pin(CaseSpec& s, const BlockConfig& c) {
     if (info.reads("sliding_window")) s.config.sliding_window = c.sliding_window;
     if (info.reads("attn_logit_softcapping")) s.config.attn_logit_softcapping = c.attn_logit_softcapping;
     if (info.reads("attn_sinks")) s.config.attn_sinks = c.attn_sinks;
+    if (info.reads("norm_plus_one")) s.config.norm_plus_one = c.norm_plus_one;
     if (info.reads("qkv_bias")) {
         if (!c.qkv_bias) s.bias_mean = 0.0;
         s.config.qkv_bias = c.qkv_bias;
@@ -509,6 +516,7 @@ CaseSpec make(const Stream& st) {
     if (op_info(op).uses(kWindow)) pick_window(s);
     if (op_info(op).uses(kSoftcap)) pick_softcap(s);
     if (op_info(op).uses(kSinks)) pick_sinks(s);
+    if (op_info(op).uses(kNormPlusOne)) pick_norm_plus_one(s);
     if (pinned) pin(s, *pinned);
     if (st.real) take_layer(s, st.real);
     return s;
@@ -551,6 +559,11 @@ void shape_field(const CaseSpec& s, Fields& f) {
 }
 
 // The sliding window and the soft-cap, only when there is one (older ids parse to the same case).
+// Gemma's norms, only when on (older ids parse to the same case).
+void norm_field(const CaseSpec& s, Fields& f) {
+    if (s.config.norm_plus_one) f.emplace_back("plus_one", "1");
+}
+
 void window_field(const CaseSpec& s, Fields& f) {
     if (s.config.sliding_window > 0) f.emplace_back("window", std::to_string(s.config.sliding_window));
     if (s.config.attn_logit_softcapping > 0) f.emplace_back("softcap", num(s.config.attn_logit_softcapping));
@@ -568,13 +581,13 @@ Fields fields(const CaseSpec& s) {
     Fields f;
     auto add = [&](const char* k, std::string v) { f.emplace_back(k, std::move(v)); };
     switch (s.op) {
-        case Op::rmsnorm: add("T", I(s.T)); add("D", I(s.config.d_model)); add("eps", num(s.config.norm_eps)); break;
+        case Op::rmsnorm: add("T", I(s.T)); add("D", I(s.config.d_model)); add("eps", num(s.config.norm_eps)); norm_field(s, f); break;
         case Op::rope:
             add("T", I(s.T)); add("n", I(s.config.n_heads)); add("hd", I(s.config.head_dim));
             add("layout", to_string(s.config.rope_layout)); add("theta", num(s.config.rope_theta)); rope_extras(s, f); add("pos", I(s.pos));
             shape_field(s, f);
             break;
-        case Op::qk_norm: add("T", I(s.T)); add("n", I(s.config.n_heads)); add("hd", I(s.config.head_dim)); add("eps", num(s.config.norm_eps)); break;
+        case Op::qk_norm: add("T", I(s.T)); add("n", I(s.config.n_heads)); add("hd", I(s.config.head_dim)); add("eps", num(s.config.norm_eps)); norm_field(s, f); break;
         case Op::attention:
             add("T", I(s.T)); add("S", I(s.S)); add("H", I(s.config.n_heads)); add("KV", I(s.config.n_kv_heads));
             add("hd", I(s.config.head_dim)); add("qpos", I(s.pos)); add("kpos", I(s.kpos));
@@ -606,6 +619,7 @@ Fields fields(const CaseSpec& s) {
             if (s.config.qkv_bias) add("bias", "1");
             if (s.bias_mean != 0.0) add("bias_mean", num(s.bias_mean));
             window_field(s, f);
+            norm_field(s, f);
             break;
     }
     add("mag", num(s.mag));
@@ -735,6 +749,12 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             else if (k == "sinks") {
                 if (v != "0" && v != "1") return fail("sinks must be 0 or 1, found '" + v + "'");
                 s.config.attn_sinks = v == "1";
+            }
+            else if (k == "plus_one" && !op_info(s.op).uses(kNormPlusOne))
+                return fail("field 'plus_one' does not apply to op " + std::string(to_string(s.op)));
+            else if (k == "plus_one") {
+                if (v != "0" && v != "1") return fail("plus_one must be 0 or 1, found '" + v + "'");
+                s.config.norm_plus_one = v == "1";
             }
             else if (k == "softcap" && !op_info(s.op).uses(kSoftcap))
                 return fail("field 'softcap' does not apply to op " + std::string(to_string(s.op)));
@@ -928,7 +948,7 @@ Case materialize(const CaseSpec& s) {
     switch (s.op) {
         case Op::rmsnorm:
             c.inputs["x"] = model ? act("x", 0, s.T) : activations(r, s.T, s.config.d_model, s.mag, s.outliers);
-            c.inputs["weight"] = weight_or("attn_norm", [&] { return norm_weight(r, s.config.d_model, 0.3); });
+            c.inputs["weight"] = weight_or("attn_norm", [&] { return norm_weight(r, s.config.d_model, 0.3, s.config.norm_plus_one); });
             break;
         case Op::rope:
             c.inputs["x"] = model ? act("rope_in", 0, s.T) : activations(r, s.T, s.config.n_heads * s.config.head_dim, s.mag, s.outliers);
@@ -936,7 +956,7 @@ Case materialize(const CaseSpec& s) {
             break;
         case Op::qk_norm:
             c.inputs["x"] = model ? act("q", 0, s.T) : activations(r, s.T, s.config.n_heads * s.config.head_dim, s.mag, s.outliers);
-            c.inputs["weight"] = weight_or("q_norm", [&] { return norm_weight(r, s.config.head_dim, 0.5); });
+            c.inputs["weight"] = weight_or("q_norm", [&] { return norm_weight(r, s.config.head_dim, 0.5, s.config.norm_plus_one); });
             break;
         case Op::attention:
             if (model) {  // the keys are the stream's first S rows, the queries their last T
@@ -1014,18 +1034,18 @@ Case materialize(const CaseSpec& s) {
                 break;
             }
             c.inputs["x"] = activations(r, s.T, D, s.mag, s.outliers);
-            c.inputs["attn_norm"] = norm_weight(r, D, 0.3);
+            c.inputs["attn_norm"] = norm_weight(r, D, 0.3, s.config.norm_plus_one);
             c.inputs["wq"] = weight(r, D, Q);
             c.inputs["wk"] = weight(r, D, KV);
             c.inputs["wv"] = weight(r, D, KV);
             c.inputs["wo"] = weight(r, Q, D);
-            c.inputs["ffn_norm"] = norm_weight(r, D, 0.3);
+            c.inputs["ffn_norm"] = norm_weight(r, D, 0.3, s.config.norm_plus_one);
             c.inputs["w1"] = weight(r, D, s.config.ffn_dim);
             c.inputs["w3"] = weight(r, D, s.config.ffn_dim);
             c.inputs["w2"] = weight(r, s.config.ffn_dim, D);
             if (s.config.qk_norm) {
-                c.inputs["q_norm"] = norm_weight(r, s.config.head_dim, 0.5);
-                c.inputs["k_norm"] = norm_weight(r, s.config.head_dim, 0.5);
+                c.inputs["q_norm"] = norm_weight(r, s.config.head_dim, 0.5, s.config.norm_plus_one);
+                c.inputs["k_norm"] = norm_weight(r, s.config.head_dim, 0.5, s.config.norm_plus_one);
             }
             if (s.config.qkv_bias) {
                 // bias_mean + N(0, 1): each vector's own draw, after every weight a case without biases has.
@@ -1035,12 +1055,15 @@ Case materialize(const CaseSpec& s) {
                     c.inputs[name] = std::move(b);
                 }
             }
-            // Large scores: QK-norm would normalise a gain on wq and wk away, so it goes on its weights.
+            // Large scores: QK-norm would normalise a gain on wq and wk away, so it goes on its weights
+            // (on the scale 1 + w where Gemma's norms store the offset w).
             if (s.qk_gain != 1.0) {
-                const std::array<const char*, 2> scaled = s.config.qk_norm ? std::array<const char*, 2>{"q_norm", "k_norm"}
-                                                                           : std::array<const char*, 2>{"wq", "wk"};
+                const bool norms = s.config.qk_norm;
+                const std::array<const char*, 2> scaled = norms ? std::array<const char*, 2>{"q_norm", "k_norm"}
+                                                                : std::array<const char*, 2>{"wq", "wk"};
+                const double offset = norms && s.config.norm_plus_one ? 1.0 : 0.0;
                 for (const char* name : scaled)
-                    for (float& v : c.inputs.at(name).data) v = static_cast<float>(v * s.qk_gain);
+                    for (float& v : c.inputs.at(name).data) v = static_cast<float>((v + offset) * s.qk_gain - offset);
             }
             c.positions["positions"] = positions_of(s.pos, s.T, s.shape);
             break;

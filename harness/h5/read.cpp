@@ -348,13 +348,16 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
             if (v != 0 && v != 1) ctx.fail("config/qk_norm", "expected 0 or 1, found " + std::to_string(v));
             cfg.qk_norm = v == 1;
         }
-        if (has("qkv_bias")) {
-            const int64_t v = read_int(ctx, g.get(), "qkv_bias", "config/qkv_bias");
-            if (v != 0 && v != 1) ctx.fail("config/qkv_bias", "expected 0 or 1, found " + std::to_string(v));
-            if (v == 1 && !op_info(op).reads("qkv_bias"))
-                ctx.fail("config/qkv_bias", std::string("op ") + to_string(op) + " has no projections to bias");
-            cfg.qkv_bias = v == 1;
-        }
+        // A served variant's switch: 0 or 1, and 1 only on an op that has what it switches.
+        auto variant_switch = [&](const char* name, const char* lacks, bool& field) {
+            if (!has(name)) return;
+            const std::string where = std::string("config/") + name;
+            const int64_t v = read_int(ctx, g.get(), name, where);
+            if (v != 0 && v != 1) ctx.fail(where, "expected 0 or 1, found " + std::to_string(v));
+            if (v == 1 && !op_info(op).reads(name)) ctx.fail(where, std::string("op ") + to_string(op) + " has " + lacks);
+            field = v == 1;
+        };
+        variant_switch("qkv_bias", "no projections to bias", cfg.qkv_bias);
         if (has("sliding_window")) {
             const int64_t v = read_int(ctx, g.get(), "sliding_window", "config/sliding_window");
             if (v < 0 || v > kMaxSize)
@@ -363,13 +366,8 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
                 ctx.fail("config/sliding_window", std::string("op ") + to_string(op) + " has no attention to window");
             cfg.sliding_window = v;
         }
-        if (has("attn_sinks")) {
-            const int64_t v = read_int(ctx, g.get(), "attn_sinks", "config/attn_sinks");
-            if (v != 0 && v != 1) ctx.fail("config/attn_sinks", "expected 0 or 1, found " + std::to_string(v));
-            if (v == 1 && !op_info(op).reads("attn_sinks"))
-                ctx.fail("config/attn_sinks", std::string("op ") + to_string(op) + " has no softmax to sink");
-            cfg.attn_sinks = v == 1;
-        }
+        variant_switch("attn_sinks", "no softmax to sink", cfg.attn_sinks);
+        variant_switch("norm_plus_one", "no RMSNorm to offset", cfg.norm_plus_one);
         if (has("attn_logit_softcapping")) {
             const double v = read_float(ctx, g.get(), "attn_logit_softcapping", "config/attn_logit_softcapping");
             if (!std::isfinite(v) || v < 0)

@@ -224,6 +224,7 @@ conform_config config_of(DType dtype, const BlockConfig& c) {
     k.qkv_bias = c.qkv_bias ? 1u : 0u;
     k.sliding_window = c.sliding_window;
     k.attn_logit_softcapping = c.attn_logit_softcapping;
+    k.norm_plus_one = c.norm_plus_one ? 1u : 0u;
     return k;
 }
 conform_config config_only(DType dtype) {
@@ -268,6 +269,7 @@ std::string variant_beyond_abi(const conform_plugin& t, Op op, const BlockConfig
         {kWindow, c.sliding_window > 0, 3, "sliding_window", "a sliding window"},
         {kSoftcap, c.attn_logit_softcapping > 0, 4, "attn_logit_softcapping", "a soft-cap"},
         {kSinks, c.attn_sinks, 4, "sinks", "attention sinks"},
+        {kNormPlusOne, c.norm_plus_one, 5, "norm_plus_one", "Gemma's (1 + w) norms"},
     };
     const uint32_t minor = knows_1_1(t) ? t.abi_minor : 0;
     for (const Twist& w : twists)
@@ -326,6 +328,7 @@ class Adapter final : public Implementation {
         conform_config k = config_only(dtype_);
         k.d_model = x.cols;
         k.norm_eps = p.eps;
+        k.norm_plus_one = p.plus_one ? 1u : 0u;
         const conform_tensor tx = call.in("x", x), tw = call.in("weight", w, true), to = call.out("out", out);
         call.finish(timed([&] { return t_.rmsnorm(&k, &tx, &tw, &to, call.msg(), call.msg_cap()); }));
     }
@@ -353,6 +356,7 @@ class Adapter final : public Implementation {
         k.head_dim = p.head_dim;
         k.n_heads = p.head_dim > 0 ? x.cols / p.head_dim : 0;
         k.norm_eps = p.eps;
+        k.norm_plus_one = p.plus_one ? 1u : 0u;
         const conform_tensor tx = call.in("x", x), tw = call.in("weight", w, true), to = call.out("out", out);
         call.finish(timed([&] { return t_.qk_norm(&k, &tx, &tw, &to, call.msg(), call.msg_cap()); }));
     }

@@ -92,22 +92,28 @@ Tensor swiglu(const Tensor& x, const Tensor& w1, const Tensor& w3, const Tensor&
     return torch::matmul(torch::silu(torch::matmul(x, w1)) * torch::matmul(x, w3), w2);
 }
 
+// A norm's weight as a multiply: Gemma's 1 + w taken once, in float32.
+Tensor norm_weight(const Case& c, const char* name) {
+    auto w = to_torch(c.in(name)).view({-1});
+    return c.config.norm_plus_one ? 1.0f + w : w;
+}
+
 struct Weights {
     Tensor attn_norm, wq, wk, wv, wo, ffn_norm, w1, w3, w2, q_norm, k_norm, bq, bk, bv;
     explicit Weights(const Case& c) {
         auto in = [&](const char* n) { return to_torch(c.in(n)); };
-        attn_norm = in("attn_norm").view({-1});
+        attn_norm = norm_weight(c, "attn_norm");
         wq = in("wq");
         wk = in("wk");
         wv = in("wv");
         wo = in("wo");
-        ffn_norm = in("ffn_norm").view({-1});
+        ffn_norm = norm_weight(c, "ffn_norm");
         w1 = in("w1");
         w3 = in("w3");
         w2 = in("w2");
         if (c.config.qk_norm) {
-            q_norm = in("q_norm").view({-1});
-            k_norm = in("k_norm").view({-1});
+            q_norm = norm_weight(c, "q_norm");
+            k_norm = norm_weight(c, "k_norm");
         }
         if (c.config.qkv_bias) {
             bq = in("bq").view({-1});
@@ -153,7 +159,7 @@ class Op1 : public TorchBenchOp {
 class RmsNormOp : public Op1 {
    public:
     RmsNormOp(const Case& c, bool per_head)
-        : x_(to_torch(c.in("x"))), w_(to_torch(c.in("weight")).view({-1})), eps_(c.config.norm_eps) {
+        : x_(to_torch(c.in("x"))), w_(norm_weight(c, "weight")), eps_(c.config.norm_eps) {
         if (per_head) x_ = x_.view({x_.size(0), -1, c.config.head_dim});
     }
     void run() override {

@@ -14,7 +14,7 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
 
     // ---- attention sublayer ---------------------------------------------
     // (post-norm, a hypothesis: the sublayer reads x itself and the norm follows the residual add)
-    tap["attn_in"] = v.post_norm ? x : rmsnorm(x, in.at("attn_norm").reshape({c.d_model}), c.norm_eps, ctx);  // [T, D]
+    tap["attn_in"] = v.post_norm ? x : rmsnorm(x, in.at("attn_norm").reshape({c.d_model}), c.norm_eps, c.norm_plus_one, ctx);  // [T, D]
     tap["q"] = matmul(tap["attn_in"], in.at("wq"), ctx);  // [T, H*hd]
     tap["k"] = matmul(tap["attn_in"], in.at("wk"), ctx);  // [T, KV*hd]
     tap["v"] = matmul(tap["attn_in"], in.at("wv"), ctx);  // [T, KV*hd]
@@ -35,12 +35,14 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
                           v.qk_norm == Variant::QkNorm::all_heads)
                              ? c.qk_norm
                              : v.qk_norm == Variant::QkNorm::on_unit_weights;
-    auto qn_w = c.qk_norm ? in.at("q_norm") : torch::ones({hd}, x.options());
-    auto kn_w = c.qk_norm ? in.at("k_norm") : torch::ones({hd}, x.options());
+    // (unit weights: 1, or an offset of 0 from it under Gemma's norms)
+    const auto unit = c.norm_plus_one ? torch::zeros({hd}, x.options()) : torch::ones({hd}, x.options());
+    auto qn_w = c.qk_norm ? in.at("q_norm") : unit;
+    auto kn_w = c.qk_norm ? in.at("k_norm") : unit;
     // all_heads: one RMS over the whole row (H*hd) — a fused kernel's mistake — each head's weight tiled.
     auto norm_heads = [&](const torch::Tensor& t, const torch::Tensor& w) {
-        if (v.qk_norm != Variant::QkNorm::all_heads) return qk_norm(t, w, hd, c.norm_eps, ctx);
-        return rmsnorm(t, w.reshape({hd}).repeat({t.size(1) / hd}), c.norm_eps, ctx);
+        if (v.qk_norm != Variant::QkNorm::all_heads) return qk_norm(t, w, hd, c.norm_eps, c.norm_plus_one, ctx);
+        return rmsnorm(t, w.reshape({hd}).repeat({t.size(1) / hd}), c.norm_eps, c.norm_plus_one, ctx);
     };
     auto norm_q = [&](const torch::Tensor& t) { return norm_heads(t, qn_w); };
     auto norm_k = [&](const torch::Tensor& t) { return norm_heads(t, kn_w); };
@@ -99,13 +101,13 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
                   c.attn_sinks ? in.at("sinks") : torch::Tensor(), ctx, cached);
     auto proj = matmul(tap["attn"], in.at("wo"), ctx);  // [T, D]
     tap["h"] = v.residual_missing ? proj : x + proj;
-    if (v.post_norm) tap["h"] = rmsnorm(tap["h"], in.at("attn_norm").reshape({c.d_model}), c.norm_eps, ctx);
+    if (v.post_norm) tap["h"] = rmsnorm(tap["h"], in.at("attn_norm").reshape({c.d_model}), c.norm_eps, c.norm_plus_one, ctx);
 
     // ---- feed-forward sublayer ------------------------------------------
-    tap["ffn_in"] = v.post_norm ? tap["h"] : rmsnorm(tap["h"], in.at("ffn_norm").reshape({c.d_model}), c.norm_eps, ctx);
+    tap["ffn_in"] = v.post_norm ? tap["h"] : rmsnorm(tap["h"], in.at("ffn_norm").reshape({c.d_model}), c.norm_eps, c.norm_plus_one, ctx);
     tap["ffn_out"] = swiglu(tap["ffn_in"], in.at("w1"), in.at("w3"), in.at("w2"), ctx);
     tap["out"] = tap["h"] + tap["ffn_out"];
-    if (v.post_norm) tap["out"] = rmsnorm(tap["out"], in.at("ffn_norm").reshape({c.d_model}), c.norm_eps, ctx);
+    if (v.post_norm) tap["out"] = rmsnorm(tap["out"], in.at("ffn_norm").reshape({c.d_model}), c.norm_eps, c.norm_plus_one, ctx);
     return tap;
 }
 

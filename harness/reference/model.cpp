@@ -39,17 +39,17 @@ BlockStep block_f64(const DTensor& x, const Named& weights, const std::vector<in
     if (all_taps) {
         for (const auto& [name, t] : taps) step.taps[name] = dtensor(t);
         step.taps["rope_in"] =
-            c.qk_norm ? dtensor(qk_norm(taps.at("q"), in.at("q_norm").reshape({-1}), c.head_dim, c.norm_eps, ctx))
+            c.qk_norm ? dtensor(qk_norm(taps.at("q"), in.at("q_norm").reshape({-1}), c.head_dim, c.norm_eps, c.norm_plus_one, ctx))
                       : step.taps.at("q");
     }
     return step;
 }
 
-DTensor rmsnorm_f64(const DTensor& x, const Tensor& weight, double eps) {
+DTensor rmsnorm_f64(const DTensor& x, const Tensor& weight, double eps, bool plus_one) {
     torch::NoGradGuard no_grad;
     const Variant faithful;
     const Ctx ctx{torch::kFloat64, torch::kFloat64, Order::library, faithful};
-    return dtensor(rmsnorm(f64(x), f64(weight).reshape({-1}), eps, ctx));
+    return dtensor(rmsnorm(f64(x), f64(weight).reshape({-1}), eps, plus_one, ctx));
 }
 
 DTensor matmul_f64(const DTensor& x, const Tensor& w) {

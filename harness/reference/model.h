@@ -24,7 +24,7 @@ BlockStep block_f64(const DTensor& x, const Named& weights, const std::vector<in
                     const BlockConfig& c, bool all_taps = false);
 
 // y[T, D] = rmsnorm(x) * weight[1, D], in float64.
-DTensor rmsnorm_f64(const DTensor& x, const Tensor& weight, double eps);
+DTensor rmsnorm_f64(const DTensor& x, const Tensor& weight, double eps, bool plus_one);
 
 // y[T, N] = x[T, K] @ w[K, N], in float64.
 DTensor matmul_f64(const DTensor& x, const Tensor& w);

@@ -88,11 +88,15 @@ Tensor matmul_bound(const Tensor& a, const Bound& ea, const Tensor& b, const Ten
 // bounds r's relative move, so y_j moves by at most |y_j| η / (1 - η), common
 // to the row, plus |w_j| ex_j / (r (1 - η)). Where η ≥ 1/2 the row's direction
 // is itself noise: y_j may be anything |x_j| / r ≤ sqrt(n) allows.
-Bound norm_bound(const Tensor& x, const Tensor& ex, const Tensor& w, double eps, const Tensor& y, const Units& u) {
+// Gemma's norms (plus_one) multiply by 1 + w, itself one float32 rounding:
+// u·|y_j| more per element, and 1 + w in place of w wherever w is read.
+Bound norm_bound(const Tensor& x, const Tensor& ex, const Tensor& w_in, bool plus_one, double eps, const Tensor& y,
+                 const Units& u) {
     const double n = static_cast<double>(x.size(-1));
+    const Tensor w = plus_one ? 1.0 + w_in : w_in;
     Bound b;
     b.rel = torch::full_like(y.narrow(-1, 0, 1), (0.5 * std::sqrt(n) + 3.5) * u.a);
-    b.abs = 2.0 * u.a * y.abs() + u.store(y, 2.0);
+    b.abs = (plus_one ? 3.0 : 2.0) * u.a * y.abs() + u.store(y, 2.0);
     if (ex.defined()) {
         auto r = (x.pow(2).mean(-1, true) + eps).sqrt();
         auto eta = ex.pow(2).sum(-1, true).sqrt() / (std::sqrt(n) * r);
@@ -524,13 +528,13 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
         case Op::rmsnorm: {
             auto x = in("x"), w = in("weight").reshape({-1});
             auto y = T(reference(c).at("out"));
-            e["out"] = norm_bound(x, none, w, cfg.norm_eps, y, u).total(y);
+            e["out"] = norm_bound(x, none, w, cfg.norm_plus_one, cfg.norm_eps, y, u).total(y);
             break;
         }
         case Op::qk_norm: {
             auto x = heads(in("x"), hd), w = in("weight").reshape({-1});
             auto y = heads(T(reference(c).at("out")), hd);
-            e["out"] = flat(norm_bound(x, none, w, cfg.norm_eps, y, u).total(y));
+            e["out"] = flat(norm_bound(x, none, w, cfg.norm_plus_one, cfg.norm_eps, y, u).total(y));
             break;
         }
         case Op::rope: e["out"] = rope_bound(in("x"), none, pos("positions"), rope_params(cfg), u).total(); break;
@@ -597,7 +601,7 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             auto tap = [&](const char* n) { return T(t.at(n)); };
             auto x = in("x");
             auto a = tap("attn_in");
-            const Bound ea = norm_bound(x, none, in("attn_norm").reshape({-1}), cfg.norm_eps, a, u);
+            const Bound ea = norm_bound(x, none, in("attn_norm").reshape({-1}), cfg.norm_plus_one, cfg.norm_eps, a, u);
             e["attn_in"] = ea.total(a);
             auto q = tap("q"), k = tap("k"), v = tap("v");
             e["q"] = matmul_bound(a, ea, in("wq"), q, u);
@@ -617,11 +621,11 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             if (cfg.qk_norm) {
                 // QK-norm per head, before RoPE: q's and k's bounds carried through 1/rms.
                 auto wq = in("q_norm").reshape({-1}), wk = in("k_norm").reshape({-1});
-                qn = qk_norm(q, wq, hd, cfg.norm_eps, f64);
-                kn = qk_norm(k, wk, hd, cfg.norm_eps, f64);
+                qn = qk_norm(q, wq, hd, cfg.norm_eps, cfg.norm_plus_one, f64);
+                kn = qk_norm(k, wk, hd, cfg.norm_eps, cfg.norm_plus_one, f64);
                 auto qnh = heads(qn, hd), knh = heads(kn, hd);
-                eq = flat(norm_bound(heads(q, hd), heads(eq, hd), wq, cfg.norm_eps, qnh, u).total(qnh));
-                ek = flat(norm_bound(heads(k, hd), heads(ek, hd), wk, cfg.norm_eps, knh, u).total(knh));
+                eq = flat(norm_bound(heads(q, hd), heads(eq, hd), wq, cfg.norm_plus_one, cfg.norm_eps, qnh, u).total(qnh));
+                ek = flat(norm_bound(heads(k, hd), heads(ek, hd), wk, cfg.norm_plus_one, cfg.norm_eps, knh, u).total(knh));
             }
             auto positions = pos("positions");
             const RopeBound rq = rope_bound(qn, eq, positions, rope_params(cfg), u);
@@ -642,7 +646,7 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             auto h_rest = matmul_bound(attn, eattn, wo, proj, u) + u.a * h.abs() + u.store(h);
             e["h"] = h_rest + attn_through_wo(ab, wo, hd, h_rest);
             auto f = tap("ffn_in");
-            const Bound ef = norm_bound(h, e["h"], in("ffn_norm").reshape({-1}), cfg.norm_eps, f, u);
+            const Bound ef = norm_bound(h, e["h"], in("ffn_norm").reshape({-1}), cfg.norm_plus_one, cfg.norm_eps, f, u);
             e["ffn_in"] = ef.total(f);
             e["ffn_out"] = swiglu_bound(f, ef, in("w1"), in("w3"), in("w2"), u);
             auto o = tap("out");

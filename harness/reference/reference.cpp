@@ -89,6 +89,7 @@ std::string Variant::describe() const {
     if (empty_row_nan) sep() << "NaN for a query that sees no key";
     if (rms_eps_outside) sep() << "rmsnorm eps outside sqrt";
     if (rms_mean_abs) sep() << "rmsnorm mean|x|";
+    if (norm_plus_one) sep() << (*norm_plus_one ? "norms scaled by (1 + w)" : "norms scaled by w (not 1 + w)");
     if (swiglu_gate_on_up) sep() << "silu on the up branch";
     if (gelu_gate) sep() << "gelu gate";
     if (layer_norm) sep() << "layernorm (mean subtracted)";
@@ -183,9 +184,11 @@ NamedD run(const Case& c, const Options& o) {
     NamedD out;
     auto put = [&](const std::string& name, const torch::Tensor& t) { out[name] = to_dtensor(t, o.precision); };
     switch (c.op) {
-        case Op::rmsnorm: put("out", rmsnorm(in("x"), in("weight").reshape({-1}), cfg.norm_eps, ctx)); break;
+        case Op::rmsnorm: put("out", rmsnorm(in("x"), in("weight").reshape({-1}), cfg.norm_eps, cfg.norm_plus_one, ctx)); break;
         case Op::rope: put("out", rope(in("x"), pos("positions"), rope_params(cfg), ctx)); break;
-        case Op::qk_norm: put("out", qk_norm(in("x"), in("weight"), cfg.head_dim, cfg.norm_eps, ctx)); break;
+        case Op::qk_norm:
+            put("out", qk_norm(in("x"), in("weight"), cfg.head_dim, cfg.norm_eps, cfg.norm_plus_one, ctx));
+            break;
         case Op::attention:
             put("out", attention(in("q"), in("k"), in("v"), pos("q_positions"), pos("k_positions"),
                                  attention_params(cfg), cfg.attn_sinks ? in("sinks") : torch::Tensor(), ctx));

@@ -79,6 +79,7 @@ struct Variant {
     bool empty_row_nan = false;    // a query that sees no key gets NaN (a masked torch softmax), not zeros
     bool rms_eps_outside = false;  // x / (sqrt(mean(x^2)) + eps)
     bool rms_mean_abs = false;     // mean(|x|) in place of mean(x^2)
+    std::optional<bool> norm_plus_one;  // every norm's (1 + w) on or off instead of as the config says
     bool swiglu_gate_on_up = false;  // (x@w1) * silu(x@w3)
     bool gelu_gate = false;          // gelu(x@w1) * (x@w3): a GELU MLP's gate
     bool layer_norm = false;         // the norms subtract the mean (LayerNorm without bias) before dividing by the rms

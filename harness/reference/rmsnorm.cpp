@@ -7,7 +7,11 @@ namespace conform::ref {
 //   variance = hidden_states.pow(2).mean(-1, keepdim=True)
 //   hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
 //   return self.weight * hidden_states.to(input_dtype)
-torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, const Ctx& ctx) {
+// HF GemmaRMSNorm.forward (Gemma 1, 2, 3), the weight an offset from one:
+//   output = self._norm(x.float())
+//   output = output * (1.0 + self.weight.float())
+//   return output.type_as(x)
+torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, bool plus_one, const Ctx& ctx) {
     const auto input_dtype = x.scalar_type();
     // Below float32, HF normalises in float32 and casts back before the weight.
     auto xf = (input_dtype == torch::kFloat64) ? x : x.to(torch::kFloat32);
@@ -25,6 +29,8 @@ torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
         auto variance = sum_last(xf.pow(2), fctx) / D;
         y = xf * torch::rsqrt(variance + eps);
     }
+    // Gemma scales in float32 and rounds once; Llama rounds before the weight.
+    if (ctx.v.norm_plus_one.value_or(plus_one)) return (y * (1.0 + weight.to(y.scalar_type()))).to(input_dtype);
     return weight * y.to(input_dtype);
 }
 

@@ -22,7 +22,9 @@ torch::Tensor matmul(const torch::Tensor& a, const torch::Tensor& b, const Ctx& 
 torch::Tensor sum_last(const torch::Tensor& x, const Ctx& ctx);
 
 // out = weight * (x * rsqrt(mean(x^2) + eps))                         (HF LlamaRMSNorm)
-torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, const Ctx& ctx);
+// plus_one: (x * rsqrt(mean(x^2) + eps)) * (1 + weight)                 (HF GemmaRMSNorm)
+// (the variant may override plus_one)
+torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, double eps, bool plus_one, const Ctx& ctx);
 
 // x[T, n*hd] rotated per head at positions[T] (int64): the first p.rotary()
 // dims of each head, with p's scaling; dynamic NTK's length is max(positions) + 1.
@@ -35,7 +37,8 @@ torch::Tensor rope_angles(const torch::Tensor& positions, const RopeParams& p, c
 double rope_attention_factor(const RopeParams& p, const Ctx& ctx);
 
 // x[T, n*hd] → per-head rmsnorm with weight[hd]                         (HF Qwen3 q_norm / k_norm)
-torch::Tensor qk_norm(const torch::Tensor& x, const torch::Tensor& weight, int64_t head_dim, double eps, const Ctx& ctx);
+torch::Tensor qk_norm(const torch::Tensor& x, const torch::Tensor& weight, int64_t head_dim, double eps, bool plus_one,
+                      const Ctx& ctx);
 
 // q[T, H*hd], k/v[S, KV*hd] → [T, H*hd] under p (conform/config.h
 // AttentionParams: heads, the sliding window, the soft-cap; the variant may

@@ -50,7 +50,7 @@ DTensor reference_logits(const Source& src, const BlockConfig& c, int64_t layers
                          const std::vector<int64_t>& ids, const std::vector<int64_t>& pos) {
     DTensor x = model::to_double(src.embed(ids));
     for (int64_t l = 0; l < layers; ++l) x = ref::block_f64(x, src.layer(l), pos, c).out;
-    const DTensor normed = ref::rmsnorm_f64(x, src.final_norm(), c.norm_eps);
+    const DTensor normed = ref::rmsnorm_f64(x, src.final_norm(), c.norm_eps, c.norm_plus_one);
     DTensor logits{{x.rows(), vocab}, std::vector<double>(static_cast<size_t>(x.rows() * vocab))};
     head_slices(src, vocab, [&](const Tensor& head, int64_t v0) { place(logits, ref::matmul_f64(normed, head), v0); });
     return logits;
@@ -242,7 +242,7 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
         }
         // out = lm_head(rmsnorm(x))
         const Tensor norm_w = src.final_norm();
-        const DTensor normed = ref::rmsnorm_f64(x, norm_w, c.norm_eps);
+        const DTensor normed = ref::rmsnorm_f64(x, norm_w, c.norm_eps, c.norm_plus_one);
         std::vector<Tensor> ns(runners.size());  // each implementation's final norm, float32
         const size_t in = row("final norm", normed);
         for (size_t j = 0; j < runners.size(); ++j) {

@@ -67,6 +67,7 @@ gen::CaseSpec spec_of(const Case& c) {
     s.config.sliding_window = cfg.sliding_window;
     s.config.attn_logit_softcapping = cfg.attn_logit_softcapping;
     s.config.attn_sinks = cfg.attn_sinks;
+    s.config.norm_plus_one = cfg.norm_plus_one;
     s.config.norm_eps = cfg.norm_eps;
     for (const PositionSpec& p : info.positions)
         (p.n == Dim::S ? s.kpos : s.pos) = first_position(c, p.name);
@@ -189,7 +190,7 @@ bool Dimension::relevant(Op op) const {
 namespace {
 enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary, kHeadDim, kKeys, kQueries,
             kDecodeSteps, kPosShape, kPosOrder, kScores, kScaledContext, kBatch, kPageSize, kSequences, kPagedQueries,
-            kBias, kWindowTrap, kSoftcapTrap, kSinksTrap };
+            kBias, kWindowTrap, kSoftcapTrap, kSinksTrap, kPlusOneTrap };
 
 // Ops whose position arrays need not increase (their result is defined by position alone).
 std::vector<Op> ops_any_order() {
@@ -278,6 +279,9 @@ const std::vector<Dimension>& dimensions() {
         // score's scale σ: one that takes most of a softmax (> 2σ) and one
         // that gives way (< -2σ) in the same case.
         {"sinks", {"none", "on", "high and low heads"}, ops_using(kSinks)},
+        // Gemma's norms: off, or (1 + w) with some weights' offsets below -1/2
+        // (a scale under 1/2: where a dropped 1 shows least) and some above.
+        {"norm (1 + w)", {"off", "on", "offsets both sides of -1/2"}, ops_using(kNormPlusOne)},
     };
     return d;
 }
@@ -338,6 +342,18 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
                 bool high = false, low = false;
                 for (float v : cs.inputs.at("sinks").data) high = high || v > 2 * sigma, low = low || v < -2 * sigma;
                 c.push_back(high && low ? 2 : 1);
+                break;
+            }
+            case kPlusOneTrap: {
+                if (!s.config.norm_plus_one) {
+                    c.push_back(0);
+                    break;
+                }
+                bool below = false, above = false;
+                for (const char* n : {"weight", "attn_norm", "ffn_norm", "q_norm", "k_norm"})
+                    if (cs.inputs.count(n))
+                        for (float v : cs.inputs.at(n).data) below = below || v < -0.5f, above = above || v > -0.5f;
+                c.push_back(below && above ? 2 : 1);
                 break;
             }
             case kBias: {

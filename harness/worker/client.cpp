@@ -535,6 +535,7 @@ void WorkerImpl::rmsnorm(View x, View w, const RmsNormParams& p, MutView out) {
     BlockConfig c;
     c.d_model = x.cols;
     c.norm_eps = p.eps;
+    c.norm_plus_one = p.plus_one;
     Call call{Op::rmsnorm, c, {matrix("x", x, dtype_), vector1("weight", w, dtype_)}, {{"out", out}}};
     invoke(call);
 }
@@ -549,6 +550,7 @@ void WorkerImpl::qk_norm(View x, View w, const QkNormParams& p, MutView out) {
     c.head_dim = p.head_dim;
     c.n_heads = c.n_kv_heads = p.head_dim > 0 ? x.cols / p.head_dim : 0;
     c.norm_eps = p.eps;
+    c.norm_plus_one = p.plus_one;
     Call call{Op::qk_norm, c, {matrix("x", x, dtype_), vector1("weight", w, dtype_)}, {{"out", out}}};
     invoke(call);
 }

@@ -20,6 +20,7 @@ class NormBench : public TimedBench {  // rmsnorm, or qk_norm over the [T * head
         cols_ = per_head ? in.config.head_dim : in.x.cols;
         rows_ = in.x.size() / cols_;
         eps_ = static_cast<float>(in.config.norm_eps);
+        w_offset_ = in.config.norm_plus_one ? 1.0f : 0.0f;
         x_ = upload<S>(ctx_, "x", in.x);
         w_ = upload<S>(ctx_, "weight", in.weight);
         out_ = DeviceBuffer<S>("out", sz(in.x.size()), ctx_.stream);
@@ -29,12 +30,12 @@ class NormBench : public TimedBench {  // rmsnorm, or qk_norm over the [T * head
 
    protected:
     void launch() override {
-        launch_rmsnorm<S>(x_.data(), nullptr, nullptr, w_.data(), out_.data(), rows_, cols_, eps_, ctx_.stream);
+        launch_rmsnorm<S>(x_.data(), nullptr, nullptr, w_.data(), out_.data(), rows_, cols_, eps_, w_offset_, ctx_.stream);
     }
 
    private:
     int64_t rows_ = 0, cols_ = 0;
-    float eps_ = 0;
+    float eps_ = 0, w_offset_ = 0;
     DeviceBuffer<S> x_, w_, out_;
 };
 

@@ -131,10 +131,11 @@ void forward(const Context& ctx, const Weights<T>& w, const BlockConfig& c, cons
     const int64_t D = c.d_model, H = c.n_heads, KV = c.n_kv_heads, hd = c.head_dim, F = c.ffn_dim;
     const int64_t Q = c.q_width(), KVW = c.kv_width();
     const float eps = static_cast<float>(c.norm_eps);
+    const float w_offset = c.norm_plus_one ? 1.0f : 0.0f;  // Gemma's (1 + w), every norm
     const cudaStream_t st = ctx.stream;
 
     // attn_in = self.input_layernorm(x)
-    launch_rmsnorm<T>(x, nullptr, nullptr, w.attn_norm.data(), s.attn_in.data(), n, D, eps, st);
+    launch_rmsnorm<T>(x, nullptr, nullptr, w.attn_norm.data(), s.attn_in.data(), n, D, eps, w_offset, st);
 
     // q, k, v = self.q_proj(attn_in), self.k_proj(attn_in), self.v_proj(attn_in)   as one product
     // (+ q_proj.bias etc., Qwen2: the taps q, k, v include it)
@@ -160,6 +161,7 @@ void forward(const Context& ctx, const Weights<T>& w, const BlockConfig& c, cons
     r.q_norm = c.qk_norm ? w.q_norm.data() : nullptr;
     r.k_norm = c.qk_norm ? w.k_norm.data() : nullptr;
     r.eps = eps;
+    r.w_offset = w_offset;
     launch_qkv_rope_cache<T>(r, st);
     CUDA_CHECK(cudaMemcpyAsync(cache.pos.data() + cache.len, pos, sz(n) * sizeof(int64_t), cudaMemcpyDeviceToDevice, st));
     cache.len += n;
@@ -193,7 +195,7 @@ void forward(const Context& ctx, const Weights<T>& w, const BlockConfig& c, cons
 
     // h = x + self.o_proj(attn);  ffn_in = self.post_attention_layernorm(h)
     gemm<T>(ctx, s.attn.data(), w.wo.data(), s.attn_wo.data(), n, Q, D);
-    launch_rmsnorm<T>(x, s.attn_wo.data(), s.h.data(), w.ffn_norm.data(), s.ffn_in.data(), n, D, eps, st);
+    launch_rmsnorm<T>(x, s.attn_wo.data(), s.h.data(), w.ffn_norm.data(), s.ffn_in.data(), n, D, eps, w_offset, st);
 
     // ffn_out = self.w2(F.silu(self.w1(ffn_in)) * self.w3(ffn_in))
     gemm<T>(ctx, s.ffn_in.data(), w.w13.data(), s.gu.data(), n, D, 2 * F);

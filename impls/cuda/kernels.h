@@ -17,13 +17,14 @@ class Context;
 
 // ---- rmsnorm.cu -----------------------------------------------------------------
 
-// out[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w          x, out [rows, cols], w [cols]
+// out[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * (w + w_offset)   x, out [rows, cols], w [cols]
+// (w_offset 1: Gemma's (1 + w), added in float32; 0 otherwise)
 // With residual != nullptr, x is first replaced by h = x + residual, which is
 // stored (rounded to T) in h_out and normalised as stored: the fused
 // `h = x + attn @ wo; ffn_in = rmsnorm(h)` of the block.
 template <typename T>
 void launch_rmsnorm(const T* x, const T* residual, T* h_out, const T* w, T* out, int64_t rows, int64_t cols,
-                    float eps, cudaStream_t s);
+                    float eps, float w_offset, cudaStream_t s);
 
 // out = a + b, elementwise over n values (the block's last residual).
 template <typename T>
@@ -75,6 +76,7 @@ struct QkvRopeArgs {
     const T* q_norm = nullptr;
     const T* k_norm = nullptr;
     float eps = 0;
+    float w_offset = 0;  // 1: Gemma's (1 + w) for q_norm and k_norm
 };
 template <typename T>
 void launch_qkv_rope_cache(const QkvRopeArgs<T>& a, cudaStream_t s);

@@ -23,7 +23,7 @@ void op_qk_norm(const Context& ctx, View x, View w, const QkNormParams& p, MutVi
         const DeviceBuffer<S> dx = upload<S>(ctx, "x", x), dw = upload<S>(ctx, "w", w);
         DeviceBuffer<S> dout("out", static_cast<size_t>(x.size()), ctx.stream);
         launch_rmsnorm<S>(dx.data(), nullptr, nullptr, dw.data(), dout.data(), heads, hd, static_cast<float>(p.eps),
-                          ctx.stream);
+                          p.plus_one ? 1.0f : 0.0f, ctx.stream);
         ctx.sync("qk_norm");
         download(ctx, dout, out);
     });

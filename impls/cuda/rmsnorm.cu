@@ -14,10 +14,10 @@ namespace {
 // One block per row; each thread takes a strided slice of the row.
 //   (ADD) h   = x + residual          stored rounded to T, and normalised as stored
 //         ss  = sum(h^2)              per thread, then over the block
-//         out = h * (1 / sqrt(ss / cols + eps)) * w
+//         out = h * (1 / sqrt(ss / cols + eps)) * (w + w_offset)    w_offset 1: Gemma's (1 + w), in float32
 template <typename T, bool ADD>
 __global__ void rmsnorm_kernel(const T* __restrict__ x, const T* __restrict__ residual, T* __restrict__ h_out,
-                               const T* __restrict__ w, T* __restrict__ out, int64_t cols, float eps) {
+                               const T* __restrict__ w, T* __restrict__ out, int64_t cols, float eps, float w_offset) {
     const int64_t row = blockIdx.x;
     const T* xr = x + row * cols;
     T* outr = out + row * cols;
@@ -38,7 +38,7 @@ __global__ void rmsnorm_kernel(const T* __restrict__ x, const T* __restrict__ re
     const float scale = 1.0f / sqrtf(ss / static_cast<float>(cols) + eps);
     // Each thread reads back only the h it wrote itself above: no barrier needed.
     const T* hr = ADD ? h_out + row * cols : xr;
-    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) outr[i] = from_f32<T>(to_f32(hr[i]) * scale * to_f32(w[i]));
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) outr[i] = from_f32<T>(to_f32(hr[i]) * scale * (to_f32(w[i]) + w_offset));
 }
 
 template <typename T>
@@ -54,17 +54,17 @@ __global__ void add_kernel(const T* __restrict__ a, const T* __restrict__ b, T* 
 
 template <typename T>
 void launch_rmsnorm(const T* x, const T* residual, T* h_out, const T* w, T* out, int64_t rows, int64_t cols,
-                    float eps, cudaStream_t s) {
+                    float eps, float w_offset, cudaStream_t s) {
     if (rows == 0) return;
     // A warp per 32 columns up to 512 threads: short rows (qk_norm's head_dim)
     // don't idle a big block, long rows (D = 4096) get 8 values per thread.
     const int threads = static_cast<int>(std::min<int64_t>(512, ceil_div(cols, kWarp) * kWarp));
     if (residual)
         CUDA_LAUNCH((rmsnorm_kernel<T, true>), static_cast<unsigned>(rows), threads, 0, s, x, residual, h_out, w, out,
-                    cols, eps);
+                    cols, eps, w_offset);
     else
         CUDA_LAUNCH((rmsnorm_kernel<T, false>), static_cast<unsigned>(rows), threads, 0, s, x, nullptr, nullptr, w,
-                    out, cols, eps);
+                    out, cols, eps, w_offset);
 }
 
 template <typename T>
@@ -75,7 +75,7 @@ void launch_add(const T* a, const T* b, T* out, int64_t n, cudaStream_t s) {
 }
 
 #define INSTANTIATE(T)                                                                                       \
-    template void launch_rmsnorm<T>(const T*, const T*, T*, const T*, T*, int64_t, int64_t, float, cudaStream_t); \
+    template void launch_rmsnorm<T>(const T*, const T*, T*, const T*, T*, int64_t, int64_t, float, float, cudaStream_t); \
     template void launch_add<T>(const T*, const T*, T*, int64_t, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(__nv_bfloat16)
@@ -95,7 +95,7 @@ void op_rmsnorm(const Context& ctx, View x, View w, const RmsNormParams& p, MutV
         const DeviceBuffer<S> dx = upload<S>(ctx, "x", x), dw = upload<S>(ctx, "w", w);
         DeviceBuffer<S> dout("out", static_cast<size_t>(T * D), ctx.stream);
         launch_rmsnorm<S>(dx.data(), nullptr, nullptr, dw.data(), dout.data(), T, D, static_cast<float>(p.eps),
-                          ctx.stream);
+                          p.plus_one ? 1.0f : 0.0f, ctx.stream);
         ctx.sync("rmsnorm");
         download(ctx, dout, out);
         dx.check_guard(ctx.stream);

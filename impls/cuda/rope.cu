@@ -24,7 +24,7 @@ constexpr int kHeadsPerBlock = 4;  // one warp per (token, head)
 // ---- kernels ------------------------------------------------------------------------------
 
 // One warp, one head of hd values: src → dst, lane taking pairs i = lane, lane + 32, ...
-//   (NORM) x     = x * (1 / sqrt(mean(x^2) + eps)) * w            Qwen3's q_norm / k_norm, before RoPE
+//   (NORM) x     = x * (1 / sqrt(mean(x^2) + eps)) * (w + w_off)  Qwen3's q_norm / k_norm, before RoPE (w_off 1: Gemma 3)
 //          theta = pos * inv_freq[i], i < rd/2                     (rd: the rotary dims, partial rotary)
 //          neox:        pair (x[i], x[i + rd/2])   (HF rotate_half on x[..., :rd])
 //          interleaved: pair (x[2i], x[2i + 1])    (Meta view_as_complex)
@@ -33,7 +33,7 @@ constexpr int kHeadsPerBlock = 4;  // one warp per (token, head)
 template <typename T, bool NORM>
 __device__ __forceinline__ void rotate_head(const T* __restrict__ src, T* __restrict__ dst, int64_t hd, int64_t rd,
                                             int64_t pos, const double* __restrict__ inv_freq, double mscale, bool neox,
-                                            const T* __restrict__ w, float eps) {
+                                            const T* __restrict__ w, float eps, float w_off) {
     const int lane = threadIdx.x % kWarp;
     const int64_t half = rd / 2;
     float scale = 1.0f;
@@ -51,8 +51,8 @@ __device__ __forceinline__ void rotate_head(const T* __restrict__ src, T* __rest
         const int64_t b = neox ? i + half : 2 * i + 1;
         float xa = to_f32(src[a]), xb = to_f32(src[b]);
         if constexpr (NORM) {
-            xa = xa * scale * to_f32(w[a]);
-            xb = xb * scale * to_f32(w[b]);
+            xa = xa * scale * (to_f32(w[a]) + w_off);
+            xb = xb * scale * (to_f32(w[b]) + w_off);
         }
         double sin_d, cos_d;
         sincos(static_cast<double>(pos) * inv_freq[i], &sin_d, &cos_d);
@@ -63,7 +63,7 @@ __device__ __forceinline__ void rotate_head(const T* __restrict__ src, T* __rest
     // q_pass = q[..., rd:], concatenated back as it is (normed, under NORM)
     for (int64_t j = rd + lane; j < hd; j += kWarp) {
         float v = to_f32(src[j]);
-        if constexpr (NORM) v = v * scale * to_f32(w[j]);
+        if constexpr (NORM) v = v * scale * (to_f32(w[j]) + w_off);
         dst[j] = from_f32<T>(v);
     }
 }
@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kHeadsPerBlock* kWarp)
     if (job >= n_rows * n_heads) return;  // a whole warp at once: its shuffles stay full
     const int64_t t = job / n_heads, u = job % n_heads;
     rotate_head<T, false>(rows.src + t * rows.src_stride + u * hd, rows.dst + t * rows.dst_stride + u * hd, hd, f.rd,
-                          pos[t], f.inv_freq, f.mscale, neox, nullptr, 0.0f);
+                          pos[t], f.inv_freq, f.mscale, neox, nullptr, 0.0f, 0.0f);
 }
 
 // The block's fused step: one warp per (token, head u) of qkv = [q | k | v]:
@@ -95,10 +95,10 @@ __global__ void __launch_bounds__(kHeadsPerBlock* kWarp) qkv_rope_cache_kernel(Q
     const int64_t kv_row = t * KV * hd;
     if (u < H) {
         rotate_head<T, NORM>(src, a.q_rot + t * H * hd + u * hd, hd, a.freqs.rd, a.pos[t], a.freqs.inv_freq,
-                             a.freqs.mscale, neox, a.q_norm, a.eps);
+                             a.freqs.mscale, neox, a.q_norm, a.eps, a.w_offset);
     } else if (u < H + KV) {
         rotate_head<T, NORM>(src, a.cache_k + kv_row + (u - H) * hd, hd, a.freqs.rd, a.pos[t], a.freqs.inv_freq,
-                             a.freqs.mscale, neox, a.k_norm, a.eps);
+                             a.freqs.mscale, neox, a.k_norm, a.eps, a.w_offset);
     } else {
         T* dst = a.cache_v + kv_row + (u - H - KV) * hd;
         for (int64_t i = threadIdx.x % kWarp; i < hd; i += kWarp) dst[i] = src[i];

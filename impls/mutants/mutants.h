@@ -58,6 +58,8 @@ std::unique_ptr<Implementation> qk_norm_always_on(const ImplOptions& o);
 std::unique_ptr<Implementation> rmsnorm_eps_outside_sqrt(const ImplOptions& o);
 std::unique_ptr<Implementation> rmsnorm_mean_not_squared(const ImplOptions& o);
 std::unique_ptr<Implementation> layer_norm_not_rms(const ImplOptions& o);
+std::unique_ptr<Implementation> norm_plus_one_missing(const ImplOptions& o);
+std::unique_ptr<Implementation> norm_plus_one_spurious(const ImplOptions& o);
 
 // block.cpp
 std::unique_ptr<Implementation> rope_position_off_by_one(const ImplOptions& o);

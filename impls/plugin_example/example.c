@@ -13,6 +13,7 @@
 #include <conform/plugin.h>
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 
 /* Leaves `what` in the caller's message buffer and returns `code`. */
@@ -38,6 +39,9 @@ static int32_t example_rmsnorm(const conform_config* cfg, const conform_tensor* 
     if (weight->dtype != CONFORM_DTYPE_F32 || weight->ndim != 1 || weight->shape[0] != D || weight->strides[0] != 1)
         return fail(msg, msg_cap, CONFORM_ERR_INVALID_ARGUMENT, "rmsnorm: weight must be float32 [D]");
     const float eps = (float)cfg->norm_eps;
+    /* ABI 1.5: Gemma's norms scale by (1 + w), the weight stored as its offset from one. */
+    const float w_offset =
+        cfg->struct_size >= offsetof(conform_config, norm_plus_one) + sizeof(uint32_t) && cfg->norm_plus_one ? 1.0f : 0.0f;
     const float* w = (const float*)weight->data;
     for (int64_t t = 0; t < T; t++) {
         const float* xt = (const float*)x->data + t * x->strides[0];
@@ -45,7 +49,7 @@ static int32_t example_rmsnorm(const conform_config* cfg, const conform_tensor* 
         float ss = 0.0f;
         for (int64_t i = 0; i < D; i++) ss += xt[i] * xt[i];
         const float inv_rms = 1.0f / sqrtf(ss / (float)D + eps);
-        for (int64_t i = 0; i < D; i++) yt[i] = xt[i] * inv_rms * w[i];
+        for (int64_t i = 0; i < D; i++) yt[i] = xt[i] * inv_rms * (w[i] + w_offset);
     }
     return CONFORM_OK;
 }

@@ -19,7 +19,7 @@ void qk_norm(View x, View w, const QkNormParams& p, MutView out, InvRms scale) {
     // q = self.q_norm(q.view(T, n_heads, hd))   one RMSNorm per head, shared weight w (hd,)
     for (int64_t t = 0; t < T; t++) {
         for (int64_t h = 0; h < n_heads; h++) {
-            rmsnorm_row(out.row(t) + h * hd, x.row(t) + h * hd, w.data, hd, eps, scale);
+            rmsnorm_row(out.row(t) + h * hd, x.row(t) + h * hd, w.data, hd, eps, p.plus_one, scale);
         }
     }
 }

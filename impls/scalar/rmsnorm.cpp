@@ -1,4 +1,5 @@
-// rmsnorm — y = x * rsqrt(mean(x^2) + eps) * w, every row on its own.
+// rmsnorm — y = x * rsqrt(mean(x^2) + eps) * w, every row on its own
+// (Gemma: * (1 + w)).
 #include <cmath>
 
 #include "scalar.h"
@@ -14,10 +15,15 @@ float inv_rms(const float* x, int64_t n, float eps) {
     return 1.0f / std::sqrt(ms + eps);
 }
 
-void rmsnorm_row(float* out, const float* x, const float* w, int64_t n, float eps, InvRms scale) {
+void rmsnorm_row(float* out, const float* x, const float* w, int64_t n, float eps, bool plus_one, InvRms scale) {
     // out = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
     const float s = scale(x, n, eps);
-    for (int64_t i = 0; i < n; i++) out[i] = x[i] * s * w[i];
+    if (!plus_one) {
+        for (int64_t i = 0; i < n; i++) out[i] = x[i] * s * w[i];
+        return;
+    }
+    // GemmaRMSNorm: output * (1.0 + self.weight.float()), the 1 + w in float32
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] * s * (1.0f + w[i]);
 }
 
 void rmsnorm(View x, View w, const RmsNormParams& p, MutView out, InvRms scale) {
@@ -30,7 +36,7 @@ void rmsnorm(View x, View w, const RmsNormParams& p, MutView out, InvRms scale) 
 
     // eps is a double in the params; torch adds it to a float32 tensor in float32.
     const float eps = static_cast<float>(p.eps);
-    for (int64_t t = 0; t < T; t++) rmsnorm_row(out.row(t), x.row(t), w.data, D, eps, scale);
+    for (int64_t t = 0; t < T; t++) rmsnorm_row(out.row(t), x.row(t), w.data, D, eps, p.plus_one, scale);
 }
 
 }  // namespace conform::scalar

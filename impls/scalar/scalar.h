@@ -36,12 +36,13 @@ using MatMul = std::function<void(View x, View w, MutView out)>;
 float inv_rms(const float* x, int64_t n, float eps);
 using InvRms = float (*)(const float* x, int64_t n, float eps);
 
-// out[T, D] = x * inv_rms(x) * w          x[T, D], w[1, D]
+// out[T, D] = x * inv_rms(x) * w          x[T, D], w[1, D]   (p.plus_one: * (1 + w))
 void rmsnorm(View x, View w, const RmsNormParams& p, MutView out, InvRms scale = inv_rms);
 
-// The row kernel behind rmsnorm and qk_norm: out[n] = x[n] * scale(x) * w[n].
-// out may alias x.
-void rmsnorm_row(float* out, const float* x, const float* w, int64_t n, float eps, InvRms scale = inv_rms);
+// The row kernel behind rmsnorm and qk_norm: out[n] = x[n] * scale(x) * w[n]
+// (plus_one: * (1 + w[n]), Gemma). out may alias x.
+void rmsnorm_row(float* out, const float* x, const float* w, int64_t n, float eps, bool plus_one,
+                 InvRms scale = inv_rms);
 
 // RoPE's inverse frequencies inv_freq[rotary_dim / 2], in double, with p's
 // scaling (HF modeling_rope_utils.py) for a sequence of seq_len tokens (the

@@ -24,15 +24,24 @@ std::vector<float> stored_vector(View w, Elem e) {
     return out;
 }
 
+std::vector<float> norm_vector(View w, Elem e, bool plus_one) {
+    std::vector<float> out = stored_vector(w, e);
+    // Gemma's (1 + w), once per weight set and in float32 as GemmaRMSNorm
+    // takes it: the row kernels then multiply by a weight as for any RMSNorm.
+    if (plus_one)
+        for (float& v : out) v = 1.0f + v;
+    return out;
+}
+
 EngineWeights prepare_weights(ThreadPool& pool, const BlockWeights& w, const BlockConfig& c, Elem e) {
     EngineWeights ew;
     ew.config = c;
     ew.elem = e;
-    ew.attn_norm = stored_vector(w.attn_norm, e);
-    ew.ffn_norm = stored_vector(w.ffn_norm, e);
+    ew.attn_norm = norm_vector(w.attn_norm, e, c.norm_plus_one);
+    ew.ffn_norm = norm_vector(w.ffn_norm, e, c.norm_plus_one);
     if (c.qk_norm) {
-        ew.q_norm = stored_vector(w.q_norm, e);
-        ew.k_norm = stored_vector(w.k_norm, e);
+        ew.q_norm = norm_vector(w.q_norm, e, c.norm_plus_one);
+        ew.k_norm = norm_vector(w.k_norm, e, c.norm_plus_one);
     }
     if (c.qkv_bias)
         for (View b : {w.bq, w.bk, w.bv}) {

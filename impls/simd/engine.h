@@ -37,6 +37,9 @@ struct EngineWeights {
 
 // A norm weight as stored: f32, holding bf16 values in bf16 mode.
 std::vector<float> stored_vector(View w, Elem e);
+// A norm's weight as the row kernels multiply by it: stored_vector, and
+// 1 + w where the config has Gemma's norms (BlockConfig::norm_plus_one).
+std::vector<float> norm_vector(View w, Elem e, bool plus_one);
 
 EngineWeights prepare_weights(ThreadPool& pool, const BlockWeights& w, const BlockConfig& c, Elem e);
 

@@ -158,7 +158,7 @@ class SimdImpl : public Implementation {
         chk::expect_shape("rmsnorm", "out", out, T, D);
         In xi(x, elem_);
         Out o(out, elem_);
-        const auto wv = stored_vector(w, elem_);
+        const auto wv = norm_vector(w, elem_, p.plus_one);
         simd::rmsnorm(pool_, target_, xi.rows(), rows_of(x), cols_of(x), wv.data(), static_cast<float>(p.eps),
                       o.rows());
         o.finish();
@@ -192,7 +192,7 @@ class SimdImpl : public Implementation {
         chk::expect_shape("qk_norm", "out", out, x.rows, x.cols);
         In xi(x, elem_);
         Out o(out, elem_);
-        const auto wv = stored_vector(w, elem_);
+        const auto wv = norm_vector(w, elem_, p.plus_one);
         simd::qk_norm(pool_, target_, xi.rows(), rows_of(x), static_cast<size_t>(x.cols / hd),
                       static_cast<size_t>(hd), wv.data(), static_cast<float>(p.eps), o.rows());
         o.finish();
@@ -339,7 +339,7 @@ class RmsNormBench : public BenchBase {
         : BenchBase(o), per_head_(per_head), T_(rows_of(in.x)), D_(cols_of(in.x)) {
         x_ = staged(in.x, elem_);
         out_.resize(elem_, T_, D_);
-        w_ = stored_vector(in.weight, elem_);
+        w_ = norm_vector(in.weight, elem_, in.config.norm_plus_one);
         eps_ = static_cast<float>(in.config.norm_eps);
         hd_ = static_cast<size_t>(in.config.head_dim);
     }

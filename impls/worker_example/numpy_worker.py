@@ -7,7 +7,7 @@ The arithmetic follows HF transformers (Llama, Qwen3): float32 throughout,
 RoPE angles as HF computes them (inv_freq a float32 buffer, angle =
 float32(pos) * inv_freq in float32), every config field honoured: the rope
 layout, theta, rotary_dim, the five rope_scaling types, qk_norm, qkv_bias, sliding_window,
-attn_logit_softcapping, attn_sinks, norm_eps, GQA.
+attn_logit_softcapping, attn_sinks, norm_plus_one, norm_eps, GQA.
 
 It announces f32 only; `--dtypes f32,bf16` also offers bf16 (and f16): the
 arithmetic stays float32 and conform_worker rounds the outputs to the dtype.
@@ -53,10 +53,12 @@ def need(ok, message):
 # ---- rmsnorm, qk_norm -----------------------------------------------------------
 
 def rmsnorm(x, weight, *, config):
-    """out = x * rsqrt(mean(x^2, -1) + eps) * weight, over the last axis."""
+    """out = x * rsqrt(mean(x^2, -1) + eps) * weight, over the last axis
+    (Gemma's norm_plus_one: * (1 + weight), the 1 + weight in float32)."""
     need(weight.shape == x.shape[-1:], "rmsnorm: weight %s does not match x %s" % (weight.shape, x.shape))
     ms = np.mean(x * x, axis=-1, keepdims=True, dtype=f32)
-    return x * (f32(1) / np.sqrt(ms + f32(config["norm_eps"]))) * weight
+    scale = f32(1) + weight if config.get("norm_plus_one") else weight
+    return x * (f32(1) / np.sqrt(ms + f32(config["norm_eps"]))) * scale
 
 
 def qk_norm(x, weight, *, config):

@@ -32,7 +32,8 @@ def supports(op, config, dtype):
 
 @w.op("rmsnorm")
 def rmsnorm(x, weight, *, config):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + config["norm_eps"]) * weight
+    scale = 1 + weight if config.get("norm_plus_one") else weight  # Gemma's (1 + w)
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + config["norm_eps"]) * scale
 
 
 @w.op("rope")

@@ -15,5 +15,5 @@ def test_every_op(conform):
 
 
 def test_rmsnorm_as_a_plain_function(conform):
-    conform.check(lambda x, weight, norm_eps: numpy_worker.rmsnorm(x, weight, config={"norm_eps": norm_eps}),
-                  op="rmsnorm", name="np_rmsnorm")
+    conform.check(lambda x, weight, norm_eps, norm_plus_one: numpy_worker.rmsnorm(
+        x, weight, config={"norm_eps": norm_eps, "norm_plus_one": norm_plus_one}), op="rmsnorm", name="np_rmsnorm")

@@ -6,8 +6,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
-def rmsnorm(x, weight, *, norm_eps):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm_eps) * weight
+def rmsnorm(x, weight, *, norm_eps, norm_plus_one=False):
+    scale = 1 + weight if norm_plus_one else weight            # Gemma: the weight is an offset from one
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm_eps) * scale
 
 
 def attention(q, k, v, q_positions, k_positions, sinks=None, *, n_heads, n_kv_heads, head_dim, sliding_window=0,

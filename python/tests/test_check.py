@@ -23,8 +23,9 @@ import numpy_worker  # noqa: E402
 FEW = dict(cases=12, fixtures=False)
 
 
-def rmsnorm(x, weight, *, norm_eps):
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(norm_eps)) * weight
+def rmsnorm(x, weight, *, norm_eps, norm_plus_one=False):
+    scale = np.float32(1) + weight if norm_plus_one else weight  # Gemma's (1 + w)
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(norm_eps)) * scale
 
 
 def test_the_installed_package_is_the_one_tested():
@@ -121,9 +122,9 @@ def test_a_hanging_kernel_is_timed_out_and_the_run_ends():
 def test_a_nondeterministic_kernel_is_caught():
     calls = [0]
 
-    def drifts(x, weight, norm_eps):
+    def drifts(x, weight, norm_eps, norm_plus_one):
         calls[0] += 1
-        return rmsnorm(x, weight, norm_eps=norm_eps) * np.float32(1 + 1e-3 * (calls[0] % 2))
+        return rmsnorm(x, weight, norm_eps=norm_eps, norm_plus_one=norm_plus_one) * np.float32(1 + 1e-3 * (calls[0] % 2))
 
     with pytest.raises(conform.Nonconformance) as e:
         conform.check(drifts, op="rmsnorm", cases=60, fixtures=False)
@@ -153,7 +154,8 @@ def test_no_binary_says_where_it_looked(monkeypatch, tmp_path):
 
 def test_a_worker_object_serves_several_ops():
     w = conform_worker.Worker("np_pair")
-    w.op("rmsnorm")(lambda x, weight, *, config: rmsnorm(x, weight, norm_eps=config["norm_eps"]))
+    w.op("rmsnorm")(lambda x, weight, *, config: rmsnorm(x, weight, norm_eps=config["norm_eps"],
+                                                         norm_plus_one=config.get("norm_plus_one", False)))
     w.op("swiglu")(numpy_worker.swiglu)
     report = conform.check(w, op="all", **FEW)
     assert sorted(report["ops"]) == ["rmsnorm", "swiglu"]

@@ -203,6 +203,10 @@ bad sinks_no_tensor 'f["attention_gqa/config"].attrs["attn_sinks"] = np.int64(1)
   ':/attention_gqa: inputs/sinks: missing dataset'
 bad sinks_wrong_shape 'f["attention_gqa/config"].attrs["attn_sinks"] = np.int64(1); f["attention_gqa/inputs/sinks"] = np.zeros(4, np.float32)' \
   ':/attention_gqa: inputs/sinks: expected shape [1,6], found [1,4]'
+bad plus_one_two 'f["rope_neox/config"].attrs["norm_plus_one"] = np.int64(2)' \
+  ':/rope_neox: config/norm_plus_one: expected 0 or 1, found 2'
+bad plus_one_on_rope 'f["rope_neox/config"].attrs["norm_plus_one"] = np.int64(1)' \
+  ':/rope_neox: config/norm_plus_one: op rope has no RMSNorm to offset'
 bad sinks_nan 'f["attention_gqa/config"].attrs["attn_sinks"] = np.int64(1); f["attention_gqa/inputs/sinks"] = np.array([0, 1, np.nan, 0, 0, 0], np.float32)' \
   ':/attention_gqa: inputs/sinks: non-finite value nan at flat index 2'
 bad no_cases 'for k in list(f): del f[k]' ': no cases (a case is a top-level group)'

@@ -34,7 +34,8 @@ required = {"rope_layout_swapped", "rope_theta_default", "rope_angle_low_precisi
             "paged_queries_at_start", "paged_lse_base2", "paged_empty_unwritten", "paged_partial_page_dropped",
             # the served variants (issue 29)
             "qkv_bias_missing", "qkv_bias_after_rope", "window_off_by_one", "window_one_too_wide", "window_ignored",
-            "softcap_missing", "softcap_after_mask", "sink_missing", "sink_wrong_head"}
+            "softcap_missing", "softcap_after_mask", "sink_missing", "sink_wrong_head", "norm_plus_one_missing",
+            "norm_plus_one_spurious"}
 # Named by its effect, not its own name.
 named_by = {"matmul_accumulates_bf16": "precision_downgrade", "gqa_tiled_above_group_4": "gqa_head_mapping_tiled",
             "window_one_too_wide": "window_off_by_one"}

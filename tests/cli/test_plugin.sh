@@ -144,6 +144,9 @@ PY
     --op attention --params softcap= --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi13_plugin.so"
   expect 1 "not run: +noop attention: 3 cases unsupported \(built against plugin ABI 1.3, which has no sinks" -- \
     --op attention --params sinks=1 --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi13_plugin.so"
+  # ...and one from before ABI 1.5 has no norm_plus_one.
+  expect 1 "not run: +noop rmsnorm: 3 cases unsupported \(built against plugin ABI 1.4, which has no norm_plus_one" -- \
+    --op rmsnorm --params plus_one=1 --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi14_plugin.so"
 
   # --isolate runs in-repo implementations in a worker too, block taps included.
   expect 0 "block +scalar" -- --impl scalar --isolate --op all --cases 3 --out "$tmp/iso"
@@ -184,8 +187,8 @@ install)
     (cd "$tmp" && env -u CONFORM_BIN PATH=/usr/bin:/bin PYTHONPATH="$prefix/share/conform/python" /usr/bin/python3 -c "
 import numpy as np, conform
 assert conform.find_binary().startswith('$prefix/'), conform.find_binary()
-r = conform.check(lambda x, weight, norm_eps: x / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(norm_eps)) * weight,
-                  op='rmsnorm', name='installed', cases=5, fixtures=False)
+r = conform.check(lambda x, weight, norm_eps, norm_plus_one: x / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(norm_eps))
+                  * (1 + weight if norm_plus_one else weight), op='rmsnorm', name='installed', cases=5, fixtures=False)
 assert r.passed
 ") >"$tmp/py.out" 2>&1 || { cat "$tmp/py.out"; fail "the installed Python package"; }
   fi

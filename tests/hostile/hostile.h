@@ -60,13 +60,14 @@ __attribute__((unused)) static int32_t ok_rmsnorm(const conform_config* cfg, con
     (void)msg_cap;
     const int64_t T = x->shape[0], D = x->shape[1];
     const float* w = (const float*)weight->data;
+    const float w_offset = cfg->norm_plus_one ? 1.0f : 0.0f; /* ABI 1.5: Gemma's (1 + w) */
     for (int64_t t = 0; t < T; t++) {
         const float* xt = (const float*)x->data + t * x->strides[0];
         float* yt = (float*)out->data + t * out->strides[0];
         float ss = 0.0f;
         for (int64_t i = 0; i < D; i++) ss += xt[i] * xt[i];
         const float inv_rms = 1.0f / sqrtf(ss / (float)D + (float)cfg->norm_eps);
-        for (int64_t i = 0; i < D; i++) yt[i] = xt[i] * inv_rms * w[i];
+        for (int64_t i = 0; i < D; i++) yt[i] = xt[i] * inv_rms * (w[i] + w_offset);
     }
     return CONFORM_OK;
 }

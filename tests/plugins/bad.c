@@ -17,6 +17,7 @@
 #include <conform/plugin.h>
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -26,13 +27,16 @@ static int32_t ok_rmsnorm(const conform_config* cfg, const conform_tensor* x, co
     (void)msg_cap;
     const int64_t T = x->shape[0], D = x->shape[1];
     const float* w = (const float*)weight->data;
+    /* ABI 1.5: Gemma's norms scale by (1 + w), the weight stored as its offset from one. */
+    const float w_offset =
+        cfg->struct_size >= offsetof(conform_config, norm_plus_one) + sizeof(uint32_t) && cfg->norm_plus_one ? 1.0f : 0.0f;
     for (int64_t t = 0; t < T; t++) {
         const float* xt = (const float*)x->data + t * x->strides[0];
         float* yt = (float*)out->data + t * out->strides[0];
         float ss = 0.0f;
         for (int64_t i = 0; i < D; i++) ss += xt[i] * xt[i];
         const float inv_rms = 1.0f / sqrtf(ss / (float)D + (float)cfg->norm_eps);
-        for (int64_t i = 0; i < D; i++) yt[i] = xt[i] * inv_rms * w[i];
+        for (int64_t i = 0; i < D; i++) yt[i] = xt[i] * inv_rms * (w[i] + w_offset);
     }
     return CONFORM_OK;
 }

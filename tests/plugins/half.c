@@ -8,6 +8,7 @@
 #include <conform/plugin.h>
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,6 +58,9 @@ static int32_t half_rmsnorm(const conform_config* cfg, const conform_tensor* x, 
         return CONFORM_ERR_INVALID_ARGUMENT;
     }
     const int64_t T = x->shape[0], D = x->shape[1];
+    /* ABI 1.5: Gemma's norms scale by (1 + w), the weight stored as its offset from one. */
+    const float w_offset =
+        cfg->struct_size >= offsetof(conform_config, norm_plus_one) + sizeof(uint32_t) && cfg->norm_plus_one ? 1.0f : 0.0f;
     for (int64_t t = 0; t < T; t++) {
         float ss = 0.0f;
         for (int64_t i = 0; i < D; i++) {
@@ -65,7 +69,7 @@ static int32_t half_rmsnorm(const conform_config* cfg, const conform_tensor* x, 
         }
         const float inv_rms = 1.0f / sqrtf(ss / (float)D + (float)cfg->norm_eps);
         for (int64_t i = 0; i < D; i++)
-            store(out, t * out->strides[0] + i, load(x, t * x->strides[0] + i) * inv_rms * load(weight, i));
+            store(out, t * out->strides[0] + i, load(x, t * x->strides[0] + i) * inv_rms * (load(weight, i) + w_offset));
     }
     return CONFORM_OK;
 }

@@ -55,7 +55,8 @@ def protocol_config(attrs, op, inputs):
          "n_kv_heads": int(a.get("n_kv_heads", 0)), "head_dim": hd, "ffn_dim": int(a.get("ffn_dim", 0)),
          "rope_layout": text(a.get("rope_layout", "neox")), "rope_theta": float(a.get("rope_theta", 10000.0)),
          "rotary_dim": int(a.get("rotary_dim", 0)) or hd, "qk_norm": bool(a.get("qk_norm", 0)),
-         "norm_eps": float(a.get("norm_eps", 1e-5)), "rope_scaling": sc}
+         "norm_plus_one": bool(a.get("norm_plus_one", 0)), "norm_eps": float(a.get("norm_eps", 1e-5)),
+         "rope_scaling": sc}
     # the sizes a single op's inputs imply, as conform fills them in
     if op in ("rmsnorm", "swiglu"):
         c["d_model"] = inputs["x"].shape[1]

@@ -1,6 +1,6 @@
 // conform/config.h — the block's configuration and one parameter struct per
 // op. Every convention that real checkpoints disagree on is an explicit field
-// (rope layout, theta, eps, qk_norm, qkv_bias, sliding_window): no implementation may assume a default.
+// (rope layout, theta, eps, qk_norm, qkv_bias, sliding_window, norm_plus_one): no implementation may assume a default.
 #pragma once
 
 #include <cstdint>
@@ -121,6 +121,11 @@ struct BlockConfig {
     // value: p_j = exp(s_j) / (exp(sink_h) + sum_i exp(s_i)), out = sum_j p_j v_j.
     // (Not StreamingLLM's kept first tokens, which are ordinary keys.) Never capped.
     bool attn_sinks = false;
+    // Gemma's RMSNorm (Gemma 1, 2, 3: GemmaRMSNorm): every RMSNorm of the
+    // model scales by (1 + w), not w — y = x / rms(x) * (1 + w), the weight
+    // stored as its offset from one (zero-initialised) and the 1 + w taken in
+    // float32. attn_norm, ffn_norm, q_norm and k_norm alike, and the final norm.
+    bool norm_plus_one = false;
 
     int64_t q_width() const { return n_heads * head_dim; }
     int64_t rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
@@ -191,6 +196,7 @@ void for_each_field(Config&& c, F&& f) {
     f(ConfigField{"sliding_window", "sliding_window", "window", 0, true}, c.sliding_window);
     f(ConfigField{"attn_logit_softcapping", "attn_logit_softcapping", "softcap", 0, true}, c.attn_logit_softcapping);
     f(ConfigField{"attn_sinks", "attn_sinks", "sinks", 0, true}, c.attn_sinks);
+    f(ConfigField{"norm_plus_one", "norm_plus_one", "plus_one", 0, true}, c.norm_plus_one);
     f(ConfigField{"norm_eps", "norm_eps", "eps"}, c.norm_eps);
     f(ConfigField{"page_size", "page_size", "P"}, c.page_size);
 }
@@ -199,6 +205,7 @@ void for_each_field(Config&& c, F&& f) {
 
 struct RmsNormParams {
     double eps = 1e-5;  // y = x * rsqrt(mean(x^2) + eps) * w   (eps inside the sqrt)
+    bool plus_one = false;  // BlockConfig::norm_plus_one: * (1 + w) instead of * w (Gemma)
 };
 
 struct RopeParams {
@@ -215,6 +222,7 @@ struct RopeParams {
 struct QkNormParams {
     int64_t head_dim = 0;  // RMSNorm over each head's head_dim slice, weight [head_dim]
     double eps = 1e-5;
+    bool plus_one = false;  // BlockConfig::norm_plus_one: * (1 + w) instead of * w (Gemma 3's q_norm, k_norm)
 };
 
 struct AttentionParams {
@@ -242,11 +250,11 @@ struct PagedAttentionParams {
     const float* sinks = nullptr;  // [n_heads]: each head's sink logit (AttentionParams::sinks); lse counts it
 };
 
-inline RmsNormParams rmsnorm_params(const BlockConfig& c) { return {c.norm_eps}; }
+inline RmsNormParams rmsnorm_params(const BlockConfig& c) { return {c.norm_eps, c.norm_plus_one}; }
 inline RopeParams rope_params(const BlockConfig& c) {
     return {c.head_dim, c.rope_layout, c.rope_theta, c.rope_scaling, c.rotary_dim};
 }
-inline QkNormParams qk_norm_params(const BlockConfig& c) { return {c.head_dim, c.norm_eps}; }
+inline QkNormParams qk_norm_params(const BlockConfig& c) { return {c.head_dim, c.norm_eps, c.norm_plus_one}; }
 inline AttentionParams attention_params(const BlockConfig& c) {
     return {c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window, c.attn_logit_softcapping};
 }

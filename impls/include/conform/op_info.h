@@ -45,6 +45,7 @@ enum Convention : uint32_t {
     kWindow = 1u << 10,   // sliding-window attention (config.sliding_window > 0)
     kSoftcap = 1u << 11,  // logit soft-capping (config.attn_logit_softcapping > 0)
     kSinks = 1u << 12,    // attention sinks (config.attn_sinks: input sinks [1, H])
+    kNormPlusOne = 1u << 13,  // Gemma's RMSNorm: * (1 + w) (config.norm_plus_one)
 };
 
 // The dims a tensor shape is made of. A dim the config fixes (D, F, Q, KVW,
@@ -273,13 +274,14 @@ inline const std::vector<OpInfo>& op_table() {
         {"sinks", D::one, D::H, Present::attn_sinks}};
     const std::vector<const char*> block_config = {"d_model",    "n_heads", "n_kv_heads", "head_dim", "ffn_dim",
                                                    "rope_layout", "rope_theta", "qk_norm",  "norm_eps", "qkv_bias", "sliding_window",
-                                                   "attn_logit_softcapping", "attn_sinks"};
+                                                   "attn_logit_softcapping", "attn_sinks", "norm_plus_one"};
     static const std::vector<OpInfo> table = {
-        {Op::rmsnorm, "x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w", kRmsNorm,
+        {Op::rmsnorm, "x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1 + w if plus_one else w)",
+         kRmsNorm | kNormPlusOne,
          {{"x", D::T, D::D}, {"weight", D::one, D::D}},
          {},
          {{"out", D::T, D::D}},
-         {"norm_eps"},
+         {"norm_eps", "norm_plus_one"},
          {2.0, 1e-9, 1e-4, 1e-5},
          {33, 33, 0},
          calls::rmsnorm},
@@ -291,11 +293,11 @@ inline const std::vector<OpInfo>& op_table() {
          {2.0, 1e-9, 1e-4, 1e-5},
          {33, 33, 256},
          calls::rope},
-        {Op::qk_norm, "rmsnorm(x.view(T, n, hd), w[hd]).view(T, n * hd)", kRmsNorm | kQkNorm,
+        {Op::qk_norm, "rmsnorm(x.view(T, n, hd), w[hd]).view(T, n * hd)", kRmsNorm | kQkNorm | kNormPlusOne,
          {{"x", D::T, D::N}, {"weight", D::one, D::hd}},
          {},
          {{"out", D::T, D::N}},
-         {"head_dim", "norm_eps"},
+         {"head_dim", "norm_eps", "norm_plus_one"},
          {2.0, 1e-9, 1e-4, 1e-5},
          {33, 33, 256},
          calls::qk_norm},
@@ -321,7 +323,7 @@ inline const std::vector<OpInfo>& op_table() {
         {Op::block,
          "h = x + attention(rope(qk_norm?(rmsnorm(x) @ wq + bq?, @ wk + bk?)), @ wv + bv?) @ wo; "
          "out = h + swiglu(rmsnorm(h))",
-         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kRmsNorm | kQkNorm | kQkvBias | kSwiglu | kResidual,
+         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias | kSwiglu | kResidual,
          block_inputs,
          {{"positions", D::T, true}},
          {{"attn_in", D::T, D::D},
@@ -340,7 +342,7 @@ inline const std::vector<OpInfo>& op_table() {
          {20, 512, 256},
          calls::block},
         {Op::decode, "block() over the prefill, then one token at a time through the KV cache",
-         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kRmsNorm | kQkNorm | kQkvBias | kSwiglu | kResidual | kKvCache,
+         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias | kSwiglu | kResidual | kKvCache,
          block_inputs,
          {{"positions", D::T, true}},
          {{"out", D::T, D::D}},

@@ -47,8 +47,8 @@
  * projection biases (the config's qkv_bias, the block weights' bq, bk, bv)
  * and sliding-window attention (the config's sliding_window). 1.4: logit
  * soft-capping and attention sinks (the config's attn_logit_softcapping and
- * sinks). */
-#define CONFORM_PLUGIN_ABI_MINOR 4u
+ * sinks). 1.5: Gemma's (1 + w) RMSNorm (the config's norm_plus_one). */
+#define CONFORM_PLUGIN_ABI_MINOR 5u
 #define CONFORM_PLUGIN_MAX_DIMS 4
 
 #if defined(_WIN32)
@@ -157,7 +157,8 @@ typedef struct conform_tensor {
  *   block, decode: all of them but page_size (and, 1.3, qkv_bias).
  *   paged_attention (1.2): n_heads, n_kv_heads, head_dim, page_size
  *   (1.3) attention, paged_attention, block, decode also sliding_window
- *   (1.4) and attn_logit_softcapping, sinks */
+ *   (1.4) and attn_logit_softcapping, sinks
+ *   (1.5) rmsnorm, qk_norm, block, decode also norm_plus_one */
 typedef struct conform_config {
     uint32_t struct_size; /* sizeof(conform_config) as conform built it */
     uint32_t dtype;       /* CONFORM_DTYPE_* every float tensor of the call has */
@@ -202,6 +203,11 @@ typedef struct conform_config {
                            * attention sinks (gpt-oss): [n_heads] in the call's dtype, head h's logit
                            * joins each of its rows' softmax denominators with no value; never capped;
                            * paged_attention's lse counts it (a row that sees no key: out 0, lse -inf) */
+    /* ---- ABI 1.5 (a case with Gemma's norms is offered only to a plugin
+     * whose table says abi_minor >= 5) ---- */
+    uint32_t norm_plus_one; /* rmsnorm, qk_norm, block, decode: 1: every RMSNorm scales by (1 + w), not w
+                             * (Gemma: the weight is stored as its offset from one; 1 + w taken in float32) */
+    uint32_t reserved15;
 } conform_config;
 
 /* The block's weights, stored [in, out]; q_norm / k_norm have data != NULL
