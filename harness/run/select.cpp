@@ -279,8 +279,9 @@ const std::vector<Dimension>& dimensions() {
         // score's scale σ: one that takes most of a softmax (> 2σ) and one
         // that gives way (< -2σ) in the same case.
         {"sinks", {"none", "on", "high and low heads"}, ops_using(kSinks)},
-        // Gemma's norms: off, or (1 + w) with some weights' offsets below -1/2
-        // (a scale under 1/2: where a dropped 1 shows least) and some above.
+        // Gemma's norms: off, on, or on with scales 1 + w both under and over
+        // 1/2 in one case (offsets on both sides of -1/2): trained Gemma
+        // norms are far from 1, and a kernel tried only near 1 is not tried on them.
         {"norm (1 + w)", {"off", "on", "offsets both sides of -1/2"}, ops_using(kNormPlusOne)},
     };
     return d;
