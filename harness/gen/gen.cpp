@@ -558,16 +558,16 @@ void shape_field(const CaseSpec& s, Fields& f) {
     if (s.shape != CaseSpec::Shape::contiguous) f.emplace_back("positions", to_string(s.shape));
 }
 
-// The sliding window and the soft-cap, only when there is one (older ids parse to the same case).
-// Gemma's norms, only when on (older ids parse to the same case).
-void norm_field(const CaseSpec& s, Fields& f) {
-    if (s.config.norm_plus_one) f.emplace_back("plus_one", "1");
-}
-
+// The sliding window, the soft-cap and the sinks, only when there is one (older ids parse to the same case).
 void window_field(const CaseSpec& s, Fields& f) {
     if (s.config.sliding_window > 0) f.emplace_back("window", std::to_string(s.config.sliding_window));
     if (s.config.attn_logit_softcapping > 0) f.emplace_back("softcap", num(s.config.attn_logit_softcapping));
     if (s.config.attn_sinks) f.emplace_back("sinks", "1");
+}
+
+// Gemma's norms, only when on (older ids parse to the same case).
+void norm_field(const CaseSpec& s, Fields& f) {
+    if (s.config.norm_plus_one) f.emplace_back("plus_one", "1");
 }
 
 bool is_rope_extra(const std::string& k) {
@@ -723,6 +723,15 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
         (void)v;
         if (!kv.count(k)) return fail("missing field '" + k + "'");
     }
+    // Fields that belong to one convention: refused on an op without it.
+    static const std::pair<const char*, Convention> kOwned[] = {
+        {"bias", kQkvBias}, {"bias_mean", kQkvBias}, {"window", kWindow}, {"sinks", kSinks},
+        {"plus_one", kNormPlusOne}, {"softcap", kSoftcap}, {"P", kPaged}, {"kv", kPaged}, {"q", kPaged},
+        {"pool", kPaged}, {"qk_gain", kResidual}};
+    for (const auto& [k, v] : kv)
+        for (const auto& [field, bit] : kOwned)
+            if (k == field && !op_info(s.op).uses(bit))
+                return fail("field '" + k + "' does not apply to op " + std::string(to_string(s.op)));
     try {
         for (const auto& [k, v] : kv) {
             if (k == "T") s.T = std::stoll(v);
@@ -738,26 +747,16 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
                 s.config.rope_layout = *l;
             } else if (k == "theta") s.config.rope_theta = std::stod(v);
             else if (k == "qk_norm") s.config.qk_norm = v == "1";
-            else if ((k == "bias" || k == "bias_mean") && !op_info(s.op).uses(kQkvBias))
-                return fail("field '" + k + "' does not apply to op " + std::string(to_string(s.op)));
             else if (k == "bias") s.config.qkv_bias = v == "1";
-            else if (k == "window" && !op_info(s.op).uses(kWindow))
-                return fail("field 'window' does not apply to op " + std::string(to_string(s.op)));
             else if (k == "window") s.config.sliding_window = std::stoll(v);
-            else if (k == "sinks" && !op_info(s.op).uses(kSinks))
-                return fail("field 'sinks' does not apply to op " + std::string(to_string(s.op)));
             else if (k == "sinks") {
                 if (v != "0" && v != "1") return fail("sinks must be 0 or 1, found '" + v + "'");
                 s.config.attn_sinks = v == "1";
             }
-            else if (k == "plus_one" && !op_info(s.op).uses(kNormPlusOne))
-                return fail("field 'plus_one' does not apply to op " + std::string(to_string(s.op)));
             else if (k == "plus_one") {
                 if (v != "0" && v != "1") return fail("plus_one must be 0 or 1, found '" + v + "'");
                 s.config.norm_plus_one = v == "1";
             }
-            else if (k == "softcap" && !op_info(s.op).uses(kSoftcap))
-                return fail("field 'softcap' does not apply to op " + std::string(to_string(s.op)));
             else if (k == "softcap") {
                 s.config.attn_logit_softcapping = std::stod(v);
                 if (!(s.config.attn_logit_softcapping >= 0) || !std::isfinite(s.config.attn_logit_softcapping))
@@ -767,11 +766,8 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             else if (k == "eps") s.config.norm_eps = std::stod(v);
             else if (k == "pos" || k == "qpos") s.pos = std::stoll(v);
             else if (k == "kpos") s.kpos = std::stoll(v);
-            else if ((k == "P" || k == "kv" || k == "q") && !op_info(s.op).uses(kPaged))
-                return fail("field '" + k + "' does not apply to op " + std::string(to_string(s.op)));
             else if (k == "P") s.config.page_size = std::stoll(v);
             else if (k == "pool") {
-                if (!op_info(s.op).uses(kPaged)) return fail("field 'pool' does not apply to op " + std::string(to_string(s.op)));
                 s.pool = std::stoll(v);
                 if (s.pool < 1) return fail("pool must be >= 1 (pages per page the batch needs), found '" + v + "'");
             }
@@ -789,7 +785,6 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             else if (k == "prefill") s.prefill = std::stoll(v);
             else if (k == "mag") s.mag = std::stod(v);
             else if (k == "qk_gain") {
-                if (!op_info(s.op).uses(kResidual)) return fail("field 'qk_gain' does not apply to op " + std::string(to_string(s.op)));
                 s.qk_gain = std::stod(v);
                 if (!(s.qk_gain > 0) || !std::isfinite(s.qk_gain)) return fail("qk_gain must be a positive number, found '" + v + "'");
             }

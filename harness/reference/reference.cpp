@@ -108,17 +108,16 @@ std::string version() { return TORCH_VERSION; }
 
 namespace {
 int configured_threads = 1;  // what set_threads() asked for: a large case's count
-}
 
-bool set_blas_threads(int n) {
-    // Looked up, not linked: which BLAS LibTorch loads is the system's choice
-    // (Debian's alternatives), and only OpenBLAS is known to spin.
+// The BLAS's own thread count, where the BLAS LibTorch loaded is OpenBLAS.
+// Looked up, not linked: which BLAS LibTorch loads is the system's choice
+// (Debian's alternatives), and only OpenBLAS is known to spin.
+void set_blas_threads(int n) {
     using SetThreads = void (*)(int);
     static const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-    if (!set) return false;
-    set(n);
-    return true;
+    if (set) set(n);
 }
+}  // namespace
 
 void set_threads(int n) {
     if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

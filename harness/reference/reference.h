@@ -139,9 +139,6 @@ void set_threads(int n = 0);
 // the default gate took 9.7-12 s with threads everywhere, 8.0-8.6 s with
 // LibTorch's alone on one (BENCHMARKS.md, "Time to a verdict").
 void threads_for(const Case& c);
-// The BLAS's thread count, where the BLAS LibTorch loaded says how to set it
-// (OpenBLAS: openblas_set_num_threads); false where it does not.
-bool set_blas_threads(int n);
 
 // The reference's version string (LibTorch version), for reports.
 std::string version();

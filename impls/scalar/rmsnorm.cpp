@@ -17,13 +17,9 @@ float inv_rms(const float* x, int64_t n, float eps) {
 
 void rmsnorm_row(float* out, const float* x, const float* w, int64_t n, float eps, bool plus_one, InvRms scale) {
     // out = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+    // (GemmaRMSNorm: * (1.0 + self.weight.float()), the 1 + w in float32)
     const float s = scale(x, n, eps);
-    if (!plus_one) {
-        for (int64_t i = 0; i < n; i++) out[i] = x[i] * s * w[i];
-        return;
-    }
-    // GemmaRMSNorm: output * (1.0 + self.weight.float()), the 1 + w in float32
-    for (int64_t i = 0; i < n; i++) out[i] = x[i] * s * (1.0f + w[i]);
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] * s * (plus_one ? 1.0f + w[i] : w[i]);
 }
 
 void rmsnorm(View x, View w, const RmsNormParams& p, MutView out, InvRms scale) {
