@@ -1,5 +1,5 @@
 // Fuzzing the checkpoint readers: valid safetensors checkpoints (one file,
-// BF16, shards) and GGUF files (llama F32 / F16 / BF16 / Q8_0, qwen3 Q4_0,
+// BF16, shards) and GGUF files (llama F32 / F16 / BF16 / Q8_0 / Q4_K_M / Q5_K_M, qwen3 Q4_0,
 // llama3 with rope_freqs.weight), damaged in bytes and in structure, must each
 // either load — every tensor decoded — or be refused with a WeightsError whose
 // message starts with the damaged file's path: never a crash, a hang, a
@@ -403,9 +403,10 @@ int main(int argc, char** argv) {
 
     // ---- the seeds, each loading cleanly ----------------------------------------------------
     std::vector<Seed> seeds;
-    auto gguf_seed = [&](const std::string& name, const ModelSpec& s, uint32_t type) {
+    auto gguf_seed = [&](const std::string& name, const ModelSpec& s, uint32_t type, bool k_mix = false) {
         GgufOptions o;
         o.matrices = type;
+        o.k_mix = k_mix;
         seeds.push_back({name, true, gguf_doc(random_model(s), o), {}});
     };
     gguf_seed("llama-f32", small("llama", 1), kGgmlF32);
@@ -413,6 +414,12 @@ int main(int argc, char** argv) {
     gguf_seed("llama-bf16", small("llama", 3), kGgmlBF16);
     gguf_seed("llama-q8_0", small("llama", 4), kGgmlQ8_0);
     gguf_seed("qwen3-q4_0", small("qwen3", 5), kGgmlQ4_0);
+    {
+        ModelSpec s = small("llama", 10);  // rows of 256 for the super-blocks
+        s.d_model = 256, s.head_dim = 128, s.ffn_dim = 256;
+        gguf_seed("llama-q4_k_m", s, kGgmlQ4_K, true);
+        gguf_seed("llama-q5_k_m", s, kGgmlQ5_K, true);
+    }
     {
         ModelSpec s = small("llama", 6);
         s.theta = 500000;

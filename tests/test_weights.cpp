@@ -387,6 +387,59 @@ TEST_CASE("Q8_0 and Q4_0 dequantise by ggml's block formulas", "[weights]") {
     }
 }
 
+TEST_CASE("Q4_K_M and Q5_K_M: llama.cpp's mix of K-quants read, each tensor its own type, the values the model's",
+          "[weights][dequant]") {
+    // K-quant super-blocks are 256 wide, so rows of 256 (ffn_down's: 512).
+    TmpDir tmp;
+    ModelSpec s = llama_spec();
+    s.d_model = 256, s.head_dim = 64, s.ffn_dim = 512, s.layers = 3;
+    const Model m = random_model(s);
+    // The relative RMS error of a decoded [in, out] weight against the model's [out, in] one.
+    auto rel_rms = [](const Tensor& got, const HfTensor& want) {
+        const int64_t out = want.shape[0], in = want.shape[1];
+        double e = 0, w = 0;
+        for (int64_t o = 0; o < out; ++o)
+            for (int64_t i = 0; i < in; ++i) {
+                const double x = want.data[o * in + i];
+                e += (got.data[i * out + o] - x) * (got.data[i * out + o] - x);
+                w += x * x;
+            }
+        return std::sqrt(e / w);
+    };
+    for (uint32_t base : {kGgmlQ4_K, kGgmlQ5_K}) {
+        const std::string bn = base == kGgmlQ4_K ? "Q4_K" : "Q5_K";
+        INFO(bn << "_M");
+        GgufOptions o;
+        o.matrices = base;
+        o.k_mix = true;
+        write_file(tmp / "k.gguf", gguf_bytes(gguf_doc(m, o)));
+        const Checkpoint c = open_all(tmp / "k.gguf");
+        INFO(lines(c));
+        // llama-quant's use_more_bits(i, 3) picks layer 2 only: its attn_v and
+        // ffn_down, and output.weight, are Q6_K; the other 20 matrices the base.
+        CHECK(has_line(c, bn + " dequantised to float32 (20 tensors)"));
+        CHECK(has_line(c, "Q6_K dequantised to float32 (3 tensors)"));
+        CHECK(has_line(c, "F32 read as stored (7 tensors)"));
+        const Named l0 = c.layer(0), l2 = c.layer(2);
+        const std::string p0 = "model.layers.0.", p2 = "model.layers.2.";
+        // Uniform steps over a block's range: the error's rms is step / sqrt(12).
+        // A sub-block of 32 N(0, s^2) spans ~4.1 s: 4.1 / 15 / sqrt(12) = 0.079
+        // at 4 bits, 0.038 at 5; Q6_K's 16 span +-2.0 s in 63 steps: 0.019
+        // (measured 0.078, 0.038, 0.019). The bounds are a quarter above; a
+        // layout misread (nibbles, sub-block order, scale packing) is O(1).
+        const double base_bound = base == kGgmlQ4_K ? 0.10 : 0.048;
+        const double e_up = rel_rms(l0.at("w3"), m.tensors.at(p0 + "mlp.up_proj.weight"));
+        const double e_v0 = rel_rms(l0.at("wv"), m.tensors.at(p0 + "self_attn.v_proj.weight"));
+        const double e_v2 = rel_rms(l2.at("wv"), m.tensors.at(p2 + "self_attn.v_proj.weight"));
+        const double e_down2 = rel_rms(l2.at("w2"), m.tensors.at(p2 + "mlp.down_proj.weight"));
+        INFO("rel rms: up(0) " << e_up << ", v(0) " << e_v0 << ", v(2) " << e_v2 << ", down(2) " << e_down2);
+        CHECK(e_up < base_bound);
+        CHECK(e_v0 < base_bound);
+        CHECK(e_v2 < 0.024);
+        CHECK(e_down2 < 0.024);
+    }
+}
+
 TEST_CASE("qwen3 GGUF: key_length != d/H and QK-norm, NeoX, unpermuted, the same as its safetensors", "[weights]") {
     TmpDir tmp;
     ModelSpec s = llama_spec();
@@ -715,10 +768,11 @@ TEST_CASE("GGUF: every malformed-file class refused with file, tensor or key, an
         doc_case(
             [](GgufDoc& d) {
                 GgufTensorOut& t = tensor_named(d, "blk.0.attn_q.weight");
-                t.type = 3;  // Q4_1: 2 blocks of 20 bytes per row
-                t.bytes.resize(64 * 2 * 20);
+                t.type = 9;  // Q8_1 (an activation format): 2 blocks of 36 bytes per row
+                t.bytes.resize(64 * 2 * 36);
             },
-            {"blk.0.attn_q.weight: type: Q4_1 is not read (F32, F16, BF16, Q8_0 and Q4_0 are"});
+            {"blk.0.attn_q.weight: type: Q8_1 is not read (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, "
+             "Q5_K, Q6_K, Q8_K, IQ4_NL, MXFP4 are"});
         doc_case(
             [](GgufDoc& d) {
                 GgufTensorOut t;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <sstream>
+#include <utility>
 
 #include "weights/error.h"
 
@@ -235,14 +236,16 @@ const char* ggml_type_name(uint32_t type) {
 }
 
 std::optional<Encoding> ggml_encoding(uint32_t type) {
-    switch (type) {
-        case 0: return Encoding::f32;
-        case 1: return Encoding::f16;
-        case 30: return Encoding::bf16;
-        case 8: return Encoding::q8_0;
-        case 2: return Encoding::q4_0;
-        default: return std::nullopt;
-    }
+    // ggml's type ids (ggml.h enum ggml_type) of the encodings stored.h decodes.
+    static constexpr std::pair<uint32_t, Encoding> kRead[] = {
+        {0, Encoding::f32},    {1, Encoding::f16},    {30, Encoding::bf16},   {2, Encoding::q4_0},
+        {3, Encoding::q4_1},   {6, Encoding::q5_0},   {7, Encoding::q5_1},    {8, Encoding::q8_0},
+        {12, Encoding::q4_k},  {13, Encoding::q5_k},  {14, Encoding::q6_k},   {15, Encoding::q8_k},
+        {20, Encoding::iq4_nl}, {39, Encoding::mxfp4},
+    };
+    for (const auto& [id, e] : kRead)
+        if (id == type) return e;
+    return std::nullopt;
 }
 
 GgufFile GgufFile::open(const std::string& path) {
@@ -364,7 +367,7 @@ StoredTensor GgufFile::stored(const GgufTensorInfo& t) const {
     const auto enc = ggml_encoding(t.type);
     if (!enc)
         throw WeightsError(path() + ": " + shown(t.name) + ": type: " + ggml_type_name(t.type) +
-                           " is not read (F32, F16, BF16, Q8_0 and Q4_0 are; dequantise or requantise to one of them)");
+                           " is not read (" + encodings_read() + " are; requantise to one of them)");
     StoredTensor s;
     s.file = path();
     s.name = t.name;

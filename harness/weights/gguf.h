@@ -14,8 +14,8 @@
 // Opening checks every length against the bytes that remain (counts, strings,
 // arrays, dimensions), the value and tensor types, duplicate keys and names,
 // the alignment, and that every tensor lies inside the file, aligned, without
-// overlapping another. A tensor type outside F32 / F16 / BF16 / Q8_0 / Q4_0 is
-// allowed in the file; it is refused when a tensor of that type is read.
+// overlapping another. A tensor type stored.h does not decode is allowed in
+// the file; it is refused when a tensor of that type is read.
 #pragma once
 
 #include <cstdint>
@@ -79,8 +79,8 @@ class GgufFile {
     const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }  // in file order
     const GgufTensorInfo* tensor(const std::string& name) const;          // nullptr when absent
 
-    // The tensor as one to decode (shape = ne reversed); a ggml type other
-    // than F32, F16, BF16, Q8_0 and Q4_0 is refused, naming tensor and type.
+    // The tensor as one to decode (shape = ne reversed); a ggml type stored.h
+    // does not decode is refused, naming tensor and type.
     StoredTensor stored(const GgufTensorInfo& t) const;
 
    private:

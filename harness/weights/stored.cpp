@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "weights/error.h"
+#include "weights/ggml_blocks.h"
 
 namespace conform::weights {
 
@@ -18,71 +19,56 @@ uint16_t load_u16(const uint8_t* p) {
     return v;
 }
 
-float load_f32(const uint8_t* p) {
-    float v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
+// A plain float is a "block" of one element.
+void f32_element(const uint8_t* src, float* y) { std::memcpy(y, src, 4); }
+void f16_element(const uint8_t* src, float* y) { *y = half_to_float(load_u16(src)); }
+void bf16_element(const uint8_t* src, float* y) { *y = bf16_to_float(load_u16(src)); }
 
-// One row of `n` elements from `src` into `dst`.
-void decode_row(Encoding e, const uint8_t* src, int64_t n, float* dst) {
-    switch (e) {
-        case Encoding::f32:
-            for (int64_t i = 0; i < n; ++i) dst[i] = load_f32(src + 4 * i);
-            return;
-        case Encoding::f16:
-            for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(load_u16(src + 2 * i));
-            return;
-        case Encoding::bf16:
-            for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(load_u16(src + 2 * i));
-            return;
-        case Encoding::q8_0:
-            for (int64_t b = 0; b < n / 32; ++b) {
-                const uint8_t* blk = src + 34 * b;
-                const float d = half_to_float(load_u16(blk));
-                for (int j = 0; j < 32; ++j) dst[32 * b + j] = d * static_cast<float>(static_cast<int8_t>(blk[2 + j]));
-            }
-            return;
-        case Encoding::q4_0:
-            for (int64_t b = 0; b < n / 32; ++b) {
-                const uint8_t* blk = src + 18 * b;
-                const float d = half_to_float(load_u16(blk));
-                for (int j = 0; j < 16; ++j) {
-                    dst[32 * b + j] = d * static_cast<float>((blk[2 + j] & 0x0F) - 8);
-                    dst[32 * b + j + 16] = d * static_cast<float>((blk[2 + j] >> 4) - 8);
-                }
-            }
-            return;
-    }
+// Every encoding: its name, its block (one element for plain floats) and the
+// function that decodes one block.
+struct EncodingTraits {
+    Encoding encoding;
+    const char* name;
+    int64_t elements, bytes;
+    void (*block)(const uint8_t*, float*);
+};
+constexpr EncodingTraits kEncodings[] = {
+    {Encoding::f32, "F32", 1, 4, f32_element},           {Encoding::f16, "F16", 1, 2, f16_element},
+    {Encoding::bf16, "BF16", 1, 2, bf16_element},        {Encoding::q4_0, "Q4_0", 32, 18, ggml::q4_0},
+    {Encoding::q4_1, "Q4_1", 32, 20, ggml::q4_1},    {Encoding::q5_0, "Q5_0", 32, 22, ggml::q5_0},
+    {Encoding::q5_1, "Q5_1", 32, 24, ggml::q5_1},    {Encoding::q8_0, "Q8_0", 32, 34, ggml::q8_0},
+    {Encoding::q4_k, "Q4_K", 256, 144, ggml::q4_k},  {Encoding::q5_k, "Q5_K", 256, 176, ggml::q5_k},
+    {Encoding::q6_k, "Q6_K", 256, 210, ggml::q6_k},  {Encoding::q8_k, "Q8_K", 256, 292, ggml::q8_k},
+    {Encoding::iq4_nl, "IQ4_NL", 32, 18, ggml::iq4_nl}, {Encoding::mxfp4, "MXFP4", 32, 17, ggml::mxfp4},
+};
+
+const EncodingTraits& traits(Encoding e) {
+    for (const auto& t : kEncodings)
+        if (t.encoding == e) return t;
+    return kEncodings[0];  // unreachable: every enumerator has a row
 }
 
 }  // namespace
 
-const char* to_string(Encoding e) {
-    switch (e) {
-        case Encoding::f32: return "F32";
-        case Encoding::f16: return "F16";
-        case Encoding::bf16: return "BF16";
-        case Encoding::q8_0: return "Q8_0";
-        case Encoding::q4_0: return "Q4_0";
-    }
-    return "?";
+const char* to_string(Encoding e) { return traits(e).name; }
+int64_t block_elements(Encoding e) { return traits(e).elements; }
+int64_t block_bytes(Encoding e) { return traits(e).bytes; }
+bool is_quantised(Encoding e) { return traits(e).elements > 1; }
+
+std::string encodings_read() {
+    std::string s;
+    for (const auto& t : kEncodings) s += (s.empty() ? "" : ", ") + std::string(t.name);
+    return s;
 }
 
-int64_t block_elements(Encoding e) { return is_quantised(e) ? 32 : 1; }
-
-int64_t block_bytes(Encoding e) {
-    switch (e) {
-        case Encoding::f32: return 4;
-        case Encoding::f16:
-        case Encoding::bf16: return 2;
-        case Encoding::q8_0: return 2 + 32;
-        case Encoding::q4_0: return 2 + 16;
+void dequantise(Encoding e, const uint8_t* src, int64_t n, float* dst) {
+    if (e == Encoding::f32) {  // most checkpoints' norms and many whole files: a row at once
+        std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+        return;
     }
-    return 0;
+    const EncodingTraits& t = traits(e);
+    for (int64_t b = 0; b < n / t.elements; ++b) t.block(src + b * t.bytes, dst + b * t.elements);
 }
-
-bool is_quantised(Encoding e) { return e == Encoding::q8_0 || e == Encoding::q4_0; }
 
 int64_t StoredTensor::rows() const {
     int64_t r = 1;
@@ -98,12 +84,18 @@ void decode_rows(const StoredTensor& t, int64_t r0, int64_t r1, float* out) {
                            ") asked of a tensor of shape " + shape_string(t.shape));
     for (int64_t r = r0; r < r1; ++r) {
         float* dst = out + (r - r0) * n;
-        decode_row(t.encoding, t.data + static_cast<uint64_t>(r) * row, n, dst);
+        dequantise(t.encoding, t.data + static_cast<uint64_t>(r) * row, n, dst);
         for (int64_t c = 0; c < n; ++c)
             if (!std::isfinite(dst[c])) {
                 std::ostringstream o;
                 o << t.file << ": " << t.name << ": element [" << r << ", " << c << "] is " << dst[c] << " ("
-                  << to_string(t.encoding) << "): a checkpoint's weights must be finite";
+                  << to_string(t.encoding);
+                // A block format's non-finite value comes from its scale: name the block to look at.
+                if (is_quantised(t.encoding))
+                    o << ", block " << c / block_elements(t.encoding) << " of row " << r << ", at byte "
+                      << static_cast<uint64_t>(r) * row + static_cast<uint64_t>(c / block_elements(t.encoding) * block_bytes(t.encoding))
+                      << " of the tensor";
+                o << "): a checkpoint's weights must be finite";
                 throw WeightsError(o.str());
             }
     }

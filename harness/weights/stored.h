@@ -14,15 +14,21 @@
 
 namespace conform::weights {
 
-// The element encodings the readers decode. Q8_0 / Q4_0 are ggml's blocks of
-// 32 elements (a float16 scale d, then 32 int8 q: x = d q; or 16 bytes of
-// nibbles, low nibbles elements 0..15, high nibbles 16..31: x = d (q - 8)).
-enum class Encoding { f32, f16, bf16, q8_0, q4_0 };
+// The element encodings the readers decode: plain floats, and ggml's block
+// formats (ggml_blocks.h has each block's layout and formula), decoded
+// bit-identically to ggml's own dequantisers.
+enum class Encoding { f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k, q8_k, iq4_nl, mxfp4 };
 
-const char* to_string(Encoding e);  // "F32", "F16", "BF16", "Q8_0", "Q4_0"
-int64_t block_elements(Encoding e);  // 1, or 32 for the block formats
-int64_t block_bytes(Encoding e);     // 4, 2, 2, 34, 18
+const char* to_string(Encoding e);  // "F32", "Q4_K", ... (ggml's names)
+int64_t block_elements(Encoding e);  // 1 for plain floats, 32 or 256 for the block formats
+int64_t block_bytes(Encoding e);     // a block's (or an element's) bytes
 bool is_quantised(Encoding e);
+// "F32, F16, BF16, Q4_0, ...": every encoding, for a refusal's message.
+std::string encodings_read();
+
+// `n` elements (a multiple of the block) from `src` into `dst`, as the format
+// defines them, without judging them: decode_rows refuses what is not finite.
+void dequantise(Encoding e, const uint8_t* src, int64_t n, float* dst);
 
 struct StoredTensor {
     std::string file;            // the file it is in (messages)

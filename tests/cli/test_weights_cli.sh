@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Real checkpoints through conform (docs/checkpoints.md): tiny models
 # written in the real formats (tests/weights/make_checkpoints.cpp: HF
-# safetensors F32/BF16/F16/sharded, GGUF F32/F16/Q8_0/Q4_0, Llama 3, Qwen3).
+# safetensors F32/BF16/F16/sharded, GGUF F32/F16/Q8_0/Q4_0/Q4_K_M, Llama 3, Qwen3).
 #  * the gate on a layer's real weights: scalar and simd conform, drawn and
 #    model inputs, one layer and all; a mutant is caught and named, and its
 #    replay line reproduces the failure;
@@ -25,6 +25,12 @@ for m in llama-hf llama-hf-bf16 llama-hf-sharded llama.gguf llama-q8_0.gguf llam
   expect 0 "^block +scalar" -- --weights "$ck/$m" --layer 1 --cases 8 "${run[@]}" --out "$tmp/r-$m"
 done
 grep -q '"weights"' "$tmp/r-llama-hf/conform.json" || fail "report: no config.weights"
+# llama.cpp's Q4_K_M mix (Q4_K, with Q6_K for layer 2's attn_v and ffn_down and the head): every layer, then forward.
+expect 0 "layer 2:.*weights read" -- --weights "$ck/llama-k-q4_k_m.gguf" --layers all --cases 3 --impl scalar,simd \
+  --no-default-fixtures --out "$tmp/q4km"
+grep -q "Q6_K dequantised to float32 (3 tensors)" "$tmp/out" || fail "Q4_K_M: the Q6_K tensors are not reported"
+expect 0 "logits: $tmp/q4km.h5" -- forward --weights "$ck/llama-k-q4_k_m.gguf" --token-count 5 --impl scalar,simd \
+  --save-logits "$tmp/q4km.h5"
 expect 0 "layer 0:.*weights read" -- --weights "$ck/qwen3-hf" --layers all --inputs model --cases 6 \
   --impl scalar --no-default-fixtures --out "$tmp/model"
 grep -q 'inputs=model' "$tmp/model/conform.json" || fail "--inputs model: no case id says inputs=model"

@@ -11,6 +11,9 @@
 //   DIR/llama3-hf/, llama3.gguf   head_dim 64, theta 500000, llama3 scaling (rope_freqs.weight)
 //   DIR/qwen3-hf/, qwen3.gguf     head_dim 32 != d/H, QK-norm, tied embeddings
 //   DIR/qwen2-hf/, qwen2.gguf     q, k, v projection biases (k's mean 4), theta 1e6
+//   DIR/llama-k.gguf, llama-k-q4_k_m.gguf, llama-k-q5_k_m.gguf
+//                                 D 256 (K-quant super-blocks need rows of 256), 3 layers;
+//                                 F32, and mixed as llama.cpp's Q4_K_M / Q5_K_M lay them out
 //
 // Every model is the same seeded random draw in each of its formats.
 #include <cstdlib>
@@ -67,6 +70,16 @@ int main(int argc, char** argv) {
     const Model m2 = random_model(q2);
     write_hf(m2, path("qwen2-hf"));
     write_file(path("qwen2.gguf"), gguf_bytes(gguf_doc(m2)));
+    ModelSpec lk = llama;
+    lk.d_model = 256, lk.head_dim = 64, lk.ffn_dim = 512, lk.layers = 3;
+    const Model mk = random_model(lk);
+    write_file(path("llama-k.gguf"), gguf_bytes(gguf_doc(mk)));
+    for (auto [type, name] : {std::pair{kGgmlQ4_K, "llama-k-q4_k_m.gguf"}, std::pair{kGgmlQ5_K, "llama-k-q5_k_m.gguf"}}) {
+        GgufOptions o;
+        o.matrices = type;
+        o.k_mix = true;
+        write_file(path(name), gguf_bytes(gguf_doc(mk, o)));
+    }
     std::cout << "weights_checkpoints: wrote " << dir.string() << "\n";
     return 0;
 }

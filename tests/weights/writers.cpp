@@ -39,18 +39,20 @@ HfTensor draw(Rng& r, std::vector<int64_t> shape, double stddev, double mean = 0
     return t;
 }
 
+// float16 bits to their value, kept local so the writer does not lean on the
+// reader's conversion.
+float half_value(uint16_t h) {
+    const uint32_t e = (h >> 10) & 0x1F, m = h & 0x3FF;
+    const float v = e == 0 ? std::ldexp(static_cast<float>(m), -24) : std::ldexp(1.0f + m / 1024.0f, static_cast<int>(e) - 15);
+    return h & 0x8000 ? -v : v;
+}
+
 // ggml's Q8_0 / Q4_0 on one block of 32.
 void q8_block(const float* x, std::string& out) {
     float amax = 0;
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
     const uint16_t d16 = float_to_half(amax / 127.0f);
-    float d = 0;
-    {
-        // half -> float through the bits, kept local so the writer does not
-        // lean on the reader's conversion
-        const uint32_t e = (d16 >> 10) & 0x1F, m = d16 & 0x3FF;
-        d = e == 0 ? std::ldexp(static_cast<float>(m), -24) : std::ldexp(1.0f + m / 1024.0f, static_cast<int>(e) - 15);
-    }
+    const float d = half_value(d16);
     put<uint16_t>(out, d16);
     for (int j = 0; j < 32; ++j) {
         const float q = d == 0 ? 0.0f : std::round(x[j] / d);
@@ -62,13 +64,101 @@ void q4_block(const float* x, std::string& out) {
     for (int j = 0; j < 32; ++j)
         if (std::fabs(x[j]) > std::fabs(mx)) mx = x[j];
     const uint16_t d16 = float_to_half(mx / -8.0f);
-    const uint32_t e = (d16 >> 10) & 0x1F, m = d16 & 0x3FF;
-    float d = e == 0 ? std::ldexp(static_cast<float>(m), -24) : std::ldexp(1.0f + m / 1024.0f, static_cast<int>(e) - 15);
-    if (d16 & 0x8000) d = -d;
+    const float d = half_value(d16);
     put<uint16_t>(out, d16);
     int q[32];
     for (int j = 0; j < 32; ++j) q[j] = d == 0 ? 8 : std::max(0, std::min(15, static_cast<int>(std::floor(x[j] / d + 8.5f))));
     for (int j = 0; j < 16; ++j) out.push_back(static_cast<char>(q[j] | (q[j + 16] << 4)));
+}
+
+int clamp_round(float v, int lo, int hi) { return std::max(lo, std::min(hi, static_cast<int>(std::lround(v)))); }
+
+// A Q4_K (bits 4) or Q5_K (bits 5) super-block of 256 from the format's
+// definition (ggml-common.h block_q4_K / block_q5_K): 8 sub-blocks of 32,
+// each x ~ d sc q - dmin m with 6-bit sc, m and q in [0, 2^bits). Not
+// ggml's quantiser (which searches for the scales): any valid block will do,
+// the reader's exactness is tests/test_dequant.cpp's business.
+void qk_asym_block(const float* x, int bits, std::string& out) {
+    const int qmax = (1 << bits) - 1;
+    float scale[8], minus_min[8];  // per sub-block: step, and -min (>= 0: the zero stays in range)
+    float smax = 0, mmax = 0;
+    for (int j = 0; j < 8; ++j) {
+        float lo = 0, hi = 0;
+        for (int l = 0; l < 32; ++l) lo = std::min(lo, x[32 * j + l]), hi = std::max(hi, x[32 * j + l]);
+        scale[j] = (hi - lo) / static_cast<float>(qmax);
+        minus_min[j] = -lo;
+        smax = std::max(smax, scale[j]), mmax = std::max(mmax, minus_min[j]);
+    }
+    const uint16_t d16 = float_to_half(smax / 63), dmin16 = float_to_half(mmax / 63);
+    const float d = half_value(d16), dmin = half_value(dmin16);
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; ++j) {
+        sc[j] = static_cast<uint8_t>(d == 0 ? 0 : clamp_round(scale[j] / d, 0, 63));
+        m[j] = static_cast<uint8_t>(dmin == 0 ? 0 : clamp_round(minus_min[j] / dmin, 0, 63));
+    }
+    put<uint16_t>(out, d16);
+    put<uint16_t>(out, dmin16);
+    // The 12 scale bytes, as get_scale_min_k4 unpacks them: sub-blocks 0..3 in
+    // the low 6 bits of bytes 0..3 (sc) and 4..7 (m); 4..7 split into a nibble
+    // of bytes 8..11 and the top 2 bits of bytes 0..7.
+    uint8_t packed[12];
+    for (int j = 0; j < 4; ++j) {
+        packed[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
+        packed[j + 4] = static_cast<uint8_t>(m[j] | ((m[j + 4] >> 4) << 6));
+        packed[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
+    }
+    out.append(reinterpret_cast<const char*>(packed), 12);
+    int q[256];
+    for (int e = 0; e < 256; ++e) {
+        const float step = d * sc[e / 32];
+        q[e] = step == 0 ? 0 : clamp_round((x[e] + dmin * m[e / 32]) / step, 0, qmax);
+    }
+    // Pairs of sub-blocks share 32 bytes: the first in the low nibbles, the
+    // second in the high; Q5_K's 5th bits in qh[l], bits 2p and 2p + 1.
+    if (bits == 5) {
+        uint8_t qh[32] = {};
+        for (int p = 0; p < 4; ++p)
+            for (int l = 0; l < 32; ++l)
+                qh[l] = static_cast<uint8_t>(qh[l] | ((q[64 * p + l] >> 4) << (2 * p)) | ((q[64 * p + 32 + l] >> 4) << (2 * p + 1)));
+        out.append(reinterpret_cast<const char*>(qh), 32);
+    }
+    for (int p = 0; p < 4; ++p)
+        for (int l = 0; l < 32; ++l) out.push_back(static_cast<char>((q[64 * p + l] & 0xF) | ((q[64 * p + 32 + l] & 0xF) << 4)));
+}
+
+// A Q6_K super-block (block_q6_K): 16 sub-blocks of 16 with an int8 scale,
+// x ~ d sc (q - 32), q in [0, 64); ql the low nibbles, qh the top 2 bits, d last.
+void q6k_block(const float* x, std::string& out) {
+    float scale[16], smax = 0;
+    for (int j = 0; j < 16; ++j) {
+        float amax = 0;
+        for (int l = 0; l < 16; ++l) amax = std::max(amax, std::fabs(x[16 * j + l]));
+        scale[j] = amax / 31;
+        smax = std::max(smax, scale[j]);
+    }
+    const uint16_t d16 = float_to_half(smax / 127);
+    const float d = half_value(d16);
+    int8_t sc[16];
+    int q[256];
+    for (int j = 0; j < 16; ++j) sc[j] = static_cast<int8_t>(d == 0 ? 0 : clamp_round(scale[j] / d, -128, 127));
+    for (int e = 0; e < 256; ++e) {
+        const float step = d * sc[e / 16];
+        q[e] = (step == 0 ? 0 : clamp_round(x[e] / step, -32, 31)) + 32;
+    }
+    // Each half of 128: ql[l] holds elements l (low) and l + 64 (high),
+    // ql[l + 32] elements l + 32 and l + 96; qh[l] their top bits, 2 each.
+    uint8_t ql[128], qh[64];
+    for (int n = 0; n < 2; ++n)
+        for (int l = 0; l < 32; ++l) {
+            const int* h = q + 128 * n;
+            ql[64 * n + l] = static_cast<uint8_t>((h[l] & 0xF) | ((h[l + 64] & 0xF) << 4));
+            ql[64 * n + l + 32] = static_cast<uint8_t>((h[l + 32] & 0xF) | ((h[l + 96] & 0xF) << 4));
+            qh[32 * n + l] = static_cast<uint8_t>((h[l] >> 4) | ((h[l + 32] >> 4) << 2) | ((h[l + 64] >> 4) << 4) | ((h[l + 96] >> 4) << 6));
+        }
+    out.append(reinterpret_cast<const char*>(ql), 128);
+    out.append(reinterpret_cast<const char*>(qh), 64);
+    out.append(reinterpret_cast<const char*>(sc), 16);
+    put<uint16_t>(out, d16);
 }
 
 std::string hf_arch(const std::string& a) {
@@ -325,6 +415,22 @@ std::string quantise_q4_0(const std::vector<float>& x) {
     return out;
 }
 
+std::string quantise_k(uint32_t type, const std::vector<float>& x) {
+    std::string out;
+    for (size_t b = 0; b + 256 <= x.size(); b += 256) {
+        if (type == kGgmlQ6_K) q6k_block(x.data() + b, out);
+        else qk_asym_block(x.data() + b, type == kGgmlQ5_K ? 5 : 4, out);
+    }
+    return out;
+}
+
+uint32_t k_mix_type(uint32_t base, const std::string& name, int64_t layer, int64_t n_layers) {
+    const bool more_bits = layer < n_layers / 8 || layer >= 7 * n_layers / 8 || (layer - n_layers / 8) % 3 == 2;
+    if (name == "output.weight") return kGgmlQ6_K;
+    const bool v_or_down = name.find(".attn_v.") != std::string::npos || name.find(".ffn_down.") != std::string::npos;
+    return v_or_down && more_bits ? kGgmlQ6_K : base;
+}
+
 HfTensor permute_for_gguf(const HfTensor& w, int64_t n_head) {
     const int64_t out = w.shape[0], in = w.shape[1], half = out / n_head / 2;
     HfTensor p = w;
@@ -374,7 +480,7 @@ GgufDoc gguf_doc(const Model& m, const GgufOptions& o) {
     d.kv.push_back(kv_f32(a + ".rope.freq_base", static_cast<float>(s.theta)));
     d.kv.push_back(kv_u32(a + ".rope.dimension_count", static_cast<uint32_t>(s.head_dim)));
     d.kv.push_back(kv_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(s.eps)));
-    if (o.matrices == kGgmlQ8_0 || o.matrices == kGgmlQ4_0) d.kv.push_back(kv_u32("general.quantization_version", 2));
+    if (o.matrices != kGgmlF32 && o.matrices != kGgmlF16 && o.matrices != kGgmlBF16) d.kv.push_back(kv_u32("general.quantization_version", 2));
     if (o.tokens) {
         std::vector<std::string> tokens;
         for (int64_t t = 0; t < s.vocab; ++t) tokens.push_back("<t" + std::to_string(t) + ">");
@@ -387,12 +493,19 @@ GgufDoc gguf_doc(const Model& m, const GgufOptions& o) {
         g.name = name;
         for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) g.ne.push_back(static_cast<uint64_t>(*it));
         g.type = matrix ? o.matrices : kGgmlF32;
+        if (matrix && o.k_mix) {
+            const int64_t layer = name.rfind("blk.", 0) == 0 ? std::stoll(name.substr(4)) : -1;
+            g.type = k_mix_type(o.matrices, name, layer, s.layers);
+        }
         switch (g.type) {
             case kGgmlF32: g.bytes = encode(t.data, "F32"); break;
             case kGgmlF16: g.bytes = encode(t.data, "F16"); break;
             case kGgmlBF16: g.bytes = encode(t.data, "BF16"); break;
             case kGgmlQ8_0: g.bytes = quantise_q8_0(t.data); break;
             case kGgmlQ4_0: g.bytes = quantise_q4_0(t.data); break;
+            case kGgmlQ4_K:
+            case kGgmlQ5_K:
+            case kGgmlQ6_K: g.bytes = quantise_k(g.type, t.data); break;
             default: throw std::invalid_argument("gguf_doc: type " + std::to_string(g.type));
         }
         d.tensors.push_back(std::move(g));

@@ -2,7 +2,7 @@
 // tests and the fuzz target: one seeded random model written as Hugging Face
 // safetensors (+ config.json; one file or shards with an index; F32, F16,
 // BF16) and as GGUF (llama with the HF-to-GGUF converter's Q/K permutation,
-// qwen2 / qwen3 unpermuted; F32, F16, BF16, Q8_0, Q4_0; llama3's
+// qwen2 / qwen3 unpermuted; F32, F16, BF16, Q8_0, Q4_0, Q4_K_M; llama3's
 // rope_freqs.weight), byte by byte from the formats' specifications.
 //
 // The low-level builders (safetensors_bytes, GgufDoc) write whatever they are
@@ -73,7 +73,9 @@ void write_hf(const Model& m, const std::string& dir, const std::string& dtype =
 
 // ---- GGUF ------------------------------------------------------------------------------------
 
-enum : uint32_t { kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ8_0 = 8, kGgmlQ4_K = 12, kGgmlBF16 = 30 };
+enum : uint32_t {
+    kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ8_0 = 8, kGgmlQ4_K = 12, kGgmlQ5_K = 13, kGgmlQ6_K = 14, kGgmlBF16 = 30
+};
 
 struct GgufKv {
     std::string key;
@@ -110,6 +112,14 @@ std::string gguf_bytes(const GgufDoc& d);
 // u8 qs[16]}, low nibbles elements 0..15, high 16..31, x = d (q - 8).
 std::string quantise_q8_0(const std::vector<float>& x);
 std::string quantise_q4_0(const std::vector<float>& x);
+// ggml's super-blocks of 256 (Q4_K, Q5_K, Q6_K; layouts in
+// harness/weights/ggml_blocks.h), with simple min/max scales.
+std::string quantise_k(uint32_t type, const std::vector<float>& x);
+// The type llama.cpp's quantiser gives a llama tensor in a Q4_K_M (base
+// Q4_K) or Q5_K_M (base Q5_K) file (src/llama-quant.cpp): output.weight
+// Q6_K; attn_v and ffn_down Q6_K on the layers use_more_bits picks (the
+// first and last eighth, every third between); everything else the base.
+uint32_t k_mix_type(uint32_t base, const std::string& name, int64_t layer, int64_t n_layers);
 
 // The converter's permutation of an HF q/k weight [out, in] for interleaved
 // RoPE (convert_hf_to_gguf.py LlamaModel.permute):
@@ -122,6 +132,7 @@ std::vector<float> converter_rope_freqs(double theta, int64_t dim, const RopeSca
 
 struct GgufOptions {
     uint32_t matrices = kGgmlF32;  // the 2-D weights' type (norms stay F32, as llama.cpp keeps them)
+    bool k_mix = false;            // matrices = Q4_K or Q5_K: mixed with Q6_K as a _K_M file (k_mix_type)
     bool tokens = true;            // tokenizer.ggml.tokens, a string array
     bool alignment_key = true;     // general.alignment
 };
