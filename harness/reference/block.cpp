@@ -15,9 +15,9 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
     // ---- attention sublayer ---------------------------------------------
     // (post-norm, a hypothesis: the sublayer reads x itself and the norm follows the residual add)
     tap["attn_in"] = v.post_norm ? x : rmsnorm(x, in.at("attn_norm").reshape({c.d_model}), c.norm_eps, c.norm_plus_one, ctx);  // [T, D]
-    tap["q"] = matmul(tap["attn_in"], in.at("wq"), ctx);  // [T, H*hd]
-    tap["k"] = matmul(tap["attn_in"], in.at("wk"), ctx);  // [T, KV*hd]
-    tap["v"] = matmul(tap["attn_in"], in.at("wv"), ctx);  // [T, KV*hd]
+    tap["q"] = matmul(linear_input(tap["attn_in"], "wq", ctx), in.at("wq"), ctx);  // [T, H*hd]
+    tap["k"] = matmul(linear_input(tap["attn_in"], "wk", ctx), in.at("wk"), ctx);  // [T, KV*hd]
+    tap["v"] = matmul(linear_input(tap["attn_in"], "wv", ctx), in.at("wv"), ctx);  // [T, KV*hd]
     // Qwen2: q_proj etc. are nn.Linear(bias=True); the bias is part of the
     // projection, so the taps q, k, v include it and QK-norm and RoPE see it.
     using Bias = Variant::QkvBias;
@@ -99,7 +99,7 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
     tap["attn"] =
         attention(tap["q_rot"], keys, vv, positions, positions, attention_params(c),
                   c.attn_sinks ? in.at("sinks") : torch::Tensor(), ctx, cached);
-    auto proj = matmul(tap["attn"], in.at("wo"), ctx);  // [T, D]
+    auto proj = matmul(linear_input(tap["attn"], "wo", ctx), in.at("wo"), ctx);  // [T, D]
     tap["h"] = v.residual_missing ? proj : x + proj;
     if (v.post_norm) tap["h"] = rmsnorm(tap["h"], in.at("attn_norm").reshape({c.d_model}), c.norm_eps, c.norm_plus_one, ctx);
 

@@ -47,6 +47,25 @@ void sequential(const Acc* a, const Acc* b, Acc* out, int64_t batch, int64_t M, 
 
 }  // namespace
 
+torch::Tensor q8_k_round_trip(const torch::Tensor& x) {
+    const auto K = x.size(-1);
+    TORCH_CHECK(K % 256 == 0, "Q8_K: rows of ", K, " are not whole blocks of 256");
+    auto sizes = x.sizes().vec();
+    sizes.back() = K / 256;
+    sizes.push_back(256);
+    const auto b = x.to(torch::kFloat32).reshape(sizes);                  // [..., K/256, 256]
+    const auto m = b.gather(-1, b.abs().argmax(-1, true));                 // argmax: the first of equals
+    const auto iscale = torch::full_like(m, -127.0f) / m;                  // float32, as ggml
+    const auto q = torch::clamp_max(torch::round(iscale * b), 127.0f);     // rint: ties to even
+    const auto d = torch::ones_like(iscale) / iscale;
+    const auto y = torch::where(m == 0, torch::zeros_like(b), d * q);
+    return y.reshape(x.sizes()).to(x.dtype());
+}
+
+torch::Tensor linear_input(const torch::Tensor& a, const char* w, const Ctx& ctx) {
+    return ctx.v.q8_k_inputs.count(w) ? q8_k_round_trip(a) : a;
+}
+
 torch::Tensor matmul(const torch::Tensor& a, const torch::Tensor& b, const Ctx& ctx) {
     if (ctx.order == Order::library) return torch::matmul(a, b);
     // One accumulator per output element, k ascending: acc += a[..., :, k] * b[..., k, :].

@@ -24,10 +24,11 @@ DTensor dtensor(const torch::Tensor& t) {
 }  // namespace
 
 BlockStep block_f64(const DTensor& x, const Named& weights, const std::vector<int64_t>& positions,
-                    const BlockConfig& c, bool all_taps) {
+                    const BlockConfig& c, bool all_taps, const std::set<std::string>& q8_k_inputs) {
     torch::NoGradGuard no_grad;
-    const Variant faithful;
-    const Ctx ctx{torch::kFloat64, torch::kFloat64, Order::library, faithful};
+    Variant engine;
+    engine.q8_k_inputs = q8_k_inputs;
+    const Ctx ctx{torch::kFloat64, torch::kFloat64, Order::library, engine};
     std::map<std::string, torch::Tensor> in;
     for (const auto& [name, t] : weights) in[name] = f64(t);
     in["x"] = f64(x);
@@ -52,11 +53,12 @@ DTensor rmsnorm_f64(const DTensor& x, const Tensor& weight, double eps, bool plu
     return dtensor(rmsnorm(f64(x), f64(weight).reshape({-1}), eps, plus_one, ctx));
 }
 
-DTensor matmul_f64(const DTensor& x, const Tensor& w) {
+DTensor matmul_f64(const DTensor& x, const Tensor& w, bool q8_k_input) {
     torch::NoGradGuard no_grad;
     const Variant faithful;
     const Ctx ctx{torch::kFloat64, torch::kFloat64, Order::library, faithful};
-    return dtensor(matmul(f64(x), f64(w), ctx));
+    const auto a = f64(x);
+    return dtensor(matmul(q8_k_input ? q8_k_round_trip(a) : a, f64(w), ctx));
 }
 
 }  // namespace conform::ref

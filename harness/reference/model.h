@@ -4,6 +4,8 @@
 // never passes through float32. Torch-free header; model.cpp includes torch.
 #pragma once
 
+#include <set>
+#include <string>
 #include <vector>
 
 #include "core/case.h"
@@ -20,13 +22,15 @@ struct BlockStep {
     DTensor h, out;
     NamedD taps;
 };
+// q8_k_inputs: the weights whose inputs an engine quantises to Q8_K
+// (Variant::q8_k_inputs); empty for the model itself.
 BlockStep block_f64(const DTensor& x, const Named& weights, const std::vector<int64_t>& positions,
-                    const BlockConfig& c, bool all_taps = false);
+                    const BlockConfig& c, bool all_taps = false, const std::set<std::string>& q8_k_inputs = {});
 
 // y[T, D] = rmsnorm(x) * weight[1, D], in float64.
 DTensor rmsnorm_f64(const DTensor& x, const Tensor& weight, double eps, bool plus_one);
 
-// y[T, N] = x[T, K] @ w[K, N], in float64.
-DTensor matmul_f64(const DTensor& x, const Tensor& w);
+// y[T, N] = x[T, K] @ w[K, N], in float64 (q8_k_input: x through Q8_K first).
+DTensor matmul_f64(const DTensor& x, const Tensor& w, bool q8_k_input = false);
 
 }  // namespace conform::ref

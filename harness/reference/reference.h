@@ -15,6 +15,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 
 #include "core/case.h"
@@ -55,6 +56,12 @@ struct Variant {
     QkNorm qk_norm = QkNorm::as_config;
 
     bool gqa_tiled = false;  // query head h reads kv head h % KV instead of h / group
+
+    // An engine that quantises a matmul's input rows (llama.cpp's CPU backend,
+    // against K-quant weights: Q8_K, its vec_dot_type): the weights named here
+    // (wq, wk, wv, wo, w1, w3, w2) multiply their input after it went through
+    // Q8_K and back in float32 (q8_k_round_trip, torch_ops.h).
+    std::set<std::string> q8_k_inputs;
 
     // Qwen2's projection biases (config.qkv_bias): dropped, or added to the
     // rotated q and k (a fused rope kernel that takes the bias last).

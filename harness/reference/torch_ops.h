@@ -18,6 +18,14 @@ struct Ctx {
 
 // y = a @ b, in the context's summation order. a[..., M, K], b[..., K, N].
 torch::Tensor matmul(const torch::Tensor& a, const torch::Tensor& b, const Ctx& ctx);
+// The input of the matmul against weight `w` as the engine feeds it: a
+// itself, or (w in ctx.v.q8_k_inputs) a through Q8_K and back.
+torch::Tensor linear_input(const torch::Tensor& a, const char* w, const Ctx& ctx);
+// x[..., K] (K a multiple of 256) quantised to ggml's Q8_K and dequantised,
+// in float32 as ggml-cpu does it (quantize_row_q8_K_ref): per block of 256,
+// m = the first element of largest magnitude (signed), iscale = -127 / m,
+// q = min(127, rint(iscale x)), x' = (1 / iscale) q; a block of zeros stays zero.
+torch::Tensor q8_k_round_trip(const torch::Tensor& x);
 // sum over the last dim, keepdim, in the context's summation order.
 torch::Tensor sum_last(const torch::Tensor& x, const Ctx& ctx);
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <sstream>
 
 #include "config/anatomy.h"
@@ -29,7 +30,20 @@ struct Source {
     std::function<Named(int64_t)> layer;
     std::function<Tensor()> final_norm;                    // [1, D]
     std::function<Tensor(int64_t, int64_t)> head_columns;  // [D, v1 - v0]
+    // The weights an engine like llama.cpp's CPU backend multiplies against
+    // Q8_K-quantised inputs (K-quant weights): layer l's, and the head.
+    std::function<std::set<std::string>(int64_t)> q8_k_inputs = [](int64_t) { return std::set<std::string>{}; };
+    bool head_q8_k = false;
 };
+
+// What the --expect-logits hypothesis of an engine that quantises its inputs is called.
+constexpr const char* kQ8kActivations = "q8_k_activations";
+
+// ggml's vec_dot_type of the K-quant weights this reader decodes: their matmul input is Q8_K.
+bool q8_k_input(weights::Encoding e) {
+    using weights::Encoding;
+    return e == Encoding::q4_k || e == Encoding::q5_k || e == Encoding::q6_k || e == Encoding::q8_k;
+}
 
 // The LM head a slice of the vocabulary at a time: a real one is vocab x D
 // floats (2 GiB for Llama 3 8B), never held whole. f(head slice, v0).
@@ -45,14 +59,18 @@ void place(DTensor& into, const DTensor& part, int64_t v0) {
             into.data[static_cast<size_t>(t * V + v0 + v)] = part.data[static_cast<size_t>(t * part.cols() + v)];
 }
 
-// The reference's float64 logits of the whole model under config c.
+// The reference's float64 logits of the whole model under config c (q8_k:
+// as an engine computes them that quantises K-quant matmuls' inputs to Q8_K).
 DTensor reference_logits(const Source& src, const BlockConfig& c, int64_t layers, int64_t vocab,
-                         const std::vector<int64_t>& ids, const std::vector<int64_t>& pos) {
+                         const std::vector<int64_t>& ids, const std::vector<int64_t>& pos, bool q8_k = false) {
     DTensor x = model::to_double(src.embed(ids));
-    for (int64_t l = 0; l < layers; ++l) x = ref::block_f64(x, src.layer(l), pos, c).out;
+    for (int64_t l = 0; l < layers; ++l)
+        x = ref::block_f64(x, src.layer(l), pos, c, false, q8_k ? src.q8_k_inputs(l) : std::set<std::string>{}).out;
     const DTensor normed = ref::rmsnorm_f64(x, src.final_norm(), c.norm_eps, c.norm_plus_one);
     DTensor logits{{x.rows(), vocab}, std::vector<double>(static_cast<size_t>(x.rows() * vocab))};
-    head_slices(src, vocab, [&](const Tensor& head, int64_t v0) { place(logits, ref::matmul_f64(normed, head), v0); });
+    head_slices(src, vocab, [&](const Tensor& head, int64_t v0) {
+        place(logits, ref::matmul_f64(normed, head, q8_k && src.head_q8_k), v0);
+    });
     return logits;
 }
 
@@ -165,6 +183,13 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
         src = {[&ck](const std::vector<int64_t>& t) { return ck.embedding_rows(t); },
                [&ck](int64_t l) { return ck.layer(l); }, [&ck] { return ck.final_norm(); },
                [&ck](int64_t v0, int64_t v1) { return ck.lm_head_columns(v0, v1); }};
+        src.q8_k_inputs = [&ck](int64_t l) {
+            std::set<std::string> w;
+            for (const char* name : {"wq", "wk", "wv", "wo", "w1", "w3", "w2"})
+                if (q8_k_input(ck.encoding(l, name))) w.insert(name);
+            return w;
+        };
+        src.head_q8_k = q8_k_input(ck.lm_head_encoding());
     } else {
         auto head = std::make_shared<Tensor>(model::lm_head(s));
         src = {[&s](const std::vector<int64_t>& t) { return model::embed(model::embedding(s), t); },
@@ -305,6 +330,14 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
                 const double e = rel_error(reference_logits(src, hc, s.layers, s.vocab, ids, pos), expected->reference);
                 if (e <= o.logits_tol) explained.emplace_back(id, e);
             }
+            // Not a convention but an engine's precision: K-quant weights
+            // multiplied against Q8_K inputs, as llama.cpp's CPU backend does.
+            bool any = src.head_q8_k;
+            for (int64_t l = 0; l < s.layers && !any; ++l) any = !src.q8_k_inputs(l).empty();
+            if (any) {
+                const double e = rel_error(reference_logits(src, c, s.layers, s.vocab, ids, pos, true), expected->reference);
+                if (e <= o.logits_tol) explained.emplace_back(kQ8kActivations, e);
+            }
         }
     }
     f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -417,10 +450,16 @@ std::string forward_table(const ForwardRequest& o, const ForwardResult& f) {
             o.expect_logits, f.expect_ok ? "match" : "DO NOT match", f.expect_err, f.expect_ok ? "<=" : ">",
             o.logits_tol, 100 * f.expect_top1);
         for (const auto& [id, e] : f.explained)
-            out += fmt::format(
-                "  diagnosis: {}: the file's logits are this model with that convention changed "
-                "(rel error {:.2e})\n",
-                id, e);
+            out += id == std::string(kQ8kActivations)
+                       ? fmt::format(
+                             "  diagnosis: {}: the file's logits are this model with every K-quant matmul's input "
+                             "quantised to Q8_K, as llama.cpp's CPU backend computes it (rel error {:.2e}): the "
+                             "engine's activation precision, not a misread model\n",
+                             id, e)
+                       : fmt::format(
+                             "  diagnosis: {}: the file's logits are this model with that convention changed "
+                             "(rel error {:.2e})\n",
+                             id, e);
         if (!f.expect_ok && f.explained.empty())
             out +=
                 "  diagnosis: no single-convention change of the config (layout, theta, scaling, partial "

@@ -106,6 +106,14 @@ const config::ModelConfig& Checkpoint::model() const { return impl_->model; }
 const std::vector<std::string>& Checkpoint::detected() const { return impl_->detected; }
 const std::vector<float>& Checkpoint::rope_freq_factors() const { return impl_->rope_factors; }
 
+Encoding Checkpoint::encoding(int64_t l, const std::string& name) const {
+    if (l < 0 || l >= static_cast<int64_t>(impl_->layers.size()) || !impl_->layers[static_cast<size_t>(l)].count(name))
+        throw WeightsError(impl_->model.name + ": layer " + std::to_string(l) + " weight '" + name + "' asked, not in the model");
+    return impl_->layers[static_cast<size_t>(l)].at(name).t.encoding;
+}
+
+Encoding Checkpoint::lm_head_encoding() const { return impl_->lm_head.t.encoding; }
+
 Named Checkpoint::layer(int64_t l) const {
     if (l < 0 || l >= static_cast<int64_t>(impl_->layers.size()))
         throw WeightsError(impl_->model.name + ": layer " + std::to_string(l) + " asked, the model has " +

@@ -28,6 +28,7 @@
 #include "config/presets.h"
 #include "core/case.h"
 #include "weights/error.h"
+#include "weights/stored.h"
 
 namespace conform::weights {
 
@@ -70,6 +71,12 @@ class Checkpoint {
     // [D, v1 - v0]: the LM head's columns for vocab ids [v0, v1), so logits
     // can be formed a slice at a time (a full LM head is vocab x D floats).
     Tensor lm_head_columns(int64_t v0, int64_t v1) const;
+
+    // How layer l's weight `name` (schema name, as layer() gives it) is
+    // stored; lm_head_encoding() the LM head's. An engine's arithmetic may
+    // depend on it (llama.cpp quantises a K-quant matmul's inputs to Q8_K).
+    Encoding encoding(int64_t l, const std::string& name) const;
+    Encoding lm_head_encoding() const;
 
     // GGUF rope_freqs.weight (one factor per rotated pair, already mapped to
     // model().block.rope_scaling); empty when the file has none.

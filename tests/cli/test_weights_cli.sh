@@ -31,6 +31,14 @@ expect 0 "layer 2:.*weights read" -- --weights "$ck/llama-k-q4_k_m.gguf" --layer
 grep -q "Q6_K dequantised to float32 (3 tensors)" "$tmp/out" || fail "Q4_K_M: the Q6_K tensors are not reported"
 expect 0 "logits: $tmp/q4km.h5" -- forward --weights "$ck/llama-k-q4_k_m.gguf" --token-count 5 --impl scalar,simd \
   --save-logits "$tmp/q4km.h5"
+# llama.cpp's own logits on that file (tests/weights/llamacpp-llama-k-q4_k_m.h5, its commit in the file's
+# attributes): 2e-2 from the dequantised model, and named as its Q8_K activations (2.2e-7 once modelled).
+# The same logits against the F32 model (other weights) are not explained by it.
+llamacpp=${SRC:?}/tests/weights/llamacpp-llama-k-q4_k_m.h5
+expect 1 "diagnosis: q8_k_activations: .*\(rel error [0-9.]+e-0[7-9]\)" -- forward --weights "$ck/llama-k-q4_k_m.gguf" \
+  --tokens 1,5,2,7,3 --impl scalar --expect-logits "$llamacpp"
+expect 1 "no single-convention change" -- forward --weights "$ck/llama-k.gguf" --tokens 1,5,2,7,3 --impl scalar \
+  --expect-logits "$llamacpp"
 expect 0 "layer 0:.*weights read" -- --weights "$ck/qwen3-hf" --layers all --inputs model --cases 6 \
   --impl scalar --no-default-fixtures --out "$tmp/model"
 grep -q 'inputs=model' "$tmp/model/conform.json" || fail "--inputs model: no case id says inputs=model"
