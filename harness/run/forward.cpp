@@ -31,9 +31,12 @@ struct Source {
     std::function<Tensor()> final_norm;                    // [1, D]
     std::function<Tensor(int64_t, int64_t)> head_columns;  // [D, v1 - v0]
     // The weights an engine like llama.cpp's CPU backend multiplies against
-    // Q8_K-quantised inputs (K-quant weights): layer l's, and the head.
-    std::function<std::set<std::string>(int64_t)> q8_k_inputs = [](int64_t) { return std::set<std::string>{}; };
+    // Q8_K-quantised inputs (K-quant weights): per layer (empty: none), and the head.
+    std::vector<std::set<std::string>> q8_k_inputs;
     bool head_q8_k = false;
+    bool any_q8_k() const {
+        return head_q8_k || std::any_of(q8_k_inputs.begin(), q8_k_inputs.end(), [](const auto& w) { return !w.empty(); });
+    }
 };
 
 // What the --expect-logits hypothesis of an engine that quantises its inputs is called.
@@ -64,8 +67,10 @@ void place(DTensor& into, const DTensor& part, int64_t v0) {
 DTensor reference_logits(const Source& src, const BlockConfig& c, int64_t layers, int64_t vocab,
                          const std::vector<int64_t>& ids, const std::vector<int64_t>& pos, bool q8_k = false) {
     DTensor x = model::to_double(src.embed(ids));
-    for (int64_t l = 0; l < layers; ++l)
-        x = ref::block_f64(x, src.layer(l), pos, c, false, q8_k ? src.q8_k_inputs(l) : std::set<std::string>{}).out;
+    for (int64_t l = 0; l < layers; ++l) {
+        const bool engine = q8_k && l < static_cast<int64_t>(src.q8_k_inputs.size());
+        x = ref::block_f64(x, src.layer(l), pos, c, false, engine ? src.q8_k_inputs[static_cast<size_t>(l)] : std::set<std::string>{}).out;
+    }
     const DTensor normed = ref::rmsnorm_f64(x, src.final_norm(), c.norm_eps, c.norm_plus_one);
     DTensor logits{{x.rows(), vocab}, std::vector<double>(static_cast<size_t>(x.rows() * vocab))};
     head_slices(src, vocab, [&](const Tensor& head, int64_t v0) {
@@ -182,13 +187,14 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
         const weights::Checkpoint& ck = o.real->checkpoint();
         src = {[&ck](const std::vector<int64_t>& t) { return ck.embedding_rows(t); },
                [&ck](int64_t l) { return ck.layer(l); }, [&ck] { return ck.final_norm(); },
-               [&ck](int64_t v0, int64_t v1) { return ck.lm_head_columns(v0, v1); }};
-        src.q8_k_inputs = [&ck](int64_t l) {
-            std::set<std::string> w;
+               [&ck](int64_t v0, int64_t v1) { return ck.lm_head_columns(v0, v1); },
+               {},
+               false};
+        for (int64_t l = 0; l < ck.model().layers; ++l) {
+            std::set<std::string>& w = src.q8_k_inputs.emplace_back();
             for (const char* name : {"wq", "wk", "wv", "wo", "w1", "w3", "w2"})
                 if (q8_k_input(ck.encoding(l, name))) w.insert(name);
-            return w;
-        };
+        }
         src.head_q8_k = q8_k_input(ck.lm_head_encoding());
     } else {
         auto head = std::make_shared<Tensor>(model::lm_head(s));
@@ -201,7 +207,9 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
                            cols.data[static_cast<size_t>(d * (v1 - v0) + v - v0)] =
                                head->data[static_cast<size_t>(d * V + v)];
                    return cols;
-               }};
+               },
+               {},  // the seeded model's weights are float32: no engine quantises their inputs
+               false};
     }
     // The logits the model must give (an engine's, or an earlier run's):
     // read before any work, so a bad file costs nothing.
@@ -332,9 +340,7 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
             }
             // Not a convention but an engine's precision: K-quant weights
             // multiplied against Q8_K inputs, as llama.cpp's CPU backend does.
-            bool any = src.head_q8_k;
-            for (int64_t l = 0; l < s.layers && !any; ++l) any = !src.q8_k_inputs(l).empty();
-            if (any) {
+            if (src.any_q8_k()) {
                 const double e = rel_error(reference_logits(src, c, s.layers, s.vocab, ids, pos, true), expected->reference);
                 if (e <= o.logits_tol) explained.emplace_back(kQ8kActivations, e);
             }

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <sstream>
-#include <utility>
 
 #include "weights/error.h"
 
@@ -12,21 +12,32 @@ namespace conform::weights {
 namespace {
 
 // ggml's tensor types: name, elements per block, bytes per block
-// (ggml.c type_traits; docs/gguf.md for the numbering).
+// (ggml.c type_traits; docs/gguf.md for the numbering), and the encoding
+// stored.h decodes it as, for the types conform reads.
 struct GgmlTraits {
     uint32_t id;
     const char* name;
     uint64_t block, bytes;
+    std::optional<Encoding> read;
 };
+constexpr auto kNo = std::nullopt;
 constexpr GgmlTraits kGgml[] = {
-    {0, "F32", 1, 4},          {1, "F16", 1, 2},          {2, "Q4_0", 32, 18},       {3, "Q4_1", 32, 20},
-    {6, "Q5_0", 32, 22},       {7, "Q5_1", 32, 24},       {8, "Q8_0", 32, 34},       {9, "Q8_1", 32, 36},
-    {10, "Q2_K", 256, 84},     {11, "Q3_K", 256, 110},    {12, "Q4_K", 256, 144},    {13, "Q5_K", 256, 176},
-    {14, "Q6_K", 256, 210},    {15, "Q8_K", 256, 292},    {16, "IQ2_XXS", 256, 66},  {17, "IQ2_XS", 256, 74},
-    {18, "IQ3_XXS", 256, 98},  {19, "IQ1_S", 256, 50},    {20, "IQ4_NL", 32, 18},    {21, "IQ3_S", 256, 110},
-    {22, "IQ2_S", 256, 82},    {23, "IQ4_XS", 256, 136},  {24, "I8", 1, 1},          {25, "I16", 1, 2},
-    {26, "I32", 1, 4},         {27, "I64", 1, 8},         {28, "F64", 1, 8},         {29, "IQ1_M", 256, 56},
-    {30, "BF16", 1, 2},        {34, "TQ1_0", 256, 54},    {35, "TQ2_0", 256, 66},    {39, "MXFP4", 32, 17},
+    {0, "F32", 1, 4, Encoding::f32},          {1, "F16", 1, 2, Encoding::f16},
+    {2, "Q4_0", 32, 18, Encoding::q4_0},      {3, "Q4_1", 32, 20, Encoding::q4_1},
+    {6, "Q5_0", 32, 22, Encoding::q5_0},      {7, "Q5_1", 32, 24, Encoding::q5_1},
+    {8, "Q8_0", 32, 34, Encoding::q8_0},      {9, "Q8_1", 32, 36, kNo},
+    {10, "Q2_K", 256, 84, kNo},               {11, "Q3_K", 256, 110, kNo},
+    {12, "Q4_K", 256, 144, Encoding::q4_k},   {13, "Q5_K", 256, 176, Encoding::q5_k},
+    {14, "Q6_K", 256, 210, Encoding::q6_k},   {15, "Q8_K", 256, 292, Encoding::q8_k},
+    {16, "IQ2_XXS", 256, 66, kNo},            {17, "IQ2_XS", 256, 74, kNo},
+    {18, "IQ3_XXS", 256, 98, kNo},            {19, "IQ1_S", 256, 50, kNo},
+    {20, "IQ4_NL", 32, 18, Encoding::iq4_nl}, {21, "IQ3_S", 256, 110, kNo},
+    {22, "IQ2_S", 256, 82, kNo},              {23, "IQ4_XS", 256, 136, kNo},
+    {24, "I8", 1, 1, kNo},                    {25, "I16", 1, 2, kNo},
+    {26, "I32", 1, 4, kNo},                   {27, "I64", 1, 8, kNo},
+    {28, "F64", 1, 8, kNo},                   {29, "IQ1_M", 256, 56, kNo},
+    {30, "BF16", 1, 2, Encoding::bf16},       {34, "TQ1_0", 256, 54, kNo},
+    {35, "TQ2_0", 256, 66, kNo},              {39, "MXFP4", 32, 17, Encoding::mxfp4},
 };
 
 const GgmlTraits* traits(uint32_t id) {
@@ -236,16 +247,8 @@ const char* ggml_type_name(uint32_t type) {
 }
 
 std::optional<Encoding> ggml_encoding(uint32_t type) {
-    // ggml's type ids (ggml.h enum ggml_type) of the encodings stored.h decodes.
-    static constexpr std::pair<uint32_t, Encoding> kRead[] = {
-        {0, Encoding::f32},    {1, Encoding::f16},    {30, Encoding::bf16},   {2, Encoding::q4_0},
-        {3, Encoding::q4_1},   {6, Encoding::q5_0},   {7, Encoding::q5_1},    {8, Encoding::q8_0},
-        {12, Encoding::q4_k},  {13, Encoding::q5_k},  {14, Encoding::q6_k},   {15, Encoding::q8_k},
-        {20, Encoding::iq4_nl}, {39, Encoding::mxfp4},
-    };
-    for (const auto& [id, e] : kRead)
-        if (id == type) return e;
-    return std::nullopt;
+    const GgmlTraits* t = traits(type);
+    return t ? t->read : std::nullopt;
 }
 
 GgufFile GgufFile::open(const std::string& path) {

@@ -33,12 +33,12 @@ struct EncodingTraits {
     void (*block)(const uint8_t*, float*);
 };
 constexpr EncodingTraits kEncodings[] = {
-    {Encoding::f32, "F32", 1, 4, f32_element},           {Encoding::f16, "F16", 1, 2, f16_element},
-    {Encoding::bf16, "BF16", 1, 2, bf16_element},        {Encoding::q4_0, "Q4_0", 32, 18, ggml::q4_0},
-    {Encoding::q4_1, "Q4_1", 32, 20, ggml::q4_1},    {Encoding::q5_0, "Q5_0", 32, 22, ggml::q5_0},
-    {Encoding::q5_1, "Q5_1", 32, 24, ggml::q5_1},    {Encoding::q8_0, "Q8_0", 32, 34, ggml::q8_0},
-    {Encoding::q4_k, "Q4_K", 256, 144, ggml::q4_k},  {Encoding::q5_k, "Q5_K", 256, 176, ggml::q5_k},
-    {Encoding::q6_k, "Q6_K", 256, 210, ggml::q6_k},  {Encoding::q8_k, "Q8_K", 256, 292, ggml::q8_k},
+    {Encoding::f32, "F32", 1, 4, f32_element},          {Encoding::f16, "F16", 1, 2, f16_element},
+    {Encoding::bf16, "BF16", 1, 2, bf16_element},       {Encoding::q4_0, "Q4_0", 32, 18, ggml::q4_0},
+    {Encoding::q4_1, "Q4_1", 32, 20, ggml::q4_1},       {Encoding::q5_0, "Q5_0", 32, 22, ggml::q5_0},
+    {Encoding::q5_1, "Q5_1", 32, 24, ggml::q5_1},       {Encoding::q8_0, "Q8_0", 32, 34, ggml::q8_0},
+    {Encoding::q4_k, "Q4_K", 256, 144, ggml::q4_k},     {Encoding::q5_k, "Q5_K", 256, 176, ggml::q5_k},
+    {Encoding::q6_k, "Q6_K", 256, 210, ggml::q6_k},     {Encoding::q8_k, "Q8_K", 256, 292, ggml::q8_k},
     {Encoding::iq4_nl, "IQ4_NL", 32, 18, ggml::iq4_nl}, {Encoding::mxfp4, "MXFP4", 32, 17, ggml::mxfp4},
 };
 
@@ -91,10 +91,11 @@ void decode_rows(const StoredTensor& t, int64_t r0, int64_t r1, float* out) {
                 o << t.file << ": " << t.name << ": element [" << r << ", " << c << "] is " << dst[c] << " ("
                   << to_string(t.encoding);
                 // A block format's non-finite value comes from its scale: name the block to look at.
-                if (is_quantised(t.encoding))
-                    o << ", block " << c / block_elements(t.encoding) << " of row " << r << ", at byte "
-                      << static_cast<uint64_t>(r) * row + static_cast<uint64_t>(c / block_elements(t.encoding) * block_bytes(t.encoding))
-                      << " of the tensor";
+                if (is_quantised(t.encoding)) {
+                    const int64_t b = c / block_elements(t.encoding);
+                    o << ", block " << b << " of row " << r << ", at byte "
+                      << static_cast<uint64_t>(r) * row + static_cast<uint64_t>(b * block_bytes(t.encoding)) << " of the tensor";
+                }
                 o << "): a checkpoint's weights must be finite";
                 throw WeightsError(o.str());
             }
