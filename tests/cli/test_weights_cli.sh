@@ -131,6 +131,11 @@ head -c 100 "$ck/llama-hf/model.safetensors" > "$tmp/trunc.safetensors"
 expect 2 "trunc.safetensors" -- --weights "$tmp/trunc.safetensors" --cases 1
 head -c 5000 "$ck/llama.gguf" > "$tmp/trunc.gguf"
 expect 2 "trunc.gguf" -- --weights "$tmp/trunc.gguf" --cases 1
+# A K-quant scale of +inf: the file's last 2 bytes are output.weight's last Q6_K block's float16 d.
+cp "$ck/llama-k-q4_k_m.gguf" "$tmp/inf-scale.gguf"
+printf '\x00\x7c' | dd of="$tmp/inf-scale.gguf" bs=1 seek=$(( $(stat -c %s "$tmp/inf-scale.gguf") - 2 )) conv=notrunc 2>/dev/null
+expect 2 "inf-scale.gguf: output.weight: element \[63, 0\] is inf \(Q6_K, block 0 of row 63, at byte 13230 of the tensor\)" -- \
+  forward --weights "$tmp/inf-scale.gguf" --token-count 5 --impl scalar
 expect 2 "--layers" -- --weights "$ck/llama-hf" --layer 7 --cases 1
 expect 2 "only with --weights" -- --inputs model --cases 1
 expect 2 "past the vocabulary" -- --weights "$ck/llama-hf" --inputs model --tokens 1,2,99999 --cases 1
