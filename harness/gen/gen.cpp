@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <numeric>
 #include <rapidcheck.h>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <type_traits>
 
 #include "core/rng.h"
@@ -885,23 +887,48 @@ const RealLayer* real_layer(const CaseSpec& s) {
 
 }  // namespace
 
-// Bit 21 of the mantissa tags a pool's poison (the harness's output poison,
-// 0x7FC0DEAD, has it clear); bits 0-20 hold the row.
-constexpr uint32_t kPoolPoison = 0x7FE00000u, kRowBits = 0x1FFFFFu;
+namespace {
 
-float poison(int64_t row) {
-    const uint32_t b = kPoolPoison | (static_cast<uint32_t>(row) & kRowBits);
-    float f;
-    std::memcpy(&f, &b, 4);
-    return f;
+// One page of a paged pool: rows [0, used) hold a sequence's keys and values
+// from its own streams (the sequence's seed and the page's place in it), the
+// rest poison. A page no sequence takes is all poison (used 0).
+struct PoolPage {
+    uint64_t seed = 0;
+    int64_t index = 0, used = 0;
+};
+
+// The pages' keys N(0, mag²) and values N(0, 1), by the ziggurat, each page
+// from its own stream: a page's values do not depend on the others', so the
+// pages are drawn in parallel and the result is the same at any thread count.
+void fill_pool(const std::vector<PoolPage>& pages, int64_t P, int64_t W, double mag, Tensor& kc, Tensor& vc) {
+    auto one = [&](size_t p) {
+        const PoolPage& g = pages[p];
+        float* k = kc.data.data() + static_cast<int64_t>(p) * P * W;
+        float* v = vc.data.data() + static_cast<int64_t>(p) * P * W;
+        // Streams of one splitmix64 sequence started far apart: seeds hashed from (sequence, page, k or v).
+        Rng rk{Rng{g.seed ^ (static_cast<uint64_t>(g.index) * 2 + 1) * 0xD1B54A32D192ED03ull}.next()};
+        Rng rv{Rng{g.seed ^ (static_cast<uint64_t>(g.index) * 2 + 2) * 0xD1B54A32D192ED03ull}.next()};
+        for (int64_t i = 0; i < g.used * W; ++i) k[i] = static_cast<float>(rk.ziggurat() * mag);
+        for (int64_t i = 0; i < g.used * W; ++i) v[i] = static_cast<float>(rv.ziggurat());
+        for (int64_t row = g.used; row < P; ++row) {
+            const float x = poison(static_cast<int64_t>(p) * P + row);
+            std::fill_n(k + row * W, W, x);
+            std::fill_n(v + row * W, W, x);
+        }
+    };
+    const int64_t elements = static_cast<int64_t>(pages.size()) * P * W;
+    const unsigned threads = elements < (int64_t{1} << 20) ? 1u : std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+    std::atomic<size_t> taken{0};
+    auto work = [&] {
+        for (size_t p; (p = taken.fetch_add(1)) < pages.size();) one(p);
+    };
+    std::vector<std::thread> helpers;
+    for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(work);
+    work();
+    for (auto& t : helpers) t.join();
 }
 
-std::optional<int64_t> poison_row(float v) {
-    uint32_t b;
-    std::memcpy(&b, &v, 4);
-    if ((b & ~kRowBits & 0x7FFFFFFFu) != kPoolPoison) return std::nullopt;
-    return static_cast<int64_t>(b & kRowBits);
-}
+}  // namespace
 
 CaseSpec spec_at(Op op, const BlockConfig& c, int64_t T, int64_t S, int64_t start, uint64_t seed) {
     CaseSpec s;
@@ -976,15 +1003,12 @@ Case materialize(const CaseSpec& s) {
             break;
         case Op::paged_attention: {
             // The pool's pages in a random order; sequence b takes the next
-            // ceil(kv_b / P) of them. Every row is poison until a sequence's
-            // key or value is written into it.
+            // ceil(kv_b / P) of them. Every row no sequence's key or value is
+            // written into is poison.
             const int64_t P = s.config.page_size, pages = pool_pages(s), W = s.config.n_kv_heads * s.config.head_dim;
             std::vector<int64_t> order(static_cast<size_t>(pages));
             std::iota(order.begin(), order.end(), int64_t{0});
             for (int64_t i = pages - 1; i > 0; --i) std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(r.below(i + 1))]);
-            Tensor kc(pages * P, W), vc(pages * P, W);
-            for (int64_t row = 0; row < pages * P; ++row)
-                for (int64_t j = 0; j < W; ++j) kc.data[static_cast<size_t>(row * W + j)] = vc.data[static_cast<size_t>(row * W + j)] = poison(row);
             c.inputs["q"] = activations(r, s.T, s.config.n_heads * s.config.head_dim, s.mag, s.outliers);
             auto& qo = c.positions["qo_indptr"];
             auto& kvp = c.positions["kv_indptr"];
@@ -992,20 +1016,21 @@ Case materialize(const CaseSpec& s) {
             auto& last = c.positions["kv_last_page_len"];
             qo = {0};
             kvp = {0};
+            std::vector<PoolPage> fill(static_cast<size_t>(pages));  // what each page of the pool holds
             size_t next = 0;
             for (size_t b = 0; b < s.kv_lens.size(); ++b) {
                 const int64_t kv = s.kv_lens[b], n = (kv + P - 1) / P;
-                const Tensor k = activations(r, kv, W, s.mag, 0), v = normal(r, kv, W, 1.0);
-                for (int64_t i = 0; i < kv; ++i) {
-                    const int64_t row = order[next + static_cast<size_t>(i / P)] * P + i % P;
-                    std::copy_n(k.data.begin() + i * W, W, kc.data.begin() + row * W);
-                    std::copy_n(v.data.begin() + i * W, W, vc.data.begin() + row * W);
+                const uint64_t seed = r.next();  // the sequence's keys and values: its own streams, a page each
+                for (int64_t i = 0; i < n; ++i) {
+                    fill[static_cast<size_t>(order[next])] = {seed, i, std::min(P, kv - i * P)};
+                    ids.push_back(order[next++]);
                 }
-                for (int64_t i = 0; i < n; ++i) ids.push_back(order[next++]);
                 qo.push_back(qo.back() + s.q_lens[b]);
                 kvp.push_back(static_cast<int64_t>(ids.size()));
                 last.push_back(n == 0 ? 0 : kv - (n - 1) * P);
             }
+            Tensor kc(pages * P, W), vc(pages * P, W);
+            fill_pool(fill, P, W, s.mag, kc, vc);
             c.inputs["k_cache"] = std::move(kc);
             c.inputs["v_cache"] = std::move(vc);
             break;
@@ -1074,6 +1099,7 @@ Case materialize(const CaseSpec& s) {
 }
 
 namespace {
+
 rc::Random random_for(Op op, uint64_t seed, int index) {
     return rc::Random(seed * 1000003ull + static_cast<uint64_t>(op) * 7919ull + static_cast<uint64_t>(index));
 }

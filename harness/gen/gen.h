@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -88,8 +89,24 @@ struct CaseSpec {
 
 // The poison in a paged cache's row `row` (a quiet NaN no arithmetic makes,
 // its payload the row), and the row a NaN came from, if it carries one.
-float poison(int64_t row);
-std::optional<int64_t> poison_row(float v);
+// Bit 21 of the mantissa tags a pool's poison (the harness's output poison,
+// 0x7FC0DEAD, has it clear); bits 0-20 hold the row. Inline: the relations
+// re-tag every element of a pool that moves.
+constexpr uint32_t kPoolPoison = 0x7FE00000u, kPoisonRowBits = 0x1FFFFFu;
+inline uint32_t poison_bits(int64_t row) { return kPoolPoison | (static_cast<uint32_t>(row) & kPoisonRowBits); }
+inline bool is_poison_bits(uint32_t b) { return (b & ~kPoisonRowBits & 0x7FFFFFFFu) == kPoolPoison; }
+inline float poison(int64_t row) {
+    const uint32_t b = poison_bits(row);
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+}
+inline std::optional<int64_t> poison_row(float v) {
+    uint32_t b;
+    std::memcpy(&b, &v, 4);
+    if (!is_poison_bits(b)) return std::nullopt;
+    return static_cast<int64_t>(b & kPoisonRowBits);
+}
 
 // One layer of a real checkpoint, as property cases take it.
 struct RealLayer {

@@ -92,18 +92,23 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
     auto qh = q.reshape({T, n_heads, head_dim}).transpose(0, 1);     // [H, T, hd]
     auto kh = k.reshape({S, n_kv_heads, head_dim}).transpose(0, 1);  // [KV, S, hd]
     auto vh = v.reshape({S, n_kv_heads, head_dim}).transpose(0, 1);  // [KV, S, hd]
-    if (ctx.v.gqa_tiled) {
+    // repeat_kv: query head h reads kv head h / n_rep. Computed as HF does
+    // only where a variant needs every head's own copy; otherwise a group's
+    // n_rep query heads are stacked as the rows of one product against their
+    // kv head, [KV, n_rep·T, ·] — the same sums, without n_rep copies of the
+    // keys and values (at 8k keys and 32 heads, most of the reference's time).
+    auto per_head = [&](const torch::Tensor& x) {  // [KV, S, n] -> [H, S, n]
         // The bug: heads tiled [kv0, kv1, .., kv0, kv1, ..] so h reads h % KV.
-        kh = kh.repeat({n_rep, 1, 1});
-        vh = vh.repeat({n_rep, 1, 1});
-    } else {
-        kh = kh.repeat_interleave(n_rep, 0);  // [H, S, hd]
-        vh = vh.repeat_interleave(n_rep, 0);
-    }
+        return ctx.v.gqa_tiled ? x.repeat({n_rep, 1, 1}) : x.repeat_interleave(n_rep, 0);
+    };
+    auto grouped = [&](const torch::Tensor& a, const torch::Tensor& b) {  // a [H, T, n] @ b [KV, n, m] -> [H, T, m]
+        if (ctx.v.gqa_tiled) return matmul(a, per_head(b), ctx);
+        return matmul(a.reshape({n_kv_heads, n_rep * T, a.size(-1)}), b, ctx).reshape({n_heads, T, b.size(-1)});
+    };
     const double scale = ctx.v.scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
     // attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
     const int64_t sd = ctx.v.score_dims > 0 ? std::min(ctx.v.score_dims, head_dim) : head_dim;
-    auto scores = matmul(qh.narrow(-1, 0, sd), kh.narrow(-1, 0, sd).transpose(1, 2), ctx) * scale;  // [H, T, S]
+    auto scores = grouped(qh.narrow(-1, 0, sd), kh.narrow(-1, 0, sd).transpose(1, 2)) * scale;  // [H, T, S]
     // Gemma 2: attn_weights = tanh(attn_weights / softcap) * softcap, before the mask.
     const double cap = ctx.v.softcap.value_or(p.softcap);
     auto capped = [&](const torch::Tensor& s) { return (s / cap).tanh() * cap; };
@@ -153,12 +158,12 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
     }
     torch::Tensor out;
     if (ctx.v.softmax_tile > 0) {  // the sink, if any, is the tiles' initial state
-        out = unrescaled_softmax_av(scores.to(torch::kFloat64), vh.to(torch::kFloat64), ctx.v.softmax_tile,
+        out = unrescaled_softmax_av(scores.to(torch::kFloat64), per_head(vh).to(torch::kFloat64), ctx.v.softmax_tile,
                                     sink.defined() ? sink.to(torch::kFloat64) : sink)
                   .to(q.scalar_type());
     } else {
         auto p = softmax(logits, ctx).narrow(-1, 0, S);           // [H, T, S]: probs[..., :-1] with a sink
-        out = matmul(p, vh, ctx);                                 // [H, T, hd]
+        out = grouped(p, vh);                                     // [H, T, hd]
     }
     // A query that sees no key at all (possible only for arbitrary positions):
     // the convention is a zero output, never NaN.

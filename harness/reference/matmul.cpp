@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "reference/torch_ops.h"
 
@@ -94,10 +95,26 @@ torch::Tensor matmul(const torch::Tensor& a, const torch::Tensor& b, const Ctx& 
 
 torch::Tensor sum_last(const torch::Tensor& x, const Ctx& ctx) {
     if (ctx.order == Order::library) return x.sum(-1, /*keepdim=*/true);
+    // acc += x[..., k] for k ascending, one accumulator per row, each add
+    // rounding in the accumulation dtype (a loop of torch adds over k was a
+    // second per 8k-key batch).
     const int64_t K = x.size(-1);
-    auto xf = x.to(ctx.acc_dtype);
-    auto acc = torch::zeros_like(xf.narrow(-1, 0, 1));
-    for (int64_t k = 0; k < K; ++k) acc.add_(xf.narrow(-1, k, 1));
+    auto xf = x.to(ctx.acc_dtype).contiguous();
+    auto acc = torch::empty_like(xf.narrow(-1, 0, 1)).contiguous();
+    const int64_t rows = acc.numel();
+    auto run = [&](auto* in, auto* out) {
+        for (int64_t r = 0; r < rows; ++r) {
+            std::remove_pointer_t<decltype(in)> s = 0;
+            for (int64_t k = 0; k < K; ++k) s = s + in[r * K + k];
+            out[r] = s;
+        }
+    };
+    if (ctx.acc_dtype == torch::kFloat32)
+        run(xf.data_ptr<float>(), acc.data_ptr<float>());
+    else if (ctx.acc_dtype == torch::kFloat64)
+        run(xf.data_ptr<double>(), acc.data_ptr<double>());
+    else
+        TORCH_CHECK(false, "sequential sum: accumulation in ", ctx.acc_dtype);
     return acc.to(x.scalar_type());
 }
 

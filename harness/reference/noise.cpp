@@ -564,14 +564,14 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             // taken is the worst case of any order, (S − 1)·u relative; the
             // same relative error of the denominator moves out by (S − 1)·u·|o|.
             const auto seqs = paged_seqs(c);
-            auto q = in("q"), kc = in("k_cache"), vc = in("v_cache");
+            auto q = in("q"), kc = float_view(c.in("k_cache")), vc = float_view(c.in("v_cache"));
             const int64_t Tq = q.size(0), H = cfg.n_heads;
             auto out = torch::zeros_like(q), lse = torch::zeros({Tq, H}, q.options());
             const NamedD truth_here = reference(c);
             const auto lse_ref = T(truth_here.at("lse")), out_ref = T(truth_here.at("out"));
             const Variant faithful;
             for (int64_t b = 0; b + 1 < static_cast<int64_t>(seqs.qo_indptr.size()); ++b) {
-                const PagedSeq g = gather_sequence(q, kc, vc, seqs, b, faithful);
+                const PagedSeq g = gather_sequence(q, kc, vc, Precision::f64, seqs, b, faithful);
                 if (g.q_len == 0 || g.kv_len == 0) continue;  // out exactly 0, lse exactly -inf
                 const AttnBound a = attention_bound(g.q, none, g.k, none, g.v, none, g.q_pos, g.k_pos,
                                                     attention_params(cfg), sinks, u, nullptr, nullptr, true);

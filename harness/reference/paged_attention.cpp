@@ -5,6 +5,9 @@
 // survives the gather, so the result cannot depend on the page size, the
 // order of the pages, the pool's other rows or the batch's other sequences:
 // every paging decision a kernel makes is judged, none is shared.
+#include <ATen/Parallel.h>
+
+#include <algorithm>
 #include <cmath>
 
 #include "reference/torch_ops.h"
@@ -37,6 +40,31 @@ std::vector<int64_t> sequence_rows(const PagedSeqs& s, int64_t b, const Variant&
     return rows;
 }
 
+// The pool's rows `rows` as precision p, converted as they are copied: one
+// pass over them (index_select and then a conversion made two, over GBs at
+// serving sizes, in each of the reference's four runs).
+torch::Tensor gather_rows(const torch::Tensor& pool, const std::vector<int64_t>& rows, Precision p) {
+    const int64_t W = pool.size(1), n = static_cast<int64_t>(rows.size());
+    const float* src = pool.data_ptr<float>();
+    auto copy = [&](auto* dst) {
+        at::parallel_for(0, n, std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, W)), [&](int64_t b, int64_t e) {
+            for (int64_t r = b; r < e; ++r) {
+                const float* from = src + rows[static_cast<size_t>(r)] * W;
+                auto* to = dst + r * W;
+                for (int64_t j = 0; j < W; ++j) to[j] = from[j];
+            }
+        });
+    };
+    if (p == Precision::f64) {
+        auto out = torch::empty({n, W}, torch::kFloat64);
+        copy(out.data_ptr<double>());
+        return out;
+    }
+    auto out = torch::empty({n, W}, torch::kFloat32);
+    copy(out.data_ptr<float>());
+    return as_precision(out, p);
+}
+
 }  // namespace
 
 PagedSeqs paged_seqs(const Case& c) {
@@ -44,7 +72,7 @@ PagedSeqs paged_seqs(const Case& c) {
             c.config.page_size, c.in("k_cache").rows() / std::max<int64_t>(1, c.config.page_size)};
 }
 
-PagedSeq gather_sequence(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+PagedSeq gather_sequence(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Tensor& v_pool, Precision p,
                          const PagedSeqs& s, int64_t b, const Variant& v) {
     PagedSeq g;
     g.q_begin = s.qo_indptr[b];
@@ -52,10 +80,9 @@ PagedSeq gather_sequence(const torch::Tensor& q, const torch::Tensor& k_cache, c
     const std::vector<int64_t> rows = sequence_rows(s, b, v);
     g.kv_len = static_cast<int64_t>(rows.size());
     // Every row is inside the pool: the variants that read other pages wrap around it.
-    const auto idx = torch::tensor(rows, torch::kInt64);
     g.q = q.narrow(0, g.q_begin, g.q_len);
-    g.k = k_cache.index_select(0, idx);
-    g.v = v_cache.index_select(0, idx);
+    g.k = gather_rows(k_pool, rows, p);
+    g.v = gather_rows(v_pool, rows, p);
     // Key i at position i; the queries are the sequence's last q_len tokens
     // (the bug: its first, top-left; the window then follows them too).
     g.k_pos = torch::arange(g.kv_len, torch::kInt64);
@@ -63,15 +90,15 @@ PagedSeq gather_sequence(const torch::Tensor& q, const torch::Tensor& k_cache, c
     return g;
 }
 
-std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, const torch::Tensor& k_cache,
-                                                        const torch::Tensor& v_cache, const PagedSeqs& s,
+std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, const torch::Tensor& k_pool,
+                                                        const torch::Tensor& v_pool, Precision p, const PagedSeqs& s,
                                                         const BlockConfig& cfg, const torch::Tensor& sinks,
                                                         const Ctx& ctx) {
     const int64_t T = q.size(0), H = cfg.n_heads, B = static_cast<int64_t>(s.kv_last_page_len.size());
     auto out = torch::zeros({T, cfg.q_width()}, q.options());
     auto lse = torch::full({T, H}, -std::numeric_limits<double>::infinity(), q.options());
     for (int64_t b = 0; b < B; ++b) {
-        const PagedSeq g = gather_sequence(q, k_cache, v_cache, s, b, ctx.v);
+        const PagedSeq g = gather_sequence(q, k_pool, v_pool, p, s, b, ctx.v);
         if (g.q_len == 0 || g.kv_len == 0) continue;  // no key: out 0, lse -inf, sinks or not (fixtures/SCHEMA.md)
         torch::Tensor l;
         auto o = attention(g.q, g.k, g.v, g.q_pos, g.k_pos, attention_params(cfg), sinks, ctx, {}, &l);

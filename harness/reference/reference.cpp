@@ -137,6 +137,10 @@ void threads_for(const Case& c) {
     set_blas_threads(want);
 }
 
+torch::Tensor float_view(const Tensor& t) {
+    return torch::from_blob(const_cast<float*>(t.data.data()), {t.rows(), t.cols()}, torch::kFloat32);
+}
+
 namespace {
 
 torch::Dtype torch_dtype(Precision p) {
@@ -149,11 +153,16 @@ torch::Dtype torch_dtype(Precision p) {
     return torch::kFloat64;
 }
 
-torch::Tensor to_torch(const Tensor& t, Precision p) {
-    auto f = torch::from_blob(const_cast<float*>(t.data.data()), {t.rows(), t.cols()}, torch::kFloat32).clone();
-    if (p == Precision::f16) return f.to(torch::kFloat16).to(torch::kFloat32);
-    return f.to(torch_dtype(p));
+}  // namespace
+
+torch::Tensor as_precision(const torch::Tensor& f32, Precision p) {
+    if (p == Precision::f16) return f32.to(torch::kFloat16).to(torch::kFloat32);
+    return f32.to(torch_dtype(p));
 }
+
+namespace {
+
+torch::Tensor to_torch(const Tensor& t, Precision p) { return as_precision(float_view(t).clone(), p); }
 
 torch::Tensor to_torch(const std::vector<int64_t>& v) {
     return torch::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())}, torch::kInt64).clone();
@@ -194,9 +203,11 @@ NamedD run(const Case& c, const Options& o) {
             break;
         case Op::swiglu: put("out", swiglu(in("x"), in("w1"), in("w3"), in("w2"), ctx)); break;
         case Op::paged_attention: {
-            auto [o, lse] = paged_attention(in("q"), in("k_cache"), in("v_cache"), paged_seqs(c), cfg,
+            // The pool stays where it is: each sequence's rows are gathered from it and converted alone.
+            auto [y, lse] = paged_attention(in("q"), float_view(c.in("k_cache")), float_view(c.in("v_cache")),
+                                            o.precision, paged_seqs(c), cfg,
                                             cfg.attn_sinks ? in("sinks") : torch::Tensor(), ctx);
-            put("out", o);
+            put("out", y);
             put("lse", lse);
             break;
         }

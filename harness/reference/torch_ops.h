@@ -8,6 +8,11 @@
 
 namespace conform::ref {
 
+// t's float32 data as a tensor, not copied: it lives as long as t does.
+torch::Tensor float_view(const Tensor& t);
+// A float32 tensor as precision p holds it (f16: rounded to half, computed in float32).
+torch::Tensor as_precision(const torch::Tensor& f32, Precision p);
+
 // Everything an op needs to know beyond its tensors.
 struct Ctx {
     torch::Dtype dtype;      // the precision being simulated (f64 for the truth)
@@ -78,11 +83,14 @@ struct PagedSeq {
     torch::Tensor q, k, v;        // [q_len, H*hd], [kv_len, KV*hd] x2
     torch::Tensor q_pos, k_pos;   // kv_len - q_len + j; i
 };
-PagedSeq gather_sequence(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
+// k_pool / v_pool: the caches as float32 (float_view: a pool of 174k keys
+// is 1.4 GB, and converted whole it was most of the reference's time); the
+// rows gathered are converted to precision p, one sequence at a time.
+PagedSeq gather_sequence(const torch::Tensor& q, const torch::Tensor& k_pool, const torch::Tensor& v_pool, Precision p,
                          const PagedSeqs& s, int64_t b, const Variant& v);
 // (out [T, H*hd], lse [T, H]) of the batch, one sequence at a time.
-std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, const torch::Tensor& k_cache,
-                                                        const torch::Tensor& v_cache, const PagedSeqs& s,
+std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, const torch::Tensor& k_pool,
+                                                        const torch::Tensor& v_pool, Precision p, const PagedSeqs& s,
                                                         const BlockConfig& cfg, const torch::Tensor& sinks,
                                                         const Ctx& ctx);
 

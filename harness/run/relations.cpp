@@ -75,10 +75,183 @@ int64_t ulps(float a, float b) {
     return std::llabs(ordered(a) - ordered(b));
 }
 
+// The case itself, each row its own.
+Derived all_rows(const Case& c) {
+    Derived d{c, {}};
+    d.rows.resize(static_cast<size_t>(c.in("q").rows()));
+    std::iota(d.rows.begin(), d.rows.end(), int64_t{0});
+    return d;
+}
+
+// A permutation of the pool's pages from the seed: page p moves to to[p].
+std::vector<int64_t> page_moves(int64_t pages, uint64_t seed) {
+    std::vector<int64_t> to(static_cast<size_t>(pages));
+    std::iota(to.begin(), to.end(), int64_t{0});
+    Rng r{seed * 0x9E3779B97F4A7C15ull + 77};
+    for (int64_t i = pages - 1; i > 0; --i) std::swap(to[static_cast<size_t>(i)], to[static_cast<size_t>(r.below(i + 1))]);
+    return to;
+}
+
+// c with each sequence's pages where `to` moves them (the caches, if c has
+// them, are not moved: move_pages).
+Derived with_pages_moved(const Case& c, const std::vector<int64_t>& to) {
+    Derived d = all_rows(c);
+    for (int64_t& id : d.c.positions["kv_indices"]) id = to[static_cast<size_t>(id)];
+    return d;
+}
+
+// Poison bits a change re-tagged that were not poison_bits(row) of the row
+// they sat in (a drawn pool has none), by their index before the change:
+// put back as they were once the change is undone.
+using Foreign = std::vector<std::pair<size_t, uint32_t>>;
+
+// In place: page p's rows to page to[p], following each cycle of the
+// permutation with one page in hand. Poison names the row it sits in, there
+// too: each poison element moved is re-tagged with its new row.
+void move_pages(Tensor& t, const std::vector<int64_t>& to, int64_t P, Foreign* foreign) {
+    const int64_t W = t.cols(), span = P * W, n = static_cast<int64_t>(to.size());
+    std::vector<float> carry(static_cast<size_t>(span)), next(static_cast<size_t>(span));
+    std::vector<char> done(static_cast<size_t>(n), 0);
+    auto page = [&](int64_t p) { return t.data.data() + p * span; };
+    for (int64_t start = 0; start < n; ++start) {
+        if (done[static_cast<size_t>(start)]) continue;
+        std::copy_n(page(start), span, carry.data());
+        int64_t from = start;
+        do {
+            const int64_t dst = to[static_cast<size_t>(from)];
+            std::copy_n(page(dst), span, next.data());
+            float* out = page(dst);
+            for (int64_t o = 0; o < P; ++o)
+                for (int64_t j = 0; j < W; ++j) {
+                    const int64_t i = o * W + j;
+                    uint32_t b;
+                    std::memcpy(&b, &carry[static_cast<size_t>(i)], 4);
+                    if (gen::is_poison_bits(b)) {
+                        if (foreign && b != gen::poison_bits(from * P + o))
+                            foreign->push_back({static_cast<size_t>(from * span + i), b});
+                        b = gen::poison_bits(dst * P + o);
+                    }
+                    std::memcpy(out + i, &b, 4);
+                }
+            std::swap(carry, next);
+            done[static_cast<size_t>(dst)] = 1;
+            from = dst;
+        } while (from != start);
+    }
+}
+
+// What poison_to_finite changed, for its undo: the rows that were poison
+// whole (every row no sequence owns, in a drawn pool), and any other
+// element that was.
+struct Finite {
+    std::vector<int64_t> rows;
+    std::vector<size_t> elements;
+};
+
+// In place: every poison element as ±1e30 (by the row it names).
+void poison_to_finite(Tensor& t, Finite* changed, Foreign* foreign) {
+    const int64_t W = t.cols();
+    for (int64_t r = 0; r < t.rows(); ++r) {
+        float* row = t.data.data() + r * W;
+        int64_t n = 0;
+        for (int64_t j = 0; j < W; ++j) {
+            uint32_t b;
+            std::memcpy(&b, &row[j], 4);
+            if (!gen::is_poison_bits(b)) continue;
+            ++n;
+            if (foreign && b != gen::poison_bits(r)) foreign->push_back({static_cast<size_t>(r * W + j), b});
+            if (changed) changed->elements.push_back(static_cast<size_t>(r * W + j));
+            row[j] = (b & gen::kPoisonRowBits) % 2 ? -1e30f : 1e30f;
+        }
+        if (changed && n == W) {  // the row whole: one entry, not W
+            changed->elements.resize(changed->elements.size() - static_cast<size_t>(W));
+            changed->rows.push_back(r);
+        }
+    }
+}
+
+// The pool set aside while a case's relations run: a derived case copies
+// c's queries and index arrays, never its caches (a serving batch's are
+// GBs, and fresh pages cost more than the kernel's call). Each call borrows
+// them (Lent); the two relations that change them (pages_relocated,
+// poison_finite) change them in place for their call and undo it (Changed).
+// c is as it was once this is gone.
+struct Aside {
+    Case& c;
+    Tensor k, v;
+    explicit Aside(Case& cc) : c(cc), k(std::move(cc.inputs.at("k_cache"))), v(std::move(cc.inputs.at("v_cache"))) {
+        c.inputs.erase("k_cache");
+        c.inputs.erase("v_cache");
+    }
+    ~Aside() {
+        c.inputs["k_cache"] = std::move(k);
+        c.inputs["v_cache"] = std::move(v);
+    }
+    Aside(const Aside&) = delete;
+    Aside& operator=(const Aside&) = delete;
+};
+struct Lent {
+    Aside& a;
+    Case& to;
+    Lent(Aside& aa, Case& t) : a(aa), to(t) {
+        to.inputs["k_cache"] = std::move(a.k);
+        to.inputs["v_cache"] = std::move(a.v);
+    }
+    ~Lent() {
+        a.k = std::move(to.inputs.at("k_cache"));
+        a.v = std::move(to.inputs.at("v_cache"));
+        to.inputs.erase("k_cache");
+        to.inputs.erase("v_cache");
+    }
+    Lent(const Lent&) = delete;
+    Lent& operator=(const Lent&) = delete;
+};
+
+// What a relation does to the caches for its call.
+struct PoolChange {
+    std::vector<int64_t> moves;  // pages_relocated: page p to moves[p]
+    bool finite = false;         // poison_finite
+};
+struct Changed {
+    Aside& a;
+    const PoolChange& ch;
+    int64_t P;
+    Foreign fk, fv;
+    Finite ck, cv;
+    Changed(Aside& aa, const PoolChange& c, int64_t page_size) : a(aa), ch(c), P(page_size) {
+        if (!ch.moves.empty()) {
+            move_pages(a.k, ch.moves, P, &fk);
+            move_pages(a.v, ch.moves, P, &fv);
+        }
+        if (ch.finite) {
+            poison_to_finite(a.k, &ck, &fk);
+            poison_to_finite(a.v, &cv, &fv);
+        }
+    }
+    ~Changed() {
+        if (!ch.moves.empty()) {
+            std::vector<int64_t> back(ch.moves.size());
+            for (size_t p = 0; p < back.size(); ++p) back[static_cast<size_t>(ch.moves[p])] = static_cast<int64_t>(p);
+            move_pages(a.k, back, P, nullptr);
+            move_pages(a.v, back, P, nullptr);
+        }
+        for (auto [t, changed] : {std::pair<Tensor*, Finite*>{&a.k, &ck}, {&a.v, &cv}}) {
+            const int64_t W = t->cols();
+            for (int64_t r : changed->rows) std::fill_n(t->data.data() + r * W, W, gen::poison(r));
+            for (size_t i : changed->elements) t->data[i] = gen::poison(static_cast<int64_t>(i) / W);
+        }
+        for (auto [t, foreign] : {std::pair<Tensor*, Foreign*>{&a.k, &fk}, {&a.v, &fv}})
+            for (const auto& [i, b] : *foreign) std::memcpy(&t->data[i], &b, 4);
+    }
+    Changed(const Changed&) = delete;
+    Changed& operator=(const Changed&) = delete;
+};
+
 struct Relation {
     const char* id;
     std::string what;  // the derived run, in words
-    Derived d;
+    Derived d;         // without the caches (Aside)
+    PoolChange change;
 };
 
 }  // namespace
@@ -113,14 +286,8 @@ std::pair<Derived, Derived> sequence_chunked(const Case& c, int64_t b, int64_t f
 }
 
 Derived poison_finite(const Case& c) {
-    Derived d{c, {}};
-    d.rows.resize(static_cast<size_t>(c.in("q").rows()));
-    std::iota(d.rows.begin(), d.rows.end(), int64_t{0});
-    for (const char* name : {"k_cache", "v_cache"}) {
-        Tensor& t = d.c.inputs[name];
-        for (size_t i = 0; i < t.data.size(); ++i)
-            if (auto row = gen::poison_row(t.data[i])) t.data[i] = (*row % 2 ? -1e30f : 1e30f);
-    }
+    Derived d = all_rows(c);
+    for (const char* name : {"k_cache", "v_cache"}) poison_to_finite(d.c.inputs[name], nullptr, nullptr);
     return d;
 }
 
@@ -131,36 +298,20 @@ Derived batch_reversed(const Case& c) {
 }
 
 Derived pages_relocated(const Case& c, uint64_t seed) {
-    const int64_t P = c.config.page_size, W = c.in("k_cache").cols(), pages = c.in("k_cache").rows() / P;
-    std::vector<int64_t> to(static_cast<size_t>(pages));
-    std::iota(to.begin(), to.end(), int64_t{0});
-    Rng r{seed * 0x9E3779B97F4A7C15ull + 77};
-    for (int64_t i = pages - 1; i > 0; --i) std::swap(to[static_cast<size_t>(i)], to[static_cast<size_t>(r.below(i + 1))]);
-    Derived d{c, {}};
-    d.rows.resize(static_cast<size_t>(c.in("q").rows()));
-    std::iota(d.rows.begin(), d.rows.end(), int64_t{0});
-    for (const char* name : {"k_cache", "v_cache"}) {
-        const Tensor& from = c.in(name);
-        Tensor& dst = d.c.inputs[name];
-        for (int64_t p = 0; p < pages; ++p)
-            for (int64_t o = 0; o < P; ++o) {
-                const int64_t src = p * P + o, row = to[static_cast<size_t>(p)] * P + o;
-                for (int64_t j = 0; j < W; ++j) {
-                    const float v = from.data[static_cast<size_t>(src * W + j)];
-                    // Poison names the row it sits in, there too.
-                    dst.data[static_cast<size_t>(row * W + j)] = gen::poison_row(v) ? gen::poison(row) : v;
-                }
-            }
-    }
-    for (int64_t& id : d.c.positions["kv_indices"]) id = to[static_cast<size_t>(id)];
+    const std::vector<int64_t> to = page_moves(c.in("k_cache").rows() / c.config.page_size, seed);
+    Derived d = with_pages_moved(c, to);
+    for (const char* name : {"k_cache", "v_cache"}) move_pages(d.c.inputs[name], to, c.config.page_size, nullptr);
     return d;
 }
 
-std::vector<CaseResult> check_relations(Implementation& impl, const std::string& name, const Case& c, DType dtype,
+std::vector<CaseResult> check_relations(Implementation& impl, const std::string& name, Case& c, DType dtype,
                                         const NamedD& outputs, const Truth& truth) {
     std::vector<CaseResult> out;
     if (!op_info(c.op).uses(kPaged)) return out;
     phases::Scope scope("relations " + name);
+    const int64_t pool_pages = c.in("k_cache").rows() / c.config.page_size;
+    const std::string shapes = input_shapes(c);
+    Aside aside(c);
     const Batch batch(c);
     std::vector<Relation> rel;
     // At most three sequences alone (the first, the middle and the last with queries): each costs a run.
@@ -175,7 +326,12 @@ std::vector<CaseResult> check_relations(Implementation& impl, const std::string&
             for (const auto& r : rel) seen = seen || r.what == fmt::format("sequence {} alone", b);
             if (!seen) rel.push_back({"batch_alone", fmt::format("sequence {} alone", b), sequence_alone(c, b)});
         }
-    rel.push_back({"pages_relocated", "its pages moved elsewhere in the pool", pages_relocated(c, c.seed)});
+    {
+        PoolChange moved;
+        moved.moves = page_moves(pool_pages, c.seed);
+        Derived d = with_pages_moved(c, moved.moves);
+        rel.push_back({"pages_relocated", "its pages moved elsewhere in the pool", std::move(d), std::move(moved)});
+    }
     if (batch.size() > 1) rel.push_back({"batch_permuted", "the batch in reverse order", batch_reversed(c)});
     // The last sequence with two queries or more, in two calls: all but its
     // last query (a chunked prefill's first chunk), then its last query over
@@ -188,10 +344,12 @@ std::vector<CaseResult> check_relations(Implementation& impl, const std::string&
         rel.push_back({"chunked", fmt::format("sequence {}'s last query alone, over all its keys", b), std::move(after)});
         break;
     }
-    rel.push_back({"poison_finite", "the rows no sequence owns holding +-1e30 instead of NaN", poison_finite(c)});
-    rel.push_back({"repeat", "run again", Derived{c, {}}});
-    rel.back().d.rows.resize(static_cast<size_t>(c.in("q").rows()));
-    std::iota(rel.back().d.rows.begin(), rel.back().d.rows.end(), int64_t{0});
+    {
+        PoolChange finite;
+        finite.finite = true;
+        rel.push_back({"poison_finite", "the rows no sequence owns holding +-1e30 instead of NaN", all_rows(c), finite});
+    }
+    rel.push_back({"repeat", "run again", all_rows(c), {}});
 
     const bool bitwise = impl.batch_invariant(c.op);
     const double k = op_info(c.op).tolerance.k;
@@ -208,13 +366,18 @@ std::vector<CaseResult> check_relations(Implementation& impl, const std::string&
             res.case_id = c.id;
             res.origin = "relation";
             res.pass = true;
-            res.shapes = input_shapes(c);
+            res.shapes = shapes;
             res.diagnosis.push_back(fmt::format("relation {}: {}", r.id,
                                                 bitwise ? "bitwise (the implementation declares batch invariance)"
                                                         : "within twice the case's tolerance"));
         }
         if (!res.pass) continue;  // its first break is reported
-        const ImplOutputs o = run_impl(impl, r.d.c);
+        ImplOutputs o;
+        {
+            Changed changed(aside, r.change, c.config.page_size);
+            Lent lent(aside, r.d.c);
+            o = run_impl(impl, r.d.c);
+        }
         res.seconds += o.seconds;
         if (!o.error.empty()) {
             res.pass = false;

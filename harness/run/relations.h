@@ -26,7 +26,11 @@ namespace conform::run {
 // The relations checked on a case of an op that pages (kPaged), one
 // CaseResult each (impl "<name> relations", origin "relation"); empty for
 // another op. `outputs`: the implementation's outputs on c, judged already.
-std::vector<CaseResult> check_relations(Implementation& impl, const std::string& name, const Case& c, DType dtype,
+// c is borrowed: its caches are lent to the derived calls, and the two
+// relations that change them change them in place and undo it (a serving
+// pool is GBs; copies of it were most of the relations' time). c is as it
+// was when this returns.
+std::vector<CaseResult> check_relations(Implementation& impl, const std::string& name, Case& c, DType dtype,
                                         const NamedD& outputs, const Truth& truth);
 
 // The derived cases, for tests: a case and, for each of its query rows, the

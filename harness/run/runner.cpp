@@ -162,7 +162,7 @@ class Executor {
         const bool replaying = !sel_.case_id.empty();
         const DiagnoseMode mode = o_.diagnose;
         for (const select::Pick& pick : p.picks) {
-            const Case c = property_case(pick.spec, sel_.dtype);
+            Case c = property_case(pick.spec, sel_.dtype);  // lent to its relations, as it was after them
             std::unique_ptr<Truth> truth;
             for (Chosen& impl : impls_.impls) {
                 if (const Support sup = impl.impl->supports(p.op, c.config); !sup.ok) {
