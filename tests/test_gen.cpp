@@ -4,6 +4,7 @@
 #include <rapidcheck/catch.h>
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 #include <vector>
 
@@ -90,6 +91,80 @@ TEST_CASE("shrinking yields a small counterexample", "[gen]") {
     REQUIRE(sh.spec.config.head_dim == 4);
     REQUIRE(sh.spec.config.n_heads == 1);
     REQUIRE(sh.spec.seed == 0);
+}
+
+TEST_CASE("a failing paged batch shrinks to the sequences and pages its bug needs", "[gen][paged]") {
+    // Planted bugs on the batch's shape alone, each starting from the first
+    // drawn batch of 3 sequences or more and 5 pages or more that shows it.
+    auto pages = [](const gen::CaseSpec& s, size_t b) {
+        return (s.kv_lens[b] + s.config.page_size - 1) / s.config.page_size;
+    };
+    auto total_pages = [&](const gen::CaseSpec& s) {
+        int64_t n = 0;
+        for (size_t b = 0; b < s.kv_lens.size(); ++b) n += pages(s, b);
+        return n;
+    };
+    struct Planted {
+        const char* what;
+        std::function<bool(const gen::CaseSpec&)> fails;
+        size_t sequences;
+        int64_t pages;
+    };
+    const std::vector<Planted> bugs = {
+        // A page boundary past the first page, at the offset P - 1 (two pages: 2P - 1 keys).
+        {"a sequence of 2 pages or more whose last page holds P - 1 keys",
+         [&](const gen::CaseSpec& s) {
+             for (size_t b = 0; b < s.kv_lens.size(); ++b)
+                 if (s.q_lens[b] > 0 && pages(s, b) >= 2 && s.kv_lens[b] % s.config.page_size == s.config.page_size - 1 &&
+                     s.config.page_size > 1)
+                     return true;
+             return false;
+         },
+         1, 2},
+        // Two sequences with keys and queries: another's keys can leak.
+        {"two sequences with keys and queries",
+         [&](const gen::CaseSpec& s) {
+             int n = 0;
+             for (size_t b = 0; b < s.kv_lens.size(); ++b) n += s.kv_lens[b] > 0 && s.q_lens[b] > 0;
+             return n >= 2;
+         },
+         2, 2},
+        // A chunk of 2 queries or more over a cached prefix of its own.
+        {"a chunk over a cached prefix",
+         [&](const gen::CaseSpec& s) {
+             for (size_t b = 0; b < s.kv_lens.size(); ++b)
+                 if (s.q_lens[b] >= 2 && s.kv_lens[b] > s.q_lens[b]) return true;
+             return false;
+         },
+         1, 1},
+        // A sequence of 100 keys or more (a kernel that splits its keys at
+        // 64): RapidCheck shrinks its length to 100 but can only shrink the
+        // page size toward 16 (seven pages); larger pages make it one.
+        {"a sequence of 100 keys or more",
+         [&](const gen::CaseSpec& s) {
+             for (size_t b = 0; b < s.kv_lens.size(); ++b)
+                 if (s.q_lens[b] > 0 && s.kv_lens[b] >= 100) return true;
+             return false;
+         },
+         1, 1},
+    };
+    for (const Planted& bug : bugs) {
+        INFO(bug.what);
+        int index = -1;
+        for (int i = 0; i < 2000 && index < 0; ++i) {
+            const gen::CaseSpec s = gen::draw(Op::paged_attention, 11, i);
+            if (s.kv_lens.size() >= 3 && total_pages(s) >= 5 && bug.fails(s)) index = i;
+        }
+        REQUIRE(index >= 0);
+        INFO("from " << gen::canonical_id(gen::draw(Op::paged_attention, 11, index)));
+        const gen::Shrunk sh = gen::shrink(Op::paged_attention, 11, index, bug.fails);
+        INFO("to " << gen::canonical_id(sh.spec));
+        CHECK(bug.fails(sh.spec));
+        CHECK(sh.spec.kv_lens.size() == bug.sequences);
+        CHECK(total_pages(sh.spec) == bug.pages);
+        std::string err;
+        CHECK(gen::parse_case_id(gen::canonical_id(sh.spec), &err));  // the shrunk batch is an id that replays
+    }
 }
 
 TEST_CASE("the ziggurat draws N(0, 1): moments, tails and the distribution function", "[gen]") {

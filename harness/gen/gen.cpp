@@ -1100,6 +1100,93 @@ Case materialize(const CaseSpec& s) {
 
 namespace {
 
+// A paged batch with these sequences: T and S follow (as parse_case_id sets them).
+CaseSpec with_batch(CaseSpec s, std::vector<int64_t> kv, std::vector<int64_t> q) {
+    s.kv_lens = std::move(kv);
+    s.q_lens = std::move(q);
+    s.T = std::accumulate(s.q_lens.begin(), s.q_lens.end(), int64_t{0});
+    s.S = std::max<int64_t>(1, std::accumulate(s.kv_lens.begin(), s.kv_lens.end(), int64_t{0}));
+    return s;
+}
+
+// Smaller batches than s, most reduced first: a sequence dropped; a
+// sequence a page shorter (its last page's length kept: the boundary a bug
+// may need), or down to that last page alone; its queries down to one, or
+// one fewer; pages one size larger (fewer of them). Every candidate has a
+// query somewhere, and no sequence more queries than keys.
+std::vector<CaseSpec> smaller_batches(const CaseSpec& s) {
+    std::vector<CaseSpec> out;
+    const int64_t P = s.config.page_size, B = static_cast<int64_t>(s.kv_lens.size());
+    auto add = [&](std::vector<int64_t> kv, std::vector<int64_t> q) {
+        if (std::all_of(q.begin(), q.end(), [](int64_t n) { return n == 0; })) return;
+        for (size_t b = 0; b < kv.size(); ++b) q[b] = std::min(q[b], std::max<int64_t>(kv[b], std::min<int64_t>(q[b], 1)));
+        out.push_back(with_batch(s, std::move(kv), std::move(q)));
+    };
+    for (int64_t b = 0; b < B && B > 1; ++b) {
+        auto kv = s.kv_lens, q = s.q_lens;
+        kv.erase(kv.begin() + b);
+        q.erase(q.begin() + b);
+        add(kv, q);
+    }
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t kv_b = s.kv_lens[static_cast<size_t>(b)];
+        if (kv_b <= P) continue;
+        const int64_t tail = (kv_b - 1) % P + 1;  // its last page's rows
+        for (int64_t shorter : {tail, kv_b - P}) {
+            auto kv = s.kv_lens;
+            kv[static_cast<size_t>(b)] = shorter;
+            add(kv, s.q_lens);
+            if (shorter == kv_b - P) break;
+        }
+    }
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t q_b = s.q_lens[static_cast<size_t>(b)];
+        if (q_b <= 1) continue;
+        for (int64_t fewer : {int64_t{1}, q_b - 1}) {
+            auto q = s.q_lens;
+            q[static_cast<size_t>(b)] = fewer;
+            add(s.kv_lens, q);
+            if (fewer == q_b - 1) break;
+        }
+    }
+    for (int64_t larger : {5, 8, 16, 64, 128, 256})
+        if (larger > P) {
+            CaseSpec t = s;
+            t.config.page_size = larger;
+            out.push_back(std::move(t));
+            break;
+        }
+    return out;
+}
+
+// RapidCheck shrinks a batch by dropping sequences and by each sequence's
+// drawn choices, which need not make it shorter: a length drawn among
+// 41..599 shrinks to 41, three pages of 16. Then the batch itself, greedily:
+// the first smaller batch that still fails is taken, until none does (or the
+// limits are reached), so a bug that needs two sequences of one page each
+// ends there.
+void shrink_batch(Shrunk& out, const std::function<bool(const CaseSpec&)>& still_fails, const ShrinkLimits& limits,
+                  const std::function<double()>& elapsed) {
+    for (bool progressed = true; progressed;) {
+        progressed = false;
+        for (const CaseSpec& candidate : smaller_batches(out.spec)) {
+            if (out.tried >= limits.max_tries) return void(out.stopped = Shrunk::Stop::tries);
+            if (limits.max_seconds > 0 && elapsed() > limits.max_seconds) return void(out.stopped = Shrunk::Stop::time);
+            // Only what is smaller: fewer sequences, pages or queries.
+            if (candidate.kv_lens.size() == out.spec.kv_lens.size() && pages_needed(candidate) >= pages_needed(out.spec) &&
+                candidate.T >= out.spec.T && candidate.S >= out.spec.S)
+                continue;
+            ++out.tried;
+            if (still_fails(candidate)) {
+                out.spec = candidate;
+                ++out.steps;
+                progressed = true;
+                break;
+            }
+        }
+    }
+}
+
 rc::Random random_for(Op op, uint64_t seed, int index) {
     return rc::Random(seed * 1000003ull + static_cast<uint64_t>(op) * 7919ull + static_cast<uint64_t>(index));
 }
@@ -1142,6 +1229,8 @@ Shrunk shrink(const Stream& s, int index, const std::function<bool(const CaseSpe
             }
         }
     }
+    if (op_info(out.spec.op).uses(kPaged) && out.stopped == Shrunk::Stop::done)
+        shrink_batch(out, still_fails, limits, elapsed);
     out.seconds = elapsed();
     return out;
 }
