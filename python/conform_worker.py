@@ -50,7 +50,8 @@ TAPS = ("attn_in", "q", "k", "v", "q_rot", "k_rot", "attn", "h", "ffn_in", "ffn_
 OUTPUTS = {op: (TAPS if op == "block" else ("out", "lse") if op == "paged_attention" else ("out",)) for op in OPS}
 
 DTYPES = ("f32", "bf16", "f16")
-ITEMSIZE = {"f32": 4, "bf16": 2, "f16": 2, "i64": 8}
+ITEMSIZE = {"f32": 4, "bf16": 2, "f16": 2, "i64": 8, "i32": 4}
+INDEX_DTYPES = ("i64", "i32")
 NAME_RE = re.compile(r"[A-Za-z0-9_.-]+\Z")
 
 
@@ -89,14 +90,14 @@ def f32_to_bf16_bits(x):
 
 def _decode(buf, dtype, shape):
     """Payload bytes -> numpy array: float dtypes widened to float32, i64 as
-    int64. f32 and i64 are views of the (writable) payload where aligned: a
-    large weight set is not copied a second time."""
+    int64, i32 as int32. f32, i64 and i32 are views of the (writable) payload
+    where aligned: a large weight set is not copied a second time."""
     if dtype == "bf16":
         return bf16_to_f32(np.frombuffer(buf, dtype="<u2")).reshape(shape)
     if dtype == "f16":
         return np.frombuffer(buf, dtype="<f2").astype(np.float32).reshape(shape)
-    arr = np.frombuffer(buf, dtype="<f4" if dtype == "f32" else "<i8")
-    arr = arr.astype(np.float32 if dtype == "f32" else np.int64, copy=False)
+    wire, native = {"f32": ("<f4", np.float32), "i64": ("<i8", np.int64), "i32": ("<i4", np.int32)}[dtype]
+    arr = np.frombuffer(buf, dtype=wire).astype(native, copy=False)
     return (arr if arr.flags.aligned else arr.copy()).reshape(shape)
 
 
@@ -110,7 +111,7 @@ def _encode(arr, dtype):
             return f32_to_bf16_bits(np.asarray(arr, dtype=np.float32)).astype("<u2")
         if dtype == "f16":
             return np.ascontiguousarray(arr, dtype="<f2")
-        return np.ascontiguousarray(arr, dtype="<i8")
+        return np.ascontiguousarray(arr, dtype="<i4" if dtype == "i32" else "<i8")
 
 
 # ---- the protocol's file descriptors -----------------------------------------
@@ -270,15 +271,30 @@ class Worker:
     torch:       give the kernels torch tensors instead of numpy arrays
     device:      with torch, the device the tensors are put on ("cuda", "cuda:1"; default the CPU)
     description: one line for reports
+    batch_invariant: ops whose every output row is the same bit for bit
+                 whatever else is in the batch, wherever its pages are and
+                 however often it is called (paged_attention): conform then
+                 checks the relations bit for bit, not within tolerance
+    index_dtype: how paged_attention's index arrays arrive: "i64" (int64,
+                 the default) or "i32" (int32, as FlashInfer and vLLM take them)
     """
 
-    def __init__(self, name, dtypes=("f32",), torch=False, description="", device=None):
+    def __init__(self, name, dtypes=("f32",), torch=False, description="", device=None, batch_invariant=(),
+                 index_dtype="i64"):
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise ValueError("Worker name %r: must match [A-Za-z0-9_.-]+" % (name,))
         dtypes = list(dtypes)
         bad = [d for d in dtypes if d not in DTYPES]
         if bad or not dtypes:
             raise ValueError("Worker dtypes %r: each must be one of %s" % (dtypes, ", ".join(DTYPES)))
+        batch_invariant = [batch_invariant] if isinstance(batch_invariant, str) else list(batch_invariant)
+        bad = [op for op in batch_invariant if op not in OPS]
+        if bad:
+            raise ValueError("Worker batch_invariant %r: each must be one of %s" % (bad, ", ".join(OPS)))
+        if index_dtype not in INDEX_DTYPES:
+            raise ValueError("Worker index_dtype %r: must be one of %s" % (index_dtype, ", ".join(INDEX_DTYPES)))
+        self.batch_invariant = batch_invariant
+        self.index_dtype = index_dtype
         self.name = name
         self.dtypes = dtypes
         self.description = description
@@ -359,6 +375,8 @@ class Worker:
             "type": "hello", "protocol": PROTOCOL, "name": self.name, "description": self.description,
             "ops": [op for op in OPS if op in self._ops], "dtypes": self.dtypes,
             "supports": self._supports is not None, "pid": os.getpid(),
+            "batch_invariant": [op for op in self.batch_invariant if op in self._ops],
+            "index_dtype": self.index_dtype,
         })
         while True:
             frame = reader.frame()
@@ -429,7 +447,7 @@ class Worker:
             raise Unsupported(reason)
         if not isinstance(config, dict):
             raise InvalidArgument("config: expected an object, found %s" % type(config).__name__)
-        inputs = _tensor_specs(header, "inputs", ("f32", "bf16", "f16", "i64"))
+        inputs = _tensor_specs(header, "inputs", ("f32", "bf16", "f16") + INDEX_DTYPES)
         outputs = _tensor_specs(header, "outputs", ("f32", "bf16", "f16"))
         if "outputs" not in header:
             outputs = [("out", dtype, ())]

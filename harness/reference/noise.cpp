@@ -318,7 +318,9 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
     if (eq.defined()) lq.push_back(eqs), rk_.push_back(ka);
     if (ek.defined()) lq.push_back(scale * qa), rk_.push_back(ekg);
     if (eq.defined() && ek.defined()) lq.push_back(eqs), rk_.push_back(ekg);
-    const Tensor moves = as_heads(torch::matmul(torch::cat(lq, -1), kt(torch::cat(rk_, -1))));
+    // (One factor alone is not copied: |k| of 8k keys is 67 MB a sequence.)
+    auto side = [](const std::vector<Tensor>& f) { return f.size() == 1 ? f[0] : torch::cat(f, -1); };
+    const Tensor moves = as_heads(torch::matmul(side(lq), kt(side(rk_))));
     Tensor r_round, r_freq;
     if (rq && rk) {
         const auto k2 = kh.pow(2), q2 = qh.pow(2);

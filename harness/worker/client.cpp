@@ -143,6 +143,21 @@ Hello parse_hello(const json& h) {
     }
     if (out.dtypes.empty()) throw ProtocolError(where + "dtypes: empty");
     out.supports = h.value("supports", false);
+    if (h.contains("batch_invariant")) {
+        if (!h["batch_invariant"].is_array()) throw ProtocolError(where + "batch_invariant: not an array");
+        for (const auto& o : h["batch_invariant"]) {
+            const auto op = o.is_string() ? parse_op(o.get<std::string>()) : std::nullopt;
+            if (!op || std::find(out.ops.begin(), out.ops.end(), *op) == out.ops.end())
+                throw ProtocolError(where + "batch_invariant: " + clean_text(o.dump(), 100) + " is not one of its ops");
+            out.batch_invariant.push_back(*op);
+        }
+    }
+    if (h.contains("index_dtype")) {
+        const auto w = h["index_dtype"].is_string() ? parse_wire(h["index_dtype"].get<std::string>()) : std::nullopt;
+        if (!w || (*w != Wire::i64 && *w != Wire::i32))
+            throw ProtocolError(where + "index_dtype: expected \"i64\" or \"i32\", found " + clean_text(h["index_dtype"].dump(), 100));
+        out.index_dtype = *w;
+    }
     return out;
 }
 
@@ -605,6 +620,7 @@ void WorkerImpl::decode(View x, const BlockWeights& w, Positions pos, int64_t pr
 
 void WorkerImpl::paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx,
                                  const PagedAttentionParams& p, MutView out, MutView lse) {
+    auto index = [&](const char* name, Positions x) { return to_wire(name, x.data, x.n, hello_.index_dtype); };
     BlockConfig c;
     c.n_heads = p.n_heads;
     c.n_kv_heads = p.n_kv_heads;
@@ -615,8 +631,8 @@ void WorkerImpl::paged_attention(View q, View k_cache, View v_cache, const Paged
     c.attn_sinks = p.sinks != nullptr;
     Call call{Op::paged_attention, c,
               {matrix("q", q, dtype_), matrix("k_cache", k_cache, dtype_), matrix("v_cache", v_cache, dtype_),
-               positions("qo_indptr", idx.qo_indptr), positions("kv_indptr", idx.kv_indptr),
-               positions("kv_indices", idx.kv_indices), positions("kv_last_page_len", idx.kv_last_page_len)},
+               index("qo_indptr", idx.qo_indptr), index("kv_indptr", idx.kv_indptr),
+               index("kv_indices", idx.kv_indices), index("kv_last_page_len", idx.kv_last_page_len)},
               {{"out", out}, {"lse", lse}}};
     if (p.sinks) call.inputs.push_back(vector1("sinks", View{p.sinks, 1, p.n_heads}, dtype_));
     invoke(call);

@@ -28,6 +28,7 @@
 // the next call.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -36,6 +37,7 @@
 
 #include "conform/impl.h"
 #include "worker/process.h"
+#include "worker/protocol.h"
 #include "worker/sandbox.h"
 
 namespace conform::worker {
@@ -68,6 +70,8 @@ struct Hello {
     std::vector<Op> ops;
     std::vector<DType> dtypes;
     bool supports = false;
+    std::vector<Op> batch_invariant;  // ops whose rows do not depend on the batch, bit for bit (relations.h)
+    Wire index_dtype = Wire::i64;     // how paged_attention's index arrays travel (i32: as FlashInfer and vLLM take them)
 };
 
 // conform-worker, beside the running conform (or $CONFORM_WORKER_BINARY).
@@ -92,6 +96,10 @@ class WorkerImpl final : public Implementation {
     std::string name() const override { return hello_.name; }
     DType dtype() const override { return dtype_; }
     Support supports(Op op, const BlockConfig& config) const override;
+    // As its hello declares (a worker that says nothing: none).
+    bool batch_invariant(Op op) const override {
+        return std::find(hello_.batch_invariant.begin(), hello_.batch_invariant.end(), op) != hello_.batch_invariant.end();
+    }
     void rmsnorm(View x, View w, const RmsNormParams& p, MutView out) override;
     void rope(View x, Positions pos, const RopeParams& p, MutView out) override;
     void qk_norm(View x, View w, const QkNormParams& p, MutView out) override;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include <type_traits>
@@ -21,17 +22,18 @@ const char* to_string(Wire w) {
         case Wire::bf16: return "bf16";
         case Wire::f16: return "f16";
         case Wire::i64: return "i64";
+        case Wire::i32: return "i32";
     }
     return "?";
 }
 
 std::optional<Wire> parse_wire(const std::string& s) {
-    for (Wire w : {Wire::f32, Wire::bf16, Wire::f16, Wire::i64})
+    for (Wire w : {Wire::f32, Wire::bf16, Wire::f16, Wire::i64, Wire::i32})
         if (s == to_string(w)) return w;
     return std::nullopt;
 }
 
-size_t itemsize(Wire w) { return w == Wire::i64 ? 8 : w == Wire::f32 ? 4 : 2; }
+size_t itemsize(Wire w) { return w == Wire::i64 ? 8 : w == Wire::f32 || w == Wire::i32 ? 4 : 2; }
 
 Wire wire_of(DType d) { return d == DType::bf16 ? Wire::bf16 : d == DType::f16 ? Wire::f16 : Wire::f32; }
 
@@ -225,7 +227,7 @@ Frame read_frame(int fd, const char* list, const Deadline& deadline, uint64_t ma
             WireTensor t;
             t.name = get<std::string>(l[i], "name", where);
             const auto d = parse_wire(get<std::string>(l[i], "dtype", where));
-            if (!d) throw ProtocolError(where + "dtype: expected f32, bf16, f16 or i64, found " + shown(l[i]["dtype"]));
+            if (!d) throw ProtocolError(where + "dtype: expected f32, bf16, f16, i64 or i32, found " + shown(l[i]["dtype"]));
             t.dtype = *d;
             t.shape = get<std::vector<int64_t>>(l[i], "shape", where);
             uint64_t n = 1;
@@ -266,12 +268,23 @@ WireTensor to_wire(const std::string& name, const float* data, std::vector<int64
     return t;
 }
 
-WireTensor to_wire(const std::string& name, const int64_t* data, int64_t n) {
+WireTensor to_wire(const std::string& name, const int64_t* data, int64_t n, Wire dtype) {
     WireTensor t;
     t.name = name;
-    t.dtype = Wire::i64;
+    t.dtype = dtype;
     t.shape = {n};
-    t.bytes.assign(reinterpret_cast<const char*>(data), static_cast<size_t>(n) * 8);
+    if (dtype == Wire::i64) {
+        t.bytes.assign(reinterpret_cast<const char*>(data), static_cast<size_t>(n) * 8);
+        return t;
+    }
+    if (dtype != Wire::i32) throw ProtocolError(name + ": dtype: expected i64 or i32 for integers, found " + to_string(dtype));
+    t.bytes.resize(static_cast<size_t>(n) * 4);
+    for (int64_t i = 0; i < n; ++i) {
+        if (data[i] < INT32_MIN || data[i] > INT32_MAX)
+            throw ProtocolError(name + "[" + std::to_string(i) + "]: " + std::to_string(data[i]) + " does not fit i32");
+        const int32_t v = static_cast<int32_t>(data[i]);
+        std::memcpy(t.bytes.data() + 4 * i, &v, 4);
+    }
     return t;
 }
 
@@ -288,15 +301,25 @@ std::vector<float> widen(const WireTensor& t) {
                 out[i] = t.dtype == Wire::bf16 ? bf16_float(h) : f16_float(h);
             }
             break;
-        case Wire::i64: throw ProtocolError(t.name + ": dtype: expected a float dtype, found i64");
+        case Wire::i64:
+        case Wire::i32: throw ProtocolError(t.name + ": dtype: expected a float dtype, found " + to_string(t.dtype));
     }
     return out;
 }
 
 std::vector<int64_t> as_i64(const WireTensor& t) {
-    if (t.dtype != Wire::i64) throw ProtocolError(t.name + ": dtype: expected i64, found " + to_string(t.dtype));
+    if (t.dtype != Wire::i64 && t.dtype != Wire::i32)
+        throw ProtocolError(t.name + ": dtype: expected i64 or i32, found " + to_string(t.dtype));
     std::vector<int64_t> out(static_cast<size_t>(t.numel()));
-    std::memcpy(out.data(), t.bytes.data(), out.size() * 8);
+    if (t.dtype == Wire::i64) {
+        std::memcpy(out.data(), t.bytes.data(), out.size() * 8);
+        return out;
+    }
+    for (size_t i = 0; i < out.size(); ++i) {
+        int32_t v;
+        std::memcpy(&v, t.bytes.data() + 4 * i, 4);
+        out[i] = v;
+    }
     return out;
 }
 

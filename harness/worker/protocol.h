@@ -38,7 +38,7 @@ struct TimedOut : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-enum class Wire { f32, bf16, f16, i64 };
+enum class Wire { f32, bf16, f16, i64, i32 };
 const char* to_string(Wire w);
 std::optional<Wire> parse_wire(const std::string& s);
 size_t itemsize(Wire w);
@@ -76,11 +76,14 @@ Frame read_frame(int fd, const char* list, const Deadline& deadline = std::nullo
                  uint64_t max_payload = kMaxPayload);
 
 // Floats to the wire (the call's dtype; exact for values already rounded to
-// it), and back to float32 (exact). Positions as i64.
+// it), and back to float32 (exact). Positions as i64; index arrays as i64
+// or, where the worker asks for them so (its hello's index_dtype), i32:
+// ProtocolError for a value past int32's range.
 WireTensor to_wire(const std::string& name, const float* data, std::vector<int64_t> shape, Wire dtype);
-WireTensor to_wire(const std::string& name, const int64_t* data, int64_t n);
+WireTensor to_wire(const std::string& name, const int64_t* data, int64_t n, Wire dtype = Wire::i64);
 // The tensor's values as float32 (f32/bf16/f16 only), row-major.
 std::vector<float> widen(const WireTensor& t);
+// The tensor's values as int64 (i64, or i32 widened).
 std::vector<int64_t> as_i64(const WireTensor& t);
 
 // A value a worker sent, for a message: JSON with every character past

@@ -99,12 +99,22 @@ class Server {
 
    private:
     void hello() {
-        json ops = json::array(), dtypes = json::array();
+        json ops = json::array(), dtypes = json::array(), invariant = json::array();
         for (Op op : info_.ops) ops.push_back(to_string(op));
         for (DType d : info_.dtypes) dtypes.push_back(to_string(d));
+        // What the implementation declares batch invariant (its relations are
+        // then judged bit for bit), asked of it as conform asks an
+        // in-process one. One that cannot be made yet declares nothing; its
+        // first call says why.
+        try {
+            Implementation& first = impl(info_.dtypes.front());
+            for (Op op : info_.ops)
+                if (first.batch_invariant(op)) invariant.push_back(to_string(op));
+        } catch (const std::exception&) {
+        }
         write_frame(out_, {{"type", "hello"}, {"protocol", kProtocol}, {"name", info_.name},
                            {"description", info_.description}, {"ops", ops}, {"dtypes", dtypes},
-                           {"supports", info_.supports}},
+                           {"supports", info_.supports}, {"batch_invariant", invariant}},
                     {}, nullptr);
     }
 
@@ -153,7 +163,7 @@ class Server {
         std::map<std::string, Input> in;
         for (auto& t : f.tensors) {
             Input x;
-            if (t.dtype == Wire::i64) x.i64 = as_i64(t);
+            if (t.dtype == Wire::i64 || t.dtype == Wire::i32) x.i64 = as_i64(t);
             else x.f32 = widen(t);
             const std::string name = t.name;
             x.wire = std::move(t);  // kept as it came: what the input must still be after the call
@@ -205,8 +215,17 @@ class Server {
     // against the wire bytes), without another copy of it.
     static bool unchanged(const Input& x) {
         const std::string& b = x.wire.bytes;
-        if (!x.i64.empty() || x.wire.dtype == Wire::i64)
+        if (x.wire.dtype == Wire::i64)
             return x.i64.size() * 8 == b.size() && std::memcmp(x.i64.data(), b.data(), b.size()) == 0;
+        if (x.wire.dtype == Wire::i32) {
+            if (x.i64.size() * 4 != b.size()) return false;
+            for (size_t i = 0; i < x.i64.size(); ++i) {
+                int32_t v;
+                std::memcpy(&v, b.data() + 4 * i, 4);
+                if (x.i64[i] != v) return false;
+            }
+            return true;
+        }
         if (x.wire.dtype == Wire::f32)
             return x.f32.size() * 4 == b.size() && std::memcmp(x.f32.data(), b.data(), b.size()) == 0;
         for (size_t i = 0; i < x.f32.size(); ++i) {

@@ -24,6 +24,31 @@ expect 0 "paged_attention simd" -- --op paged_attention --impl simd --dtype bf16
 expect 0 "paged_attention numpy" -- --op paged_attention --cases 30 \
   --impl-cmd "/usr/bin/python3 $SRC/impls/worker_example/numpy_worker.py"
 
+# ---- a worker's declarations: int32 index arrays, batch invariance -------------------------
+# It refuses index arrays that are not int32, so passing shows they came so.
+w="/usr/bin/python3 $SRC/tests/workers/paged_declared.py"
+expect 0 "paged_attention  *paged_declared relations" -- --op paged_attention --cases 20 --impl-cmd "$w --i32 --invariant"
+/usr/bin/python3 - "$tmp/r/conform.json" <<'PY' || fail "the declared worker's relations are not bitwise"
+import json, sys
+r = json.load(open(sys.argv[1]))
+rel = [c for c in r["cases"] if c["impl"] == "paged_declared relations"]
+assert rel and all("bitwise" in c["diagnosis"]["lines"][0] for c in rel), rel[:1]
+PY
+# An implementation served through conform-worker (--isolate) declares what it declares in process.
+expect 0 "paged_attention  *simd relations" -- --op paged_attention --cases 10 --impl simd --isolate
+/usr/bin/python3 - "$tmp/r/conform.json" <<'PY' || fail "simd through its worker: relations not bitwise"
+import json, sys
+r = json.load(open(sys.argv[1]))
+rel = [c for c in r["cases"] if c["impl"] == "simd relations"]
+assert rel and all("bitwise" in c["diagnosis"]["lines"][0] for c in rel), rel[:1]
+PY
+# lse one ulp larger whenever the batch has two sequences or more: within
+# tolerance, so undeclared its relations hold (within tolerance); declared
+# batch invariant, sequence-alone breaks, bit for bit.
+expect 0 "paged_attention  *paged_declared relations" -- --op paged_attention --cases 20 --impl-cmd "$w --batch-ulp"
+expect 1 "batch_alone broken: lse at .*1 ulps apart; the implementation declares batch invariance" -- \
+  --op paged_attention --cases 20 --impl-cmd "$w --batch-ulp --invariant"
+
 # ---- an engine's kernel over the plugin ABI (1.2: int32 index arrays) -------------------
 if [ -n "${PLUGINS:-}" ]; then
   expect 0 "paged_attention paged_c " -- --op paged_attention --cases 40 --impl-lib "$PLUGINS/libpaged_plugin.so"

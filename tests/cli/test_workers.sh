@@ -81,6 +81,11 @@ grep -q "^  worker\[.*noisy_stderr.*\] | $" "$tmp/out" && fail "a blank stderr l
 expect 3 'found "\\u009b2J\\u202eolleh FORGED"' -- --impl-cmd "$PY $faults/bad_hello.py string" --op rope --cases 1 \
   --no-default-fixtures --out "$tmp/string"
 LC_ALL=C grep -q $'\xc2\x9b\|\xe2\x80\xae' "$tmp/out" && { cat "$tmp/out"; fail "a worker's C1 or bidi control was printed"; }
+# A declaration about an op it does not list, an index dtype that is not an integer: refused, named.
+expect 3 'hello: batch_invariant: "paged_attention" is not one of its ops' -- \
+  --impl-cmd "$PY $faults/bad_hello.py invariant" --op rmsnorm --cases 1 --no-default-fixtures --out "$tmp/inv"
+expect 3 'hello: index_dtype: expected "i64" or "i32", found "f32"' -- \
+  --impl-cmd "$PY $faults/bad_hello.py index" --op rmsnorm --cases 1 --no-default-fixtures --out "$tmp/idx"
 # One that cannot even start.
 expect 3 "impl-cmd '/nonexistent/worker'" -- --impl-cmd "/nonexistent/worker" --op rope --cases 1 --out "$tmp/none"
 # --impl-fd: descriptors that are not two open ones of the right direction are a bad input (exit 2).

@@ -8,6 +8,8 @@
                           garbage: text instead of a frame
                           string: a frame whose header is a bare JSON string
                                   holding a C1 CSI and a bidi override
+                          invariant: declares batch invariance for an op it does not list
+                          index: asks for its index arrays as f32
 """
 import sys
 from common import conform_worker, frame_bytes, write_raw
@@ -22,6 +24,10 @@ elif MODE == "type":
     hello = {"type": "result", "id": 0, "outputs": []}
 elif MODE == "ops":
     hello["ops"] = ["rmsnorm", "flash_attention"]
+elif MODE == "invariant":
+    hello["batch_invariant"] = ["paged_attention"]
+elif MODE == "index":
+    hello["index_dtype"] = "f32"
 elif MODE == "string":
     hello = "\u009b2J\u202eolleh FORGED"
 elif MODE != "garbage":
