@@ -207,7 +207,8 @@ struct Lent {
     Lent& operator=(const Lent&) = delete;
 };
 
-// What a relation does to the caches for its call.
+// What a relation does to the caches for its call: one of the two, never
+// both (the undo puts foreign poison back by its index before the change).
 struct PoolChange {
     std::vector<int64_t> moves;  // pages_relocated: page p to moves[p]
     bool finite = false;         // poison_finite
