@@ -297,6 +297,7 @@ void pick_rope_extras(CaseSpec& s) {
 // decode step), a few, the whole sequence (a prefill) or a chunk after a
 // cached prefix. The batch is a RapidCheck container, so a failing batch
 // shrinks by dropping sequences, wherever they are.
+constexpr std::array<int64_t, 7> kPageSizes = {1, 5, 8, 16, 64, 128, 256};  // shrinking takes the next larger
 int64_t pick_page_size() { return weighted<int64_t>({{3, 16}, {2, 8}, {2, 5}, {1, 1}, {1, 64}, {1, 128}, {1, 256}}); }
 
 rc::Gen<std::pair<int64_t, int64_t>> sequence_gen(int64_t P) {
@@ -336,6 +337,11 @@ int64_t pages_needed(const CaseSpec& s) {
     return n;
 }
 int64_t pool_pages(const CaseSpec& s) { return s.pool * pages_needed(s) + 1; }
+// A batch's T and S, from its sequences' queries and keys.
+void batch_totals(CaseSpec& s) {
+    s.T = std::accumulate(s.q_lens.begin(), s.q_lens.end(), int64_t{0});
+    s.S = std::max<int64_t>(1, std::accumulate(s.kv_lens.begin(), s.kv_lens.end(), int64_t{0}));
+}
 
 void pick_batch(CaseSpec& s) {
     pick_heads(s, 8);
@@ -348,8 +354,7 @@ void pick_batch(CaseSpec& s) {
     s.q_lens.clear();
     for (const auto& [kv, q] : batch) s.kv_lens.push_back(kv), s.q_lens.push_back(q);
     if (std::all_of(s.q_lens.begin(), s.q_lens.end(), [](int64_t q) { return q == 0; })) s.q_lens[0] = 1;
-    s.T = std::accumulate(s.q_lens.begin(), s.q_lens.end(), int64_t{0});
-    s.S = std::max<int64_t>(1, std::accumulate(s.kv_lens.begin(), s.kv_lens.end(), int64_t{0}));
+    batch_totals(s);
     // The pool at most 2^22 floats per cache: narrower heads where it is large.
     while (pool_pages(s) * s.config.page_size * s.config.n_kv_heads * s.config.head_dim > (int64_t{1} << 22) &&
            s.config.head_dim > 8)
@@ -852,8 +857,7 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
         if (s.config.page_size < 1) return fail("P (page_size) must be >= 1");
         if (pool_pages(s) * s.config.page_size * s.config.n_kv_heads * s.config.head_dim > (int64_t(1) << 28))
             return fail("case too large (its pool of pages)");
-        s.T = std::accumulate(s.q_lens.begin(), s.q_lens.end(), int64_t{0});
-        s.S = std::max<int64_t>(1, std::accumulate(s.kv_lens.begin(), s.kv_lens.end(), int64_t{0}));
+        batch_totals(s);
     }
     if (!op_info(s.op).uses(kHeads)) s.config.n_kv_heads = s.config.n_heads;  // heads in x only (rope, qk_norm): no kv heads
     if (s.T < 1 || s.S < 1 || s.config.n_heads < 1 || s.config.n_kv_heads < 1 || s.config.head_dim < 1 || s.config.d_model < 1 || s.config.ffn_dim < 1)
@@ -1100,12 +1104,11 @@ Case materialize(const CaseSpec& s) {
 
 namespace {
 
-// A paged batch with these sequences: T and S follow (as parse_case_id sets them).
+// A paged batch with these sequences.
 CaseSpec with_batch(CaseSpec s, std::vector<int64_t> kv, std::vector<int64_t> q) {
     s.kv_lens = std::move(kv);
     s.q_lens = std::move(q);
-    s.T = std::accumulate(s.q_lens.begin(), s.q_lens.end(), int64_t{0});
-    s.S = std::max<int64_t>(1, std::accumulate(s.kv_lens.begin(), s.kv_lens.end(), int64_t{0}));
+    batch_totals(s);
     return s;
 }
 
@@ -1133,23 +1136,23 @@ std::vector<CaseSpec> smaller_batches(const CaseSpec& s) {
         if (kv_b <= P) continue;
         const int64_t tail = (kv_b - 1) % P + 1;  // its last page's rows
         for (int64_t shorter : {tail, kv_b - P}) {
+            if (shorter == kv_b - P && shorter == tail) break;  // two pages: the one candidate already added
             auto kv = s.kv_lens;
             kv[static_cast<size_t>(b)] = shorter;
             add(kv, s.q_lens);
-            if (shorter == kv_b - P) break;
         }
     }
     for (int64_t b = 0; b < B; ++b) {
         const int64_t q_b = s.q_lens[static_cast<size_t>(b)];
         if (q_b <= 1) continue;
         for (int64_t fewer : {int64_t{1}, q_b - 1}) {
+            if (fewer == q_b - 1 && fewer == 1) break;  // two queries: the one candidate already added
             auto q = s.q_lens;
             q[static_cast<size_t>(b)] = fewer;
             add(s.kv_lens, q);
-            if (fewer == q_b - 1) break;
         }
     }
-    for (int64_t larger : {5, 8, 16, 64, 128, 256})
+    for (int64_t larger : kPageSizes)
         if (larger > P) {
             CaseSpec t = s;
             t.config.page_size = larger;

@@ -325,7 +325,7 @@ std::vector<CaseResult> check_relations(Implementation& impl, const std::string&
             const int64_t b = with_queries[std::min(k, with_queries.size() - 1)];
             bool seen = false;
             for (const auto& r : rel) seen = seen || r.what == fmt::format("sequence {} alone", b);
-            if (!seen) rel.push_back({"batch_alone", fmt::format("sequence {} alone", b), sequence_alone(c, b)});
+            if (!seen) rel.push_back({"batch_alone", fmt::format("sequence {} alone", b), sequence_alone(c, b), {}});
         }
     {
         PoolChange moved;
@@ -333,7 +333,7 @@ std::vector<CaseResult> check_relations(Implementation& impl, const std::string&
         Derived d = with_pages_moved(c, moved.moves);
         rel.push_back({"pages_relocated", "its pages moved elsewhere in the pool", std::move(d), std::move(moved)});
     }
-    if (batch.size() > 1) rel.push_back({"batch_permuted", "the batch in reverse order", batch_reversed(c)});
+    if (batch.size() > 1) rel.push_back({"batch_permuted", "the batch in reverse order", batch_reversed(c), {}});
     // The last sequence with two queries or more, in two calls: all but its
     // last query (a chunked prefill's first chunk), then its last query over
     // the whole cache (the next chunk, or a decode step).
@@ -341,8 +341,8 @@ std::vector<CaseResult> check_relations(Implementation& impl, const std::string&
         if (batch.q_len(b) < 2 || batch.kv_len(b, c.config.page_size) < batch.q_len(b)) continue;
         auto [before, after] = sequence_chunked(c, b, batch.q_len(b) - 1);
         rel.push_back({"chunked", fmt::format("sequence {}'s queries but the last, over its keys but the last", b),
-                       std::move(before)});
-        rel.push_back({"chunked", fmt::format("sequence {}'s last query alone, over all its keys", b), std::move(after)});
+                       std::move(before), {}});
+        rel.push_back({"chunked", fmt::format("sequence {}'s last query alone, over all its keys", b), std::move(after), {}});
         break;
     }
     {
