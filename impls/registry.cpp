@@ -47,6 +47,7 @@ const std::vector<ImplEntry>& mutant_implementations() {
     const std::vector<Op> norm_ops = ops_using(kRmsNorm);
     const std::vector<Op> swiglu_ops = ops_using(kSwiglu);
     const std::vector<Op> decode_ops = ops_using(kKvCache);
+    const std::vector<Op> fp8_ops = ops_using(kFp8Cache);
     static const std::vector<ImplEntry> table = {
         {"rope_layout_swapped", "RoPE pairs NeoX and interleaved swapped", true, always, rope_layout_swapped, rope_ops},
         {"rope_theta_default", "rope_theta ignored: always 10000", true, always, rope_theta_default, rope_ops},
@@ -137,6 +138,19 @@ const std::vector<ImplEntry>& mutant_implementations() {
          paged_partial_page_dropped, {Op::paged_attention}},
         {"paged_empty_unwritten", "rows that see no key (empty sequences) left unwritten", true, always,
          paged_empty_unwritten, {Op::paged_attention}},
+        // An FP8 KV cache (sglang, vLLM, FlashInfer issue reports).
+        {"kv_fp8_ignored", "FP8 cache not quantised: attention over K and V as given", true, always, kv_fp8_ignored,
+         fp8_ops},
+        {"kv_fp8_scale_ignored", "FP8 cache scales taken as 1.0", true, always, kv_fp8_scale_ignored, fp8_ops},
+        {"kv_fp8_k_scale_for_v", "V written and read with K's scale", true, always, kv_fp8_k_scale_for_v, fp8_ops},
+        {"kv_fp8_per_head_read_per_tensor", "per-kv-head scales read as one (scale[0])", true, always,
+         kv_fp8_per_head_read_per_tensor, fp8_ops},
+        {"kv_fp8_truncated", "FP8 cache written with truncation, not round to nearest even", true, always,
+         kv_fp8_truncated, fp8_ops},
+        {"kv_fp8_unsaturated", "FP8 cache written without saturation (NaN / inf past the max)", true, always,
+         kv_fp8_unsaturated, fp8_ops},
+        {"kv_fp8_dequant_twice", "FP8 cache read as code * scale * scale", true, always, kv_fp8_dequant_twice,
+         fp8_ops},
         // The chapter's design choices taken the other way.
         {"layer_norm_not_rms", "LayerNorm (mean subtracted) for RMSNorm", true, always, layer_norm_not_rms, norm_ops},
         {"gelu_gate", "GELU on the gate instead of SiLU", true, always, gelu_gate, swiglu_ops},

@@ -52,6 +52,7 @@ OUTPUTS = {op: (TAPS if op == "block" else ("out", "lse") if op == "paged_attent
 DTYPES = ("f32", "bf16", "f16")
 ITEMSIZE = {"f32": 4, "bf16": 2, "f16": 2, "i64": 8, "i32": 4}
 INDEX_DTYPES = ("i64", "i32")
+KV_CACHE_DTYPES = ("fp8_e4m3", "fp8_e5m2")  # paged_attention's FP8 caches (kv_cache_dtypes)
 NAME_RE = re.compile(r"[A-Za-z0-9_.-]+\Z")
 
 
@@ -277,10 +278,13 @@ class Worker:
                  checks the relations bit for bit, not within tolerance
     index_dtype: how paged_attention's index arrays arrive: "i64" (int64,
                  the default) or "i32" (int32, as FlashInfer and vLLM take them)
+    kv_cache_dtypes: the FP8 KV caches its paged_attention writes and reads
+                 ("fp8_e4m3", "fp8_e5m2"; it then takes k_scale and v_scale):
+                 conform offers no FP8-cache case to a worker that lists none
     """
 
     def __init__(self, name, dtypes=("f32",), torch=False, description="", device=None, batch_invariant=(),
-                 index_dtype="i64"):
+                 index_dtype="i64", kv_cache_dtypes=()):
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise ValueError("Worker name %r: must match [A-Za-z0-9_.-]+" % (name,))
         dtypes = list(dtypes)
@@ -293,8 +297,13 @@ class Worker:
             raise ValueError("Worker batch_invariant %r: each must be one of %s" % (bad, ", ".join(OPS)))
         if index_dtype not in INDEX_DTYPES:
             raise ValueError("Worker index_dtype %r: must be one of %s" % (index_dtype, ", ".join(INDEX_DTYPES)))
+        kv_cache_dtypes = [kv_cache_dtypes] if isinstance(kv_cache_dtypes, str) else list(kv_cache_dtypes)
+        bad = [d for d in kv_cache_dtypes if d not in KV_CACHE_DTYPES]
+        if bad:
+            raise ValueError("Worker kv_cache_dtypes %r: each must be one of %s" % (bad, ", ".join(KV_CACHE_DTYPES)))
         self.batch_invariant = batch_invariant
         self.index_dtype = index_dtype
+        self.kv_cache_dtypes = kv_cache_dtypes
         self.name = name
         self.dtypes = dtypes
         self.description = description
@@ -377,6 +386,7 @@ class Worker:
             "supports": self._supports is not None, "pid": os.getpid(),
             "batch_invariant": [op for op in self.batch_invariant if op in self._ops],
             "index_dtype": self.index_dtype,
+            "kv_cache_dtypes": self.kv_cache_dtypes if "paged_attention" in self._ops else [],
         })
         while True:
             frame = reader.frame()

@@ -151,6 +151,9 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         "qk_norm(T=3,n=2,hd=8,eps=9.9999999999999995e-07,plus_one=1,mag=1,outliers=0,seed=30)",
         "block(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=1,eps=1.0000000000000001e-05,pos=5,"
         "plus_one=1,mag=1,outliers=0,seed=31)",
+        // FP8 caches: per-head e4m3 scales small enough that the largest values saturate; per-tensor e5m2.
+        "paged_attention(H=4,KV=2,hd=8,P=5,kv=7/12,q=2/3,kv_dtype=fp8_e4m3,kv_scale=head,mag=1,outliers=0,seed=32)",
+        "paged_attention(H=4,KV=2,hd=8,P=5,kv=0/9/12,q=1/2/3,kv_dtype=fp8_e5m2,kv_scale=tensor,mag=1,outliers=0,seed=33)",
     };
     auto scalar = test::make("scalar");
     std::set<std::string> distinguished;

@@ -22,7 +22,7 @@ std::string num(double v) {
 bool ConfigOptions::given() const {
     for (const CLI::Option* opt : {o_preset, o_file, o_d_model, o_heads, o_kv_heads, o_head_dim, o_ffn, o_layers,
                                    o_theta, o_eps, o_layout, o_qk_norm, o_qkv_bias, o_window, o_softcap, o_sinks,
-                                   o_plus_one})
+                                   o_plus_one, o_kv_cache_dtype, o_kv_scale})
         if (opt && opt->count() > 0) return true;
     return false;
 }
@@ -54,6 +54,10 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
     o.o_plus_one = g->add_option("--norm-plus-one", o.plus_one,
                                  "every RMSNorm scales by (1 + w), its weight stored as an offset from one (Gemma): "
                                  "0 | 1");
+    o.o_kv_cache_dtype = g->add_option("--kv-cache-dtype", o.kv_cache_dtype,
+                                       "the paged KV cache's storage (vLLM's kv_cache_dtype): none | fp8_e4m3 | "
+                                       "fp8_e5m2 (K and V written as fp8(x / scale), read as code * scale)");
+    o.o_kv_scale = g->add_option("--kv-scale", o.kv_scale, "an FP8 cache's scales: tensor (one each for K and V) | head (one per kv head)");
     o.o_eps = g->add_option("--eps,--norm-eps", o.eps, "RMSNorm eps");
 }
 
@@ -134,6 +138,21 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
                               (m.name.empty() ? "" : " (was " + num(c.attn_logit_softcapping) + ")"));
         c.attn_logit_softcapping = o.softcap;
     }
+    if (o.o_kv_cache_dtype && o.o_kv_cache_dtype->count()) {
+        const auto d = parse_kv_cache_dtype(o.kv_cache_dtype);
+        if (!d) throw ConfigError("--kv-cache-dtype: expected none, fp8_e4m3 or fp8_e5m2, found '" + o.kv_cache_dtype + "'");
+        m.overrides.push_back(std::string("--kv-cache-dtype ") + to_string(*d) +
+                              (m.name.empty() ? "" : std::string(" (was ") + to_string(c.kv_cache_dtype) + ")"));
+        c.kv_cache_dtype = *d;
+    }
+    if (o.o_kv_scale && o.o_kv_scale->count()) {
+        if (o.kv_scale != "tensor" && o.kv_scale != "head")
+            throw ConfigError("--kv-scale: expected tensor or head, found '" + o.kv_scale + "'");
+        if (c.kv_cache_dtype == KvCacheDtype::none)
+            throw ConfigError("--kv-scale: the KV cache has no FP8 dtype (give --kv-cache-dtype fp8_e4m3 or fp8_e5m2)");
+        m.overrides.push_back("--kv-scale " + o.kv_scale);
+        c.kv_scale_per_head = o.kv_scale == "head";
+    }
     if (m.name.empty() && !m.overrides.empty()) {
         m.name = "custom";
         m.origin = "flags";
@@ -174,7 +193,7 @@ nlohmann::json config_json(const ModelConfig& m) {
     for_each_field(c, [&](const ConfigField& f, const auto& v) {
         using V = std::decay_t<decltype(v)>;
         nlohmann::json value;
-        if constexpr (std::is_same_v<V, RopeLayout> || std::is_same_v<V, RopeScalingType>)
+        if constexpr (is_named_enum<V>)
             value = to_string(v);
         else
             value = v;

@@ -100,7 +100,8 @@ bool fixed_by_config(const OpInfo& info, Dim d) {
         case Dim::Q:
         case Dim::KVW:
         case Dim::hd:
-        case Dim::H: return true;
+        case Dim::H:
+        case Dim::KVS: return true;
         case Dim::D: return info.reads("d_model");
         case Dim::F: return info.reads("ffn_dim");
         default: return false;
@@ -276,6 +277,16 @@ struct Checker {
                 fail("inputs/kv_indices", "page " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
                                               " is out of range: the cache has " + std::to_string(pages) + " pages of " +
                                               std::to_string(P));
+        // An FP8 cache's scales divide every value written: each > 0 (finite: checked with every input).
+        if (cfg.kv_cache_dtype != KvCacheDtype::none)
+            for (const char* name : {"k_scale", "v_scale"}) {
+                const Tensor& sc = c.in(name);
+                for (int64_t i = 0; i < sc.numel(); ++i)
+                    if (!(sc.data[static_cast<size_t>(i)] > 0))
+                        fail(std::string("inputs/") + name, "a scale must be > 0, found " +
+                                                                std::to_string(sc.data[static_cast<size_t>(i)]) +
+                                                                " at index " + std::to_string(i));
+            }
         const auto& k = c.in("k_cache").data;
         const auto& v = c.in("v_cache").data;
         const int64_t W = c.in("k_cache").cols();

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "conform/dtype.h"
+
 #include "diagnose/diagnose.h"
 
 namespace conform::diagnose {
@@ -238,6 +240,39 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                             "head, sinks[h]",
                             cfg.n_heads / cfg.n_kv_heads));
         }
+    }
+    if (uses(op, kFp8Cache) && cfg.kv_cache_dtype != KvCacheDtype::none) {
+        using K = ref::Variant::KvFp8;
+        const char* dt = to_string(cfg.kv_cache_dtype);
+        auto kv = [&](const char* id, K bug, std::string what) {
+            ref::Variant v;
+            v.kv_fp8 = bug;
+            add(id, v, std::move(what));
+        };
+        kv("kv_fp8_ignored", K::ignored,
+           fmt::format("the KV cache not quantised: attention over K and V as given, where the config stores them as "
+                       "{} (code = fp8(x / scale), read as code * scale)",
+                       dt));
+        kv("kv_fp8_scale_ignored", K::scale_ignored,
+           fmt::format("the {} cache's scales taken as 1.0 (sglang #20705): K and V must be written as fp8(x / scale) "
+                       "and read as code * scale",
+                       dt));
+        kv("kv_fp8_k_scale_for_v", K::k_scale_for_v,
+           "V written and read with K's scale (sglang #26852: v_descale given k_scale); V has its own, v_scale");
+        if (cfg.kv_scale_per_head && cfg.n_kv_heads > 1)
+            kv("kv_fp8_per_head_read_per_tensor", K::per_tensor_read,
+               fmt::format("per-kv-head scales read as one per tensor (every head took scale[0]); kv head g's columns "
+                           "use scale[g] ({} of each)",
+                           cfg.n_kv_heads));
+        kv("kv_fp8_truncated", K::truncated,
+           fmt::format("the {} cache written with truncation (toward zero); the conversion rounds to nearest even", dt));
+        kv("kv_fp8_unsaturated", K::unsaturated,
+           fmt::format("the {} cache written without saturation: a value past the format's max ({}) became {}; the "
+                       "write saturates at the max (CUDA's __NV_SATFINITE, vLLM's cache write)",
+                       dt, fp8_format(cfg.kv_cache_dtype).max,
+                       cfg.kv_cache_dtype == KvCacheDtype::fp8_e4m3 ? "NaN" : "inf"));
+        kv("kv_fp8_dequant_twice", K::dequant_twice,
+           "the cache dequantised twice: read as code * scale * scale, where it is code * scale once");
     }
     if (uses(op, kNormPlusOne)) {
         ref::Variant vn;

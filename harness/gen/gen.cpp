@@ -15,6 +15,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "conform/dtype.h"
 #include "core/rng.h"
 
 namespace conform::gen {
@@ -228,6 +229,15 @@ void pick_softcap(CaseSpec& s) {
 // drawn with the inputs (materialize). Drawn last.
 void pick_sinks(CaseSpec& s) { s.config.attn_sinks = weighted<int>({{3, 0}, {1, 1}}) == 1; }
 
+// An FP8 KV cache in two cases of five, e4m3 or e5m2, its scales per
+// tensor or per kv head (their values drawn with the inputs, materialize).
+// Drawn last.
+void pick_kv_cache(CaseSpec& s) {
+    s.config.kv_cache_dtype = weighted<KvCacheDtype>(
+        {{3, KvCacheDtype::none}, {1, KvCacheDtype::fp8_e4m3}, {1, KvCacheDtype::fp8_e5m2}});
+    s.config.kv_scale_per_head = s.config.kv_cache_dtype != KvCacheDtype::none && *rc::gen::arbitrary<bool>();
+}
+
 // Gemma's (1 + w) norms in a quarter of the cases (the weights then drawn as
 // offsets, materialize). Drawn last.
 void pick_norm_plus_one(CaseSpec& s) { s.config.norm_plus_one = weighted<int>({{3, 0}, {1, 1}}) == 1; }
@@ -387,6 +397,10 @@ void pin(CaseSpec& s, const BlockConfig& c) {
     if (info.reads("attn_logit_softcapping")) s.config.attn_logit_softcapping = c.attn_logit_softcapping;
     if (info.reads("attn_sinks")) s.config.attn_sinks = c.attn_sinks;
     if (info.reads("norm_plus_one")) s.config.norm_plus_one = c.norm_plus_one;
+    if (info.reads("kv_cache_dtype")) {
+        s.config.kv_cache_dtype = c.kv_cache_dtype;
+        s.config.kv_scale_per_head = c.kv_scale_per_head;
+    }
     if (info.reads("qkv_bias")) {
         if (!c.qkv_bias) s.bias_mean = 0.0;
         s.config.qkv_bias = c.qkv_bias;
@@ -524,6 +538,7 @@ CaseSpec make(const Stream& st) {
     if (op_info(op).uses(kSoftcap)) pick_softcap(s);
     if (op_info(op).uses(kSinks)) pick_sinks(s);
     if (op_info(op).uses(kNormPlusOne)) pick_norm_plus_one(s);
+    if (op_info(op).uses(kFp8Cache)) pick_kv_cache(s);
     if (pinned) pin(s, *pinned);
     if (st.real) take_layer(s, st.real);
     return s;
@@ -572,6 +587,13 @@ void window_field(const CaseSpec& s, Fields& f) {
     if (s.config.attn_sinks) f.emplace_back("sinks", "1");
 }
 
+// An FP8 cache, only when there is one (older ids parse to the same case).
+void kv_cache_field(const CaseSpec& s, Fields& f) {
+    if (s.config.kv_cache_dtype == KvCacheDtype::none) return;
+    f.emplace_back("kv_dtype", to_string(s.config.kv_cache_dtype));
+    f.emplace_back("kv_scale", s.config.kv_scale_per_head ? "head" : "tensor");
+}
+
 // Gemma's norms, only when on (older ids parse to the same case).
 void norm_field(const CaseSpec& s, Fields& f) {
     if (s.config.norm_plus_one) f.emplace_back("plus_one", "1");
@@ -612,6 +634,7 @@ Fields fields(const CaseSpec& s) {
             add("P", I(s.config.page_size)); add("kv", list(s.kv_lens)); add("q", list(s.q_lens));
             if (s.pool != 3) add("pool", I(s.pool));
             window_field(s, f);
+            kv_cache_field(s, f);
             break;
         }
         case Op::block:
@@ -734,7 +757,7 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
     static const std::pair<const char*, Convention> kOwned[] = {
         {"bias", kQkvBias}, {"bias_mean", kQkvBias}, {"window", kWindow}, {"sinks", kSinks},
         {"plus_one", kNormPlusOne}, {"softcap", kSoftcap}, {"P", kPaged}, {"kv", kPaged}, {"q", kPaged},
-        {"pool", kPaged}, {"qk_gain", kResidual}};
+        {"pool", kPaged}, {"qk_gain", kResidual}, {"kv_dtype", kFp8Cache}, {"kv_scale", kFp8Cache}};
     for (const auto& [k, v] : kv)
         for (const auto& [field, bit] : kOwned)
             if (k == field && !op_info(s.op).uses(bit))
@@ -768,6 +791,15 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
                 s.config.attn_logit_softcapping = std::stod(v);
                 if (!(s.config.attn_logit_softcapping >= 0) || !std::isfinite(s.config.attn_logit_softcapping))
                     return fail("softcap must be a number >= 0, found '" + v + "'");
+            }
+            else if (k == "kv_dtype") {
+                const auto d = parse_kv_cache_dtype(v);
+                if (!d || *d == KvCacheDtype::none) return fail("kv_dtype must be fp8_e4m3 or fp8_e5m2, found '" + v + "'");
+                s.config.kv_cache_dtype = *d;
+            }
+            else if (k == "kv_scale") {
+                if (v != "head" && v != "tensor") return fail("kv_scale must be head or tensor, found '" + v + "'");
+                s.config.kv_scale_per_head = v == "head";
             }
             else if (k == "bias_mean") s.bias_mean = std::stod(v);
             else if (k == "eps") s.config.norm_eps = std::stod(v);
@@ -930,6 +962,46 @@ void fill_pool(const std::vector<PoolPage>& pages, int64_t P, int64_t W, double 
     for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(work);
     work();
     for (auto& t : helpers) t.join();
+}
+
+// An FP8 cache's scales, after every other input: each scale slot (the
+// tensor, or a kv head's columns) from the largest |value| the batch writes
+// there, as a calibration would (amax / the format's max), times a factor
+// per case: calibrated (1), with headroom (up to 4x: a coarser grid), or
+// too small (a quarter to 0.9: the largest values saturate, as activations
+// past their calibration do). Each slot jittered by up to 25% so that no
+// scale is a power of two (a grid a scale-ignoring kernel would share) and
+// per-head scales differ.
+void kv_scales(Rng& r, Case& c) {
+    const BlockConfig& cfg = c.config;
+    const int64_t KV = cfg.n_kv_heads, hd = cfg.head_dim, W = KV * hd, P = cfg.page_size;
+    const int64_t slots = cfg.kv_scale_per_head ? KV : 1;
+    const double fmax = fp8_format(cfg.kv_cache_dtype).max;
+    const int64_t mode = r.below(3);
+    const double u = r.uniform();
+    const double factor = mode == 0 ? 1.0 : mode == 1 ? 1.0 + 3.0 * u : 0.25 + 0.65 * u;
+    const auto& kvp = c.positions.at("kv_indptr");
+    const auto& ids = c.positions.at("kv_indices");
+    const auto& last = c.positions.at("kv_last_page_len");
+    for (const char* name : {"k_scale", "v_scale"}) {
+        const Tensor& pool = c.inputs.at(std::string(name) == "k_scale" ? "k_cache" : "v_cache");
+        std::vector<double> amax(static_cast<size_t>(slots), 0.0);
+        for (size_t b = 0; b + 1 < kvp.size(); ++b)
+            for (int64_t i = kvp[b]; i < kvp[b + 1]; ++i) {
+                const int64_t used = i + 1 < kvp[b + 1] ? P : last[b];
+                for (int64_t row = ids[static_cast<size_t>(i)] * P, end = row + used; row < end; ++row)
+                    for (int64_t j = 0; j < W; ++j) {
+                        double& m = amax[static_cast<size_t>(slots == 1 ? 0 : j / hd)];
+                        m = std::max(m, std::fabs(static_cast<double>(pool.data[static_cast<size_t>(row * W + j)])));
+                    }
+            }
+        Tensor sc(1, slots);
+        for (int64_t g = 0; g < slots; ++g) {
+            const double a = amax[static_cast<size_t>(g)] > 0 ? amax[static_cast<size_t>(g)] : 1.0;
+            sc.data[static_cast<size_t>(g)] = static_cast<float>(a / fmax * factor * (0.8 + 0.45 * r.uniform()));
+        }
+        c.inputs[name] = std::move(sc);
+    }
 }
 
 }  // namespace
@@ -1099,6 +1171,7 @@ Case materialize(const CaseSpec& s) {
         // the softmax) — per head, so a sink read from another head shows.
         c.inputs["sinks"] = normal(r, 1, s.config.n_heads, 5.0 * score_scale(s));
     }
+    if (s.config.kv_cache_dtype != KvCacheDtype::none) kv_scales(r, c);
     return c;
 }
 

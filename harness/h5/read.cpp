@@ -376,6 +376,17 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
                 ctx.fail("config/attn_logit_softcapping", std::string("op ") + to_string(op) + " has no attention scores to cap");
             cfg.attn_logit_softcapping = v;
         }
+        if (has("kv_cache_dtype")) {
+            const std::string v = read_string(ctx, g.get(), "kv_cache_dtype", "config/kv_cache_dtype");
+            const auto d = parse_kv_cache_dtype(v);
+            if (!d) ctx.fail("config/kv_cache_dtype", "expected \"none\", \"fp8_e4m3\" or \"fp8_e5m2\", found \"" + v + "\"");
+            if (*d != KvCacheDtype::none && !op_info(op).reads("kv_cache_dtype"))
+                ctx.fail("config/kv_cache_dtype", std::string("op ") + to_string(op) + " has no KV cache to store in FP8");
+            cfg.kv_cache_dtype = *d;
+        }
+        variant_switch("kv_scale_per_head", "no KV cache to scale", cfg.kv_scale_per_head);
+        if (cfg.kv_scale_per_head && cfg.kv_cache_dtype == KvCacheDtype::none)
+            ctx.fail("config/kv_scale_per_head", "set without an FP8 kv_cache_dtype: there are no scales");
         if (has("norm_eps")) cfg.norm_eps = read_float(ctx, g.get(), "norm_eps", "config/norm_eps");
         read_rope_extras(ctx, g.get(), cfg);
     } else if (!required.empty()) {

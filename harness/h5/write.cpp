@@ -87,7 +87,7 @@ struct Writer {
         auto write = [&](const char* name, const auto& v) {
             using V = std::decay_t<decltype(v)>;
             if constexpr (std::is_same_v<V, bool>) attr(g.get(), name, int64_t(v ? 1 : 0));
-            else if constexpr (std::is_same_v<V, RopeLayout> || std::is_same_v<V, RopeScalingType>)
+            else if constexpr (is_named_enum<V>)
                 attr(g.get(), name, std::string(to_string(v)));
             else attr(g.get(), name, v);
         };

@@ -272,6 +272,10 @@ std::string variant_beyond_abi(const conform_plugin& t, Op op, const BlockConfig
         {kNormPlusOne, c.norm_plus_one, 5, "norm_plus_one", "Gemma's (1 + w) norms"},
     };
     const uint32_t minor = knows_1_1(t) ? t.abi_minor : 0;
+    // No ABI yet carries an FP8 cache's dtype and scales (impls/PLUGINS.md).
+    if (c.kv_cache_dtype != KvCacheDtype::none && op_info(op).uses(kFp8Cache))
+        return "plugin ABI 1." + std::to_string(minor) +
+               " has no kv_cache_dtype: an FP8 KV cache cannot be passed to a plugin yet (run it as a worker)";
     for (const Twist& w : twists)
         if (w.on && minor < w.minor && op_info(op).uses(w.bit))
             return "built against plugin ABI 1." + std::to_string(minor) + ", which has no " + w.field +

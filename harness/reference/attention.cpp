@@ -163,7 +163,20 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
                   .to(q.scalar_type());
     } else {
         auto p = softmax(logits, ctx).narrow(-1, 0, S);           // [H, T, S]: probs[..., :-1] with a sink
-        out = grouped(p, vh);                                     // [H, T, hd]
+        const auto bad = vh.isfinite().logical_not();             // [KV, S, hd]
+        if (!bad.any().item<bool>()) {
+            out = grouped(p, vh);                                 // [H, T, hd]
+        } else {
+            // Only a variant's values are non-finite (an FP8 cache written
+            // without saturation). A kernel reads the keys a row sees, so a
+            // masked key's NaN must not reach the row through 0 · NaN: the
+            // row's element is non-finite iff a key it sees has a
+            // non-finite value there.
+            out = grouped(p, torch::where(bad, torch::zeros_like(vh), vh));
+            auto seen = vis.to(vh.scalar_type()).unsqueeze(0).expand({n_heads, T, S}).contiguous();
+            auto hit = grouped(seen, bad.to(vh.scalar_type()));  // [H, T, hd]
+            out = torch::where(hit > 0, torch::full_like(out, std::numeric_limits<double>::quiet_NaN()), out);
+        }
     }
     // A query that sees no key at all (possible only for arbitrary positions):
     // the convention is a zero output, never NaN.

@@ -575,7 +575,16 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             for (int64_t b = 0; b + 1 < static_cast<int64_t>(seqs.qo_indptr.size()); ++b) {
                 const PagedSeq g = gather_sequence(q, kc, vc, Precision::f64, seqs, b, faithful);
                 if (g.q_len == 0 || g.kv_len == 0) continue;  // out exactly 0, lse exactly -inf
-                const AttnBound a = attention_bound(g.q, none, g.k, none, g.v, none, g.q_pos, g.k_pos,
+                // An FP8 cache: the codes are the contract's (the same in every
+                // honest kernel), their dequantisation code * scale is one
+                // rounding of the arithmetic, and one to the dtype where a
+                // kernel stores it so.
+                Tensor kb = none, vb = none;
+                if (seqs.cache != KvCacheDtype::none) {
+                    kb = u.a * g.k.abs() + u.store(g.k);
+                    vb = u.a * g.v.abs() + u.store(g.v);
+                }
+                const AttnBound a = attention_bound(g.q, none, g.k, kb, g.v, vb, g.q_pos, g.k_pos,
                                                     attention_params(cfg), sinks, u, nullptr, nullptr, true);
                 // Terms a row's softmax sums: its sequence's keys, or the window's, and a sink.
                 const double S = static_cast<double>(

@@ -101,6 +101,16 @@ std::string Variant::describe() const {
     if (paged_last_page_len_ignored) sep() << "last pages read whole";
     if (paged_partial_page_dropped) sep() << "a last partial page dropped";
     if (lse_base2) sep() << "lse in base 2";
+    switch (kv_fp8) {
+        case KvFp8::faithful: break;
+        case KvFp8::ignored: sep() << "FP8 cache not quantised"; break;
+        case KvFp8::scale_ignored: sep() << "FP8 cache scales taken as 1"; break;
+        case KvFp8::k_scale_for_v: sep() << "FP8 cache: V with K's scale"; break;
+        case KvFp8::per_tensor_read: sep() << "FP8 cache: per-head scales read per tensor"; break;
+        case KvFp8::truncated: sep() << "FP8 cache written with truncation"; break;
+        case KvFp8::unsaturated: sep() << "FP8 cache written without saturation"; break;
+        case KvFp8::dequant_twice: sep() << "FP8 cache dequantised twice"; break;
+    }
     return o.str();
 }
 

@@ -99,6 +99,13 @@ struct Variant {
     bool paged_last_page_len_ignored = false;  // every last page read whole
     bool paged_partial_page_dropped = false;   // kv_len / page_size pages (floor): a last partial page dropped
     bool lse_base2 = false;                  // lse as log2 (FlashInfer's internal base) where the contract is ln
+    // An FP8 KV cache (config.kv_cache_dtype) written or read wrongly: not
+    // quantised at all; the scales taken as 1; V written and read with K's
+    // scale; per-head scales read as one (scale[0] for every head); rounded
+    // toward zero; not saturating (past the max: NaN / inf); the scale
+    // multiplied in twice on the read.
+    enum class KvFp8 { faithful, ignored, scale_ignored, k_scale_for_v, per_tensor_read, truncated, unsaturated, dequant_twice };
+    KvFp8 kv_fp8 = KvFp8::faithful;
 
     bool faithful() const;
     std::string describe() const;  // e.g. "rope_layout=interleaved, theta=10000"

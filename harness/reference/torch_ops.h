@@ -76,6 +76,10 @@ struct PagedSeqs {
     const std::vector<int64_t>& kv_last_page_len;
     int64_t page_size;
     int64_t pages;  // in the pool
+    // An FP8 cache (config.kv_cache_dtype): the scales, one or one per kv head.
+    KvCacheDtype cache = KvCacheDtype::none;
+    std::vector<float> k_scale, v_scale;
+    int64_t head_dim = 0;
 };
 PagedSeqs paged_seqs(const Case& c);
 struct PagedSeq {

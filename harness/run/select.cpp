@@ -1,5 +1,7 @@
 #include "run/select.h"
 
+#include "conform/dtype.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 #include <algorithm>
@@ -68,6 +70,8 @@ gen::CaseSpec spec_of(const Case& c) {
     s.config.attn_logit_softcapping = cfg.attn_logit_softcapping;
     s.config.attn_sinks = cfg.attn_sinks;
     s.config.norm_plus_one = cfg.norm_plus_one;
+    s.config.kv_cache_dtype = cfg.kv_cache_dtype;
+    s.config.kv_scale_per_head = cfg.kv_scale_per_head;
     s.config.norm_eps = cfg.norm_eps;
     for (const PositionSpec& p : info.positions)
         (p.n == Dim::S ? s.kpos : s.pos) = first_position(c, p.name);
@@ -190,7 +194,7 @@ bool Dimension::relevant(Op op) const {
 namespace {
 enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary, kHeadDim, kKeys, kQueries,
             kDecodeSteps, kPosShape, kPosOrder, kScores, kScaledContext, kBatch, kPageSize, kSequences, kPagedQueries,
-            kBias, kWindowTrap, kSoftcapTrap, kSinksTrap, kPlusOneTrap };
+            kBias, kWindowTrap, kSoftcapTrap, kSinksTrap, kPlusOneTrap, kFp8Trap };
 
 // Ops whose position arrays need not increase (their result is defined by position alone).
 std::vector<Op> ops_any_order() {
@@ -283,6 +287,9 @@ const std::vector<Dimension>& dimensions() {
         // 1/2 in one case (offsets on both sides of -1/2): trained Gemma
         // norms are far from 1, and a kernel tried only near 1 is not tried on them.
         {"norm (1 + w)", {"off", "on", "offsets both sides of -1/2"}, ops_using(kNormPlusOne)},
+        // An FP8 KV cache: none, each format, and a case whose scales make
+        // some written values saturate (a write that does not saturate shows).
+        {"fp8 cache", {"none", "e4m3", "e5m2", "values saturate"}, ops_using(kFp8Cache)},
     };
     return d;
 }
@@ -343,6 +350,36 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
                 bool high = false, low = false;
                 for (float v : cs.inputs.at("sinks").data) high = high || v > 2 * sigma, low = low || v < -2 * sigma;
                 c.push_back(high && low ? 2 : 1);
+                break;
+            }
+            case kFp8Trap: {
+                const KvCacheDtype d = s.config.kv_cache_dtype;
+                if (d == KvCacheDtype::none || !cs.inputs.count("k_scale")) {
+                    c.push_back(0);
+                    break;
+                }
+                c.push_back(d == KvCacheDtype::fp8_e4m3 ? 1 : 2);
+                // Saturating: a value of the batch's own rows past max * its scale.
+                const double top = fp8_format(d).max;
+                const int64_t hd = cs.config.head_dim, P = cs.config.page_size;
+                const auto& kvp = cs.pos("kv_indptr");
+                const auto& ids = cs.pos("kv_indices");
+                const auto& last = cs.pos("kv_last_page_len");
+                bool saturates = false;
+                for (const char* pool : {"k_cache", "v_cache"}) {
+                    const Tensor& t = cs.in(pool);
+                    const Tensor& sc = cs.in(std::string(pool) == "k_cache" ? "k_scale" : "v_scale");
+                    for (size_t b = 0; b + 1 < kvp.size() && !saturates; ++b)
+                        for (int64_t i = kvp[b]; i < kvp[b + 1] && !saturates; ++i) {
+                            const int64_t used = i + 1 < kvp[b + 1] ? P : last[b];
+                            for (int64_t r = ids[static_cast<size_t>(i)] * P; r < ids[static_cast<size_t>(i)] * P + used; ++r)
+                                for (int64_t j = 0; j < t.cols(); ++j) {
+                                    const float scale = sc.data[static_cast<size_t>(sc.numel() == 1 ? 0 : j / hd)];
+                                    saturates = saturates || std::fabs(t.data[static_cast<size_t>(r * t.cols() + j)] / scale) > top;
+                                }
+                        }
+                }
+                if (saturates) c.push_back(3);
                 break;
             }
             case kPlusOneTrap: {

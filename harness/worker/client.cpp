@@ -158,6 +158,18 @@ Hello parse_hello(const json& h) {
             throw ProtocolError(where + "index_dtype: expected \"i64\" or \"i32\", found " + clean_text(h["index_dtype"].dump(), 100));
         out.index_dtype = *w;
     }
+    if (h.contains("kv_cache_dtypes")) {
+        if (!h["kv_cache_dtypes"].is_array()) throw ProtocolError(where + "kv_cache_dtypes: not an array");
+        for (const auto& d : h["kv_cache_dtypes"]) {
+            const auto k = d.is_string() ? parse_kv_cache_dtype(d.get<std::string>()) : std::nullopt;
+            if (!k || *k == KvCacheDtype::none)
+                throw ProtocolError(where + "kv_cache_dtypes: expected \"fp8_e4m3\" or \"fp8_e5m2\", found " +
+                                    clean_text(d.dump(), 100));
+            if (std::find(out.ops.begin(), out.ops.end(), Op::paged_attention) == out.ops.end())
+                throw ProtocolError(where + "kv_cache_dtypes: the worker does not implement paged_attention");
+            out.kv_cache_dtypes.push_back(*k);
+        }
+    }
     return out;
 }
 
@@ -450,6 +462,12 @@ BlockConfig single(const RopeParams& p, int64_t cols) {
 Support WorkerImpl::supports(Op op, const BlockConfig& config) const {
     if (std::find(hello_.ops.begin(), hello_.ops.end(), op) == hello_.ops.end())
         return Support::no(hello_.name + " does not implement " + to_string(op));
+    // A cache dtype it did not declare: a worker from before FP8 caches gets the cases it always got.
+    if (op_info(op).uses(kFp8Cache) && config.kv_cache_dtype != KvCacheDtype::none &&
+        std::find(hello_.kv_cache_dtypes.begin(), hello_.kv_cache_dtypes.end(), config.kv_cache_dtype) ==
+            hello_.kv_cache_dtypes.end())
+        return Support::no(hello_.name + " declares no " + to_string(config.kv_cache_dtype) +
+                           " KV cache (its hello's kv_cache_dtypes)");
     State& s = *s_;
     if (s.dead && spec_.kind == WorkerSpec::Kind::attached)
         return Support::no("the attached worker (" + spec_.flag() + ") stopped serving earlier and cannot be restarted: " +
@@ -629,12 +647,18 @@ void WorkerImpl::paged_attention(View q, View k_cache, View v_cache, const Paged
     c.sliding_window = p.sliding_window;
     c.attn_logit_softcapping = p.softcap;
     c.attn_sinks = p.sinks != nullptr;
+    c.kv_cache_dtype = p.kv_cache_dtype;
+    c.kv_scale_per_head = p.kv_cache_dtype != KvCacheDtype::none && p.n_kv_scales > 1;
     Call call{Op::paged_attention, c,
               {matrix("q", q, dtype_), matrix("k_cache", k_cache, dtype_), matrix("v_cache", v_cache, dtype_),
                index("qo_indptr", idx.qo_indptr), index("kv_indptr", idx.kv_indptr),
                index("kv_indices", idx.kv_indices), index("kv_last_page_len", idx.kv_last_page_len)},
               {{"out", out}, {"lse", lse}}};
     if (p.sinks) call.inputs.push_back(vector1("sinks", View{p.sinks, 1, p.n_heads}, dtype_));
+    if (p.kv_cache_dtype != KvCacheDtype::none) {
+        call.inputs.push_back(vector1("k_scale", View{p.k_scale, 1, p.n_kv_scales}, dtype_));
+        call.inputs.push_back(vector1("v_scale", View{p.v_scale, 1, p.n_kv_scales}, dtype_));
+    }
     invoke(call);
 }
 

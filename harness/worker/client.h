@@ -72,6 +72,7 @@ struct Hello {
     bool supports = false;
     std::vector<Op> batch_invariant;  // ops whose rows do not depend on the batch, bit for bit (relations.h)
     Wire index_dtype = Wire::i64;     // how paged_attention's index arrays travel (i32: as FlashInfer and vLLM take them)
+    std::vector<KvCacheDtype> kv_cache_dtypes;  // the FP8 caches its paged_attention writes (none: offered no such case)
 };
 
 // conform-worker, beside the running conform (or $CONFORM_WORKER_BINARY).

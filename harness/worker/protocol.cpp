@@ -345,7 +345,7 @@ json config_to_json(const BlockConfig& c) {
     };
     for_each_field(c, [&](const ConfigField& f, const auto& v) {
         using V = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<V, RopeLayout> || std::is_same_v<V, RopeScalingType>)
+        if constexpr (is_named_enum<V>)
             put(f, to_string(v));
         else
             put(f, v);
@@ -370,9 +370,10 @@ BlockConfig config_from_json(const json& j) {
             const auto l = parse_rope_layout(get<std::string>(*in, key.c_str(), where));
             if (!l) throw ProtocolError(where + key + ": expected neox or interleaved");
             v = *l;
-        } else if constexpr (std::is_same_v<V, RopeScalingType>) {
-            const auto t = parse_rope_scaling_type(get<std::string>(*in, key.c_str(), where));
-            if (!t) throw ProtocolError(where + key + ": unknown");
+        } else if constexpr (is_named_enum<V>) {
+            const std::string name = get<std::string>(*in, key.c_str(), where);
+            const auto t = parse_named(name, V{});
+            if (!t) throw ProtocolError(where + key + ": unknown value \"" + name + "\"");
             v = *t;
         } else {
             v = get<V>(*in, key.c_str(), where);

@@ -99,7 +99,7 @@ class Server {
 
    private:
     void hello() {
-        json ops = json::array(), dtypes = json::array(), invariant = json::array();
+        json ops = json::array(), dtypes = json::array(), invariant = json::array(), caches = json::array();
         for (Op op : info_.ops) ops.push_back(to_string(op));
         for (DType d : info_.dtypes) dtypes.push_back(to_string(d));
         // What the implementation declares batch invariant (its relations are
@@ -110,11 +110,21 @@ class Server {
             Implementation& first = impl(info_.dtypes.front());
             for (Op op : info_.ops)
                 if (first.batch_invariant(op)) invariant.push_back(to_string(op));
+            // The FP8 caches its paged_attention takes, asked on the smallest batch config.
+            if (std::find(info_.ops.begin(), info_.ops.end(), Op::paged_attention) != info_.ops.end())
+                for (KvCacheDtype d : {KvCacheDtype::fp8_e4m3, KvCacheDtype::fp8_e5m2}) {
+                    BlockConfig c;
+                    c.n_heads = c.n_kv_heads = 1;
+                    c.head_dim = 2;
+                    c.page_size = 1;
+                    c.kv_cache_dtype = d;
+                    if (first.supports(Op::paged_attention, c).ok) caches.push_back(to_string(d));
+                }
         } catch (const std::exception&) {
         }
         write_frame(out_, {{"type", "hello"}, {"protocol", kProtocol}, {"name", info_.name},
                            {"description", info_.description}, {"ops", ops}, {"dtypes", dtypes},
-                           {"supports", info_.supports}, {"batch_invariant", invariant}},
+                           {"supports", info_.supports}, {"batch_invariant", invariant}, {"kv_cache_dtypes", caches}},
                     {}, nullptr);
     }
 

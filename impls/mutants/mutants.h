@@ -79,6 +79,13 @@ std::unique_ptr<Implementation> paged_queries_at_start(const ImplOptions& o);
 std::unique_ptr<Implementation> paged_partial_page_dropped(const ImplOptions& o);
 std::unique_ptr<Implementation> paged_lse_base2(const ImplOptions& o);
 std::unique_ptr<Implementation> paged_empty_unwritten(const ImplOptions& o);
+std::unique_ptr<Implementation> kv_fp8_ignored(const ImplOptions& o);
+std::unique_ptr<Implementation> kv_fp8_scale_ignored(const ImplOptions& o);
+std::unique_ptr<Implementation> kv_fp8_k_scale_for_v(const ImplOptions& o);
+std::unique_ptr<Implementation> kv_fp8_per_head_read_per_tensor(const ImplOptions& o);
+std::unique_ptr<Implementation> kv_fp8_truncated(const ImplOptions& o);
+std::unique_ptr<Implementation> kv_fp8_unsaturated(const ImplOptions& o);
+std::unique_ptr<Implementation> kv_fp8_dequant_twice(const ImplOptions& o);
 
 namespace detail {
 

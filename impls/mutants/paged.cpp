@@ -2,6 +2,7 @@
 // vllm, flash-attention, llama.cpp), each one of scalar::PagedRules wrong.
 #include <cmath>
 
+#include "conform/dtype.h"
 #include "mutants/mutants.h"
 
 namespace conform::mutants {
@@ -88,7 +89,67 @@ PagedRules empty_unwritten() {
     return r;
 }
 
+// An FP8 KV cache written or read wrongly (scalar::KvCacheRules), the
+// silent bugs of serving engines' FP8 caches.
+PagedRules fp8_ignored() {  // the cache dtype dropped: attention over K and V unquantised
+    PagedRules r;
+    r.cache.quantise = false;
+    return r;
+}
+PagedRules fp8_scale_ignored() {  // scales fallen back to 1.0 (sglang #20705, #18818)
+    PagedRules r;
+    r.cache.scale = [](const PagedAttentionParams&, bool, int64_t) { return 1.0f; };
+    return r;
+}
+PagedRules fp8_k_scale_for_v() {  // v_descale given k_scale (sglang #26852)
+    PagedRules r;
+    r.cache.scale = [](const PagedAttentionParams& p, bool, int64_t g) { return scalar::kv_scale(p, false, g); };
+    return r;
+}
+PagedRules fp8_per_tensor_read() {  // a per-head scale array read as one scale
+    PagedRules r;
+    r.cache.scale = [](const PagedAttentionParams& p, bool is_v, int64_t) { return scalar::kv_scale(p, is_v, 0); };
+    return r;
+}
+PagedRules fp8_truncated() {  // a hand-written conversion that drops the low bits
+    PagedRules r;
+    r.cache.write = [](float x, float scale, KvCacheDtype d) { return fp8_round(x / scale, d, {true, true}); };
+    return r;
+}
+PagedRules fp8_unsaturated() {  // __NV_NOSAT: past the max becomes NaN (e4m3) or inf (e5m2)
+    PagedRules r;
+    r.cache.write = [](float x, float scale, KvCacheDtype d) { return fp8_round(x / scale, d, {false, false}); };
+    return r;
+}
+PagedRules fp8_dequant_twice() {  // the scale applied in the read and again after it
+    PagedRules r;
+    r.cache.read = [](float code, float scale) { return code * scale * scale; };
+    return r;
+}
+
 }  // namespace
+
+std::unique_ptr<Implementation> kv_fp8_ignored(const ImplOptions& o) {
+    return detail::make<WithPagedRules<fp8_ignored>>("kv_fp8_ignored", o);
+}
+std::unique_ptr<Implementation> kv_fp8_scale_ignored(const ImplOptions& o) {
+    return detail::make<WithPagedRules<fp8_scale_ignored>>("kv_fp8_scale_ignored", o);
+}
+std::unique_ptr<Implementation> kv_fp8_k_scale_for_v(const ImplOptions& o) {
+    return detail::make<WithPagedRules<fp8_k_scale_for_v>>("kv_fp8_k_scale_for_v", o);
+}
+std::unique_ptr<Implementation> kv_fp8_per_head_read_per_tensor(const ImplOptions& o) {
+    return detail::make<WithPagedRules<fp8_per_tensor_read>>("kv_fp8_per_head_read_per_tensor", o);
+}
+std::unique_ptr<Implementation> kv_fp8_truncated(const ImplOptions& o) {
+    return detail::make<WithPagedRules<fp8_truncated>>("kv_fp8_truncated", o);
+}
+std::unique_ptr<Implementation> kv_fp8_unsaturated(const ImplOptions& o) {
+    return detail::make<WithPagedRules<fp8_unsaturated>>("kv_fp8_unsaturated", o);
+}
+std::unique_ptr<Implementation> kv_fp8_dequant_twice(const ImplOptions& o) {
+    return detail::make<WithPagedRules<fp8_dequant_twice>>("kv_fp8_dequant_twice", o);
+}
 
 std::unique_ptr<Implementation> paged_block_table_ignored(const ImplOptions& o) {
     return detail::make<WithPagedRules<block_table_ignored>>("paged_block_table_ignored", o);

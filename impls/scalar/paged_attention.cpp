@@ -11,6 +11,7 @@
 #include <cmath>
 #include <vector>
 
+#include "conform/dtype.h"
 #include "scalar.h"
 
 namespace conform::scalar {
@@ -23,6 +24,16 @@ int64_t paged_row(const PagedIndex& idx, int64_t P, int64_t b, int64_t i) {
     return idx.kv_indices[idx.kv_indptr[b] + i / P] * P + i % P;
 }
 int64_t paged_q_pos(int64_t j, int64_t q_len, int64_t kv_len) { return kv_len - q_len + j; }
+
+// An FP8 cache (conform/config.h kv_cache_dtype): each value written as
+// fp8(x / scale), the division in float32, rounded to nearest even and
+// saturating (conform/dtype.h), and read back as code * scale.
+float kv_scale(const PagedAttentionParams& p, bool is_v, int64_t kv_head) {
+    const float* s = is_v ? p.v_scale : p.k_scale;
+    return s[p.n_kv_scales > 1 ? kv_head : 0];
+}
+float kv_write(float x, float scale, KvCacheDtype d) { return fp8_round(x / scale, d); }
+float kv_read(float code, float scale) { return code * scale; }
 
 void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
                      MutView out, MutView lse, const PagedRules& rules) {
@@ -47,6 +58,11 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
     };
     const float scale = static_cast<float>(ar.scale(ap));  // 1 / sqrt(hd)
     const int64_t sd = ar.score_dims > 0 ? std::min(ar.score_dims, hd) : hd;
+    const KvCacheRules& kr = rules.cache;
+    const bool fp8 = p.kv_cache_dtype != KvCacheDtype::none && kr.quantise;
+    if (p.kv_cache_dtype != KvCacheDtype::none)
+        detail::expect(p.k_scale && p.v_scale && (p.n_kv_scales == 1 || p.n_kv_scales == KV), "paged_attention",
+                       "an FP8 cache needs k_scale and v_scale, 1 or n_kv_heads of each");
 
     for (int64_t b = 0; b < B; b++) {
         const int64_t q0 = idx.qo_indptr[b], q_len = idx.qo_indptr[b + 1] - q0;
@@ -60,6 +76,15 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
             const int64_t row = rules.row(idx, P, b, i) % k_cache.rows;
             std::copy_n(k_cache.row(row), W, k_b.data.begin() + i * W);
             std::copy_n(v_cache.row(row), W, v_b.data.begin() + i * W);
+            if (!fp8) continue;
+            // k_b[i] = fp8(k / k_scale) * k_scale, per kv head g's scale     (the cache written, then read)
+            for (int64_t c = 0; c < W; c++) {
+                const float ks = kr.scale(p, false, c / hd), vs = kr.scale(p, true, c / hd);
+                float& k = k_b.data[static_cast<size_t>(i * W + c)];
+                float& v = v_b.data[static_cast<size_t>(i * W + c)];
+                k = kr.read(kr.write(k, ks, p.kv_cache_dtype), ks);
+                v = kr.read(kr.write(v, vs, p.kv_cache_dtype), vs);
+            }
         }
         // positions: keys 0 .. kv_len-1; the queries the sequence's last q_len
         std::vector<int64_t> k_pos(static_cast<size_t>(kv_len)), q_pos(static_cast<size_t>(q_len));

@@ -107,6 +107,17 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
 int64_t paged_kv_len(const PagedIndex& idx, int64_t P, int64_t b);         // (n_b - 1) * P + last_page_len
 int64_t paged_row(const PagedIndex& idx, int64_t P, int64_t b, int64_t i);  // key i's cache row
 int64_t paged_q_pos(int64_t j, int64_t q_len, int64_t kv_len);              // kv_len - q_len + j
+// An FP8 cache (PagedAttentionParams::kv_cache_dtype): one value written
+// into the cache and read back, each step a seam a mutant breaks.
+float kv_scale(const PagedAttentionParams& p, bool is_v, int64_t kv_head);  // (is_v ? v_scale : k_scale)[head or 0]
+float kv_write(float x, float scale, KvCacheDtype d);                        // fp8(x / scale): the code's value
+float kv_read(float code, float scale);                                       // code * scale
+struct KvCacheRules {
+    bool quantise = true;  // the cache dtype honoured at all
+    float (*scale)(const PagedAttentionParams& p, bool is_v, int64_t kv_head) = kv_scale;
+    float (*write)(float x, float scale, KvCacheDtype d) = kv_write;
+    float (*read)(float code, float scale) = kv_read;
+};
 struct PagedRules {
     int64_t (*kv_len)(const PagedIndex& idx, int64_t P, int64_t b) = paged_kv_len;
     int64_t (*row)(const PagedIndex& idx, int64_t P, int64_t b, int64_t i) = paged_row;
@@ -114,6 +125,7 @@ struct PagedRules {
     double lse_scale = 1.0;    // lse multiplied by this (1 / ln 2: base 2)
     bool write_empty = true;   // a row that sees no key gets out 0 and lse -inf
     AttentionRules attention;  // its kv_head and scale
+    KvCacheRules cache;        // an FP8 cache's write and read
 };
 
 // out[T, H*hd], lse[T, H] of a batch over a paged cache (conform/interface.h).

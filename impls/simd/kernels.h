@@ -187,6 +187,11 @@ struct PagedJob {
     int64_t window = 0;  // sliding window: a row at position pos sees keys pos - window + 1 ..= pos (0: all <= pos)
     float softcap = 0;   // > 0: each score s becomes softcap * tanh(s / softcap) (Gemma 2)
     const float* sinks = nullptr;  // [H]: each head's sink logit, in its softmax's denominator (gpt-oss)
+    // An FP8 cache: k and v hold one byte per value (the codes the cache
+    // write stored), and kv head g reads code c as lut[g * 256 + c] = c's
+    // value * g's scale (the dequantisation, tabled). nullptr: no FP8 cache.
+    const float* k_lut = nullptr;
+    const float* v_lut = nullptr;
     MRows out;  // [T][H hd]
     // Set by paged_attention(): keys per split (whole pages), splits per
     // sequence at most, and the partial states [T][H][splits][stride].

@@ -33,6 +33,25 @@ HWY_BEFORE_NAMESPACE();
 namespace conform::simd {
 namespace HWY_NAMESPACE {
 
+// One FP8 cache row of a kv head, dequantised through its table into
+// `scratch` (zero past hd, as Widen leaves it).
+HWY_INLINE const float* DequantRow(const uint8_t* HWY_RESTRICT codes, const float* HWY_RESTRICT lut, size_t hd,
+                                   size_t hdp, float* HWY_RESTRICT scratch) {
+    for (size_t d = 0; d < hd; ++d) scratch[d] = lut[codes[d]];
+    for (size_t d = hd; d < hdp; ++d) scratch[d] = 0.0f;
+    return scratch;
+}
+
+// Key or value row `row` of kv head g, as float32: widened, or an FP8 code's value from its table.
+template <class TKV>
+HWY_INLINE const float* KvRow(const CRows& src, const float* lut, size_t row, size_t g, size_t hd, size_t hdp,
+                              float* HWY_RESTRICT scratch) {
+    if constexpr (hwy::IsSame<TKV, uint8_t>())
+        return DequantRow(static_cast<const uint8_t*>(src.data) + row * src.ld + g * hd, lut + g * 256, hd, hdp, scratch);
+    else
+        return RowF32(static_cast<const TKV*>(src.data) + row * src.ld + g * hd, hd, hdp, scratch);
+}
+
 template <class TQ, class TKV>
 HWY_INLINE void PagedSplitT(const PagedJob& job, size_t b, size_t g, size_t c) {
     const DF df;
@@ -66,7 +85,7 @@ HWY_INLINE void PagedSplitT(const PagedJob& job, size_t b, size_t g, size_t c) {
             float m = -std::numeric_limits<float>::infinity();
             for (int64_t i = seen_begin; i < seen_end; ++i) {
                 const size_t row = static_cast<size_t>(pages[i / static_cast<int64_t>(P)]) * P + static_cast<size_t>(i) % P;
-                const float* k = RowF32(static_cast<const TKV*>(job.k.data) + row * job.k.ld + g * hd, hd, hdp, kb);
+                const float* k = KvRow<TKV>(job.k, job.k_lut, row, g, hd, hdp, kb);
                 s[i - k0] = Dot(q, k, hdp) * scale;
             }
             if (job.softcap > 0) SoftCap(s + (seen_begin - k0), static_cast<size_t>(seen_end - seen_begin), job.softcap);
@@ -78,7 +97,7 @@ HWY_INLINE void PagedSplitT(const PagedJob& job, size_t b, size_t g, size_t c) {
             for (size_t d = 0; d < hdp; d += N) hn::StoreU(hn::Zero(df), df, acc + d);
             for (int64_t i = seen_begin; i < seen_end; ++i) {
                 const size_t row = static_cast<size_t>(pages[i / static_cast<int64_t>(P)]) * P + static_cast<size_t>(i) % P;
-                const float* v = RowF32(static_cast<const TKV*>(job.v.data) + row * job.v.ld + g * hd, hd, hdp, kb);
+                const float* v = KvRow<TKV>(job.v, job.v_lut, row, g, hd, hdp, kb);
                 const VF p = hn::Set(df, s[i - k0]);
                 for (size_t d = 0; d < hdp; d += N) hn::StoreU(hn::MulAdd(p, hn::LoadU(df, v + d), hn::LoadU(df, acc + d)), df, acc + d);
             }
@@ -89,7 +108,9 @@ HWY_INLINE void PagedSplitT(const PagedJob& job, size_t b, size_t g, size_t c) {
 }
 
 HWY_INLINE void PagedSplit(const PagedJob& job, size_t b, size_t g, size_t c) {
-    if (job.q.elem == Elem::f32) return PagedSplitT<float, float>(job, b, g, c);
+    const bool f32 = job.q.elem == Elem::f32;
+    if (job.k_lut) return f32 ? PagedSplitT<float, uint8_t>(job, b, g, c) : PagedSplitT<bf16, uint8_t>(job, b, g, c);
+    if (f32) return PagedSplitT<float, float>(job, b, g, c);
     PagedSplitT<bf16, bf16>(job, b, g, c);
 }
 

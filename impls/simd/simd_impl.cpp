@@ -6,7 +6,10 @@
 // exit, so the kernels that run are the ones an engine would run.
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
+#include "conform/dtype.h"
 #include "scalar/scalar.h"  // the contract's shape checks (scalar::detail), shared by both implementations
 #include "simd/engine.h"
 #include "simd/ops.h"
@@ -131,6 +134,49 @@ PagedJob paged_job(CRows q, int64_t T, CRows k, CRows v, const PagedIndex& idx, 
     return job;
 }
 
+// An FP8 KV cache (conform/config.h kv_cache_dtype): the write, as an
+// engine's cache-write kernel does it — each value of the pages the batch
+// lists stored as one byte, fp8(x / scale) (the division in float32, round
+// to nearest even, saturating: conform/dtype.h) — and the read's tables,
+// code -> value * scale per kv head, which the split kernel looks codes up in.
+struct Fp8Cache {
+    std::vector<uint8_t> k, v;        // [pages * P][KV hd] codes; rows of pages not listed stay 0, unread
+    std::vector<float> k_lut, v_lut;  // [KV][256]
+
+    void write(ThreadPool& pool, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+               PagedJob& job) {
+        const int64_t KV = p.n_kv_heads, hd = p.head_dim, W = KV * hd, P = p.page_size;
+        const KvCacheDtype d = p.kv_cache_dtype;
+        auto scale = [&](const float* s, int64_t g) { return s[p.n_kv_scales > 1 ? g : 0]; };
+        for (auto [lut, s] : {std::pair{&k_lut, p.k_scale}, std::pair{&v_lut, p.v_scale}}) {
+            lut->resize(static_cast<size_t>(KV * 256));
+            for (int64_t g = 0; g < KV; ++g)
+                for (int c = 0; c < 256; ++c)
+                    (*lut)[static_cast<size_t>(g * 256 + c)] = fp8_float(static_cast<uint8_t>(c), d) * scale(s, g);
+        }
+        k.assign(static_cast<size_t>(k_cache.size()), 0);
+        v.assign(static_cast<size_t>(v_cache.size()), 0);
+        // Each listed page once (two sequences may list one page).
+        std::vector<char> listed(static_cast<size_t>(k_cache.rows / P), 0);
+        std::vector<int64_t> pages;
+        for (int64_t i = 0; i < idx.kv_indices.n; ++i)
+            if (!listed[static_cast<size_t>(idx.kv_indices[i])]++) pages.push_back(idx.kv_indices[i]);
+        pool.Run(pages.size(), [&](size_t i, int) {
+            const int64_t r0 = pages[i] * P;
+            for (int64_t r = r0; r < r0 + P; ++r)
+                for (int64_t c = 0; c < W; ++c) {
+                    const size_t e = static_cast<size_t>(r * W + c);
+                    k[e] = fp8_bits(k_cache.data[e] / scale(p.k_scale, c / hd), d);
+                    v[e] = fp8_bits(v_cache.data[e] / scale(p.v_scale, c / hd), d);
+                }
+        });
+        job.k = {k.data(), static_cast<size_t>(W), Elem::f32};
+        job.v = {v.data(), static_cast<size_t>(W), Elem::f32};
+        job.k_lut = k_lut.data();
+        job.v_lut = v_lut.data();
+    }
+};
+
 class SimdImpl : public Implementation {
    public:
     explicit SimdImpl(const ImplOptions& o)
@@ -228,9 +274,16 @@ class SimdImpl : public Implementation {
         chk::expect_shape("paged_attention", "v_cache", v_cache, k_cache.rows, KV * hd);
         chk::expect_shape("paged_attention", "out", out, q.rows, H * hd);
         chk::expect_shape("paged_attention", "lse", lse, q.rows, H);
-        In qi(q, elem_), ki(k_cache, elem_), vi(v_cache, elem_);
+        const bool fp8 = p.kv_cache_dtype != KvCacheDtype::none;
+        if (fp8)
+            chk::expect(p.k_scale && p.v_scale && (p.n_kv_scales == 1 || p.n_kv_scales == KV), "paged_attention",
+                        "an FP8 cache needs k_scale and v_scale, 1 or n_kv_heads of each");
+        // An FP8 cache holds codes, not values: the pool goes in as codes, never staged in the dtype.
+        In qi(q, elem_), ki(fp8 ? View{} : k_cache, elem_), vi(fp8 ? View{} : v_cache, elem_);
         Out o(out, elem_);
         PagedJob job = paged_job(qi.rows(), q.rows, ki.rows(), vi.rows(), idx, p, o.rows());
+        Fp8Cache cache;
+        if (fp8) cache.write(pool_, k_cache, v_cache, idx, p, job);
         simd::paged_attention(pool_, target_, job, lse.data);
         o.finish();
         if (elem_ == Elem::bf16)  // stored in the dtype, as out is

@@ -7,7 +7,7 @@ The arithmetic follows HF transformers (Llama, Qwen3): float32 throughout,
 RoPE angles as HF computes them (inv_freq a float32 buffer, angle =
 float32(pos) * inv_freq in float32), every config field honoured: the rope
 layout, theta, rotary_dim, the five rope_scaling types, qk_norm, qkv_bias, sliding_window,
-attn_logit_softcapping, attn_sinks, norm_plus_one, norm_eps, GQA.
+attn_logit_softcapping, attn_sinks, norm_plus_one, kv_cache_dtype (FP8), norm_eps, GQA.
 
 It announces f32 only; `--dtypes f32,bf16` also offers bf16 (and f16): the
 arithmetic stays float32 and conform_worker rounds the outputs to the dtype.
@@ -235,12 +235,41 @@ def attention(q, k, v, q_positions, k_positions, *, config, sinks=None):
 
 # ---- paged_attention --------------------------------------------------------------
 
-def paged_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_last_page_len, *, config, sinks=None):
+# The FP8 formats of a KV cache (OCP): mantissa bits, exponent bias, largest value.
+FP8 = {"fp8_e4m3": (3, 7, 448.0), "fp8_e5m2": (2, 15, 57344.0)}
+
+
+def fp8_round(x, kind):
+    """x (float32) as the FP8 format `kind` stores it, back in float32: round
+    to nearest even (np.rint), saturating at the largest value."""
+    M, bias, top = FP8[kind]
+    a = np.abs(x.astype(np.float64))
+    _, e = np.frexp(a)                        # a = m 2^e, 0.5 <= m < 1
+    quantum = np.ldexp(1.0, np.maximum(e - 1, 1 - bias) - M)  # subnormals below 2^(1 - bias)
+    r = np.minimum(np.rint(a / quantum) * quantum, top)
+    return (np.sign(x) * r).astype(f32)
+
+
+def kv_cache_read(x, scale, config):
+    """K or V [S, KV*hd] as an FP8 cache holds them: fp8(x / scale) * scale,
+    the division and the product in float32, scale [1, 1] or [1, KV] (kv
+    head g's columns scale[g])."""
+    kind = config.get("kv_cache_dtype", "none")
+    if kind == "none":
+        return x
+    KV, hd = config["n_kv_heads"], config["head_dim"]
+    s = scale.astype(f32).reshape(1, -1, 1)                           # [1, KV or 1, 1]
+    code = fp8_round(x.reshape(-1, KV, hd) / s, kind)
+    return (code * s).reshape(x.shape)
+
+def paged_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_last_page_len, *, config, sinks=None,
+                    k_scale=None, v_scale=None):
     """A batch over a paged KV cache (FlashInfer's layout): each sequence's
     keys gathered from its pages, its queries the last of its tokens (causal,
     bottom-right); out [T, H*hd] and lse [T, H] (natural log; -inf and zeros
     for a row that sees no key). Rows of the cache no sequence owns are NaN:
-    the gather never touches them."""
+    the gather never touches them. An FP8 cache (kv_cache_dtype) is written
+    and read back as the gather copies (kv_cache_read)."""
     H, KV, hd, P = config["n_heads"], config["n_kv_heads"], config["head_dim"], config["page_size"]
     need(H % KV == 0 and P > 0, "paged_attention: n_heads %d, n_kv_heads %d, page_size %d" % (H, KV, P))
     T = q.shape[0]
@@ -254,7 +283,7 @@ def paged_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_la
         if q1 == q0 or kv_len == 0:
             continue
         rows = (pages[:, None] * P + np.arange(P)[None, :]).reshape(-1)[:kv_len]
-        k, v, qs = k_cache[rows], v_cache[rows], q[q0:q1]
+        k, v, qs = kv_cache_read(k_cache[rows], k_scale, config), kv_cache_read(v_cache[rows], v_scale, config), q[q0:q1]
         n = q1 - q0
         qh = qs.reshape(n, H, hd).transpose(1, 0, 2)                  # [H, n, hd]
         kh = k.reshape(kv_len, KV, hd)[:, heads].transpose(1, 2, 0)   # [H, hd, S]
@@ -365,11 +394,13 @@ def supports(op, config, dtype):
         kind = (config.get("rope_scaling") or {"type": "none"}).get("type")
         if kind not in KNOWN_SCALING:
             return False, "rope_scaling type %r is not one this worker knows" % (kind,)
+    if config.get("kv_cache_dtype", "none") not in ("none",) + tuple(FP8):
+        return False, "kv_cache_dtype %r is not one this worker knows" % (config.get("kv_cache_dtype"),)
     return True, ""
 
 
 def make_worker(name="numpy", description="float32 numpy, HF conventions", dtypes=("f32",)):
-    w = Worker(name, dtypes=dtypes, description=description)
+    w = Worker(name, dtypes=dtypes, description=description, kv_cache_dtypes=tuple(FP8))
     for op, fn in OPS.items():
         w.op(op)(fn)
     w.supports(supports)

@@ -159,3 +159,28 @@ def test_a_worker_object_serves_several_ops():
     w.op("swiglu")(numpy_worker.swiglu)
     report = conform.check(w, op="all", **FEW)
     assert sorted(report["ops"]) == ["rmsnorm", "swiglu"]
+
+
+FP8_CASE = ("paged_attention(H=4,KV=2,hd=8,P=4,kv=9/0/5,q=2/0/5,kv_dtype=fp8_e4m3,kv_scale=head,mag=1,outliers=0,"
+            "seed=7)")
+
+
+def test_an_fp8_cache_reaches_only_a_kernel_that_declares_it():
+    # Declared (here, and through a Worker given to check): the case runs and passes.
+    report = conform.check(numpy_worker.paged_attention, op="paged_attention", case=FP8_CASE, fixtures=False,
+                           kv_cache_dtypes=["fp8_e4m3"])
+    assert report.passed and not report.not_run
+    w = conform_worker.Worker("np_fp8", kv_cache_dtypes=["fp8_e4m3", "fp8_e5m2"])
+    w.op("paged_attention")(numpy_worker.paged_attention)
+    assert conform.check(w, op="paged_attention", case=FP8_CASE, fixtures=False).passed
+    # Undeclared: not offered the case (a kernel from before FP8 caches is never run on one).
+    with pytest.raises(conform.Nonconformance, match="declares no fp8_e4m3 KV cache"):
+        conform.check(numpy_worker.paged_attention, op="paged_attention", case=FP8_CASE, fixtures=False)
+    with pytest.raises(ValueError, match="kv_cache_dtypes"):
+        conform_worker.Worker("bad", kv_cache_dtypes=["int8"])
+
+
+def test_bench_serves_a_function():
+    out = conform.bench(rmsnorm, "rmsnorm", args=["--min-time", "0.01", "--min-reps", "1", "--max-reps", "2",
+                                                   "--impl", "scalar"])
+    assert "rmsnorm" in out

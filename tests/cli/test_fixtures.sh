@@ -209,6 +209,8 @@ bad plus_one_on_rope 'f["rope_neox/config"].attrs["norm_plus_one"] = np.int64(1)
   ':/rope_neox: config/norm_plus_one: op rope has no RMSNorm to offset'
 bad sinks_nan 'f["attention_gqa/config"].attrs["attn_sinks"] = np.int64(1); f["attention_gqa/inputs/sinks"] = np.array([0, 1, np.nan, 0, 0, 0], np.float32)' \
   ':/attention_gqa: inputs/sinks: non-finite value nan at flat index 2'
+bad kv_dtype_on_rope 'f["rope_neox/config"].attrs["kv_cache_dtype"] = "fp8_e4m3"' \
+  ':/rope_neox: config/kv_cache_dtype: op rope has no KV cache to store in FP8'
 bad no_cases 'for k in list(f): del f[k]' ': no cases (a case is a top-level group)'
 
 # Not HDF5, and truncated: the file named, and what is wrong with it.

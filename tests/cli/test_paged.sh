@@ -57,6 +57,9 @@ if [ -n "${PLUGINS:-}" ]; then
   # A plugin without the op (its table's paged_attention is NULL): not run, never passed.
   expect 0 "not run: .*paged_attention: .* cases unsupported (.*does not implement paged_attention)" -- \
     --op paged_attention,rmsnorm --cases 5 --impl-lib "$PLUGINS/libhalf_plugin.so"
+  # An FP8 cache: no ABI carries it yet, so a plugin is offered no such case.
+  expect 1 "not run: .*paged_c declares no fp8_e4m3 KV cache" -- --impl-lib "$PLUGINS/libpaged_plugin.so" \
+    --case 'paged_attention(H=4,KV=2,hd=8,P=4,kv=9/0/5,q=2/0/5,kv_dtype=fp8_e4m3,kv_scale=tensor,mag=1,outliers=0,seed=7)'
 fi
 
 # ---- a batch with an empty sequence, a sequence shorter than its page, one on a boundary -
@@ -116,6 +119,54 @@ damage k_cache 'a[f["case_0/inputs/kv_indices"][0] * 16, 0] = np.nan'  # sequenc
 expect 2 "bad.h5:/case_0: inputs/k_cache: non-finite value nan in row [0-9]*, col 0, a slot sequence 0 owns" -- \
   --fixtures "$tmp/bad.h5" --impl scalar
 expect_tail=(--out "$tmp/r" --no-default-fixtures)
+
+# ---- an FP8 cache: a fixture round-trips; bad scales, dtypes, ids and flags exit 2 -----------
+expect_tail=()
+expect 0 "wrote" -- generate --op paged_attention --heads 4 --kv-heads 2 --head-dim 16 --tokens 3 --keys 21 \
+  --kv-cache-dtype fp8_e4m3 --kv-scale head --cases 1 --out "$tmp/fp8.h5"
+expect_tail=(--out "$tmp/r" --no-default-fixtures --cases 0)
+expect 0 "paged_attention simd .* 1 .* 1 " -- --fixtures "$tmp/fp8.h5" --impl scalar,simd
+fp8_bad() {  # PYTHON-ON-f EXPECTED
+  cp "$tmp/fp8.h5" "$tmp/bad8.h5"
+  /usr/bin/python3 - "$tmp/bad8.h5" "$1" <<'PY' || fail "could not damage: $1"
+import h5py, numpy as np, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    exec(sys.argv[2])
+PY
+  expect 2 "bad8.h5:/case_0: $2" -- --fixtures "$tmp/bad8.h5" --impl scalar
+}
+fp8_bad 'f["case_0/inputs/k_scale"][0] = -1.0' "inputs/k_scale: a scale must be > 0, found -1.000000 at index 0"
+fp8_bad 'f["case_0/inputs/v_scale"][1] = 0.0' "inputs/v_scale: a scale must be > 0, found 0.000000 at index 1"
+fp8_bad 'f["case_0/inputs/k_scale"][1] = np.nan' "inputs/k_scale: non-finite value nan at flat index 1"
+fp8_bad 'del f["case_0/inputs/k_scale"]' "inputs/k_scale: missing dataset"
+fp8_bad 'd = f["case_0/inputs/v_scale"][...]; del f["case_0/inputs/v_scale"]; f["case_0/inputs/v_scale"] = d[:1]' \
+  "inputs/v_scale: expected shape \[1,2\], found \[1,1\]"
+fp8_bad 'f["case_0/config"].attrs["kv_cache_dtype"] = "fp4"' \
+  'config/kv_cache_dtype: expected "none", "fp8_e4m3" or "fp8_e5m2", found "fp4"'
+fp8_bad 'f["case_0/config"].attrs["kv_scale_per_head"] = np.int64(2)' "config/kv_scale_per_head: expected 0 or 1, found 2"
+fp8_bad 'f["case_0/config"].attrs["kv_cache_dtype"] = "none"' \
+  "config/kv_scale_per_head: set without an FP8 kv_cache_dtype"
+expect_tail=(--out "$tmp/r" --no-default-fixtures)
+expect 2 "kv_dtype must be fp8_e4m3 or fp8_e5m2, found 'fp4'" -- \
+  --case 'paged_attention(H=1,KV=1,hd=4,P=4,kv=1,q=1,kv_dtype=fp4,kv_scale=tensor,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "kv_scale must be head or tensor, found 'row'" -- \
+  --case 'paged_attention(H=1,KV=1,hd=4,P=4,kv=1,q=1,kv_dtype=fp8_e5m2,kv_scale=row,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "field 'kv_dtype' does not apply to op attention" -- \
+  --case 'attention(T=1,S=2,H=1,KV=1,hd=4,qpos=1,kpos=0,kv_dtype=fp8_e4m3,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "kv-cache-dtype: expected none, fp8_e4m3 or fp8_e5m2, found 'int8'" -- \
+  --preset llama3-8b --kv-cache-dtype int8 --op paged_attention --impl scalar
+expect 2 "kv-scale: the KV cache has no FP8 dtype" -- --preset llama3-8b --kv-scale head --op paged_attention --impl scalar
+# A cache bug through the gate: failed and named.
+expect 1 "kv_fp8_k_scale_for_v: matches" -- --op paged_attention --impl kv_fp8_k_scale_for_v --cases 40
+# An FP8 case: through the numpy worker (it declares both caches); not offered to a worker
+# that declares none (paged_declared.py), nor to a plugin (no ABI carries the cache yet).
+expect 1 "not run: .*paged_declared declares no fp8_e5m2 KV cache" -- \
+  --case 'paged_attention(H=4,KV=2,hd=8,P=4,kv=9/0/5,q=2/0/5,kv_dtype=fp8_e5m2,kv_scale=head,mag=1,outliers=0,seed=7)' \
+  --impl-cmd "/usr/bin/python3 $SRC/tests/workers/paged_declared.py"
+
+expect 0 "paged_attention numpy .* 1 .* 1 " -- \
+  --case 'paged_attention(H=4,KV=2,hd=8,P=4,kv=9/0/5,q=2/0/5,kv_dtype=fp8_e5m2,kv_scale=head,mag=1,outliers=0,seed=7)' \
+  --impl-cmd "/usr/bin/python3 $SRC/impls/worker_example/numpy_worker.py"
 
 # ---- bad input: ids, modes that do not take the op -----------------------------------------
 expect 2 "kv and q must list the same number" -- --case 'paged_attention(H=1,KV=1,hd=4,P=4,kv=1/2,q=1,mag=1,outliers=0,seed=1)' --impl scalar

@@ -86,6 +86,10 @@ expect 3 'hello: batch_invariant: "paged_attention" is not one of its ops' -- \
   --impl-cmd "$PY $faults/bad_hello.py invariant" --op rmsnorm --cases 1 --no-default-fixtures --out "$tmp/inv"
 expect 3 'hello: index_dtype: expected "i64" or "i32", found "f32"' -- \
   --impl-cmd "$PY $faults/bad_hello.py index" --op rmsnorm --cases 1 --no-default-fixtures --out "$tmp/idx"
+expect 3 'hello: kv_cache_dtypes: expected "fp8_e4m3" or "fp8_e5m2", found "int8"' -- \
+  --impl-cmd "$PY $faults/bad_hello.py kvcache" --op paged_attention --cases 1 --no-default-fixtures --out "$tmp/kv"
+expect 3 'hello: kv_cache_dtypes: the worker does not implement paged_attention' -- \
+  --impl-cmd "$PY $faults/bad_hello.py kvcache_op" --op rmsnorm --cases 1 --no-default-fixtures --out "$tmp/kv"
 # One that cannot even start.
 expect 3 "impl-cmd '/nonexistent/worker'" -- --impl-cmd "/nonexistent/worker" --op rope --cases 1 --out "$tmp/none"
 # --impl-fd: descriptors that are not two open ones of the right direction are a bad input (exit 2).

@@ -1,12 +1,14 @@
 // conform/config.h — the block's configuration and one parameter struct per
 // op. Every convention that real checkpoints disagree on is an explicit field
-// (rope layout, theta, eps, qk_norm, qkv_bias, sliding_window, norm_plus_one): no implementation may assume a default.
+// (rope layout, theta, eps, qk_norm, qkv_bias, sliding_window, norm_plus_one,
+// kv_cache_dtype): no implementation may assume a default.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace conform {
 
@@ -74,6 +76,27 @@ inline std::optional<RopeScalingType> parse_rope_scaling_type(std::string_view s
     return std::nullopt;
 }
 
+// The KV cache's storage (vLLM's kv_cache_dtype; "auto" there is none
+// here): the values as given, or FP8 with a scale (conform/dtype.h has the
+// formats). OCP FP8: e4m3 is E4M3FN (max 448, no infinity), e5m2 is IEEE-like
+// (max 57344).
+enum class KvCacheDtype { none, fp8_e4m3, fp8_e5m2 };
+
+inline const char* to_string(KvCacheDtype d) {
+    switch (d) {
+        case KvCacheDtype::none: return "none";
+        case KvCacheDtype::fp8_e4m3: return "fp8_e4m3";
+        case KvCacheDtype::fp8_e5m2: return "fp8_e5m2";
+    }
+    return "?";
+}
+inline std::optional<KvCacheDtype> parse_kv_cache_dtype(std::string_view s) {
+    if (s == "none" || s == "auto") return KvCacheDtype::none;
+    if (s == "fp8_e4m3" || s == "fp8" || s == "e4m3") return KvCacheDtype::fp8_e4m3;
+    if (s == "fp8_e5m2" || s == "e5m2") return KvCacheDtype::fp8_e5m2;
+    return std::nullopt;
+}
+
 struct RopeScaling {
     RopeScalingType type = RopeScalingType::none;
     double factor = 1.0;                // linear, llama3, yarn, dynamic
@@ -126,6 +149,17 @@ struct BlockConfig {
     // stored as its offset from one (zero-initialised) and the 1 + w taken in
     // float32. attn_norm, ffn_norm, q_norm and k_norm alike, and the final norm.
     bool norm_plus_one = false;
+    // An FP8 KV cache (paged_attention): K and V are quantised once, as an
+    // engine writes its cache (vLLM reshape_and_cache_flash), and attention
+    // reads them dequantised:
+    //   code = fp8(k / k_scale)   the division in float32, then round to
+    //                             nearest even, saturating at the format's max
+    //   k'   = code * k_scale     likewise v with v_scale
+    // with k_scale, v_scale inputs [1, 1] (per tensor) or [1, KV] (per kv
+    // head, kv_scale_per_head: head g's columns use scale[g]). The attention
+    // is then over k', v' exactly as without a cache dtype.
+    KvCacheDtype kv_cache_dtype = KvCacheDtype::none;
+    bool kv_scale_per_head = false;
 
     int64_t q_width() const { return n_heads * head_dim; }
     int64_t rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
@@ -142,7 +176,7 @@ struct BlockConfig {
 // formats that carry only what applies (ids, fixtures, the report) and
 // those that carry every field (worker JSON) read it here. Each codec is one
 // loop over for_each_field with an overload per field type (int64_t, double,
-// bool, RopeLayout, RopeScalingType); which ops read a field is their row
+// bool, and the named enums: RopeLayout, RopeScalingType, KvCacheDtype); which ops read a field is their row
 // in conform/op_info.h. A new field is a member above and one line below.
 struct ConfigField {
     const char* name;
@@ -157,6 +191,14 @@ struct ConfigField {
     bool is_scaling_param() const { return scaling_types != 0; }
     bool applies(RopeScalingType t) const { return (scaling_types >> static_cast<unsigned>(t)) & 1u; }
 };
+
+// The enum-valued fields, written as their names in every format.
+template <class V>
+constexpr bool is_named_enum =
+    std::is_same_v<V, RopeLayout> || std::is_same_v<V, RopeScalingType> || std::is_same_v<V, KvCacheDtype>;
+inline std::optional<RopeLayout> parse_named(std::string_view s, RopeLayout) { return parse_rope_layout(s); }
+inline std::optional<RopeScalingType> parse_named(std::string_view s, RopeScalingType) { return parse_rope_scaling_type(s); }
+inline std::optional<KvCacheDtype> parse_named(std::string_view s, KvCacheDtype) { return parse_kv_cache_dtype(s); }
 
 namespace config_fields {
 constexpr uint32_t bit(RopeScalingType t) { return 1u << static_cast<unsigned>(t); }
@@ -197,6 +239,8 @@ void for_each_field(Config&& c, F&& f) {
     f(ConfigField{"attn_logit_softcapping", "attn_logit_softcapping", "softcap", 0, true}, c.attn_logit_softcapping);
     f(ConfigField{"attn_sinks", "attn_sinks", "sinks", 0, true}, c.attn_sinks);
     f(ConfigField{"norm_plus_one", "norm_plus_one", "plus_one", 0, true}, c.norm_plus_one);
+    f(ConfigField{"kv_cache_dtype", "kv_cache_dtype", "kv_dtype", 0, true}, c.kv_cache_dtype);
+    f(ConfigField{"kv_scale_per_head", "kv_scale_per_head", "kv_scale", 0, true}, c.kv_scale_per_head);
     f(ConfigField{"norm_eps", "norm_eps", "eps"}, c.norm_eps);
     f(ConfigField{"page_size", "page_size", "P"}, c.page_size);
 }
@@ -248,6 +292,14 @@ struct PagedAttentionParams {
     int64_t sliding_window = 0;  // W > 0: a query at position pos sees keys pos - W + 1 ..= pos only
     double softcap = 0.0;        // > 0: score = softcap * tanh(score / softcap), before the mask
     const float* sinks = nullptr;  // [n_heads]: each head's sink logit (AttentionParams::sinks); lse counts it
+    // BlockConfig::kv_cache_dtype: k_cache and v_cache hold K and V as the
+    // engine writes them; the kernel quantises them (the cache write) and
+    // attends over the dequantised values. The scales are the caller's memory,
+    // n_kv_scales of each: 1 (per tensor) or n_kv_heads (per kv head).
+    KvCacheDtype kv_cache_dtype = KvCacheDtype::none;
+    const float* k_scale = nullptr;
+    const float* v_scale = nullptr;
+    int64_t n_kv_scales = 0;
 };
 
 inline RmsNormParams rmsnorm_params(const BlockConfig& c) { return {c.norm_eps, c.norm_plus_one}; }
@@ -259,7 +311,10 @@ inline AttentionParams attention_params(const BlockConfig& c) {
     return {c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window, c.attn_logit_softcapping};
 }
 inline PagedAttentionParams paged_attention_params(const BlockConfig& c) {
-    return {c.n_heads, c.n_kv_heads, c.head_dim, c.page_size, c.sliding_window, c.attn_logit_softcapping};
+    PagedAttentionParams p{c.n_heads, c.n_kv_heads, c.head_dim, c.page_size, c.sliding_window, c.attn_logit_softcapping};
+    p.kv_cache_dtype = c.kv_cache_dtype;
+    p.n_kv_scales = c.kv_cache_dtype == KvCacheDtype::none ? 0 : c.kv_scale_per_head ? c.n_kv_heads : 1;
+    return p;
 }
 
 }  // namespace conform

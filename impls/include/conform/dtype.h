@@ -1,7 +1,8 @@
-// conform/dtype.h — the 16-bit float formats, written once: their bits, and
-// rounding to them (round to nearest even, as hardware converts). Every
-// implementation, the harness and the plugin adapters use these, so "bf16"
-// means the same rounding everywhere.
+// conform/dtype.h — the 16-bit float formats and the FP8 formats of a KV
+// cache, written once: their bits, and rounding to them (round to nearest
+// even, as hardware converts). Every implementation, the harness and the
+// plugin adapters use these, so "bf16" and "e4m3" mean the same rounding
+// everywhere.
 #pragma once
 
 #include <cmath>
@@ -82,6 +83,78 @@ inline double round_to(double x, DType dtype) {
     }
     return x;
 }
+
+// ---- FP8 (OCP 8-bit floating point, as vLLM, FlashInfer and CUDA's
+// __nv_fp8_e4m3 / __nv_fp8_e5m2 store a KV cache) ---------------------------
+//   e4m3 (E4M3FN): sign, 4 exponent bits (bias 7), 3 mantissa bits; no
+//        infinity, S.1111.111 is NaN, so the largest value is 448 = 0x7E;
+//        subnormals down to 2^-9.
+//   e5m2: sign, 5 exponent bits (bias 15), 2 mantissa bits; IEEE-like
+//        (exponent 31: infinity, NaN); largest 57344 = 0x7B; subnormals to 2^-16.
+struct Fp8Format {
+    int mantissa_bits;  // M
+    int bias;
+    double max;         // largest finite value
+    uint8_t overflow;   // the code of +overflow without saturation: NaN (e4m3), +inf (e5m2)
+};
+inline Fp8Format fp8_format(KvCacheDtype d) {
+    return d == KvCacheDtype::fp8_e5m2 ? Fp8Format{2, 15, 57344.0, 0x7C} : Fp8Format{3, 7, 448.0, 0x7F};
+}
+
+// How a value is converted: the contract's (round to nearest even, saturate
+// at ±max: CUDA's __NV_SATFINITE, vLLM's cache write) or a kernel's mistake.
+struct Fp8Rounding {
+    bool truncate = false;  // toward zero instead of to nearest even
+    bool saturate = true;   // false: past ±max becomes NaN (e4m3) or ±inf (e5m2)
+};
+
+// float -> FP8 code. NaN stays NaN (0x7F | sign).
+inline uint8_t fp8_bits(float f, KvCacheDtype d, Fp8Rounding how = {}) {
+    const Fp8Format F = fp8_format(d);
+    const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+    if (std::isnan(f)) return static_cast<uint8_t>(sign | 0x7F);
+    const int emin = 1 - F.bias;  // the smallest normal's exponent
+    const double a = std::fabs(static_cast<double>(f));
+    double v = a;
+    if (std::isfinite(a) && a > 0) {
+        int e;
+        std::frexp(a, &e);  // a = m 2^e, 0.5 <= m < 1: the leading bit is 2^(e-1)
+        const int lead = e - 1 < emin ? emin : e - 1;
+        const double quantum = std::ldexp(1.0, lead - F.mantissa_bits);
+        const double r = a / quantum;  // exact: a power of two
+        v = (how.truncate ? std::floor(r) : std::nearbyint(r)) * quantum;
+    }
+    if (!(v <= F.max)) {  // past the largest finite value (infinity included)
+        if (!how.saturate) return static_cast<uint8_t>(sign | F.overflow);
+        v = F.max;
+    }
+    if (v == 0) return sign;
+    int e;
+    std::frexp(v, &e);
+    if (e - 1 < emin)  // subnormal: exponent field 0, the mantissa counts 2^(emin - M)
+        return static_cast<uint8_t>(sign | static_cast<int>(std::ldexp(v, F.mantissa_bits - emin)));
+    const int mant = static_cast<int>(std::ldexp(v, F.mantissa_bits - (e - 1))) - (1 << F.mantissa_bits);
+    return static_cast<uint8_t>(sign | ((e - 1 + F.bias) << F.mantissa_bits) | mant);
+}
+
+// FP8 code -> float (exact).
+inline float fp8_float(uint8_t code, KvCacheDtype d) {
+    const Fp8Format F = fp8_format(d);
+    const int M = F.mantissa_bits, E = 7 - M;
+    const int ef = (code >> M) & ((1 << E) - 1), mf = code & ((1 << M) - 1);
+    const bool neg = code & 0x80;
+    float v;
+    if (d == KvCacheDtype::fp8_e4m3 && ef == 15 && mf == 7) v = NAN;
+    else if (d == KvCacheDtype::fp8_e5m2 && ef == 31) v = mf == 0 ? INFINITY : NAN;
+    else if (ef == 0) v = static_cast<float>(std::ldexp(static_cast<double>(mf), 1 - F.bias - M));
+    else v = static_cast<float>(std::ldexp(static_cast<double>((1 << M) + mf), ef - F.bias - M));
+    return neg ? -v : v;
+}
+
+// The value x / scale takes in the cache, and back: fp8(x / scale) * scale
+// is what a reader of the cache sees (the division in float32, as a cache
+// write computes it).
+inline float fp8_round(float f, KvCacheDtype d, Fp8Rounding how = {}) { return fp8_float(fp8_bits(f, d, how), d); }
 
 // Unit roundoff: half the distance from 1 to the next value.
 inline double unit_roundoff(DType dtype) {

@@ -46,6 +46,7 @@ enum Convention : uint32_t {
     kSoftcap = 1u << 11,  // logit soft-capping (config.attn_logit_softcapping > 0)
     kSinks = 1u << 12,    // attention sinks (config.attn_sinks: input sinks [1, H])
     kNormPlusOne = 1u << 13,  // Gemma's RMSNorm: * (1 + w) (config.norm_plus_one)
+    kFp8Cache = 1u << 14,     // an FP8 KV cache (config.kv_cache_dtype: inputs k_scale, v_scale)
 };
 
 // The dims a tensor shape is made of. A dim the config fixes (D, F, Q, KVW,
@@ -65,10 +66,11 @@ enum class Dim {
     B,    // sequences in a batch
     B1,   // B + 1 (an indptr)
     NP,   // pages listed by a batch's kv_indices
+    KVS,  // an FP8 cache's scales: 1 (per tensor) or n_kv_heads (config.kv_scale_per_head)
 };
 
 // When an input is there: always, or only where the config turns its twist on.
-enum class Present { always, qk_norm, qkv_bias, attn_sinks };
+enum class Present { always, qk_norm, qkv_bias, attn_sinks, kv_fp8 };
 
 struct TensorSpec {
     const char* name;  // schema name (fixtures/SCHEMA.md)
@@ -86,6 +88,7 @@ struct TensorSpec {
             case Present::qk_norm: return c.qk_norm;
             case Present::qkv_bias: return c.qkv_bias;
             case Present::attn_sinks: return c.attn_sinks;
+            case Present::kv_fp8: return c.kv_cache_dtype != KvCacheDtype::none;
         }
         return true;
     }
@@ -206,6 +209,8 @@ inline TapSet decode(Implementation& i, const BlockConfig& c, CallTensors& t) {
 inline TapSet paged_attention(Implementation& i, const BlockConfig& c, CallTensors& t) {
     PagedAttentionParams p = paged_attention_params(c);
     p.sinks = t.in("sinks").data;  // nullptr without sinks
+    p.k_scale = t.in("k_scale").data;  // nullptr without an FP8 cache
+    p.v_scale = t.in("v_scale").data;
     i.paged_attention(t.in("q"), t.in("k_cache"), t.in("v_cache"), paged_index(t), p, t.out("out"), t.out("lse"));
     return out_only();
 }
@@ -352,19 +357,21 @@ inline const std::vector<OpInfo>& op_table() {
          calls::decode},
         {Op::paged_attention,
          "per sequence b: attention(q[qo_indptr[b]:qo_indptr[b+1]], its pages' k and v, causal bottom-right), "
-         "lse = logsumexp([scores, sinks?])",
-         kHeads | kCausal | kWindow | kSoftcap | kSinks | kPaged,
+         "lse = logsumexp([scores, sinks?]); an FP8 cache: k, v = fp8(k / k_scale) * k_scale, likewise v",
+         kHeads | kCausal | kWindow | kSoftcap | kSinks | kPaged | kFp8Cache,
          {{"q", D::T, D::Q},
           {"k_cache", D::S, D::KVW, Present::always, true},
           {"v_cache", D::S, D::KVW, Present::always, true},
-          {"sinks", D::one, D::H, Present::attn_sinks}},
+          {"sinks", D::one, D::H, Present::attn_sinks},
+          {"k_scale", D::one, D::KVS, Present::kv_fp8},
+          {"v_scale", D::one, D::KVS, Present::kv_fp8}},
          {{"qo_indptr", D::B1, false, true},
           {"kv_indptr", D::B1, false, true},
           {"kv_indices", D::NP, false, true},
           {"kv_last_page_len", D::B, false, true}},
          {{"out", D::T, D::Q}, {"lse", D::T, D::H, Present::always, false, true}},
          {"n_heads", "n_kv_heads", "head_dim", "page_size", "sliding_window", "attn_logit_softcapping",
-          "attn_sinks"},
+          "attn_sinks", "kv_cache_dtype", "kv_scale_per_head"},
          {2.0, 1e-8, 5e-4, 5e-5},
          {600, 8200, 256},
          calls::paged_attention},
@@ -383,6 +390,7 @@ inline int64_t config_dim(Dim d, const BlockConfig& c) {
         case Dim::KVW: return c.kv_width();
         case Dim::hd: return c.head_dim;
         case Dim::H: return c.n_heads;
+        case Dim::KVS: return c.kv_scale_per_head ? c.n_kv_heads : 1;
         default: return -1;
     }
 }

@@ -10,6 +10,8 @@
                                   holding a C1 CSI and a bidi override
                           invariant: declares batch invariance for an op it does not list
                           index: asks for its index arrays as f32
+                          kvcache: declares an int8 KV cache
+                          kvcache_op: declares an FP8 cache without paged_attention
 """
 import sys
 from common import conform_worker, frame_bytes, write_raw
@@ -28,6 +30,11 @@ elif MODE == "invariant":
     hello["batch_invariant"] = ["paged_attention"]
 elif MODE == "index":
     hello["index_dtype"] = "f32"
+elif MODE == "kvcache":
+    hello["ops"] = ["paged_attention"]
+    hello["kv_cache_dtypes"] = ["fp8_e4m3", "int8"]
+elif MODE == "kvcache_op":
+    hello["kv_cache_dtypes"] = ["fp8_e4m3"]
 elif MODE == "string":
     hello = "\u009b2J\u202eolleh FORGED"
 elif MODE != "garbage":
