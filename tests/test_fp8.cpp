@@ -4,15 +4,23 @@
 // spec names, and every conversion checked against a brute-force search over
 // all 256 codes — nearest, ties to the even code, saturating at the largest
 // finite value — on random floats from the subnormals to past the max, and on
-// every midpoint between neighbouring codes.
+// every midpoint between neighbouring codes; and against ONNX Runtime's own
+// conversion (an independent producer: tests/fp8/ort_vectors.txt, recorded at
+// a desk by scripts/ort-fp8-vectors.js), bit for bit.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <limits>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "conform/dtype.h"
+#include "fp8/draw.h"
 
 using namespace conform;
 
@@ -128,4 +136,41 @@ TEST_CASE("FP8 conversion rounds to nearest even and saturates, as a search over
         CHECK(std::isnan(fp8_round(NAN, s.d)));
         CHECK(fp8_round(INFINITY, s.d) == static_cast<float>(top));  // saturating, as __NV_SATFINITE
     }
+}
+
+TEST_CASE("FP8 conversion is bit-identical to ONNX Runtime's Cast on a million floats", "[fp8]") {
+    std::ifstream in(std::string(CONFORM_SOURCE_DIR) + "/tests/fp8/ort_vectors.txt");
+    REQUIRE(in.good());
+    const std::vector<uint32_t> x = test::fp8_inputs();
+    std::string line;
+    int formats = 0;
+    while (std::getline(in, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        std::istringstream ls(line);
+        std::string name;
+        size_t n = 0, chunk = 0;
+        ls >> name >> n >> chunk;
+        const auto d = parse_kv_cache_dtype(name);
+        REQUIRE(d);
+        REQUIRE(n == x.size());
+        REQUIRE(chunk == static_cast<size_t>(test::kFp8Chunk));
+        std::vector<uint32_t> out(n);
+        for (size_t i = 0; i < n; ++i) {
+            float f;
+            std::memcpy(&f, &x[i], 4);
+            const float y = fp8_round(f, *d);  // saturating, round to nearest even: Cast's saturate=1
+            std::memcpy(&out[i], &y, 4);
+        }
+        for (size_t c = 0; c * chunk < n; ++c) {
+            std::string want;
+            ls >> want;
+            const uint64_t got = test::fnv1a(out.data() + c * chunk, std::min(chunk, n - c * chunk));
+            char hex[17];
+            std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(got));
+            INFO(name << " chunk " << c);
+            CHECK(want == hex);
+        }
+        ++formats;
+    }
+    CHECK(formats == 2);
 }

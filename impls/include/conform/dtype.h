@@ -108,47 +108,57 @@ struct Fp8Rounding {
     bool saturate = true;   // false: past ±max becomes NaN (e4m3) or ±inf (e5m2)
 };
 
-// float -> FP8 code. NaN stays NaN (0x7F | sign).
+// float -> FP8 code. NaN stays NaN (0x7F | sign). On the float's bits, as
+// bf16_bits rounds (a cache write converts every value it stores: the
+// conversion must cost a few integer operations, not a frexp).
 inline uint8_t fp8_bits(float f, KvCacheDtype d, Fp8Rounding how = {}) {
     const Fp8Format F = fp8_format(d);
-    const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
-    if (std::isnan(f)) return static_cast<uint8_t>(sign | 0x7F);
-    const int emin = 1 - F.bias;  // the smallest normal's exponent
-    const double a = std::fabs(static_cast<double>(f));
-    double v = a;
-    if (std::isfinite(a) && a > 0) {
-        int e;
-        std::frexp(a, &e);  // a = m 2^e, 0.5 <= m < 1: the leading bit is 2^(e-1)
-        const int lead = e - 1 < emin ? emin : e - 1;
-        const double quantum = std::ldexp(1.0, lead - F.mantissa_bits);
-        const double r = a / quantum;  // exact: a power of two
-        v = (how.truncate ? std::floor(r) : std::nearbyint(r)) * quantum;
+    const uint32_t b = float_bits(f), sign = (b >> 24) & 0x80u, a = b & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return static_cast<uint8_t>(sign | 0x7F);
+    const int M = F.mantissa_bits, emin = 1 - F.bias;
+    const uint32_t overflow = sign | (how.saturate ? (F.overflow == 0x7F ? 0x7Eu : 0x7Bu) : F.overflow);
+    const uint32_t max_bits = float_bits(static_cast<float>(F.max));
+    if (a < static_cast<uint32_t>(127 + emin) << 23) {
+        // Below the smallest normal: a multiple of 2^(emin - M), scaled exactly to an integer
+        // count n <= 2^M (n = 2^M is the smallest normal, whose code is the same bits).
+        const float q = bits_float(a) * std::ldexp(1.0f, M - emin);
+        const float n = how.truncate ? std::floor(q) : std::nearbyint(q);
+        return static_cast<uint8_t>(sign | static_cast<uint32_t>(n));
     }
-    if (!(v <= F.max)) {  // past the largest finite value (infinity included)
-        if (!how.saturate) return static_cast<uint8_t>(sign | F.overflow);
-        v = F.max;
-    }
-    if (v == 0) return sign;
-    int e;
-    std::frexp(v, &e);
-    if (e - 1 < emin)  // subnormal: exponent field 0, the mantissa counts 2^(emin - M)
-        return static_cast<uint8_t>(sign | static_cast<int>(std::ldexp(v, F.mantissa_bits - emin)));
-    const int mant = static_cast<int>(std::ldexp(v, F.mantissa_bits - (e - 1))) - (1 << F.mantissa_bits);
-    return static_cast<uint8_t>(sign | ((e - 1 + F.bias) << F.mantissa_bits) | mant);
+    const int shift = 23 - M;
+    uint32_t r = how.truncate ? a >> shift : (a + (1u << (shift - 1)) - 1u + ((a >> shift) & 1u)) >> shift;
+    if ((r << shift) > max_bits) return static_cast<uint8_t>(overflow);  // past the max (infinity included)
+    // r holds the float's exponent and the top M mantissa bits: rebias the exponent.
+    r -= static_cast<uint32_t>(127 - F.bias) << M;
+    return static_cast<uint8_t>(sign | r);
 }
 
-// FP8 code -> float (exact).
-inline float fp8_float(uint8_t code, KvCacheDtype d) {
+// FP8 code -> float (exact), through the format's table of 256.
+namespace detail {
+inline float fp8_decode(uint8_t code, KvCacheDtype d) {
     const Fp8Format F = fp8_format(d);
     const int M = F.mantissa_bits, E = 7 - M;
     const int ef = (code >> M) & ((1 << E) - 1), mf = code & ((1 << M) - 1);
-    const bool neg = code & 0x80;
     float v;
     if (d == KvCacheDtype::fp8_e4m3 && ef == 15 && mf == 7) v = NAN;
     else if (d == KvCacheDtype::fp8_e5m2 && ef == 31) v = mf == 0 ? INFINITY : NAN;
     else if (ef == 0) v = static_cast<float>(std::ldexp(static_cast<double>(mf), 1 - F.bias - M));
     else v = static_cast<float>(std::ldexp(static_cast<double>((1 << M) + mf), ef - F.bias - M));
-    return neg ? -v : v;
+    return (code & 0x80) ? -v : v;
+}
+struct Fp8Table {
+    float v[2][256];
+    Fp8Table() {
+        for (int c = 0; c < 256; ++c) {
+            v[0][c] = fp8_decode(static_cast<uint8_t>(c), KvCacheDtype::fp8_e4m3);
+            v[1][c] = fp8_decode(static_cast<uint8_t>(c), KvCacheDtype::fp8_e5m2);
+        }
+    }
+};
+}  // namespace detail
+inline float fp8_float(uint8_t code, KvCacheDtype d) {
+    static const detail::Fp8Table table;
+    return table.v[d == KvCacheDtype::fp8_e5m2 ? 1 : 0][code];
 }
 
 // The value x / scale takes in the cache, and back: fp8(x / scale) * scale
