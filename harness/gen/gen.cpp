@@ -882,6 +882,8 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             if (auto bad = rope_config_problem(s.config)) return fail(bad->first + ": " + bad->second);
     }
     if (s.model_inputs && s.layer < 0) return fail("inputs=model needs layer=N (a checkpoint's layer)");
+    if (kv.count("kv_dtype") != kv.count("kv_scale"))
+        return fail("kv_dtype and kv_scale come together (an FP8 cache and its scales' layout)");
     if (op_info(s.op).uses(kPaged)) {
         if (s.kv_lens.empty() || s.kv_lens.size() != s.q_lens.size())
             return fail("kv and q must list the same number (>= 1) of sequences, found " + std::to_string(s.kv_lens.size()) +

@@ -170,6 +170,7 @@ struct Fp8Cache {
                     v[e] = fp8_bits(v_cache.data[e] / scale(p.v_scale, c / hd), d);
                 }
         });
+        // Bytes, not floats: the split kernel reads them as codes because k_lut is set (elem is not looked at).
         job.k = {k.data(), static_cast<size_t>(W), Elem::f32};
         job.v = {v.data(), static_cast<size_t>(W), Elem::f32};
         job.k_lut = k_lut.data();

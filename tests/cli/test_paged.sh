@@ -151,6 +151,8 @@ expect 2 "kv_dtype must be fp8_e4m3 or fp8_e5m2, found 'fp4'" -- \
   --case 'paged_attention(H=1,KV=1,hd=4,P=4,kv=1,q=1,kv_dtype=fp4,kv_scale=tensor,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "kv_scale must be head or tensor, found 'row'" -- \
   --case 'paged_attention(H=1,KV=1,hd=4,P=4,kv=1,q=1,kv_dtype=fp8_e5m2,kv_scale=row,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "kv_dtype and kv_scale come together" -- \
+  --case 'paged_attention(H=1,KV=1,hd=4,P=4,kv=1,q=1,kv_scale=head,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "field 'kv_dtype' does not apply to op attention" -- \
   --case 'attention(T=1,S=2,H=1,KV=1,hd=4,qpos=1,kpos=0,kv_dtype=fp8_e4m3,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "kv-cache-dtype: expected none, fp8_e4m3 or fp8_e5m2, found 'int8'" -- \
