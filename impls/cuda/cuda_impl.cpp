@@ -27,9 +27,6 @@ class CudaImpl : public Implementation {
         if (needs_attention && c.head_dim > kMaxAttentionHeadDim)
             return Support::no("the attention kernel holds a head in shared memory and registers: head_dim <= " +
                                std::to_string(kMaxAttentionHeadDim) + ", found " + std::to_string(c.head_dim));
-        if (op == Op::paged_attention && c.kv_cache_dtype != KvCacheDtype::none)
-            return Support::no(std::string("the paged kernel has no FP8 cache yet (kv_cache_dtype ") +
-                               to_string(c.kv_cache_dtype) + ")");
         return Support::yes();
     }
 

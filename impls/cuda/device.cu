@@ -88,6 +88,10 @@ unsigned grid_for(size_t n) {
 void fill_bits(void* p, size_t n, int width, uint64_t bits, cudaStream_t s) {
     if (n == 0) return;
     switch (width) {
+        case 1:  // FP8 codes
+            CUDA_LAUNCH(fill_kernel<uint8_t>, grid_for(n), kFillThreads, 0, s, static_cast<uint8_t*>(p), n,
+                        static_cast<uint8_t>(bits));
+            return;
         case 2:
             CUDA_LAUNCH(fill_kernel<uint16_t>, grid_for(n), kFillThreads, 0, s, static_cast<uint16_t*>(p), n,
                         static_cast<uint16_t>(bits));

@@ -66,6 +66,11 @@ struct Marks<__half> {
     static constexpr Bits poison = 0x7EADu, sentinel = 0x7DA5u;
 };
 template <>
+struct Marks<uint8_t> {  // FP8 codes: poison is e4m3's NaN, 0x7F
+    using Bits = uint8_t;
+    static constexpr Bits poison = 0x7Fu, sentinel = 0xA5u;
+};
+template <>
 struct Marks<int64_t> {
     using Bits = uint64_t;
     static constexpr Bits poison = 0x7FF0DEAD0000DEADull, sentinel = 0x7FF0A5A5A5A5A5A5ull;

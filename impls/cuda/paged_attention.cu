@@ -15,10 +15,20 @@
 //   L = Σ_ℓ l_ℓ w_ℓ;  out = Σ_ℓ o_ℓ w_ℓ / L;  lse = M + log L
 // A row that sees no key at all: out 0, lse -inf. Lanes split keys by index,
 // never by page or batch, so a row's result does not depend on either.
+//
+// An FP8 cache (kv_cache_dtype): first the cache write, one byte per value,
+// code = fp8(x / scale) by the hardware's conversion (round to nearest even,
+// saturating: __NV_SATFINITE), as vLLM's reshape_and_cache_flash writes it;
+// then the kernel above reads each code through its kv head's table,
+// code -> value * scale (the dequantisation, tabled on the host).
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <tuple>
 #include <vector>
+
+#include "conform/dtype.h"
 
 #include "cuda/common.cuh"
 #include "cuda/kernels.h"
@@ -46,7 +56,26 @@ struct PagedArgs {
     float softcap = 0.0f;  // > 0: each score s becomes softcap * tanh(s / softcap)
     const float* sinks = nullptr;  // [H] on the device: each head's sink logit, or none
     float scale = 0;
+    // An FP8 cache: k8, v8 [pages*P, KV*hd] codes (k, v unused), read as
+    // k_lut[kvh * 256 + code]; nullptr without one.
+    const uint8_t* k8 = nullptr;
+    const uint8_t* v8 = nullptr;
+    const float* k_lut = nullptr;
+    const float* v_lut = nullptr;
 };
+
+// The cache write: every value of the pool, code = fp8(x / scale) with its
+// kv head's scale (or the one). A grid-stride loop: the pool is large, the
+// work per value tiny. x / s is IEEE division (nvcc without fast math), so
+// the codes are the contract's.
+__global__ void fp8_cache_write_kernel(const float* x, uint8_t* code, const float* scale, int64_t n, int64_t W,
+                                       int64_t hd, int64_t n_scales, __nv_fp8_interpretation_t kind) {
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
+        const float s = scale[n_scales > 1 ? (e % W) / hd : 0];
+        code[e] = __nv_cvt_float_to_fp8(x[e] / s, __NV_SATFINITE, kind);
+    }
+}
 
 template <typename T>
 __global__ void __launch_bounds__(kWarp) paged_decode_kernel(PagedArgs<T> a) {
@@ -71,15 +100,19 @@ __global__ void __launch_bounds__(kWarp) paged_decode_kernel(PagedArgs<T> a) {
     float m = -INFINITY, l = 0.0f;
     for (int64_t i = first + lane; i < seen; i += kWarp) {
         const int64_t row = a.kv_indices[a.kv_indptr[b] + i / P] * P + i % P;
-        const T* ki = a.k + row * W + kvh * hd;
-        const T* vi = a.v + row * W + kvh * hd;
+        const T* ki = a.k8 ? nullptr : a.k + row * W + kvh * hd;
+        const T* vi = a.v8 ? nullptr : a.v + row * W + kvh * hd;
+        const uint8_t* k8 = a.k8 ? a.k8 + row * W + kvh * hd : nullptr;
+        const uint8_t* v8 = a.v8 ? a.v8 + row * W + kvh * hd : nullptr;
+        auto key = [&](int64_t d) { return k8 ? a.k_lut[kvh * 256 + k8[d]] : to_f32(ki[d]); };
+        auto value = [&](int64_t d) { return v8 ? a.v_lut[kvh * 256 + v8[d]] : to_f32(vi[d]); };
         float s = 0.0f;
-        for (int64_t d = 0; d < hd; ++d) s += to_f32(qh[d]) * to_f32(ki[d]);
+        for (int64_t d = 0; d < hd; ++d) s += to_f32(qh[d]) * key(d);
         s *= a.scale;
         if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);  // Gemma 2's soft-cap, before the softmax
         const float m_new = fmaxf(m, s), c = expf(m - m_new), p = expf(s - m_new);
         l = l * c + p;
-        for (int64_t d = 0; d < hd; ++d) ol[d] = ol[d] * c + p * to_f32(vi[d]);
+        for (int64_t d = 0; d < hd; ++d) ol[d] = ol[d] * c + p * value(d);
         m = m_new;
     }
 
@@ -130,10 +163,39 @@ void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, 
     for (int64_t b = 0; b < B; ++b)
         for (int64_t r = idx.qo_indptr[b]; r < idx.qo_indptr[b + 1]; ++r) seq_of[static_cast<size_t>(r)] = b;
     if (T == 0) return;
+    const bool fp8 = p.kv_cache_dtype != KvCacheDtype::none;
+    if (fp8)
+        chk::expect(p.k_scale && p.v_scale && (p.n_kv_scales == 1 || p.n_kv_scales == KV), "paged_attention",
+                    "an FP8 cache needs k_scale and v_scale, 1 or n_kv_heads of each");
     with_storage(ctx.dtype, [&](auto tag) {
         using St = decltype(tag);
-        const DeviceBuffer<St> dq = upload<St>(ctx, "q", q), dk = upload<St>(ctx, "k_cache", k_cache),
-                               dv = upload<St>(ctx, "v_cache", v_cache);
+        const DeviceBuffer<St> dq = upload<St>(ctx, "q", q);
+        DeviceBuffer<St> dk, dv;  // the cache in the storage dtype, or, FP8, its codes below
+        DeviceBuffer<uint8_t> dk8, dv8;
+        DeviceBuffer<float> dklut, dvlut;
+        if (!fp8) {
+            dk = upload<St>(ctx, "k_cache", k_cache);
+            dv = upload<St>(ctx, "v_cache", v_cache);
+        } else {
+            // The pool in float32 (the harness rounded it to the dtype: exact), written as codes on the device.
+            const int64_t W = KV * hd, n = k_cache.rows * W;
+            const auto kind = p.kv_cache_dtype == KvCacheDtype::fp8_e5m2 ? __NV_E5M2 : __NV_E4M3;
+            for (auto [src, scale, codes, lut, name] :
+                 {std::tuple{k_cache, p.k_scale, &dk8, &dklut, "k"}, std::tuple{v_cache, p.v_scale, &dv8, &dvlut, "v"}}) {
+                const DeviceBuffer<float> x = upload<float>(ctx, name, src);
+                const DeviceBuffer<float> ds = upload<float>(ctx, "scale", scale, static_cast<size_t>(p.n_kv_scales));
+                *codes = DeviceBuffer<uint8_t>(std::string(name) + "_codes", static_cast<size_t>(n), ctx.stream);
+                CUDA_LAUNCH(fp8_cache_write_kernel, dim3(64), 256, 0, ctx.stream, x.data(), codes->data(), ds.data(), n, W,
+                            hd, p.n_kv_scales, kind);
+                ctx.sync("paged_attention fp8 cache write");  // before x and ds go
+                std::vector<float> table(static_cast<size_t>(KV * 256));
+                for (int64_t g = 0; g < KV; ++g)
+                    for (int c = 0; c < 256; ++c)
+                        table[static_cast<size_t>(g * 256 + c)] =
+                            fp8_float(static_cast<uint8_t>(c), p.kv_cache_dtype) * scale[p.n_kv_scales > 1 ? g : 0];
+                *lut = upload<float>(ctx, "fp8_table", table.data(), table.size());
+            }
+        }
         auto up = [&](const char* name, Positions x) { return upload_positions(ctx, name, x.data, static_cast<size_t>(x.n)); };
         const DeviceBuffer<int64_t> dseq = upload_positions(ctx, "seq_of", seq_of.data(), seq_of.size());
         const DeviceBuffer<int64_t> dqo = up("qo_indptr", idx.qo_indptr), dkp = up("kv_indptr", idx.kv_indptr),
@@ -161,6 +223,12 @@ void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, 
         a.window = p.sliding_window;
         a.softcap = static_cast<float>(p.softcap);
         a.sinks = p.sinks ? dsinks.data() : nullptr;
+        if (fp8) {
+            a.k8 = dk8.data();
+            a.v8 = dv8.data();
+            a.k_lut = dklut.data();
+            a.v_lut = dvlut.data();
+        }
         a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
         const size_t smem = static_cast<size_t>(kWarp * hd) * sizeof(float);  // 32 KiB at head_dim 256
         const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(H));

@@ -9,6 +9,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 // Dynamic shared memory as raw bytes: one declaration for every template
 // instantiation (typed `extern __shared__` arrays of different types clash).

@@ -93,6 +93,17 @@ T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
     return __shfl_sync(mask, v, (lane ^ lane_mask) % width, width);
 }
 
+// ---- FP8 (cuda_fp8.h's conversion, for the paged kernel's cache write) ---------------------
+
+using __nv_fp8_storage_t = unsigned char;
+enum __nv_saturation_t { __NV_NOSAT, __NV_SATFINITE };
+enum __nv_fp8_interpretation_t { __NV_E4M3, __NV_E5M2 };
+inline __nv_fp8_storage_t __nv_cvt_float_to_fp8(float x, __nv_saturation_t sat, __nv_fp8_interpretation_t kind) {
+    // Round to nearest even, as the hardware converts (conform/dtype.h).
+    return conform::fp8_bits(x, kind == __NV_E5M2 ? conform::KvCacheDtype::fp8_e5m2 : conform::KvCacheDtype::fp8_e4m3,
+                             {false, sat == __NV_SATFINITE});
+}
+
 // ---- 16-bit floats -------------------------------------------------------------------------
 
 struct __nv_bfloat16 {
