@@ -270,12 +270,9 @@ std::string variant_beyond_abi(const conform_plugin& t, Op op, const BlockConfig
         {kSoftcap, c.attn_logit_softcapping > 0, 4, "attn_logit_softcapping", "a soft-cap"},
         {kSinks, c.attn_sinks, 4, "sinks", "attention sinks"},
         {kNormPlusOne, c.norm_plus_one, 5, "norm_plus_one", "Gemma's (1 + w) norms"},
+        {kFp8Cache, c.kv_cache_dtype != KvCacheDtype::none, 6, "kv_cache_dtype", "an FP8 KV cache"},
     };
     const uint32_t minor = knows_1_1(t) ? t.abi_minor : 0;
-    // No ABI yet carries an FP8 cache's dtype and scales (impls/PLUGINS.md).
-    if (c.kv_cache_dtype != KvCacheDtype::none && op_info(op).uses(kFp8Cache))
-        return "plugin ABI 1." + std::to_string(minor) +
-               " has no kv_cache_dtype: an FP8 KV cache cannot be passed to a plugin yet (run it as a worker)";
     for (const Twist& w : twists)
         if (w.on && minor < w.minor && op_info(op).uses(w.bit))
             return "built against plugin ABI 1." + std::to_string(minor) + ", which has no " + w.field +
@@ -434,6 +431,11 @@ class Adapter final : public Implementation {
         c.sliding_window = p.sliding_window;
         c.attn_logit_softcapping = p.softcap;
         if (p.sinks) c.sinks = call.in("sinks", View{p.sinks, 1, p.n_heads}, true);
+        if (p.kv_cache_dtype != KvCacheDtype::none) {
+            c.kv_cache_dtype = p.kv_cache_dtype == KvCacheDtype::fp8_e4m3 ? CONFORM_KV_CACHE_FP8_E4M3 : CONFORM_KV_CACHE_FP8_E5M2;
+            c.k_scale = call.in("k_scale", View{p.k_scale, 1, p.n_kv_scales}, true);
+            c.v_scale = call.in("v_scale", View{p.v_scale, 1, p.n_kv_scales}, true);
+        }
         const conform_tensor tq = call.in("q", q), tk = call.in("k_cache", k_cache), tv = call.in("v_cache", v_cache),
                              tqo = call.indices("qo_indptr", idx.qo_indptr), tkp = call.indices("kv_indptr", idx.kv_indptr),
                              tki = call.indices("kv_indices", idx.kv_indices),

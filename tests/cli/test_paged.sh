@@ -57,9 +57,11 @@ if [ -n "${PLUGINS:-}" ]; then
   # A plugin without the op (its table's paged_attention is NULL): not run, never passed.
   expect 0 "not run: .*paged_attention: .* cases unsupported (.*does not implement paged_attention)" -- \
     --op paged_attention,rmsnorm --cases 5 --impl-lib "$PLUGINS/libhalf_plugin.so"
-  # An FP8 cache: no ABI carries it yet, so a plugin is offered no such case.
-  expect 1 "not run: .*paged_c declares no fp8_e4m3 KV cache" -- --impl-lib "$PLUGINS/libpaged_plugin.so" \
-    --case 'paged_attention(H=4,KV=2,hd=8,P=4,kv=9/0/5,q=2/0/5,kv_dtype=fp8_e4m3,kv_scale=tensor,mag=1,outliers=0,seed=7)'
+  # An FP8 cache (ABI 1.6): the C kernel writes and reads it; its property cases include FP8 ones.
+  expect 0 "paged_attention paged_c .* 1 .* 1 " -- --impl-lib "$PLUGINS/libpaged_plugin.so" \
+    --case 'paged_attention(H=4,KV=2,hd=8,P=4,kv=9/0/5,q=2/0/5,kv_dtype=fp8_e4m3,kv_scale=head,mag=1,outliers=0,seed=7)'
+  expect 0 "paged_attention paged_c .* 60 .* 60 " -- --impl-lib "$PLUGINS/libpaged_plugin.so" --op paged_attention \
+    --cases 60 --params kv_dtype=fp8_e5m2,kv_scale=tensor
 fi
 
 # ---- a batch with an empty sequence, a sequence shorter than its page, one on a boundary -

@@ -10,6 +10,21 @@
 
 #include "conform/plugin.h"
 
+/* ABI 1.6's FP8 cache: x as the cache stores it, fp8(x) back in float —
+ * round to nearest even (nearbyintf), saturating at the format's max. */
+static float fp8_round(float x, uint32_t kind) {
+    const int M = kind == CONFORM_KV_CACHE_FP8_E5M2 ? 2 : 3, emin = kind == CONFORM_KV_CACHE_FP8_E5M2 ? -14 : -6;
+    const float top = kind == CONFORM_KV_CACHE_FP8_E5M2 ? 57344.0f : 448.0f;
+    const float a = fabsf(x);
+    if (isnan(x) || a == 0.0f) return x;
+    int e;
+    frexpf(a, &e); /* a = m 2^e, 0.5 <= m < 1 */
+    const float quantum = ldexpf(1.0f, (e - 1 < emin ? emin : e - 1) - M);
+    float r = nearbyintf(a / quantum) * quantum;
+    if (r > top) r = top;
+    return x < 0 ? -r : r;
+}
+
 static int32_t paged_attention(const conform_config* cfg, const conform_tensor* q, const conform_tensor* k_cache,
                                const conform_tensor* v_cache, const conform_tensor* qo_indptr,
                                const conform_tensor* kv_indptr, const conform_tensor* kv_indices,
@@ -36,6 +51,16 @@ static int32_t paged_attention(const conform_config* cfg, const conform_tensor* 
     /* ABI 1.4's sinks (gpt-oss): head h's logit in each row's denominator, no value (NULL: none). */
     const float* sinks =
         cfg->struct_size >= offsetof(conform_config, sinks) + sizeof(conform_tensor) ? (const float*)cfg->sinks.data : NULL;
+    /* ABI 1.6's FP8 cache: each value read as fp8(x / scale) * scale, its kv head's scale (or the one). */
+    const int fp8 = cfg->struct_size >= offsetof(conform_config, v_scale) + sizeof(conform_tensor) &&
+                    cfg->kv_cache_dtype != CONFORM_KV_CACHE_NONE;
+    const float* ks = fp8 ? (const float*)cfg->k_scale.data : NULL;
+    const float* vs = fp8 ? (const float*)cfg->v_scale.data : NULL;
+    const int per_head = fp8 && cfg->k_scale.shape[0] > 1;
+    if (fp8 && hd > 512) {
+        snprintf(msg, msg_cap, "an FP8 cache with head_dim %lld: this kernel reads heads of 512 at most", (long long)hd);
+        return CONFORM_ERR_INVALID_ARGUMENT;
+    }
     /* ABI 1.4's soft-cap: score = cap * tanh(score / cap) before the softmax (0: none). */
     const float cap = cfg->struct_size >= offsetof(conform_config, attn_logit_softcapping) + sizeof(double)
                           ? (float)cfg->attn_logit_softcapping
@@ -58,8 +83,20 @@ static int32_t paged_attention(const conform_config* cfg, const conform_tensor* 
                 for (int64_t d = 0; d < hd; ++d) oh[d] = 0.0f;
                 for (int64_t i = W > 0 && pos - W + 1 > 0 ? pos - W + 1 : 0; i <= pos && i < kv_len; ++i) {
                     const int64_t row = (int64_t)ids[kvp[b] + i / P] * P + i % P;
-                    const float* ki = K + row * k_cache->strides[0] + (h / group) * hd;
-                    const float* vi = V + row * v_cache->strides[0] + (h / group) * hd;
+                    const float* k0 = K + row * k_cache->strides[0] + (h / group) * hd;
+                    const float* v0 = V + row * v_cache->strides[0] + (h / group) * hd;
+                    float kb[512], vb[512]; /* head_dim <= 512: the cache written, then read */
+                    const float* ki = k0;
+                    const float* vi = v0;
+                    if (fp8) {
+                        const float sk = ks[per_head ? h / group : 0], sv = vs[per_head ? h / group : 0];
+                        for (int64_t d = 0; d < hd; ++d) {
+                            kb[d] = fp8_round(k0[d] / sk, cfg->kv_cache_dtype) * sk;
+                            vb[d] = fp8_round(v0[d] / sv, cfg->kv_cache_dtype) * sv;
+                        }
+                        ki = kb;
+                        vi = vb;
+                    }
                     float s = 0.0f;
                     for (int64_t d = 0; d < hd; ++d) s += qh[d] * ki[d];
                     s *= scale;

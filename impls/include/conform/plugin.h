@@ -47,8 +47,10 @@
  * projection biases (the config's qkv_bias, the block weights' bq, bk, bv)
  * and sliding-window attention (the config's sliding_window). 1.4: logit
  * soft-capping and attention sinks (the config's attn_logit_softcapping and
- * sinks). 1.5: Gemma's (1 + w) RMSNorm (the config's norm_plus_one). */
-#define CONFORM_PLUGIN_ABI_MINOR 5u
+ * sinks). 1.5: Gemma's (1 + w) RMSNorm (the config's norm_plus_one). 1.6:
+ * an FP8 KV cache for paged_attention (the config's kv_cache_dtype, k_scale,
+ * v_scale). */
+#define CONFORM_PLUGIN_ABI_MINOR 6u
 #define CONFORM_PLUGIN_MAX_DIMS 4
 
 #if defined(_WIN32)
@@ -96,6 +98,13 @@ enum {
     CONFORM_ROPE_SCALING_YARN = 3,
     CONFORM_ROPE_SCALING_DYNAMIC = 4
 };
+
+/* An FP8 KV cache (ABI 1.6; OCP formats: E4M3FN, max 448, no inf; E5M2, max
+ * 57344). k_cache and v_cache hold K and V as the engine writes them; the
+ * plugin writes its cache, code = fp8(x / scale) — the division in float32,
+ * round to nearest even, saturating at the max (CUDA's __NV_SATFINITE) — and
+ * attends over code * scale. */
+enum { CONFORM_KV_CACHE_NONE = 0, CONFORM_KV_CACHE_FP8_E4M3 = 1, CONFORM_KV_CACHE_FP8_E5M2 = 2 };
 
 /* The ops, in the order of the function pointers below. */
 enum {
@@ -158,7 +167,8 @@ typedef struct conform_tensor {
  *   paged_attention (1.2): n_heads, n_kv_heads, head_dim, page_size
  *   (1.3) attention, paged_attention, block, decode also sliding_window
  *   (1.4) and attn_logit_softcapping, sinks
- *   (1.5) rmsnorm, qk_norm, block, decode also norm_plus_one */
+ *   (1.5) rmsnorm, qk_norm, block, decode also norm_plus_one
+ *   (1.6) paged_attention also kv_cache_dtype, k_scale, v_scale */
 typedef struct conform_config {
     uint32_t struct_size; /* sizeof(conform_config) as conform built it */
     uint32_t dtype;       /* CONFORM_DTYPE_* every float tensor of the call has */
@@ -208,6 +218,13 @@ typedef struct conform_config {
     uint32_t norm_plus_one; /* rmsnorm, qk_norm, block, decode: 1: every RMSNorm scales by (1 + w), not w
                              * (Gemma: the weight is stored as its offset from one; 1 + w taken in float32) */
     uint32_t reserved15;
+    /* ---- ABI 1.6 (a case with an FP8 KV cache is offered only to a plugin
+     * whose table says abi_minor >= 6) ---- */
+    uint32_t kv_cache_dtype; /* paged_attention: CONFORM_KV_CACHE_* */
+    uint32_t reserved16;
+    conform_tensor k_scale;  /* paged_attention, with an FP8 cache: [1] (per tensor) or [n_kv_heads] (kv head g's
+                              * columns g*hd .. g*hd + hd - 1 use k_scale[g]), in the call's dtype; else data NULL */
+    conform_tensor v_scale;  /* likewise, for v */
 } conform_config;
 
 /* The block's weights, stored [in, out]; q_norm / k_norm have data != NULL
