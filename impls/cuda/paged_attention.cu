@@ -21,6 +21,7 @@
 // saturating: __NV_SATFINITE), as vLLM's reshape_and_cache_flash writes it;
 // then the kernel above reads each code through its kv head's table,
 // code -> value * scale (the dequantisation, tabled on the host).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -185,8 +186,10 @@ void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, 
                 const DeviceBuffer<float> x = upload<float>(ctx, name, src);
                 const DeviceBuffer<float> ds = upload<float>(ctx, "scale", scale, static_cast<size_t>(p.n_kv_scales));
                 *codes = DeviceBuffer<uint8_t>(std::string(name) + "_codes", static_cast<size_t>(n), ctx.stream);
-                CUDA_LAUNCH(fp8_cache_write_kernel, dim3(64), 256, 0, ctx.stream, x.data(), codes->data(), ds.data(), n, W,
-                            hd, p.n_kv_scales, kind);
+                // Enough blocks to keep an H200's 132 SMs busy (~4 per SM), never more than the work.
+                const dim3 grid(static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 512))));
+                CUDA_LAUNCH(fp8_cache_write_kernel, grid, 256, 0, ctx.stream, x.data(), codes->data(), ds.data(), n, W, hd,
+                            p.n_kv_scales, kind);
                 ctx.sync("paged_attention fp8 cache write");  // before x and ds go
                 std::vector<float> table(static_cast<size_t>(KV * 256));
                 for (int64_t g = 0; g < KV; ++g)
