@@ -57,6 +57,22 @@ struct Case {
     std::string where() const;  // "file:/group" for fixtures, the id otherwise
 };
 
+// Every cache row a paged_attention batch's sequences own, in batch and key
+// order: f(sequence b, row r). The index arrays as the case has them (a
+// validated case's are consistent: conform/interface.h PagedIndex).
+template <class F>
+void for_each_owned_row(const Case& c, F&& f) {
+    const std::vector<int64_t>& kvp = c.pos("kv_indptr");
+    const std::vector<int64_t>& ids = c.pos("kv_indices");
+    const std::vector<int64_t>& last = c.pos("kv_last_page_len");
+    const int64_t P = c.config.page_size;
+    for (size_t b = 0; b + 1 < kvp.size(); ++b)
+        for (int64_t i = kvp[b]; i < kvp[b + 1]; ++i) {
+            const int64_t r0 = ids[static_cast<size_t>(i)] * P, used = i + 1 < kvp[b + 1] ? P : last[b];
+            for (int64_t r = r0; r < r0 + used; ++r) f(static_cast<int64_t>(b), r);
+        }
+}
+
 // A Case's tensors as an op's call takes them (OpInfo::invoke), into the
 // caller's output buffers: an input or output the case lacks is a null view.
 struct CaseCall final : CallTensors {

@@ -976,27 +976,21 @@ void fill_pool(const std::vector<PoolPage>& pages, int64_t P, int64_t W, double 
 // per-head scales differ.
 void kv_scales(Rng& r, Case& c) {
     const BlockConfig& cfg = c.config;
-    const int64_t KV = cfg.n_kv_heads, hd = cfg.head_dim, W = KV * hd, P = cfg.page_size;
+    const int64_t KV = cfg.n_kv_heads, hd = cfg.head_dim, W = KV * hd;
     const int64_t slots = cfg.kv_scale_per_head ? KV : 1;
     const double fmax = fp8_format(cfg.kv_cache_dtype).max;
     const int64_t mode = r.below(3);
     const double u = r.uniform();
     const double factor = mode == 0 ? 1.0 : mode == 1 ? 1.0 + 3.0 * u : 0.25 + 0.65 * u;
-    const auto& kvp = c.positions.at("kv_indptr");
-    const auto& ids = c.positions.at("kv_indices");
-    const auto& last = c.positions.at("kv_last_page_len");
     for (const char* name : {"k_scale", "v_scale"}) {
         const Tensor& pool = c.inputs.at(std::string(name) == "k_scale" ? "k_cache" : "v_cache");
         std::vector<double> amax(static_cast<size_t>(slots), 0.0);
-        for (size_t b = 0; b + 1 < kvp.size(); ++b)
-            for (int64_t i = kvp[b]; i < kvp[b + 1]; ++i) {
-                const int64_t used = i + 1 < kvp[b + 1] ? P : last[b];
-                for (int64_t row = ids[static_cast<size_t>(i)] * P, end = row + used; row < end; ++row)
-                    for (int64_t j = 0; j < W; ++j) {
-                        double& m = amax[static_cast<size_t>(slots == 1 ? 0 : j / hd)];
-                        m = std::max(m, std::fabs(static_cast<double>(pool.data[static_cast<size_t>(row * W + j)])));
-                    }
+        for_each_owned_row(c, [&](int64_t, int64_t row) {
+            for (int64_t j = 0; j < W; ++j) {
+                double& m = amax[static_cast<size_t>(slots == 1 ? 0 : j / hd)];
+                m = std::max(m, std::fabs(static_cast<double>(pool.data[static_cast<size_t>(row * W + j)])));
             }
+        });
         Tensor sc(1, slots);
         for (int64_t g = 0; g < slots; ++g) {
             const double a = amax[static_cast<size_t>(g)] > 0 ? amax[static_cast<size_t>(g)] : 1.0;

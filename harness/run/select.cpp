@@ -361,23 +361,17 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
                 c.push_back(d == KvCacheDtype::fp8_e4m3 ? 1 : 2);
                 // Saturating: a value of the batch's own rows past max * its scale.
                 const double top = fp8_format(d).max;
-                const int64_t hd = cs.config.head_dim, P = cs.config.page_size;
-                const auto& kvp = cs.pos("kv_indptr");
-                const auto& ids = cs.pos("kv_indices");
-                const auto& last = cs.pos("kv_last_page_len");
+                const int64_t hd = cs.config.head_dim;
                 bool saturates = false;
                 for (const char* pool : {"k_cache", "v_cache"}) {
                     const Tensor& t = cs.in(pool);
                     const Tensor& sc = cs.in(std::string(pool) == "k_cache" ? "k_scale" : "v_scale");
-                    for (size_t b = 0; b + 1 < kvp.size() && !saturates; ++b)
-                        for (int64_t i = kvp[b]; i < kvp[b + 1] && !saturates; ++i) {
-                            const int64_t used = i + 1 < kvp[b + 1] ? P : last[b];
-                            for (int64_t r = ids[static_cast<size_t>(i)] * P; r < ids[static_cast<size_t>(i)] * P + used; ++r)
-                                for (int64_t j = 0; j < t.cols(); ++j) {
-                                    const float scale = sc.data[static_cast<size_t>(sc.numel() == 1 ? 0 : j / hd)];
-                                    saturates = saturates || std::fabs(t.data[static_cast<size_t>(r * t.cols() + j)] / scale) > top;
-                                }
+                    for_each_owned_row(cs, [&](int64_t, int64_t r) {
+                        for (int64_t j = 0; j < t.cols() && !saturates; ++j) {
+                            const float scale = sc.data[static_cast<size_t>(sc.numel() == 1 ? 0 : j / hd)];
+                            saturates = std::fabs(t.data[static_cast<size_t>(r * t.cols() + j)] / scale) > top;
                         }
+                    });
                 }
                 if (saturates) c.push_back(3);
                 break;

@@ -181,8 +181,9 @@ void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, 
             // The pool in float32 (the harness rounded it to the dtype: exact), written as codes on the device.
             const int64_t W = KV * hd, n = k_cache.rows * W;
             const auto kind = p.kv_cache_dtype == KvCacheDtype::fp8_e5m2 ? __NV_E5M2 : __NV_E4M3;
-            for (auto [src, scale, codes, lut, name] :
-                 {std::tuple{k_cache, p.k_scale, &dk8, &dklut, "k"}, std::tuple{v_cache, p.v_scale, &dv8, &dvlut, "v"}}) {
+            for (auto [src, scale, codes, lut, is_v] :
+                 {std::tuple{k_cache, p.k_scale, &dk8, &dklut, false}, std::tuple{v_cache, p.v_scale, &dv8, &dvlut, true}}) {
+                const char* name = is_v ? "v" : "k";
                 const DeviceBuffer<float> x = upload<float>(ctx, name, src);
                 const DeviceBuffer<float> ds = upload<float>(ctx, "scale", scale, static_cast<size_t>(p.n_kv_scales));
                 *codes = DeviceBuffer<uint8_t>(std::string(name) + "_codes", static_cast<size_t>(n), ctx.stream);
@@ -191,11 +192,7 @@ void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, 
                 CUDA_LAUNCH(fp8_cache_write_kernel, grid, 256, 0, ctx.stream, x.data(), codes->data(), ds.data(), n, W, hd,
                             p.n_kv_scales, kind);
                 ctx.sync("paged_attention fp8 cache write");  // before x and ds go
-                std::vector<float> table(static_cast<size_t>(KV * 256));
-                for (int64_t g = 0; g < KV; ++g)
-                    for (int c = 0; c < 256; ++c)
-                        table[static_cast<size_t>(g * 256 + c)] =
-                            fp8_float(static_cast<uint8_t>(c), p.kv_cache_dtype) * scale[p.n_kv_scales > 1 ? g : 0];
+                const std::vector<float> table = fp8_read_table(p, is_v);
                 *lut = upload<float>(ctx, "fp8_table", table.data(), table.size());
             }
         }

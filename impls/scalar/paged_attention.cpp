@@ -28,10 +28,7 @@ int64_t paged_q_pos(int64_t j, int64_t q_len, int64_t kv_len) { return kv_len - 
 // An FP8 cache (conform/config.h kv_cache_dtype): each value written as
 // fp8(x / scale), the division in float32, rounded to nearest even and
 // saturating (conform/dtype.h), and read back as code * scale.
-float kv_scale(const PagedAttentionParams& p, bool is_v, int64_t kv_head) {
-    const float* s = is_v ? p.v_scale : p.k_scale;
-    return s[p.n_kv_scales > 1 ? kv_head : 0];
-}
+float kv_scale(const PagedAttentionParams& p, bool is_v, int64_t kv_head) { return p.kv_scale(is_v, kv_head); }
 float kv_write(float x, float scale, KvCacheDtype d) { return fp8_round(x / scale, d); }
 float kv_read(float code, float scale) { return code * scale; }
 

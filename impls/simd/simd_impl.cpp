@@ -147,13 +147,8 @@ struct Fp8Cache {
                PagedJob& job) {
         const int64_t KV = p.n_kv_heads, hd = p.head_dim, W = KV * hd, P = p.page_size;
         const KvCacheDtype d = p.kv_cache_dtype;
-        auto scale = [&](const float* s, int64_t g) { return s[p.n_kv_scales > 1 ? g : 0]; };
-        for (auto [lut, s] : {std::pair{&k_lut, p.k_scale}, std::pair{&v_lut, p.v_scale}}) {
-            lut->resize(static_cast<size_t>(KV * 256));
-            for (int64_t g = 0; g < KV; ++g)
-                for (int c = 0; c < 256; ++c)
-                    (*lut)[static_cast<size_t>(g * 256 + c)] = fp8_float(static_cast<uint8_t>(c), d) * scale(s, g);
-        }
+        k_lut = fp8_read_table(p, false);
+        v_lut = fp8_read_table(p, true);
         k.assign(static_cast<size_t>(k_cache.size()), 0);
         v.assign(static_cast<size_t>(v_cache.size()), 0);
         // Each listed page once (two sequences may list one page).
@@ -166,8 +161,8 @@ struct Fp8Cache {
             for (int64_t r = r0; r < r0 + P; ++r)
                 for (int64_t c = 0; c < W; ++c) {
                     const size_t e = static_cast<size_t>(r * W + c);
-                    k[e] = fp8_bits(k_cache.data[e] / scale(p.k_scale, c / hd), d);
-                    v[e] = fp8_bits(v_cache.data[e] / scale(p.v_scale, c / hd), d);
+                    k[e] = fp8_bits(k_cache.data[e] / p.kv_scale(false, c / hd), d);
+                    v[e] = fp8_bits(v_cache.data[e] / p.kv_scale(true, c / hd), d);
                 }
         });
         // Bytes, not floats: the split kernel reads them as codes because k_lut is set (elem is not looked at).

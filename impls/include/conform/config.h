@@ -300,6 +300,11 @@ struct PagedAttentionParams {
     const float* k_scale = nullptr;
     const float* v_scale = nullptr;
     int64_t n_kv_scales = 0;
+
+    // kv head g's scale for K or V: its own, or the tensor's one.
+    float kv_scale(bool is_v, int64_t kv_head) const {
+        return (is_v ? v_scale : k_scale)[n_kv_scales > 1 ? kv_head : 0];
+    }
 };
 
 inline RmsNormParams rmsnorm_params(const BlockConfig& c) { return {c.norm_eps, c.norm_plus_one}; }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "conform/config.h"
 
@@ -159,6 +160,16 @@ struct Fp8Table {
 inline float fp8_float(uint8_t code, KvCacheDtype d) {
     static const detail::Fp8Table table;
     return table.v[d == KvCacheDtype::fp8_e5m2 ? 1 : 0][code];
+}
+
+// An FP8 cache's read, tabled for a kernel that looks codes up:
+// table[g * 256 + c] = code c's value * kv head g's scale, for K or V.
+inline std::vector<float> fp8_read_table(const PagedAttentionParams& p, bool is_v) {
+    std::vector<float> table(static_cast<size_t>(p.n_kv_heads * 256));
+    for (int64_t g = 0; g < p.n_kv_heads; ++g)
+        for (int c = 0; c < 256; ++c)
+            table[static_cast<size_t>(g * 256 + c)] = fp8_float(static_cast<uint8_t>(c), p.kv_cache_dtype) * p.kv_scale(is_v, g);
+    return table;
 }
 
 // The value x / scale takes in the cache, and back: fp8(x / scale) * scale
