@@ -28,6 +28,11 @@ const std::vector<ImplEntry>& implementations() {
         {"scalar", "plain float32 loops, llama2.c style", false, always, scalar::make_scalar},
         {"simd", "Highway SIMD, f32 or bf16 storage, fused, multithreaded", false, always, simd::make_simd, {},
          simd::simd_details, simd::make_bench_op},
+        // scalar as a llama.cpp CPU kernel feeds its weight products, declared; only when named.
+        {"scalar-q8_0", "scalar with Q8_0 activations before every weight product (declared)", false, always,
+         [](const ImplOptions& o) { return scalar::make_scalar_act_quant(o, ActQuant::q8_0); }, {}, {}, {}, {}, true},
+        {"scalar-q8_k", "scalar with Q8_K activations before every weight product (declared)", false, always,
+         [](const ImplOptions& o) { return scalar::make_scalar_act_quant(o, ActQuant::q8_k); }, {}, {}, {}, {}, true},
 #ifdef CONFORM_HAVE_CUDA
         {"cuda", "CUDA (sm_90): flash attention, fused QK-norm + RoPE + KV cache, cuBLAS; f32, bf16, f16", false,
          cuda::availability, cuda::make_cuda, {}, cuda::cuda_details, cuda::make_bench_op},
@@ -113,6 +118,8 @@ const std::vector<ImplEntry>& mutant_implementations() {
         {"rope_positions_f16", "positions cast to f16 before the angle", true, always, rope_positions_f16, rope_ops},
         {"matmul_accumulates_bf16", "a float32 claim whose GEMMs run in bf16", true, always, matmul_accumulates_bf16,
          swiglu_ops, {}, {}, "precision_downgrade"},
+        {"act_quant_undeclared", "Q8_0 activations before every weight product, declared as none", true, always,
+         act_quant_undeclared, swiglu_ops, {}, {}, "precision_downgrade"},
         // The generators' reach (issue 15): tiles, long heads, rings, positions that are not rows.
         {"rope_position_from_row_index", "positions taken as positions[0] + row", true, always,
          rope_position_from_row_index, rope_ops},

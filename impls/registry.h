@@ -31,6 +31,9 @@ struct ImplEntry {
     // Mutants: the bug id the diagnosis must name, where it is not the
     // mutant's own name (a bug named by its effect: precision_downgrade).
     std::string named_by = {};
+    // Run only when --impl names it (an implementation that exists to show
+    // a declaration, e.g. scalar-q8_0), never by default.
+    bool by_name = false;
     const std::string& bug_id() const { return named_by.empty() ? name : named_by; }
 };
 

@@ -53,6 +53,8 @@ DTYPES = ("f32", "bf16", "f16")
 ITEMSIZE = {"f32": 4, "bf16": 2, "f16": 2, "i64": 8, "i32": 4}
 INDEX_DTYPES = ("i64", "i32")
 KV_CACHE_DTYPES = ("fp8_e4m3", "fp8_e5m2")  # paged_attention's FP8 caches (kv_cache_dtypes)
+ACT_QUANTS = ("none", "q8_0", "q8_k")  # what a kernel does to its weight products' activations (activation_quant)
+WEIGHT_OPS = ("swiglu", "block", "decode")  # the ops with weight products
 NAME_RE = re.compile(r"[A-Za-z0-9_.-]+\Z")
 
 
@@ -73,6 +75,44 @@ class ProtocolError(Exception):
 
 # ---- 16-bit floats ------------------------------------------------------------
 # The same rounding as conform/dtype.h, so "bf16" means one thing on both sides.
+
+def act_quant_round_trip(x, fmt):
+    """x [rows, K] (float32) as a llama.cpp CPU kernel feeds a weight product:
+    each row quantised per block along K to ggml's Q8_0 (blocks of 32, scale
+    amax / 127 stored as f16, q = round half away from zero of x * (1 / d))
+    or Q8_K (blocks of 256, iscale = -127 / the first element of largest
+    magnitude, q = min(127, round half to even of iscale * x), scale
+    1 / iscale) and dequantised, in float32; a row that is not whole blocks
+    ends in a shorter block, and a block whose stored scale is 0 is zeros.
+    conform/dtype.h act_quant_row is the same."""
+    import numpy as np
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if fmt == "none":
+        return x.copy()
+    B = {"q8_0": 32, "q8_k": 256}[fmt]
+    y = np.empty_like(x)
+    for b0 in range(0, x.shape[-1], B):
+        xb = x[..., b0:b0 + B]
+        if fmt == "q8_0":
+            d = (np.abs(xb).max(axis=-1, keepdims=True) / np.float32(127)).astype(np.float32)
+            with np.errstate(divide="ignore"):
+                inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+            v = (xb * inv).astype(np.float32)
+            t = np.trunc(v)
+            q = np.where(np.abs(v - t) == 0.5, t + np.sign(v), np.rint(v))  # roundf: ties away from zero
+            d16 = d.astype(np.float16).astype(np.float32)  # a scale that underflows f16 zeroes its block
+            y[..., b0:b0 + B] = np.where(d16 == 0, np.float32(0), (q * d16).astype(np.float32))
+        else:
+            i = np.abs(xb).argmax(axis=-1)[..., None]
+            m = np.take_along_axis(xb, i, axis=-1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                iscale = (np.float32(-127) / m).astype(np.float32)
+                q = np.minimum(np.float32(127), np.rint((iscale * xb).astype(np.float32)))
+                d = (np.float32(1) / iscale).astype(np.float32)
+                out = (d * q).astype(np.float32)
+            y[..., b0:b0 + B] = np.where((m == 0) | (d == 0), np.float32(0), out)
+    return y
+
 
 def bf16_to_f32(bits):
     """bfloat16 bits (uint16) -> float32, exactly: they are float32's top half."""
@@ -281,10 +321,15 @@ class Worker:
     kv_cache_dtypes: the FP8 KV caches its paged_attention writes and reads
                  ("fp8_e4m3", "fp8_e5m2"; it then takes k_scale and v_scale):
                  conform offers no FP8-cache case to a worker that lists none
+    activation_quant: {op: "q8_0" | "q8_k"} for the ops (swiglu, block,
+                 decode) whose kernels quantise the activations of every
+                 weight product before it, as llama.cpp's CPU kernels do
+                 (act_quant_round_trip below is the exact rounding): conform
+                 then builds its low-precision baselines the same way
     """
 
     def __init__(self, name, dtypes=("f32",), torch=False, description="", device=None, batch_invariant=(),
-                 index_dtype="i64", kv_cache_dtypes=()):
+                 index_dtype="i64", kv_cache_dtypes=(), activation_quant=None):
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise ValueError("Worker name %r: must match [A-Za-z0-9_.-]+" % (name,))
         dtypes = list(dtypes)
@@ -301,6 +346,12 @@ class Worker:
         bad = [d for d in kv_cache_dtypes if d not in KV_CACHE_DTYPES]
         if bad:
             raise ValueError("Worker kv_cache_dtypes %r: each must be one of %s" % (bad, ", ".join(KV_CACHE_DTYPES)))
+        activation_quant = dict(activation_quant or {})
+        bad = [op for op, q in activation_quant.items() if op not in WEIGHT_OPS or q not in ACT_QUANTS]
+        if bad:
+            raise ValueError("Worker activation_quant %r: each op must be one of %s and each value one of %s"
+                             % (activation_quant, ", ".join(WEIGHT_OPS), ", ".join(ACT_QUANTS)))
+        self.activation_quant = {op: q for op, q in activation_quant.items() if q != "none"}
         self.batch_invariant = batch_invariant
         self.index_dtype = index_dtype
         self.kv_cache_dtypes = kv_cache_dtypes
@@ -387,6 +438,7 @@ class Worker:
             "batch_invariant": [op for op in self.batch_invariant if op in self._ops],
             "index_dtype": self.index_dtype,
             "kv_cache_dtypes": self.kv_cache_dtypes if "paged_attention" in self._ops else [],
+            "activation_quant": {op: q for op, q in self.activation_quant.items() if op in self._ops},
         })
         while True:
             frame = reader.frame()

@@ -31,6 +31,7 @@ inline std::unique_ptr<Implementation> make(const std::string& name, DType dtype
 inline CaseResult check(Implementation& impl, const Case& c_in, DType dtype = DType::f32) {
     Case c = c_in;
     round_inputs(c, dtype);
+    declared_for(c, impl);
     ImplOutputs out = run_impl(impl, c);
     if (!out.error.empty()) {
         CaseResult r;

@@ -57,7 +57,7 @@ TEST_CASE("NaN anywhere fails at once, with its index", "[compare]") {
     REQUIRE(v.decided_by == "nonfinite");
 }
 
-TEST_CASE("an exact answer passes with infinite margin; the floor tracks magnitude", "[compare]") {
+TEST_CASE("an exact answer passes with infinite margin and the floor tracks magnitude", "[compare]") {
     DTensor ref;
     ref.shape = {1, 3};
     ref.data = {1000.0, -2.0, 0.5};

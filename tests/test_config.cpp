@@ -129,7 +129,7 @@ TEST_CASE("absent fields take the architecture's HF defaults, and say so", "[con
     CHECK(a.block.rope_layout == RopeLayout::neox);
 }
 
-TEST_CASE("rope_scaling: rope_type or the legacy type, null, default; HF's defaults resolved", "[config]") {
+TEST_CASE("rope_scaling: rope_type or the legacy type, null, default, and HF's defaults resolved", "[config]") {
     const std::string base = kMinimalLlama;
     auto with = [&](const std::string& scaling) {
         return parse_hf_config(base + ", \"max_position_embeddings\": 4096, \"rope_scaling\": " + scaling + "}", "s.json");

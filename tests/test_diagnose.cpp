@@ -320,3 +320,48 @@ TEST_CASE("precision is named only for rounding's kind of error", "[diagnose]") 
     const DTensor r4{{1, 4}, {1, 2, 3, 4}}, l4{{1, 4}, {bf16(1.01), 2, 3, 4}};
     CHECK_THAT(diagnose::unlike_rounding(l4, r4, l4), Catch::Contains("too few"));
 }
+
+TEST_CASE("activations quantised as declared pass and undeclared the same outputs are a precision_downgrade",
+          "[diagnose][act_quant]") {
+    // scalar-q8_0 / -q8_k: scalar with every weight product's input through
+    // ggml's blocks, declared. Judged with its declaration it passes; its
+    // outputs judged as a float32 claim fail, and the diagnosis says which
+    // quantisation explains them.
+    for (const char* name : {"scalar-q8_0", "scalar-q8_k"}) {
+        auto impl = test::make(name);
+        const ActQuant q = impl->activation_quant(Op::swiglu);
+        REQUIRE(q != ActQuant::none);
+        CHECK(impl->activation_quant(Op::rope) == ActQuant::none);
+        CHECK_FALSE(impl->supports(Op::rope, BlockConfig{}).ok);
+        int failed_undeclared = 0, named = 0, ran = 0;
+        for (Op op : {Op::swiglu, Op::block, Op::decode})
+            for (int i = 0; i < 6; ++i) {
+                Case c = gen::materialize(gen::draw(op, 21, i));
+                if (!impl->supports(op, c.config).ok) continue;
+                Case as_declared = c;
+                declared_for(as_declared, *impl);
+                if (!reference_truth(as_declared, DType::f32).beyond_declared.empty()) continue;  // not run (f16 scale overflow)
+                ++ran;
+                const CaseResult declared = test::check(*impl, c);
+                INFO(name << " " << c.id << "\n" << test::explain(declared));
+                REQUIRE(declared.pass);
+                CHECK(declared.act_quant == q);
+                // The same outputs, judged against float32's baselines.
+                const ImplOutputs out = run_impl(*impl, c);
+                const Truth t = reference_truth(c, DType::f32);
+                const CaseResult undeclared = judge_case(c, DType::f32, out.outputs, t);
+                if (undeclared.pass) continue;
+                // Under 16 output elements rounding cannot be told from a small logic error
+                // (diagnose::unlike_rounding): the gate names it through a larger case.
+                if (out.outputs.at("out").numel() < 16) continue;
+                ++failed_undeclared;
+                const diagnose::Diagnosis d = diagnose::diagnose(c, DType::f32, out.outputs, undeclared, &t);
+                const std::string want = std::string("activations quantised to ") + to_string(q) + " before each weight product";
+                for (const HypothesisMatch& m : d.matches) named += m.id == "precision_downgrade" && m.change == want;
+            }
+        INFO(name << ": " << ran << " cases, " << failed_undeclared << " failed undeclared, " << named << " named");
+        CHECK(ran >= 12);
+        CHECK(failed_undeclared >= ran / 2);
+        CHECK(named == failed_undeclared);
+    }
+}

@@ -37,7 +37,8 @@ Command add_list(CLI::App& app) {
                         std::cout << e.name << "\n";
                     else
                         std::cout << "  " << e.name << "  " << (a.available ? "available" : "unavailable: " + a.reason)
-                                  << "  - " << e.description << "\n";
+                                  << "  - " << e.description << (e.by_name ? " (only when --impl names it)" : "")
+                                  << "\n";
                     if (!o->impls && a.available && e.details) std::cout << "      " << e.details() << "\n";
                 }
                 if (!o->impls && !workers.impls.empty()) std::cout << "workers (--impl-lib, --impl-cmd):\n";

@@ -46,6 +46,13 @@ struct Case {
     // Fixture cases only: the golden outputs ("out" and optional block taps).
     NamedD expected;
 
+    // The activation quantisation the implementation being judged declares
+    // for this op (Implementation::activation_quant; none for the reference
+    // itself): the truth's low-precision baselines quantise the activations
+    // of every weight product so. Not part of the id: the runner sets it per
+    // implementation (declared_for), and shrinking keeps it.
+    ActQuant act_quant = ActQuant::none;
+
     std::string id;          // canonical id: op(key=value,...), reproduces the case
     uint64_t seed = 0;       // property cases: the seed the inputs were drawn from
     std::string file;        // fixture cases: file and group the case came from
@@ -56,6 +63,9 @@ struct Case {
     const std::vector<int64_t>& pos(const std::string& name) const;
     std::string where() const;  // "file:/group" for fixtures, the id otherwise
 };
+
+// c as it is judged for impl: Case::act_quant set to what impl declares for c's op.
+inline void declared_for(Case& c, const Implementation& impl) { c.act_quant = impl.activation_quant(c.op); }
 
 // Every cache row a paged_attention batch's sequences own, in batch and key
 // order: f(sequence b, row r). The index arrays as the case has them (a

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <fmt/format.h>
 
 namespace conform::diagnose {
@@ -43,15 +44,16 @@ struct Faithful {
     std::string id;
     const void* data = nullptr;
     DType dtype = DType::f32;
+    ActQuant act_quant = ActQuant::none;  // the noise's flip term depends on it
     std::optional<NamedD> ref;
     std::optional<std::map<std::string, DTensor>> noise;
 };
 Faithful& faithful_for(const Case& c, DType dtype) {
     static Faithful memo;
     const void* data = c.inputs.empty() ? nullptr : c.inputs.begin()->second.data.data();
-    if (memo.c != &c || memo.id != c.id || memo.data != data || memo.dtype != dtype) {
+    if (memo.c != &c || memo.id != c.id || memo.data != data || memo.dtype != dtype || memo.act_quant != c.act_quant) {
         memo = Faithful{};
-        memo.c = &c, memo.id = c.id, memo.data = data, memo.dtype = dtype;
+        memo.c = &c, memo.id = c.id, memo.data = data, memo.dtype = dtype, memo.act_quant = c.act_quant;
     }
     return memo;
 }
@@ -80,8 +82,8 @@ Truth variant_truth(const Case& c, DType dtype, const ref::Variant& v) {
     Truth t;
     t.source = "reference f64 with " + v.describe();
     t.ref = ref::run(c, {ref::Precision::f64, ref::Order::library, v});
-    t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, v});
-    t.base_sequential = ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, v});
+    t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, v, false, c.act_quant});
+    t.base_sequential = ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, v, false, c.act_quant});
     t.noise = faithful_noise(c, dtype);
     return t;
 }
@@ -289,18 +291,56 @@ std::string unlike_rounding(const DTensor& obs, const DTensor& ref, const DTenso
     return "";
 }
 
-std::string unlike_rounding(const Case& c, DType lower, const NamedD& observed, const std::string& tensor) {
-    const Truth t = reference_truth(c, lower);
+namespace {
+
+// A precision below the one an implementation claims: its dtype, or its
+// declared activation quantisation (Case::act_quant), made coarser.
+struct Lower {
+    DType dtype;
+    ActQuant act_quant;
+    std::string what;  // "computed in bf16", "activations quantised to q8_0"
+};
+
+// Below the claim, the likelier first: the activations of an op with weight
+// products quantised more coarsely than declared (none < q8_0 < q8_k: a
+// llama.cpp-style kernel that does not say so), then bf16 and f16.
+std::vector<Lower> lower_precisions(const Case& c, DType dtype) {
+    std::vector<Lower> out;
+    if (has_weight_products(c.op))
+        for (ActQuant q : {ActQuant::q8_0, ActQuant::q8_k})
+            if (act_quant_block(q) > act_quant_block(c.act_quant))
+                out.push_back({dtype, q, std::string("activations quantised to ") + to_string(q) + " before each weight product"});
+    for (DType lower : {DType::bf16, DType::f16})
+        if (unit_roundoff(lower) > unit_roundoff(dtype))
+            out.push_back({lower, c.act_quant, std::string("computed in ") + to_string(lower)});
+    return out;
+}
+
+// The truth at a lower precision (a copy of the case where the declaration changes).
+Truth truth_at(const Case& c, const Lower& l) {
+    if (l.act_quant == c.act_quant) return reference_truth(c, l.dtype);
+    Case other = c;
+    other.act_quant = l.act_quant;
+    return reference_truth(other, l.dtype);
+}
+
+std::string unlike_truths_rounding(const Truth& t, const NamedD& observed, const std::string& tensor) {
     const auto o = observed.find(tensor), r = t.ref.find(tensor), l = t.base_library.find(tensor);
     if (o == observed.end() || r == t.ref.end() || l == t.base_library.end()) return "no " + tensor + " to compare";
     return unlike_rounding(o->second, r->second, l->second);
 }
 
+}  // namespace
+
+std::string unlike_rounding(const Case& c, DType lower, const NamedD& observed, const std::string& tensor) {
+    return unlike_truths_rounding(reference_truth(c, lower), observed, tensor);
+}
+
 bool explained_by_precision(const Case& c, DType dtype, const NamedD& observed, const std::string& tensor) {
-    for (DType lower : {DType::bf16, DType::f16}) {
-        if (unit_roundoff(lower) <= unit_roundoff(dtype)) continue;
-        if (!judge_case(c, lower, observed, reference_truth(c, lower)).pass) continue;
-        if (unlike_rounding(c, lower, observed, tensor).empty()) return true;
+    for (const Lower& l : lower_precisions(c, dtype)) {
+        const Truth t = truth_at(c, l);
+        if (!judge_case(c, l.dtype, observed, t).pass) continue;
+        if (unlike_truths_rounding(t, observed, tensor).empty()) return true;
     }
     return false;
 }
@@ -319,23 +359,59 @@ namespace {
 bool precision_downgrade(const Case& c, DType dtype, const NamedD& observed, const CaseResult& failed, Diagnosis& d) {
     const TensorResult* worst = tensor_of(failed, subject_tensor(failed));
     if (!worst || !(worst->v.err > 16.0 * worst->v.allowed)) return false;
-    for (DType lower : {DType::bf16, DType::f16}) {
-        if (unit_roundoff(lower) <= unit_roundoff(dtype)) continue;
+    const std::string claim = c.act_quant == ActQuant::none
+                                  ? std::string(to_string(dtype))
+                                  : fmt::format("{} with {} activations", to_string(dtype), to_string(c.act_quant));
+    // An activation quantisation that explains the output: the one whose
+    // baseline it is nearest to (a kernel that quantises as Q8_0 does
+    // computes Q8_0's baseline but for its summation order; Q8_K's, 1.4
+    // times coarser, would pass too). Else the first lower dtype.
+    struct Found {
+        Lower l;
+        CaseResult jr;
+        double distance;
+    };
+    std::optional<Found> best;
+    const std::string tensor = subject_tensor(failed);
+    for (const Lower& l : lower_precisions(c, dtype)) {
+        if (best && l.act_quant == c.act_quant) break;  // a quantisation explained it: no dtype is tried
         ++d.tried;
-        const CaseResult jr = judge_case(c, lower, observed, reference_truth(c, lower));
+        const Truth t = truth_at(c, l);
+        CaseResult jr = judge_case(c, l.dtype, observed, t);
         if (!jr.pass) continue;
-        if (!unlike_rounding(c, lower, observed, subject_tensor(failed)).empty()) continue;
+        if (!unlike_truths_rounding(t, observed, tensor).empty()) continue;
+        double distance = 0;
+        const auto o = observed.find(tensor), r = t.ref.find(tensor), b = t.base_library.find(tensor);
+        if (o != observed.end() && r != t.ref.end() && b != t.base_library.end()) {
+            double ob = 0, br = 0;
+            for (size_t i = 0; i < r->second.data.size(); ++i) {
+                ob += std::pow(o->second.data[i] - b->second.data[i], 2);
+                br += std::pow(b->second.data[i] - r->second.data[i], 2);
+            }
+            distance = br > 0 ? std::sqrt(ob / br) : 0;
+        }
+        if (!best || distance < best->distance) best = Found{l, std::move(jr), distance};
+        if (l.act_quant == c.act_quant) break;  // the dtypes: the first that explains it
+    }
+    if (!best) return false;
+    {
+        const Lower& l = best->l;
+        const CaseResult& jr = best->jr;
         HypothesisMatch m;
         m.id = "precision_downgrade";
-        m.change = std::string("computed in ") + to_string(lower);
-        m.why = fmt::format("the output is {}'s accuracy, not {}'s: something (a GEMM, a stored intermediate) "
-                            "runs in {} in an implementation that claims {}",
-                            to_string(lower), to_string(dtype), to_string(lower), to_string(dtype));
+        m.change = l.what;
+        m.why = l.act_quant != c.act_quant
+                    ? fmt::format("the output is the accuracy of {} activations, not of {}: the implementation "
+                                  "quantises the activations of its weight products more coarsely than it declares "
+                                  "(Implementation::activation_quant; a worker's hello: activation_quant)",
+                                  to_string(l.act_quant), claim)
+                    : fmt::format("the output is {}'s accuracy, not {}'s: something (a GEMM, a stored intermediate) "
+                                  "runs in {} in an implementation that claims {}",
+                                  to_string(l.dtype), claim, to_string(l.dtype), claim);
         record_errors(m, failed, jr);
         d.matches.push_back(m);
-        return true;
     }
-    return false;
+    return true;
 }
 
 std::string match_line(const HypothesisMatch& m) {

@@ -104,9 +104,12 @@ gen::CaseSpec shrink_while(Implementation& impl, const gen::Stream& stream, int 
             return false;  // a shrink that leaves the valid space is not a counterexample
         }
         if (!impl.supports(c.op, c.config).ok) return false;
+        declared_for(c, impl);
         const ImplOutputs out = run_impl(impl, c);
         if (!out.error.empty()) return !also;
-        if (judge_case(c, dtype, out.outputs, *truths.get(c, dtype)).pass) return false;
+        const std::shared_ptr<const Truth> t = truths.get(c, dtype);
+        if (!t->beyond_declared.empty()) return false;  // outside what the declaration can hold: no counterexample
+        if (judge_case(c, dtype, out.outputs, *t).pass) return false;
         return !also || also(c, out.outputs);
     };
     *out = gen::shrink(stream, index, fails, limits);
@@ -126,6 +129,7 @@ std::unique_ptr<Look> look(Implementation& impl, const gen::CaseSpec& spec, DTyp
     auto l = std::make_unique<Look>();
     l->c = gen::materialize(spec);
     round_inputs(l->c, dtype);
+    declared_for(l->c, impl);
     l->out = run_impl(impl, l->c);
     if (!l->out.error.empty()) return l;
     l->truth = truths.get(l->c, dtype);
@@ -226,9 +230,11 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
                 return std::nullopt;
             }
             if (!impl.supports(l.c.op, l.c.config).ok) return std::nullopt;
+            declared_for(l.c, impl);
             l.out = run_impl(impl, l.c);
             if (!l.out.error.empty()) return std::nullopt;
             l.truth = truths.get(l.c, dtype);
+            if (!l.truth->beyond_declared.empty()) return std::nullopt;
             l.r = judge_case(l.c, dtype, l.out.outputs, *l.truth);
             if (l.r.pass) return std::nullopt;
             return l;

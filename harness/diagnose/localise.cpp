@@ -211,6 +211,7 @@ Localisation localise(const Case& c, DType dtype, const NamedD& observed, const 
         Case bc = c;
         bc.op = Op::block;
         bc.prefill = 0;
+        declared_for(bc, *impl);
         const ImplOutputs bo = run_impl(*impl, bc);
         if (bo.error.empty()) {
             const Truth bt = reference_truth(bc, dtype);

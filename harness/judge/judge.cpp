@@ -130,12 +130,28 @@ void baselines(Truth& t, const Case& c, DType dtype, const NamedD& ours) {
     const std::string d = to_string(dtype);
     {
         phases::Scope p("baseline " + d + " library order");
-        t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, {}});
+        t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, {}, false, c.act_quant});
     }
     {
         phases::Scope p("baseline " + d + " sequential order");
-        t.base_sequential = ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, {}});
+        t.base_sequential = ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, {}, false, c.act_quant});
     }
+    if (c.act_quant != ActQuant::none)
+        for (const auto& [name, b] : t.base_library) {
+            const auto r = ours.find(name);
+            if (r == ours.end() || r->second.data.size() != b.data.size()) continue;
+            bool beyond = false;
+            for (size_t i = 0; i < b.data.size() && !beyond; ++i)
+                beyond = !std::isfinite(b.data[i]) && std::isfinite(r->second.data[i]);
+            if (beyond) {
+                t.beyond_declared = std::string("the declared ") + to_string(c.act_quant) +
+                                    " activations cannot hold this case's (" +
+                                    (c.act_quant == ActQuant::q8_0 ? "a block's f16 scale overflows: amax above 8.3e6"
+                                                                   : "a block's scale overflows") +
+                                    "; the baseline quantised so is not finite where the reference is)";
+                break;
+            }
+        }
     phases::Scope p("a-priori bound");
     t.noise = ref::reduction_noise(c, dtype, &ours);
 }
@@ -223,6 +239,7 @@ CaseResult judge_case(const Case& c, DType dtype, const NamedD& outputs, const T
     CaseResult r;
     r.op = c.op;
     r.dtype = dtype;
+    r.act_quant = c.act_quant;
     r.case_id = c.id;
     r.file = c.file;
     r.group = c.group;

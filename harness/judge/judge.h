@@ -36,6 +36,12 @@ struct Truth {
     NamedD base_truth;
     std::map<std::string, DTensor> noise;  // a-priori bound per element, per output
     std::string source;     // "reference f64" or "fixture expected"
+    // Non-empty when the case has a declared activation quantisation
+    // (Case::act_quant) whose baseline is not finite where our float64
+    // reference is: the declared format cannot hold this case's activations
+    // (Q8_0's f16 block scale overflows above an amax of 127 · 65504). Such
+    // a case is not run for that implementation, with this as the reason.
+    std::string beyond_declared;
 };
 
 Truth reference_truth(const Case& c, DType dtype);
@@ -77,6 +83,7 @@ struct CaseResult {
     std::string impl;
     Op op = Op::rmsnorm;
     DType dtype = DType::f32;
+    ActQuant act_quant = ActQuant::none;  // the activation quantisation it was judged with (declared)
     std::string case_id;
     std::string file, group;     // fixture cases
     std::string origin;          // "property" | "fixture"

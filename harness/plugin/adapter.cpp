@@ -286,6 +286,20 @@ bool knows_1_2(const conform_plugin& t) {
     return t.struct_size >= offsetof(conform_plugin, paged_attention) + sizeof(t.paged_attention) && t.abi_minor >= 2;
 }
 
+ActQuant declared_act_quant(const conform_plugin& t, Op op) {
+    const bool knows_1_7 = t.struct_size >= offsetof(conform_plugin, activation_quant) + sizeof(t.activation_quant) &&
+                           knows_1_1(t) && t.abi_minor >= 7;
+    if (!knows_1_7 || t.activation_quant == nullptr) return ActQuant::none;
+    switch (t.activation_quant(static_cast<uint32_t>(op))) {
+        case CONFORM_ACT_QUANT_NONE: return ActQuant::none;
+        case CONFORM_ACT_QUANT_Q8_0: return ActQuant::q8_0;
+        case CONFORM_ACT_QUANT_Q8_K: return ActQuant::q8_k;
+    }
+    throw ImplError(std::string("activation_quant(") + to_string(op) + ") returned " +
+                      std::to_string(t.activation_quant(static_cast<uint32_t>(op))) +
+                      ", not a CONFORM_ACT_QUANT_* (0 none, 1 q8_0, 2 q8_k)");
+}
+
 bool implements(const conform_plugin& t, Op op) {
     switch (op) {
         case Op::rmsnorm: return t.rmsnorm != nullptr;
@@ -308,6 +322,10 @@ class Adapter final : public Implementation {
 
     std::string name() const override { return lib_->name; }
     DType dtype() const override { return dtype_; }
+    // The table's answer, checked when the library was loaded (check_table).
+    ActQuant activation_quant(Op op) const override {
+        return implements(t_, op) ? declared_act_quant(t_, op) : ActQuant::none;
+    }
 
     Support supports(Op op, const BlockConfig& config) const override {
         if (!implements(t_, op)) return Support::no(lib_->name + " does not implement " + to_string(op));

@@ -45,6 +45,10 @@ double last_kernel_seconds();
 
 // Whether the table has a function for op.
 bool implements(const conform_plugin& t, Op op);
+// What the table declares for op's activations (ABI 1.7; before it, or
+// without the function: none). Throws ImplError on an answer that is no
+// CONFORM_ACT_QUANT_*.
+ActQuant declared_act_quant(const conform_plugin& t, Op op);
 
 // CONFORM_DTYPE_* for a DType.
 uint32_t dtype_code(DType d);

@@ -48,6 +48,18 @@ std::string check_table(const conform_plugin* t) {
                        CONFORM_DTYPE_BIT(CONFORM_DTYPE_F16))))
         return "its table declares no dtype it runs in (dtypes = CONFORM_DTYPE_BIT(CONFORM_DTYPE_F32) | ...)";
     if (ops_of(*t).empty()) return "its table implements no op (every op function is NULL)";
+    for (Op op : kAllOps) {
+        if (!implements(*t, op)) continue;
+        ActQuant q = ActQuant::none;
+        try {
+            q = declared_act_quant(*t, op);
+        } catch (const ImplError& e) {
+            return std::string("its table's ") + e.what();
+        }
+        if (q != ActQuant::none && !has_weight_products(op))
+            return std::string("its table's activation_quant(") + to_string(op) + ") is " + to_string(q) + ", but " +
+                   to_string(op) + " has no weight product (only swiglu, block and decode quantise activations)";
+    }
     return "";
 }
 

@@ -56,7 +56,7 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
     // Positions taken as start + row (a hypothesis): per forward call — the
     // prefill is one call, each decode step its own (where start + 0 is right).
     Variant v_rows = v;
-    Ctx ctx_rows{ctx.dtype, ctx.acc_dtype, ctx.order, v_rows};
+    Ctx ctx_rows{ctx.dtype, ctx.acc_dtype, ctx.order, v_rows, ctx.act_quant};
     if (v.rope_pos_from_start && decode_from < T) {
         v_rows.rope_pos_from_start = false;
         auto first = rope_pos[0].item<int64_t>();

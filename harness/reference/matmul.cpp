@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "conform/dtype.h"
 #include "reference/torch_ops.h"
 
 namespace conform::ref {
@@ -48,23 +49,23 @@ void sequential(const Acc* a, const Acc* b, Acc* out, int64_t batch, int64_t M, 
 
 }  // namespace
 
-torch::Tensor q8_k_round_trip(const torch::Tensor& x) {
-    const auto K = x.size(-1);
-    TORCH_CHECK(K % 256 == 0, "Q8_K: rows of ", K, " are not whole blocks of 256");
-    auto sizes = x.sizes().vec();
-    sizes.back() = K / 256;
-    sizes.push_back(256);
-    const auto b = x.to(torch::kFloat32).reshape(sizes);                  // [..., K/256, 256]
-    const auto m = b.gather(-1, b.abs().argmax(-1, true));                 // argmax: the first of equals
-    const auto iscale = torch::full_like(m, -127.0f) / m;                  // float32, as ggml
-    const auto q = torch::clamp_max(torch::round(iscale * b), 127.0f);     // rint: ties to even
-    const auto d = torch::ones_like(iscale) / iscale;
-    const auto y = torch::where(m == 0, torch::zeros_like(b), d * q);
-    return y.reshape(x.sizes()).to(x.dtype());
+torch::Tensor act_quant_round_trip(const torch::Tensor& x, ActQuant q) {
+    // float32 rows, each through the contract's quantiser (conform/dtype.h):
+    // the one definition the kernels and the numpy worker follow too.
+    const auto f = x.to(torch::kFloat32).contiguous();
+    auto y = torch::empty_like(f);
+    const int64_t K = f.size(-1), rows = K == 0 ? 0 : f.numel() / K;
+    const float* in = f.data_ptr<float>();
+    float* out = y.data_ptr<float>();
+    at::parallel_for(0, rows, 16, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) act_quant_row(in + r * K, out + r * K, K, q);
+    });
+    return y.to(x.dtype());
 }
 
 torch::Tensor linear_input(const torch::Tensor& a, const char* w, const Ctx& ctx) {
-    return ctx.v.q8_k_inputs.count(w) ? q8_k_round_trip(a) : a;
+    if (ctx.v.q8_k_inputs.count(w)) return act_quant_round_trip(a, ActQuant::q8_k);
+    return ctx.act_quant == ActQuant::none ? a : act_quant_round_trip(a, ctx.act_quant);
 }
 
 torch::Tensor matmul(const torch::Tensor& a, const torch::Tensor& b, const Ctx& ctx) {

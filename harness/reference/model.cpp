@@ -58,7 +58,7 @@ DTensor matmul_f64(const DTensor& x, const Tensor& w, bool q8_k_input) {
     const Variant faithful;
     const Ctx ctx{torch::kFloat64, torch::kFloat64, Order::library, faithful};
     const auto a = f64(x);
-    return dtensor(matmul(q8_k_input ? q8_k_round_trip(a) : a, f64(w), ctx));
+    return dtensor(matmul(q8_k_input ? act_quant_round_trip(a, ActQuant::q8_k) : a, f64(w), ctx));
 }
 
 }  // namespace conform::ref

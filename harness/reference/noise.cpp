@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "conform/dtype.h"
 #include "reference/torch_ops.h"
 
 namespace conform::ref {
@@ -29,14 +30,6 @@ namespace {
 
 using torch::Tensor;
 
-double unit_roundoff(DType d) {
-    switch (d) {
-        case DType::f32: return std::ldexp(1.0, -24);
-        case DType::bf16: return std::ldexp(1.0, -8);
-        case DType::f16: return std::ldexp(1.0, -11);
-    }
-    return std::ldexp(1.0, -24);
-}
 
 // Unit roundoffs: of the arithmetic (float32) and of storage (the dtype).
 struct Units {
@@ -72,6 +65,26 @@ Tensor matmul_bound(const Tensor& a, const Bound& ea, const Tensor& b, const Ten
     if (ea.abs.defined()) e = e + carried(ea.abs, b);
     if (ea.rel.defined()) e = e + ea.rel * y.abs();
     return e;
+}
+
+// y = a' @ b where a' is a quantised per block as an implementation declares
+// (Case::act_quant): the quantisation itself is in the baselines (they
+// quantise as the kernel does), but a code is decided by rounding a value the
+// kernel computed in its own order: where a's value sits within its rounding
+// noise of a code boundary, an honest kernel may store the neighbouring code,
+// one block scale d from the baseline's. One such code per output element,
+// d_max of a's row times the largest |b| of y's column: measured, the flips
+// are sparse (an honest scalar-q8_k kernel failed 4 of 1,800 block and decode
+// cases without this term, by up to 1.5x, and the flip a failing element
+// carried was one code).
+Tensor flip_bound(const Tensor& a, const Tensor& b, ActQuant q) {
+    const int64_t B = act_quant_block(q), K = a.size(-1);
+    if (B == 0 || K == 0) return torch::zeros({a.size(0), b.size(-1)}, a.options());
+    const int64_t blocks = (K + B - 1) / B;
+    auto padded = torch::constant_pad_nd(a.abs(), {0, blocks * B - K});           // [T, blocks·B]
+    auto d_max = std::get<0>(padded.reshape({a.size(0), blocks, B}).amax(-1).max(-1, true)) / 127.0;  // [T, 1]
+    auto w_max = std::get<0>(b.abs().max(0, true));                               // [1, N]
+    return d_max * w_max;
 }
 
 // RMSNorm y = w · x / r over the last dim (n), r = sqrt(mean(x²) + eps).
@@ -477,9 +490,11 @@ Tensor attn_through_wo(const AttnBound& a, const Tensor& wo, int64_t hd, const T
 
 // SwiGLU (silu(x@w1) * (x@w3)) @ w2 with x's bound carried. silu is
 // 1.1-Lipschitz with |silu''| ≤ 0.5, so |Δsilu| ≤ min(1.1, |silu'(g)| + e/4)·e.
-Tensor swiglu_bound(const Tensor& x, const Bound& ex, const Tensor& w1, const Tensor& w3, const Tensor& w2, const Units& u) {
+Tensor swiglu_bound(const Tensor& x, const Bound& ex, const Tensor& w1, const Tensor& w3, const Tensor& w2, const Units& u,
+                    ActQuant q) {
     auto gate = torch::matmul(x, w1), up = torch::matmul(x, w3);
-    auto e_gate = matmul_bound(x, ex, w1, gate, u), e_up = matmul_bound(x, ex, w3, up, u);
+    auto e_gate = matmul_bound(x, ex, w1, gate, u) + flip_bound(x, w1, q);
+    auto e_up = matmul_bound(x, ex, w3, up, u) + flip_bound(x, w3, q);
     auto sig = torch::sigmoid(gate);
     auto silu = gate * sig;
     auto dsilu = (sig * (1.0 + gate * (1.0 - sig))).abs();
@@ -487,7 +502,7 @@ Tensor swiglu_bound(const Tensor& x, const Bound& ex, const Tensor& w1, const Te
     auto g = silu * up;
     Bound eg;
     eg.abs = e_silu * (up.abs() + e_up) + silu.abs() * e_up + 2.0 * u.a * g.abs() + u.store(g, 2.0);
-    return matmul_bound(g, eg, w2, torch::matmul(g, w2), u);
+    return matmul_bound(g, eg, w2, torch::matmul(g, w2), u) + flip_bound(g, w2, q);
 }
 
 DTensor to_d(const Tensor& t) {
@@ -547,7 +562,7 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             e["out"] = a.together + a.apart;
         }
             break;
-        case Op::swiglu: e["out"] = swiglu_bound(in("x"), Bound{}, in("w1"), in("w3"), in("w2"), u); break;
+        case Op::swiglu: e["out"] = swiglu_bound(in("x"), Bound{}, in("w1"), in("w3"), in("w2"), u, c.act_quant); break;
         case Op::paged_attention: {
             // Each sequence's attention bound, over its own keys (the
             // reference's gather: the bound never sees a page either). lse
@@ -615,9 +630,9 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             const Bound ea = norm_bound(x, none, in("attn_norm").reshape({-1}), cfg.norm_plus_one, cfg.norm_eps, a, u);
             e["attn_in"] = ea.total(a);
             auto q = tap("q"), k = tap("k"), v = tap("v");
-            e["q"] = matmul_bound(a, ea, in("wq"), q, u);
-            e["k"] = matmul_bound(a, ea, in("wk"), k, u);
-            e["v"] = matmul_bound(a, ea, in("wv"), v, u);
+            e["q"] = matmul_bound(a, ea, in("wq"), q, u) + flip_bound(a, in("wq"), c.act_quant);
+            e["k"] = matmul_bound(a, ea, in("wk"), k, u) + flip_bound(a, in("wk"), c.act_quant);
+            e["v"] = matmul_bound(a, ea, in("wv"), v, u) + flip_bound(a, in("wv"), c.act_quant);
             if (cfg.qkv_bias) {
                 // q = a @ wq + bq: one more rounding (the add, u·|q|), and the
                 // product's own store where a program keeps it in the dtype first.
@@ -654,12 +669,13 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             auto wo = in("wo"), proj = torch::matmul(attn, wo);
             Bound eattn;
             eattn.abs = ab.apart;
-            auto h_rest = matmul_bound(attn, eattn, wo, proj, u) + u.a * h.abs() + u.store(h);
+            auto h_rest = matmul_bound(attn, eattn, wo, proj, u) + flip_bound(attn, wo, c.act_quant) + u.a * h.abs() +
+                          u.store(h);
             e["h"] = h_rest + attn_through_wo(ab, wo, hd, h_rest);
             auto f = tap("ffn_in");
             const Bound ef = norm_bound(h, e["h"], in("ffn_norm").reshape({-1}), cfg.norm_plus_one, cfg.norm_eps, f, u);
             e["ffn_in"] = ef.total(f);
-            e["ffn_out"] = swiglu_bound(f, ef, in("w1"), in("w3"), in("w2"), u);
+            e["ffn_out"] = swiglu_bound(f, ef, in("w1"), in("w3"), in("w2"), u, c.act_quant);
             auto o = tap("out");
             e["out"] = e["h"] + e["ffn_out"] + u.a * o.abs() + u.store(o);
             break;

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 #include <thread>
 
@@ -119,6 +120,18 @@ std::string version() { return TORCH_VERSION; }
 namespace {
 int configured_threads = 1;  // what set_threads() asked for: a large case's count
 
+// Debian's LibTorch 1.13 runs its bf16 matmuls through oneDNN 2.6, which
+// picks AMX tiles (tdpbf16ps) wherever CPUID lists them, without asking the
+// kernel for the tile state first (Linux ≥ 5.16 wants arch_prctl
+// ARCH_REQ_XCOMP_PERM; oneDNN asks only from 2.7): on a Sapphire Rapids
+// machine a bf16 baseline died of SIGILL (`--dtype bf16 --seed 12`). Capped
+// below AMX before oneDNN first reads it, unless the user set it.
+[[maybe_unused]] const bool onednn_isa_capped = [] {
+    setenv("DNNL_MAX_CPU_ISA", "AVX512_CORE_BF16", 0);
+    setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", 0);
+    return true;
+}();
+
 // The BLAS's own thread count, where the BLAS LibTorch loaded is OpenBLAS.
 // Looked up, not linked: which BLAS LibTorch loads is the system's choice
 // (Debian's alternatives), and only OpenBLAS is known to spin.
@@ -194,7 +207,7 @@ NamedD run(const Case& c, const Options& o) {
     torch::NoGradGuard no_grad;
     const auto dt = torch_dtype(o.precision);
     const auto acc = dt == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-    Ctx ctx{dt, acc, o.order, o.variant};
+    Ctx ctx{dt, acc, o.order, o.variant, o.act_quant};
     auto in = [&](const std::string& n) { return to_torch(c.in(n), o.precision); };
     auto pos = [&](const std::string& n) { return to_torch(c.pos(n)); };
     const BlockConfig& cfg = c.config;

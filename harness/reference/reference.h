@@ -60,7 +60,7 @@ struct Variant {
     // An engine that quantises a matmul's input rows (llama.cpp's CPU backend,
     // against K-quant weights: Q8_K, its vec_dot_type): the weights named here
     // (wq, wk, wv, wo, w1, w3, w2) multiply their input after it went through
-    // Q8_K and back in float32 (q8_k_round_trip, torch_ops.h).
+    // Q8_K and back in float32 (act_quant_round_trip, torch_ops.h).
     std::set<std::string> q8_k_inputs;
 
     // Qwen2's projection biases (config.qkv_bias): dropped, or added to the
@@ -118,6 +118,9 @@ struct Options {
     // decode: every tap of the block it is computed as, beside "out" (what
     // the a-priori bound starts from; a decode case's outputs are "out" only).
     bool decode_taps = false;
+    // The activations of every weight product quantised so before it, as an
+    // implementation declares (Case::act_quant): the baselines only.
+    ActQuant act_quant = ActQuant::none;
 };
 
 // Runs the case's op. Returns "out" and, for block, every tap by name (all as

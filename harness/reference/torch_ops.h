@@ -19,18 +19,19 @@ struct Ctx {
     torch::Dtype acc_dtype;  // accumulation for sequential sums (f32 below f32)
     Order order;
     const Variant& v;
+    ActQuant act_quant = ActQuant::none;  // Options::act_quant
 };
 
 // y = a @ b, in the context's summation order. a[..., M, K], b[..., K, N].
 torch::Tensor matmul(const torch::Tensor& a, const torch::Tensor& b, const Ctx& ctx);
 // The input of the matmul against weight `w` as the engine feeds it: a
-// itself, or (w in ctx.v.q8_k_inputs) a through Q8_K and back.
+// itself, or (w in ctx.v.q8_k_inputs) a through Q8_K and back, or a through
+// the declared ctx.act_quant and back (conform/dtype.h act_quant_row).
 torch::Tensor linear_input(const torch::Tensor& a, const char* w, const Ctx& ctx);
-// x[..., K] (K a multiple of 256) quantised to ggml's Q8_K and dequantised,
-// in float32 as ggml-cpu does it (quantize_row_q8_K_ref): per block of 256,
-// m = the first element of largest magnitude (signed), iscale = -127 / m,
-// q = min(127, rint(iscale x)), x' = (1 / iscale) q; a block of zeros stays zero.
-torch::Tensor q8_k_round_trip(const torch::Tensor& x);
+// x[..., K] quantised per row to q's blocks and dequantised, in float32 as
+// ggml-cpu does it (conform/dtype.h act_quant_row; Q8_K: quantize_row_q8_K_ref,
+// Q8_0: quantize_row_q8_0_ref); returned in x's dtype.
+torch::Tensor act_quant_round_trip(const torch::Tensor& x, ActQuant q);
 // sum over the last dim, keepdim, in the context's summation order.
 torch::Tensor sum_last(const torch::Tensor& x, const Ctx& ctx);
 

@@ -182,6 +182,7 @@ nlohmann::json to_json(const CaseResult& c) {
     j["impl"] = c.impl;
     j["op"] = to_string(c.op);
     j["dtype"] = to_string(c.dtype);
+    if (c.act_quant != ActQuant::none) j["act_quant"] = to_string(c.act_quant);
     j["case_id"] = c.case_id;
     j["origin"] = c.origin;
     if (!c.file.empty()) {

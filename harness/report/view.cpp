@@ -143,8 +143,10 @@ std::string verdict_line(const json& t) {
 }
 
 std::string failure_text(const json& c) {
-    std::string s = fmt::format("{} {} {} [{}]  {}\n", flag(c, "pass") ? "PASS" : "FAIL", text(c, "impl"),
-                                text(c, "op"), text(c, "dtype"), text(c, "case_id"));
+    const std::string aq = text(c, "act_quant");
+    std::string s = fmt::format("{} {} {} [{}{}]  {}\n", flag(c, "pass") ? "PASS" : "FAIL", text(c, "impl"),
+                                text(c, "op"), text(c, "dtype"), aq.empty() ? "" : ", " + aq + " activations",
+                                text(c, "case_id"));
     if (!text(c, "file").empty()) s += fmt::format("  fixture:   {}:/{}\n", text(c, "file"), text(c, "group"));
     if (integer(c, "shrink_tried") > 0 || integer(c, "shrink_steps") > 0 || !text(c, "shrink_stopped").empty()) {
         s += fmt::format("  shrunk:    {} steps", integer(c, "shrink_steps"));

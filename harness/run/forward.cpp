@@ -552,7 +552,8 @@ ForwardRequest resolve_forward(const ForwardFlags& o, std::ostream& log) {
     // ---- implementations ---------------------------------------------------------
     std::vector<std::string> names = split_list(o.impls);
     if (names.empty())
-        for (const auto& e : implementations()) names.push_back(e.name);
+        for (const auto& e : implementations())
+            if (!e.by_name) names.push_back(e.name);
     for (const auto& n : names) {
         const ImplEntry* e = find_implementation(n);
         if (!e) throw InputError("--impl: unknown implementation '" + n + "' (see `conform list`)");

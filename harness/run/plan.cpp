@@ -84,7 +84,8 @@ ImplSet choose_implementations(const ImplRequest& r) {
     if (names.empty())
         for (const auto& w : workers) names.push_back(w->hello().name);
     if (names.empty())
-        for (const auto& e : implementations()) names.push_back(e.name);
+        for (const auto& e : implementations())
+            if (!e.by_name) names.push_back(e.name);
     for (const auto& n : names) {
         auto wit = std::find_if(workers.begin(), workers.end(), [&](const auto& w) { return w && w->hello().name == n; });
         if (wit != workers.end()) {

@@ -127,9 +127,11 @@ class Executor {
     bool fails_earlier_elsewhere(Chosen& impl, const OpPlan& p, int index) {
         for (const select::Pick& pick : p.outside) {
             if (pick.index >= index) break;
-            const Case c = property_case(pick.spec, sel_.dtype);
+            Case c = property_case(pick.spec, sel_.dtype);
             if (!impl.impl->supports(p.op, c.config).ok) continue;
+            declared_for(c, *impl.impl);
             const Truth t = reference_truth(c, sel_.dtype);
+            if (!t.beyond_declared.empty()) continue;
             if (!run_and_judge(*impl.impl, impl.name, c, sel_.dtype, t).result.pass) return true;
         }
         return false;
@@ -163,13 +165,20 @@ class Executor {
         const DiagnoseMode mode = o_.diagnose;
         for (const select::Pick& pick : p.picks) {
             Case c = property_case(pick.spec, sel_.dtype);  // lent to its relations, as it was after them
-            std::unique_ptr<Truth> truth;
+            // One truth per activation quantisation the implementations declare (most: none).
+            std::map<ActQuant, std::unique_ptr<Truth>> truths;
             for (Chosen& impl : impls_.impls) {
                 if (const Support sup = impl.impl->supports(p.op, c.config); !sup.ok) {
                     out_.report.add_not_run(impl.name, to_string(p.op), sup.reason);
                     continue;
                 }
+                declared_for(c, *impl.impl);
+                std::unique_ptr<Truth>& truth = truths[c.act_quant];
                 if (!truth) truth = std::make_unique<Truth>(reference_truth(c, sel_.dtype));
+                if (!truth->beyond_declared.empty()) {
+                    out_.report.add_not_run(impl.name, to_string(p.op), truth->beyond_declared);
+                    continue;
+                }
                 Judged j = run_and_judge(*impl.impl, impl.name, c, sel_.dtype, *truth);
                 CaseResult& r = j.result;
                 gen::CaseSpec failing = pick.spec;
@@ -232,24 +241,36 @@ class Executor {
     // reference, and a wrong golden file fails once, there, instead of
     // silently failing every implementation.
     void fixture_cases(Op op) {
-        for (const Case& fc : plan_.fixtures.cases) {
-            if (fc.op != op) continue;
-            std::unique_ptr<Truth> truth;
+        for (const Case& file_case : plan_.fixtures.cases) {
+            if (file_case.op != op) continue;
+            std::unique_ptr<Truth> truth;  // the undeclared one, also the reference's row below
             for (Chosen& impl : impls_.impls) {
-                if (const Support sup = impl.impl->supports(op, fc.config); !sup.ok) {
+                if (const Support sup = impl.impl->supports(op, file_case.config); !sup.ok) {
                     out_.report.add_not_run(impl.name, to_string(op), sup.reason);
                     continue;
                 }
-                if (!truth) truth = std::make_unique<Truth>(fixture_truth(fc, sel_.dtype));
-                Judged j = run_and_judge(*impl.impl, impl.name, fc, sel_.dtype, *truth);
+                // An implementation that declares an activation quantisation:
+                // a copy of the case, judged against baselines that quantise so.
+                std::optional<Case> declared;
+                std::unique_ptr<Truth> own;
+                if (impl.impl->activation_quant(op) != ActQuant::none) declared_for(declared.emplace(file_case), *impl.impl);
+                const Case& fc = declared ? *declared : file_case;
+                std::unique_ptr<Truth>& truth_of = declared ? own : truth;
+                if (!truth_of) truth_of = std::make_unique<Truth>(fixture_truth(fc, sel_.dtype));
+                if (!truth_of->beyond_declared.empty()) {
+                    out_.report.add_not_run(impl.name, to_string(op), truth_of->beyond_declared);
+                    continue;
+                }
+                Judged j = run_and_judge(*impl.impl, impl.name, fc, sel_.dtype, *truth_of);
                 if (!j.result.pass) {
                     phases::Scope diagnosing("shrink and diagnose");
                     if (o_.diagnose != DiagnoseMode::none)
-                        diagnose::explain(j.result, {&fc, &j.out.outputs, truth.get()}, impl.impl.get());
+                        diagnose::explain(j.result, {&fc, &j.out.outputs, truth_of.get()}, impl.impl.get());
                     j.result.replay = fixture_replay(impl.name, impl.replay_flags, fc);
                 }
                 out_.report.results.push_back(std::move(j.result));
             }
+            const Case& fc = file_case;
             const auto t_ref = Clock::now();
             std::unique_ptr<Truth> own;
             const Truth* t32 = truth.get();

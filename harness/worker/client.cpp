@@ -170,6 +170,24 @@ Hello parse_hello(const json& h) {
             out.kv_cache_dtypes.push_back(*k);
         }
     }
+    if (h.contains("activation_quant")) {
+        const json& a = h["activation_quant"];
+        if (!a.is_object())
+            throw ProtocolError(where + "activation_quant: not an object of op → \"q8_0\" | \"q8_k\" | \"none\"");
+        for (const auto& [name, q] : a.items()) {
+            const auto op = parse_op(name);
+            if (!op || std::find(out.ops.begin(), out.ops.end(), *op) == out.ops.end())
+                throw ProtocolError(where + "activation_quant: " + clean_text(name, 100) + " is not one of its ops");
+            if (!has_weight_products(*op))
+                throw ProtocolError(where + "activation_quant: " + name +
+                                    " has no weight product (only swiglu, block and decode quantise activations)");
+            const auto aq = q.is_string() ? parse_act_quant(q.get<std::string>()) : std::nullopt;
+            if (!aq)
+                throw ProtocolError(where + "activation_quant." + name + ": expected \"q8_0\", \"q8_k\" or \"none\", found " +
+                                    clean_text(q.dump(), 100));
+            if (*aq != ActQuant::none) out.activation_quant[*op] = *aq;
+        }
+    }
     return out;
 }
 

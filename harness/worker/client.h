@@ -29,6 +29,7 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -73,6 +74,7 @@ struct Hello {
     std::vector<Op> batch_invariant;  // ops whose rows do not depend on the batch, bit for bit (relations.h)
     Wire index_dtype = Wire::i64;     // how paged_attention's index arrays travel (i32: as FlashInfer and vLLM take them)
     std::vector<KvCacheDtype> kv_cache_dtypes;  // the FP8 caches its paged_attention writes (none: offered no such case)
+    std::map<Op, ActQuant> activation_quant;    // what it does to its weight products' activations (absent: none)
 };
 
 // conform-worker, beside the running conform (or $CONFORM_WORKER_BINARY).
@@ -100,6 +102,11 @@ class WorkerImpl final : public Implementation {
     // As its hello declares (a worker that says nothing: none).
     bool batch_invariant(Op op) const override {
         return std::find(hello_.batch_invariant.begin(), hello_.batch_invariant.end(), op) != hello_.batch_invariant.end();
+    }
+    // As its hello declares (absent: none).
+    ActQuant activation_quant(Op op) const override {
+        const auto it = hello_.activation_quant.find(op);
+        return it == hello_.activation_quant.end() ? ActQuant::none : it->second;
     }
     void rmsnorm(View x, View w, const RmsNormParams& p, MutView out) override;
     void rope(View x, Positions pos, const RopeParams& p, MutView out) override;

@@ -99,7 +99,8 @@ class Server {
 
    private:
     void hello() {
-        json ops = json::array(), dtypes = json::array(), invariant = json::array(), caches = json::array();
+        json ops = json::array(), dtypes = json::array(), invariant = json::array(), caches = json::array(),
+             quant = json::object();
         for (Op op : info_.ops) ops.push_back(to_string(op));
         for (DType d : info_.dtypes) dtypes.push_back(to_string(d));
         // What the implementation declares batch invariant (its relations are
@@ -110,6 +111,9 @@ class Server {
             Implementation& first = impl(info_.dtypes.front());
             for (Op op : info_.ops)
                 if (first.batch_invariant(op)) invariant.push_back(to_string(op));
+            for (Op op : info_.ops)
+                if (has_weight_products(op) && first.activation_quant(op) != ActQuant::none)
+                    quant[to_string(op)] = to_string(first.activation_quant(op));
             // The FP8 caches its paged_attention takes, asked on the smallest batch config.
             if (std::find(info_.ops.begin(), info_.ops.end(), Op::paged_attention) != info_.ops.end())
                 for (KvCacheDtype d : {KvCacheDtype::fp8_e4m3, KvCacheDtype::fp8_e5m2}) {
@@ -124,7 +128,8 @@ class Server {
         }
         write_frame(out_, {{"type", "hello"}, {"protocol", kProtocol}, {"name", info_.name},
                            {"description", info_.description}, {"ops", ops}, {"dtypes", dtypes},
-                           {"supports", info_.supports}, {"batch_invariant", invariant}, {"kv_cache_dtypes", caches}},
+                           {"supports", info_.supports}, {"batch_invariant", invariant}, {"kv_cache_dtypes", caches},
+                           {"activation_quant", quant}},
                     {}, nullptr);
     }
 

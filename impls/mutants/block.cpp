@@ -86,6 +86,19 @@ struct MatmulAccumulatesBf16 : ScalarImpl {
     void product(View x, View w, MutView out) override { matmul_bf16(x, w, out); }
 };
 
+// A llama.cpp-style kernel that quantises its activations to Q8_0 before
+// every weight product and does not declare it (activation_quant: none): its
+// output has Q8_0's accuracy where it claims float32's. precision_downgrade.
+struct ActQuantUndeclared : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void product(View x, View w, MutView out) override {
+        std::vector<float> xq(static_cast<size_t>(x.size()));
+        for (int64_t r = 0; r < x.rows; ++r)
+            act_quant_row(x.data + r * x.cols, xq.data() + r * x.cols, x.cols, ActQuant::q8_0);
+        scalar::matmul(View{xq.data(), x.rows, x.cols}, w, out);
+    }
+};
+
 // A GELU MLP's activation on the gate (erf form).
 float gelu(float g) { return 0.5f * g * (1.0f + std::erf(g / std::sqrt(2.0f))); }
 struct GeluGate : ScalarImpl {
@@ -116,6 +129,9 @@ std::unique_ptr<Implementation> residual_missing(const ImplOptions& o) {
     return detail::make<ResidualMissing>("residual_missing", o);
 }
 
+std::unique_ptr<Implementation> act_quant_undeclared(const ImplOptions& o) {
+    return detail::make<ActQuantUndeclared>("act_quant_undeclared", o);
+}
 std::unique_ptr<Implementation> matmul_accumulates_bf16(const ImplOptions& o) {
     return detail::make<MatmulAccumulatesBf16>("matmul_accumulates_bf16", o);
 }

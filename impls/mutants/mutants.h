@@ -67,6 +67,7 @@ std::unique_ptr<Implementation> decode_cache_unrotated_k(const ImplOptions& o);
 std::unique_ptr<Implementation> swiglu_gate_on_up(const ImplOptions& o);
 std::unique_ptr<Implementation> residual_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> matmul_accumulates_bf16(const ImplOptions& o);
+std::unique_ptr<Implementation> act_quant_undeclared(const ImplOptions& o);
 std::unique_ptr<Implementation> gelu_gate(const ImplOptions& o);
 std::unique_ptr<Implementation> qkv_bias_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> qkv_bias_after_rope(const ImplOptions& o);

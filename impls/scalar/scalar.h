@@ -238,6 +238,9 @@ class ScalarImpl : public Implementation {
 
 // Throws ImplError unless options.dtype is f32; simd_target and threads are ignored.
 std::unique_ptr<Implementation> make_scalar(const ImplOptions& options);
+// scalar-q8_0, scalar-q8_k (act_quant.cpp): scalar with every weight
+// product's activations quantised so, declared (Implementation::activation_quant).
+std::unique_ptr<Implementation> make_scalar_act_quant(const ImplOptions& options, ActQuant q);
 
 // ---- shape checks shared by the ops ----------------------------------------
 namespace detail {

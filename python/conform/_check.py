@@ -173,14 +173,16 @@ def _adapt(fn, op, state):
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-def _worker_for(fn, ops, name, dtype, torch, device, state, batch_invariant=(), index_dtype="i64", kv_cache_dtypes=()):
+def _worker_for(fn, ops, name, dtype, torch, device, state, batch_invariant=(), index_dtype="i64", kv_cache_dtypes=(),
+                activation_quant=None):
     if isinstance(fn, Worker):
-        if torch or device is not None or batch_invariant or index_dtype != "i64" or kv_cache_dtypes:
-            raise ValueError("conform.check: torch=, device=, batch_invariant=, index_dtype= and kv_cache_dtypes= "
-                             "belong to the Worker(...) given, not to check()")
+        if torch or device is not None or batch_invariant or index_dtype != "i64" or kv_cache_dtypes or activation_quant:
+            raise ValueError("conform.check: torch=, device=, batch_invariant=, index_dtype=, kv_cache_dtypes= and "
+                             "activation_quant= belong to the Worker(...) given, not to check()")
         # Its kernels take config=, as a worker's do; only the in-call flag is ours.
         w = Worker(fn.name, dtypes=fn.dtypes, torch=fn.torch, description=fn.description, device=fn.device,
-                   batch_invariant=fn.batch_invariant, index_dtype=fn.index_dtype, kv_cache_dtypes=fn.kv_cache_dtypes)
+                   batch_invariant=fn.batch_invariant, index_dtype=fn.index_dtype, kv_cache_dtypes=fn.kv_cache_dtypes,
+                   activation_quant=fn.activation_quant)
         for o, k in fn._ops.items():
             w.op(o)(_adapt(k, o, state))
         w._supports = fn._supports
@@ -205,7 +207,8 @@ def _worker_for(fn, ops, name, dtype, torch, device, state, batch_invariant=(), 
         name = getattr(only, "__name__", None) if only is not None else None
         name = _NAME_BAD.sub("_", name)[:64] if name and name != "<lambda>" else "python"
     w = Worker(name, dtypes=[dtype], torch=torch, device=device, batch_invariant=batch_invariant,
-               index_dtype=index_dtype, kv_cache_dtypes=kv_cache_dtypes, description="served from the calling process (conform.check, pid %d)" % os.getpid())
+               index_dtype=index_dtype, kv_cache_dtypes=kv_cache_dtypes, activation_quant=activation_quant,
+               description="served from the calling process (conform.check, pid %d)" % os.getpid())
     for o, k in table.items():
         w.op(o)(_adapt(k, o, state))
     return w
@@ -268,7 +271,7 @@ def _ops_of(fn, op):
 
 def check(fn, op=None, *, cases=None, dtype="f32", seed=None, fixtures=None, config=None, case=None, name=None,
           torch=False, device=None, timeout=120.0, binary=None, out=None, args=(), echo=False, batch_invariant=(),
-          index_dtype="i64", kv_cache_dtypes=()):
+          index_dtype="i64", kv_cache_dtypes=(), activation_quant=None):
     """Judge `fn` with conform; return the report, or raise Nonconformance.
 
     fn        a kernel for `op` (a function), a dict {op: function}, or a conform_worker.Worker.
@@ -290,17 +293,19 @@ def check(fn, op=None, *, cases=None, dtype="f32", seed=None, fixtures=None, con
     out       directory for conform's reports (default: a temporary one, kept only on failure).
     args      further conform flags, e.g. ["--diagnose", "all"].
     echo      also print conform's output as it runs (to stderr).
-    batch_invariant, index_dtype, kv_cache_dtypes
+    batch_invariant, index_dtype, kv_cache_dtypes, activation_quant
               as conform_worker.Worker takes them: the ops whose rows the kernel promises are the
               same bit for bit in any batch (paged_attention's relations then judged so),
-              paged_attention's index arrays as "i32" instead of "i64", and the FP8 KV caches
-              its paged_attention keeps ("fp8_e4m3", "fp8_e5m2").
+              paged_attention's index arrays as "i32" instead of "i64", the FP8 KV caches
+              its paged_attention keeps ("fp8_e4m3", "fp8_e5m2"), and {op: "q8_0" | "q8_k"}
+              for kernels that quantise their weight products' activations (llama.cpp-style).
     """
     if dtype not in _DTYPES:
         raise ValueError("conform.check: dtype %r is not one of %s" % (dtype, ", ".join(_DTYPES)))
     ops = _ops_of(fn, op)
     state = _State()
-    worker = _worker_for(fn, ops, name, dtype, torch, device, state, batch_invariant, index_dtype, kv_cache_dtypes)
+    worker = _worker_for(fn, ops, name, dtype, torch, device, state, batch_invariant, index_dtype, kv_cache_dtypes,
+                         activation_quant)
     exe = find_binary(binary)
 
     own_out = out is None

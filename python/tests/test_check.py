@@ -180,6 +180,32 @@ def test_an_fp8_cache_reaches_only_a_kernel_that_declares_it():
         conform_worker.Worker("bad", kv_cache_dtypes=["int8"])
 
 
+def swiglu_q8_0(x, w1, w3, w2):
+    """A llama.cpp-style swiglu: each weight product's activations through Q8_0 first."""
+    def q(a):
+        return conform_worker.act_quant_round_trip(a, "q8_0")
+    xq = q(x)
+    gate = xq @ w1
+    with np.errstate(over="ignore"):
+        silu = gate / (np.float32(1) + np.exp(-gate))
+    return q(silu * (xq @ w3)) @ w2
+
+
+def test_quantised_activations_pass_as_declared_and_fail_undeclared():
+    # Declared: the baselines quantise as the kernel does, and it passes with the margin an honest kernel has.
+    report = conform.check(swiglu_q8_0, op="swiglu", seed=5, activation_quant={"swiglu": "q8_0"}, **FEW)
+    assert report.passed
+    # The same kernel claiming float32's accuracy fails, and the diagnosis names what it did.
+    with pytest.raises(conform.Nonconformance) as e:
+        conform.check(swiglu_q8_0, op="swiglu", seed=5, **FEW)
+    lines = "\n".join(e.value.diagnosis)
+    assert "precision_downgrade" in lines and "activations quantised to q8_0" in lines, lines
+    with pytest.raises(ValueError, match="activation_quant"):
+        conform_worker.Worker("bad", activation_quant={"rope": "q8_0"})
+    with pytest.raises(ValueError, match="activation_quant"):
+        conform_worker.Worker("bad", activation_quant={"swiglu": "q4_0"})
+
+
 def test_bench_serves_a_function():
     out = conform.bench(rmsnorm, "rmsnorm", args=["--min-time", "0.01", "--min-reps", "1", "--max-reps", "2",
                                                    "--impl", "scalar"])

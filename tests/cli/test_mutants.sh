@@ -35,10 +35,12 @@ required = {"rope_layout_swapped", "rope_theta_default", "rope_angle_low_precisi
             # the served variants (issue 29)
             "qkv_bias_missing", "qkv_bias_after_rope", "window_off_by_one", "window_one_too_wide", "window_ignored",
             "softcap_missing", "softcap_after_mask", "sink_missing", "sink_wrong_head", "norm_plus_one_missing",
-            "norm_plus_one_spurious"}
+            "norm_plus_one_spurious",
+            # quantised activations (issue 30)
+            "act_quant_undeclared"}
 # Named by its effect, not its own name.
 named_by = {"matmul_accumulates_bf16": "precision_downgrade", "gqa_tiled_above_group_4": "gqa_head_mapping_tiled",
-            "window_one_too_wide": "window_off_by_one"}
+            "window_one_too_wide": "window_off_by_one", "act_quant_undeclared": "precision_downgrade"}
 ids = {m["id"] for m in r["mutants"]}
 assert required <= ids, required - ids
 assert r["power"]["fraction"] == 1.0, r["power"]

@@ -15,6 +15,11 @@
 #   test_plugin.sh install    cmake --install, then the example built against
 #                             the prefix with find_package(conform), and its
 #                             own ctest running the installed conform
+#   test_plugin.sh quant      swiglu with Q8_0 activations, declared (ABI
+#                             1.7), passes with its own baselines; undeclared
+#                             it fails, named precision_downgrade; a
+#                             declaration that is no CONFORM_ACT_QUANT_* is
+#                             refused at load (exit 2)
 #   test_plugin.sh gqa        attention in C passes; its twin that maps query
 #                             heads h % n_kv only for groups above 4 fails,
 #                             named gqa_head_mapping_tiled, on a case whose
@@ -23,7 +28,7 @@
 # Environment (tests/plugins/CMakeLists.txt sets it): CONFORM, CONFORM_SOURCE_DIR,
 # CONFORM_BINARY_DIR, BAD_PLUGIN_DIR, CMAKE, CTEST, CC, CXX.
 set -uo pipefail
-mode=${1:?usage: test_plugin.sh example|contract|dtypes|install|gqa}
+mode=${1:?usage: test_plugin.sh example|contract|dtypes|install|gqa|quant}
 : "${CONFORM:?}" "${CONFORM_SOURCE_DIR:?}" "${CONFORM_BINARY_DIR:?}" "${BAD_PLUGIN_DIR:?}" "${CMAKE:?}" "${CTEST:?}" "${CC:?}"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, expect
 
@@ -150,6 +155,28 @@ PY
 
   # --isolate runs in-repo implementations in a worker too, block taps included.
   expect 0 "block +scalar" -- --impl scalar --isolate --op all --cases 3 --out "$tmp/iso"
+  ;;
+
+quant)
+  # Declared: judged against baselines whose activations went through Q8_0 as its own did.
+  # (A case whose activations overflow Q8_0's f16 scale, above 8.3e6, is not run: the format cannot hold it.)
+  expect 0 "swiglu +q8 +[0-9]+ +[0-9]+" -- --impl-lib "$BAD_PLUGIN_DIR/libq8_plugin.so" --op swiglu --cases 30 \
+    --no-default-fixtures --out "$tmp/q8"
+  python3 - "$tmp/q8/conform.json" <<'PY' || fail "report of the declared q8 plugin"
+import json, sys
+r = json.load(open(sys.argv[1]))
+cases = [c for c in r["cases"] if c["impl"] == "q8"]
+assert len(cases) >= 25 and all(c["pass"] for c in cases), len(cases)
+assert all(c.get("act_quant") == "q8_0" for c in cases), "a case was not judged with q8_0 activations"
+for n in r["not_run"]:
+    assert n["impl"] == "q8" and "f16 scale overflows" in n["reason"], n
+PY
+  # The same kernel, undeclared: float32's claim, Q8_0's accuracy.
+  expect 1 "precision_downgrade: matches activations quantised to q8_0" -- \
+    --impl-lib "$BAD_PLUGIN_DIR/libq8_undeclared_plugin.so" --op swiglu --cases 30 --no-default-fixtures --out "$tmp/q8u"
+  # An answer that is no CONFORM_ACT_QUANT_*: the library is refused, naming the field.
+  expect 2 "activation_quant\(swiglu\) returned 7, not a CONFORM_ACT_QUANT_" -- \
+    --impl-lib "$BAD_PLUGIN_DIR/libq8_bad_answer_plugin.so" --op swiglu --cases 1 --no-default-fixtures --out "$tmp/q8b"
   ;;
 
 dtypes)

@@ -97,6 +97,29 @@ inline std::optional<KvCacheDtype> parse_kv_cache_dtype(std::string_view s) {
     return std::nullopt;
 }
 
+// What an implementation does to the activations of a weight product
+// before it (y = x @ W): nothing, or llama.cpp's blocks — Q8_0 (blocks of 32,
+// an f16 scale; the vec_dot_type of Q4_0/Q5_x/Q8_0 weights) or Q8_K (blocks
+// of 256, an f32 scale; that of the K-quants). An implementation declares it
+// per op (Implementation::activation_quant); the judge's low-precision
+// baselines then quantise as it does (conform/dtype.h has the formats).
+enum class ActQuant { none, q8_0, q8_k };
+
+inline const char* to_string(ActQuant q) {
+    switch (q) {
+        case ActQuant::none: return "none";
+        case ActQuant::q8_0: return "q8_0";
+        case ActQuant::q8_k: return "q8_k";
+    }
+    return "?";
+}
+inline std::optional<ActQuant> parse_act_quant(std::string_view s) {
+    if (s == "none") return ActQuant::none;
+    if (s == "q8_0") return ActQuant::q8_0;
+    if (s == "q8_k") return ActQuant::q8_k;
+    return std::nullopt;
+}
+
 struct RopeScaling {
     RopeScalingType type = RopeScalingType::none;
     double factor = 1.0;                // linear, llama3, yarn, dynamic

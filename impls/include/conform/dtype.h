@@ -1,10 +1,12 @@
-// conform/dtype.h — the 16-bit float formats and the FP8 formats of a KV
-// cache, written once: their bits, and rounding to them (round to nearest
-// even, as hardware converts). Every implementation, the harness and the
-// plugin adapters use these, so "bf16" and "e4m3" mean the same rounding
-// everywhere.
+// conform/dtype.h — the 16-bit float formats, the FP8 formats of a KV
+// cache and llama.cpp's activation blocks (Q8_0, Q8_K), written once: their
+// bits, and rounding to them (round to nearest even, as hardware converts;
+// the blocks as ggml's reference quantisers round). Every implementation,
+// the harness and the plugin adapters use these, so "bf16", "e4m3" and
+// "q8_0" mean the same rounding everywhere.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -176,6 +178,62 @@ inline std::vector<float> fp8_read_table(const PagedAttentionParams& p, bool is_
 // is what a reader of the cache sees (the division in float32, as a cache
 // write computes it).
 inline float fp8_round(float f, KvCacheDtype d, Fp8Rounding how = {}) { return fp8_float(fp8_bits(f, d, how), d); }
+
+// The activations of a weight product as a llama.cpp CPU kernel feeds it
+// (ActQuant, config.h): y[0, n) = x quantised per block along the row and
+// dequantised, in float32 as ggml's reference quantisers compute it. A row
+// whose length is not a multiple of the block ends in a shorter block,
+// quantised the same way over its own elements (ggml itself needs whole
+// blocks; an implementation that does too declines such a case).
+//   q8_0 (quantize_row_q8_0_ref): d = amax / 127, id = d ? 1 / d : 0,
+//        q = roundf(x · id) (ties away from zero), x' = q · f16(d).
+//   q8_k (quantize_row_q8_K_ref): m = the first element of largest magnitude
+//        (signed), iscale = -127 / m, q = min(127, rint(iscale · x)) (ties to
+//        even), x' = (1 / iscale) · q; a block of zeros stays zero.
+// A block whose stored scale is 0 — f16(d) underflows (amax below about
+// 4e-6) for q8_0, 1 / iscale for an m of about 4e-37 or less for q8_k —
+// dequantises to zeros: ggml's codes there are inf · 0 (undefined in its
+// int8 cast), and every code times a zero scale is zero.
+inline int64_t act_quant_block(ActQuant q) { return q == ActQuant::q8_0 ? 32 : q == ActQuant::q8_k ? 256 : 0; }
+inline void act_quant_row(const float* x, float* y, int64_t n, ActQuant q) {
+    const int64_t B = act_quant_block(q);
+    if (B == 0) {
+        std::copy(x, x + n, y);
+        return;
+    }
+    for (int64_t b0 = 0; b0 < n; b0 += B) {
+        const int64_t len = std::min(B, n - b0);
+        const float* xb = x + b0;
+        float* yb = y + b0;
+        if (q == ActQuant::q8_0) {
+            float amax = 0.0f;
+            for (int64_t j = 0; j < len; ++j) amax = std::max(amax, std::fabs(xb[j]));
+            const float d = amax / 127.0f;
+            const float id = d != 0.0f ? 1.0f / d : 0.0f;
+            const float dq = f16_float(f16_bits(d));
+            if (dq == 0.0f) {
+                std::fill(yb, yb + len, 0.0f);
+                continue;
+            }
+            for (int64_t j = 0; j < len; ++j) yb[j] = std::round(xb[j] * id) * dq;
+        } else {
+            float amax = 0.0f, m = 0.0f;
+            for (int64_t j = 0; j < len; ++j)
+                if (std::fabs(xb[j]) > amax) amax = std::fabs(xb[j]), m = xb[j];
+            if (amax == 0.0f) {
+                std::fill(yb, yb + len, 0.0f);
+                continue;
+            }
+            const float iscale = -127.0f / m;
+            const float d = 1.0f / iscale;
+            if (d == 0.0f) {
+                std::fill(yb, yb + len, 0.0f);
+                continue;
+            }
+            for (int64_t j = 0; j < len; ++j) yb[j] = d * std::min(127.0f, std::nearbyint(iscale * xb[j]));
+        }
+    }
+}
 
 // Unit roundoff: half the distance from 1 to the next value.
 inline double unit_roundoff(DType dtype) {

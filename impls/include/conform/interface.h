@@ -143,6 +143,17 @@ class Implementation {
         return false;
     }
 
+    // What it does to the activations of every weight product of `op`
+    // (y = x @ W in swiglu, block, decode) before the product: none, or
+    // llama.cpp's Q8_0 / Q8_K blocks (conform/dtype.h act_quant_row). A
+    // declaration, not a licence: the judge builds its low-precision
+    // baselines with the activations quantised exactly so, and a kernel that
+    // quantises more than it declares fails (precision_downgrade).
+    virtual ActQuant activation_quant(Op op) const {
+        (void)op;
+        return ActQuant::none;
+    }
+
     // A batch of sequences over a paged KV cache (PagedIndex says where each is):
     // for each sequence b and query row t of it, every head h,
     //   out[t, h]  = softmax(q_t,h k_b^T / sqrt(hd), keys at positions <= t's) v_b      q[T, H*hd]

@@ -407,6 +407,10 @@ inline int64_t tap_cols(Tap t, const BlockConfig& c) {
 }
 
 // The ops whose result depends on every convention in `c`, in kAllOps order.
+// The ops with weight products (y = x @ W): those an implementation may
+// declare an activation quantisation for (Implementation::activation_quant).
+inline bool has_weight_products(Op op) { return op_info(op).uses(kSwiglu); }
+
 inline std::vector<Op> ops_using(uint32_t c) {
     std::vector<Op> out;
     for (const OpInfo& i : op_table())

@@ -49,8 +49,9 @@
  * soft-capping and attention sinks (the config's attn_logit_softcapping and
  * sinks). 1.5: Gemma's (1 + w) RMSNorm (the config's norm_plus_one). 1.6:
  * an FP8 KV cache for paged_attention (the config's kv_cache_dtype, k_scale,
- * v_scale). */
-#define CONFORM_PLUGIN_ABI_MINOR 6u
+ * v_scale). 1.7: the table's activation_quant (what the plugin does to the
+ * activations of its weight products). */
+#define CONFORM_PLUGIN_ABI_MINOR 7u
 #define CONFORM_PLUGIN_MAX_DIMS 4
 
 #if defined(_WIN32)
@@ -105,6 +106,15 @@ enum {
  * round to nearest even, saturating at the max (CUDA's __NV_SATFINITE) — and
  * attends over code * scale. */
 enum { CONFORM_KV_CACHE_NONE = 0, CONFORM_KV_CACHE_FP8_E4M3 = 1, CONFORM_KV_CACHE_FP8_E5M2 = 2 };
+
+/* What an implementation does to the activations of a weight product
+ * (y = x @ W) before it (ABI 1.7; the table's activation_quant): nothing, or
+ * ggml's Q8_0 (blocks of 32, f16 scale: quantize_row_q8_0_ref) or Q8_K
+ * (blocks of 256, f32 scale: quantize_row_q8_K_ref), each row quantised and
+ * dequantised along the reduction; a row that is not whole blocks ends in a
+ * shorter block (conform/dtype.h act_quant_row states it exactly). conform's
+ * low-precision baselines then quantise the same way. */
+enum { CONFORM_ACT_QUANT_NONE = 0, CONFORM_ACT_QUANT_Q8_0 = 1, CONFORM_ACT_QUANT_Q8_K = 2 };
 
 /* The ops, in the order of the function pointers below. */
 enum {
@@ -324,6 +334,15 @@ typedef struct conform_plugin {
                                const conform_tensor* kv_indptr, const conform_tensor* kv_indices,
                                const conform_tensor* kv_last_page_len, const conform_tensor* out,
                                const conform_tensor* lse, char* msg, size_t msg_cap);
+
+    /* ---- ABI 1.7 (a table built before it ends before it: it declares
+     * nothing) ----
+     * Optional (NULL: CONFORM_ACT_QUANT_NONE for every op). What the plugin
+     * does to the activations of every weight product of `op` (a
+     * CONFORM_OP_*) before it: a CONFORM_ACT_QUANT_*. Asked once per op it
+     * implements when it is loaded; only swiglu, block and decode have
+     * weight products, and any other answer there is a load error. */
+    uint32_t (*activation_quant)(uint32_t op);
 } conform_plugin;
 
 /* The one symbol a plugin exports. */

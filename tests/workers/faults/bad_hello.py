@@ -12,6 +12,8 @@
                           index: asks for its index arrays as f32
                           kvcache: declares an int8 KV cache
                           kvcache_op: declares an FP8 cache without paged_attention
+                          actquant: declares Q8_0 activations for rmsnorm (no weight product)
+                          actquant_value: declares q4_0 activations for swiglu
 """
 import sys
 from common import conform_worker, frame_bytes, write_raw
@@ -35,6 +37,11 @@ elif MODE == "kvcache":
     hello["kv_cache_dtypes"] = ["fp8_e4m3", "int8"]
 elif MODE == "kvcache_op":
     hello["kv_cache_dtypes"] = ["fp8_e4m3"]
+elif MODE == "actquant":
+    hello["activation_quant"] = {"rmsnorm": "q8_0"}
+elif MODE == "actquant_value":
+    hello["ops"] = ["swiglu"]
+    hello["activation_quant"] = {"swiglu": "q4_0"}
 elif MODE == "string":
     hello = "\u009b2J\u202eolleh FORGED"
 elif MODE != "garbage":
