@@ -507,6 +507,17 @@ TEST_CASE("qwen2: q, k, v biases read from safetensors and GGUF and used, an o_p
             CHECK(b.at(schema).data == m.tensors.at(p + name).data);  // F32 in the GGUF
         }
     }
+    // A sliding-window key on qwen2: reported, not applied (llama.cpp's qwen2 graph attends over every key).
+    {
+        GgufDoc d = gguf_doc(m);
+        d.kv.push_back(kv_u32("qwen2.attention.sliding_window", 4));
+        write_file(tmp / "qwen2-swa.gguf", gguf_bytes(d));
+        const Checkpoint sw = Checkpoint::open(tmp / "qwen2-swa.gguf");
+        INFO(lines(sw));
+        CHECK(sw.model().block.sliding_window == 0);
+        CHECK(has_line(sw, "sliding_window: 4 not used (qwen2.attention.sliding_window): llama.cpp's qwen2 graph reads "
+                           "no window"));
+    }
     // Used: the forward with the biases zeroed is another model's.
     const std::vector<int64_t> ids = {1, 5, 2, 7, 3}, pos = {0, 1, 2, 3, 4};
     const Tensor with = logits(hf, c, ids, pos);
@@ -836,6 +847,8 @@ TEST_CASE("GGUF: every malformed-file class refused with file, tensor or key, an
                  {"llama.vocab_size: expected token_embd.weight's 64 rows, found u32 99"});
         doc_case([](GgufDoc& d) { d.kv.push_back(kv_u32("llama.attention.value_length", 8)); },
                  {"llama.attention.value_length: expected key_length 16"});
+        doc_case([](GgufDoc& d) { d.kv.push_back(kv_str("llama.attention.sliding_window", "4096")); },
+                 {"llama.attention.sliding_window: expected a non-negative integer, found string '4096'"});
         doc_case(
             [](GgufDoc& d) {
                 for (auto& kv : d.kv)

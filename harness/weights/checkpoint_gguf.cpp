@@ -160,6 +160,23 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
         m.fail(m.key("rope.dimension_count"), "expected an even number <= key_length " + std::to_string(b.head_dim) +
                                                   ", found " + std::to_string(rotary));
     b.rotary_dim = rotary == b.head_dim ? 0 : rotary;
+    // A sliding window: llama.cpp reads <arch>.attention.sliding_window
+    // (n_swa) only for the architectures that apply one (gemma2/3, phi3,
+    // ...); its llama, qwen2 and qwen3 graphs read no window and attend over
+    // every key, as transformers' llama does. Read, checked and reported
+    // here, never silently taken or silently dropped.
+    if (const GgufValue* w = m.find("attention.sliding_window")) {
+        const auto n = w->integer();
+        if (!n || *n < 0) m.fail(m.key("attention.sliding_window"), "expected a non-negative integer, found " + w->describe());
+        if (*n > 0)
+            c.note("sliding_window: " + std::to_string(*n) + " not used (" + m.key("attention.sliding_window") +
+                   "): llama.cpp's " + arch->name + " graph reads no window and attends over every key, as this "
+                   "model does; a kernel that applies the window differs once a query sees more than " +
+                   std::to_string(*n) + " keys");
+    }
+    if (m.find("attention.sliding_window_pattern"))
+        c.note(m.key("attention.sliding_window_pattern") + ": not used (llama.cpp's " + arch->name +
+               " graph has no sliding-window layers)");
     b.rope_layout = arch->layout;
     c.note(std::string("rope layout: ") + to_string(b.rope_layout) + " (general.architecture = " + arch->name + ": " +
            arch->why + ")");
