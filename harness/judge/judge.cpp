@@ -145,10 +145,11 @@ void baselines(Truth& t, const Case& c, DType dtype, const NamedD& ours) {
                 beyond = !std::isfinite(b.data[i]) && std::isfinite(r->second.data[i]);
             if (beyond) {
                 t.beyond_declared = std::string("the declared ") + to_string(c.act_quant) +
-                                    " activations cannot hold this case's (" +
-                                    (c.act_quant == ActQuant::q8_0 ? "a block's f16 scale overflows: amax above 8.3e6"
-                                                                   : "a block's scale overflows") +
-                                    "; the baseline quantised so is not finite where the reference is)";
+                                    " activations cannot hold this case's: the baseline quantised so is not finite "
+                                    "where the reference is" +
+                                    (c.act_quant == ActQuant::q8_0
+                                         ? " (Q8_0's block scale is an f16, which overflows past an amax of 8.3e6)"
+                                         : "");
                 break;
             }
         }

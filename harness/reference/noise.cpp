@@ -73,10 +73,10 @@ Tensor matmul_bound(const Tensor& a, const Bound& ea, const Tensor& b, const Ten
 // kernel computed in its own order: where a's value sits within its rounding
 // noise of a code boundary, an honest kernel may store the neighbouring code,
 // one block scale d from the baseline's. One such code per output element,
-// d_max of a's row times the largest |b| of y's column: measured, the flips
-// are sparse (an honest scalar-q8_k kernel failed 4 of 1,800 block and decode
-// cases without this term, by up to 1.5x, and the flip a failing element
-// carried was one code).
+// d_max of a's row times the largest |b| of y's column. Measured without
+// this term, the flips were sparse and single: an honest scalar-q8_k failed 4
+// of 2,400 block and decode cases (scalar-q8_0 1), by up to 1.5x, each on one
+// element about one code's worth past its bound (BENCHMARKS.md).
 Tensor flip_bound(const Tensor& a, const Tensor& b, ActQuant q) {
     const int64_t B = act_quant_block(q), K = a.size(-1);
     if (B == 0 || K == 0) return torch::zeros({a.size(0), b.size(-1)}, a.options());

@@ -169,7 +169,7 @@ cases = [c for c in r["cases"] if c["impl"] == "q8"]
 assert len(cases) >= 25 and all(c["pass"] for c in cases), len(cases)
 assert all(c.get("act_quant") == "q8_0" for c in cases), "a case was not judged with q8_0 activations"
 for n in r["not_run"]:
-    assert n["impl"] == "q8" and "f16 scale overflows" in n["reason"], n
+    assert n["impl"] == "q8" and "block scale is an f16, which overflows" in n["reason"], n
 PY
   # The same kernel, undeclared: float32's claim, Q8_0's accuracy.
   expect 1 "precision_downgrade: matches activations quantised to q8_0" -- \
