@@ -294,6 +294,7 @@ Closed closed_form(const ModelConfig& m, double T, double C, double es) {
     mm("q_proj", D, Q);
     mm("k_proj", D, KVW);
     mm("v_proj", D, KVW);
+    if (c.qkv_bias) r.ops.push_back({"qkv_bias", {Q + 2 * KVW, T * (Q + 2 * KVW), es * (2 * T * (Q + 2 * KVW) + Q + 2 * KVW)}});
     if (c.qk_norm) r.ops.push_back({"qk_norm", {2 * hd, 4 * T * (Q + KVW), es * (2 * T * (Q + KVW) + 2 * hd)}});
     r.ops.push_back({"rope", {0, 3 * T * (H + KV) * rd, es * 2 * T * (Q + KVW)}});
     r.ops.push_back({"attention", {0, 4 * hd * H * pairs + 5 * H * pairs, es * (2 * T * Q + 2 * S * KVW)}});
@@ -434,7 +435,7 @@ TEST_CASE("anatomy: the JSON the page embeds is the table anatomy() evaluates", 
     FormulaTable unknown = formula_table();
     unknown.ops[0].lanes[0].flops = {Term{4, {"T", "Dmodel"}}};
     CHECK_THROWS_WITH(anatomy(tiny, 1, 0, 2.0, unknown), Catch::Contains("unknown symbol 'Dmodel'"));
-    CHECK(format_expr(formula_table().ops[6].lanes[0].flops) == "4·hd·H·pairs + 5·H·pairs");
+    CHECK(format_expr(formula_table().ops[7].lanes[0].flops) == "4·hd·H·pairs + 5·H·pairs");
 }
 
 TEST_CASE("call_cost: an op's lanes run as one call, as bench times them", "[config][anatomy]") {
