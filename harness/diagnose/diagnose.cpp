@@ -362,10 +362,13 @@ bool precision_downgrade(const Case& c, DType dtype, const NamedD& observed, con
     const std::string claim = c.act_quant == ActQuant::none
                                   ? std::string(to_string(dtype))
                                   : fmt::format("{} with {} activations", to_string(dtype), to_string(c.act_quant));
-    // An activation quantisation that explains the output: the one whose
-    // baseline it is nearest to (a kernel that quantises as Q8_0 does
-    // computes Q8_0's baseline but for its summation order; Q8_K's, 1.4
-    // times coarser, would pass too). Else the first lower dtype.
+    // Of the lower precisions that explain the output, the one whose
+    // baseline it is nearest to: a kernel that quantises as Q8_0 does
+    // computes Q8_0's baseline but for its summation order (Q8_K's, 1.4 times
+    // coarser, and bf16's would pass too), and a bf16 GEMM's output is bf16's
+    // baseline but for its order (it passes under Q8_0's truth as well: its
+    // error is smaller). Every rung is tried: up to four truths, and only for
+    // an error 16 times its bound.
     struct Found {
         Lower l;
         CaseResult jr;
@@ -374,7 +377,6 @@ bool precision_downgrade(const Case& c, DType dtype, const NamedD& observed, con
     std::optional<Found> best;
     const std::string tensor = subject_tensor(failed);
     for (const Lower& l : lower_precisions(c, dtype)) {
-        if (best && l.act_quant == c.act_quant) break;  // a quantisation explained it: no dtype is tried
         ++d.tried;
         const Truth t = truth_at(c, l);
         CaseResult jr = judge_case(c, l.dtype, observed, t);
@@ -391,7 +393,6 @@ bool precision_downgrade(const Case& c, DType dtype, const NamedD& observed, con
             distance = br > 0 ? std::sqrt(ob / br) : 0;
         }
         if (!best || distance < best->distance) best = Found{l, std::move(jr), distance};
-        if (l.act_quant == c.act_quant) break;  // the dtypes: the first that explains it
     }
     if (!best) return false;
     {
