@@ -1,5 +1,6 @@
 // Configurations: the presets, Hugging Face config.json import (defaults,
 // RoPE scaling, refusals), the override flags, and the anatomy's arithmetic.
+#include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -284,7 +285,13 @@ struct Closed {
 Closed closed_form(const ModelConfig& m, double T, double C, double es) {
     const BlockConfig& c = m.block;
     const double D = c.d_model, F = c.ffn_dim, H = c.n_heads, KV = c.n_kv_heads, hd = c.head_dim, rd = c.rotary();
-    const double Q = H * hd, KVW = KV * hd, S = C + T, pairs = T * C + T * (T + 1) / 2, L = m.layers, V = m.vocab;
+    const double Q = H * hd, KVW = KV * hd, S = C + T, L = m.layers, V = m.vocab;
+    // A query at position p sees min(W, p + 1) keys (all p + 1 without a window), counted one by one;
+    // the chunk reads the cache's keys its first query sees: C, or W - 1 of them.
+    const double W = static_cast<double>(c.sliding_window);
+    double pairs = 0;
+    for (double p = C; p < S; ++p) pairs += W > 0 ? std::min(W, p + 1) : p + 1;
+    const double Cr = W > 0 ? std::min(C, W - 1) : C;
     Closed r;
     auto mm = [&](const char* n, double in, double out) {
         r.ops.push_back({n, {in * out, 2 * T * in * out, es * (T * in + in * out + T * out)}});
@@ -297,7 +304,7 @@ Closed closed_form(const ModelConfig& m, double T, double C, double es) {
     if (c.qkv_bias) r.ops.push_back({"qkv_bias", {Q + 2 * KVW, T * (Q + 2 * KVW), es * (2 * T * (Q + 2 * KVW) + Q + 2 * KVW)}});
     if (c.qk_norm) r.ops.push_back({"qk_norm", {2 * hd, 4 * T * (Q + KVW), es * (2 * T * (Q + KVW) + 2 * hd)}});
     r.ops.push_back({"rope", {0, 3 * T * (H + KV) * rd, es * 2 * T * (Q + KVW)}});
-    r.ops.push_back({"attention", {0, 4 * hd * H * pairs + 5 * H * pairs, es * (2 * T * Q + 2 * S * KVW)}});
+    r.ops.push_back({"attention", {0, 4 * hd * H * pairs + 5 * H * pairs, es * (2 * T * Q + 2 * (T + Cr) * KVW)}});
     mm("o_proj", Q, D);
     r.ops.push_back({"residual_attn", {0, T * D, es * 3 * T * D}});
     norm("ffn_norm");
@@ -327,6 +334,13 @@ std::vector<ModelConfig> anatomy_models() {
     ModelConfig partial = load_hf_config(kConfigs + "llama3.1-8b.json");
     partial.block.rotary_dim = 32;  // partial rotary: RoPE counts the rotated dims only
     ms.push_back(partial);
+    // Sliding windows shorter than, inside and longer than the contexts the test takes (C = 0, 33, 4095).
+    for (int64_t w : {1, 40, 100, 5000}) {
+        ModelConfig windowed = load_hf_config(kConfigs + "llama3.1-8b.json");
+        windowed.block.sliding_window = w;
+        windowed.name += " window " + std::to_string(w);
+        ms.push_back(windowed);
+    }
     return ms;
 }
 

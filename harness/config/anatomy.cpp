@@ -28,7 +28,9 @@ Expr ex(const std::string& text) {
         while (std::getline(factors, f, '*')) {
             f.erase(std::remove(f.begin(), f.end(), ' '), f.end());
             if (f.empty()) throw std::logic_error("anatomy table: empty factor in '" + text + "'");
-            if (std::isdigit(static_cast<unsigned char>(f[0])) || f[0] == '.')
+            const bool number = std::isdigit(static_cast<unsigned char>(f[0])) || f[0] == '.' ||
+                                (f[0] == '-' && f.size() > 1);
+            if (number)
                 t.coef *= std::stod(f);
             else
                 t.syms.push_back(f);
@@ -93,10 +95,23 @@ FormulaTable build() {
                  {"es", "bytes per element (weights, activations, KV cache)", "bytes_per_element"},
                  {"qk", "1 with QK-norm, else 0", "qk_norm"},
                  {"bias", "1 with q, k and v projection biases (Qwen2), else 0", "qkv_bias"},
+                 {"W", "the sliding window, keys a query sees (0: none)", "sliding_window"},
+                 {"nowin", "1 without a sliding window, else 0", "sliding_window", true},
                  {"untied", "1 when the LM head has its own weights, 0 when tied to the embedding", "tie_embeddings",
                   true}};
-    t.derived = {{"S", ex("C + T"), "keys attention reads"},
-                 {"pairs", ex("T*C + 0.5*T*T + 0.5*T"), "(query, key) pairs under the causal mask"}};
+    // Under a window a query at position p sees min(W, p + 1) keys: the
+    // chunk's queries sit at C .. C + T - 1, so pairs = Σ min(W, n) for n in
+    // C + 1 .. S, which is Σ n up to m = min(S, max(C, W)) and W for each n
+    // past it. Without a window W stands in as S (Winf), and every term
+    // reduces to the causal count T·C + T(T + 1)/2.
+    t.derived = {{"S", ex("C + T"), "tokens of the sequence after this forward"},
+                 {"Winf", ex("W + nowin*S"), "the window, or S without one"},
+                 {"Wc", ex("max(C,Winf)"), "max(C, Winf)"},
+                 {"m", ex("min(S,Wc)"), "the last position whose queries see every earlier key, plus 1"},
+                 {"pairs", ex("0.5*m*m + 0.5*m + -0.5*C*C + -0.5*C + S*W + -1*m*W"),
+                  "(query, key) pairs under the causal mask and the window"},
+                 {"Wm1", ex("Winf + -1"), "the window less the query's own key"},
+                 {"Cr", ex("min(C,Wm1)"), "cached keys the chunk's queries see: all C, or W - 1 under a window"}};
 
     t.tensors = {
         act("x", "T", "D", "the residual stream into the block"),
@@ -115,8 +130,8 @@ FormulaTable build() {
         weight("k_norm.w", {"hd"}, "per-head RMSNorm weight on k"),
         act("q_rot", "T", "H*hd", "queries rotated"),
         act("k_rot", "T", "KV*hd", "keys rotated (appended to the cache)", true),
-        act("k_past", "C", "KV*hd", "the cache's keys of the C earlier tokens"),
-        act("v_past", "C", "KV*hd", "the cache's values of the C earlier tokens"),
+        act("k_past", "Cr", "KV*hd", "the cache's keys attention reads: the C earlier tokens', or W - 1 of them"),
+        act("v_past", "Cr", "KV*hd", "the cache's values attention reads, as k_past"),
         act("attn", "T", "H*hd", "softmax(q·kᵀ / √hd) · v, per query head"),
         weight("wo", {"H*hd", "D"}, "output projection"),
         act("attn_out", "T", "D", "attention's contribution to the stream"),
@@ -461,15 +476,30 @@ Symbols symbols(const ModelConfig& m, int64_t tokens, int64_t context, double by
     return s;
 }
 
+namespace {
+// A factor's value: a symbol, or min(a,b) / max(a,b) of two symbols (the
+// window's counts need them; the page evaluates them the same way).
+double factor(const std::string& name, const Symbols& s) {
+    auto value = [&](const std::string& n) {
+        auto it = s.find(n);
+        if (it == s.end()) throw std::invalid_argument("anatomy table: unknown symbol '" + n + "'");
+        return it->second;
+    };
+    const bool mn = name.rfind("min(", 0) == 0, mx = name.rfind("max(", 0) == 0;
+    if (!mn && !mx) return value(name);
+    const size_t comma = name.find(',');
+    if (comma == std::string::npos || name.back() != ')')
+        throw std::invalid_argument("anatomy table: '" + name + "': expected min(a,b) or max(a,b) of two symbols");
+    const double a = value(name.substr(4, comma - 4)), b = value(name.substr(comma + 1, name.size() - comma - 2));
+    return mn ? std::min(a, b) : std::max(a, b);
+}
+}  // namespace
+
 double eval(const Expr& e, const Symbols& s) {
     double sum = 0;
     for (const Term& t : e) {
         double p = t.coef;
-        for (const auto& name : t.syms) {
-            auto it = s.find(name);
-            if (it == s.end()) throw std::invalid_argument("anatomy table: unknown symbol '" + name + "'");
-            p *= it->second;
-        }
+        for (const auto& name : t.syms) p *= factor(name, s);
         sum += p;
     }
     return sum;
