@@ -17,3 +17,21 @@ def test_every_op(conform):
 def test_rmsnorm_as_a_plain_function(conform):
     conform.check(lambda x, weight, norm_eps, norm_plus_one: numpy_worker.rmsnorm(
         x, weight, config={"norm_eps": norm_eps, "norm_plus_one": norm_plus_one}), op="rmsnorm", name="np_rmsnorm")
+
+
+def test_a_kernel_that_quantises_its_activations(conform):
+    # llama.cpp's CPU kernels quantise each weight product's input to Q8_0
+    # blocks first. Declared, conform's baselines quantise the same way;
+    # undeclared, the same kernel would fail as a float32 claim.
+    import numpy as np
+    import conform_worker
+
+    def swiglu_q8_0(x, w1, w3, w2):
+        q = lambda a: conform_worker.act_quant_round_trip(a, "q8_0")  # noqa: E731
+        xq = q(x)
+        gate = xq @ w1
+        with np.errstate(over="ignore"):
+            silu = gate / (np.float32(1) + np.exp(-gate))
+        return q(silu * (xq @ w3)) @ w2
+
+    assert conform.check(swiglu_q8_0, op="swiglu", activation_quant={"swiglu": "q8_0"}).passed
