@@ -77,14 +77,15 @@ Tensor matmul_bound(const Tensor& a, const Bound& ea, const Tensor& b, const Ten
 // this term, the flips were sparse and single: an honest scalar-q8_k failed 4
 // of 2,400 block and decode cases (scalar-q8_0 1), by up to 1.5x, each on one
 // element about one code's worth past its bound (BENCHMARKS.md).
-Tensor flip_bound(const Tensor& a, const Tensor& b, ActQuant q) {
+// Added to e in place; nothing (not even a tensor of zeros) without a declaration.
+void add_flip_bound(Tensor& e, const Tensor& a, const Tensor& b, ActQuant q) {
     const int64_t B = act_quant_block(q), K = a.size(-1);
-    if (B == 0 || K == 0) return torch::zeros({a.size(0), b.size(-1)}, a.options());
+    if (B == 0 || K == 0) return;
     const int64_t blocks = (K + B - 1) / B;
     auto padded = torch::constant_pad_nd(a.abs(), {0, blocks * B - K});           // [T, blocks·B]
     auto d_max = std::get<0>(padded.reshape({a.size(0), blocks, B}).amax(-1).max(-1, true)) / 127.0;  // [T, 1]
     auto w_max = std::get<0>(b.abs().max(0, true));                               // [1, N]
-    return d_max * w_max;
+    e = e + d_max * w_max;
 }
 
 // RMSNorm y = w · x / r over the last dim (n), r = sqrt(mean(x²) + eps).
@@ -493,8 +494,9 @@ Tensor attn_through_wo(const AttnBound& a, const Tensor& wo, int64_t hd, const T
 Tensor swiglu_bound(const Tensor& x, const Bound& ex, const Tensor& w1, const Tensor& w3, const Tensor& w2, const Units& u,
                     ActQuant q) {
     auto gate = torch::matmul(x, w1), up = torch::matmul(x, w3);
-    auto e_gate = matmul_bound(x, ex, w1, gate, u) + flip_bound(x, w1, q);
-    auto e_up = matmul_bound(x, ex, w3, up, u) + flip_bound(x, w3, q);
+    auto e_gate = matmul_bound(x, ex, w1, gate, u), e_up = matmul_bound(x, ex, w3, up, u);
+    add_flip_bound(e_gate, x, w1, q);
+    add_flip_bound(e_up, x, w3, q);
     auto sig = torch::sigmoid(gate);
     auto silu = gate * sig;
     auto dsilu = (sig * (1.0 + gate * (1.0 - sig))).abs();
@@ -502,7 +504,9 @@ Tensor swiglu_bound(const Tensor& x, const Bound& ex, const Tensor& w1, const Te
     auto g = silu * up;
     Bound eg;
     eg.abs = e_silu * (up.abs() + e_up) + silu.abs() * e_up + 2.0 * u.a * g.abs() + u.store(g, 2.0);
-    return matmul_bound(g, eg, w2, torch::matmul(g, w2), u) + flip_bound(g, w2, q);
+    Tensor e = matmul_bound(g, eg, w2, torch::matmul(g, w2), u);
+    add_flip_bound(e, g, w2, q);
+    return e;
 }
 
 DTensor to_d(const Tensor& t) {
@@ -630,9 +634,12 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             const Bound ea = norm_bound(x, none, in("attn_norm").reshape({-1}), cfg.norm_plus_one, cfg.norm_eps, a, u);
             e["attn_in"] = ea.total(a);
             auto q = tap("q"), k = tap("k"), v = tap("v");
-            e["q"] = matmul_bound(a, ea, in("wq"), q, u) + flip_bound(a, in("wq"), c.act_quant);
-            e["k"] = matmul_bound(a, ea, in("wk"), k, u) + flip_bound(a, in("wk"), c.act_quant);
-            e["v"] = matmul_bound(a, ea, in("wv"), v, u) + flip_bound(a, in("wv"), c.act_quant);
+            e["q"] = matmul_bound(a, ea, in("wq"), q, u);
+            e["k"] = matmul_bound(a, ea, in("wk"), k, u);
+            e["v"] = matmul_bound(a, ea, in("wv"), v, u);
+            add_flip_bound(e["q"], a, in("wq"), c.act_quant);
+            add_flip_bound(e["k"], a, in("wk"), c.act_quant);
+            add_flip_bound(e["v"], a, in("wv"), c.act_quant);
             if (cfg.qkv_bias) {
                 // q = a @ wq + bq: one more rounding (the add, u·|q|), and the
                 // product's own store where a program keeps it in the dtype first.
@@ -669,8 +676,9 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             auto wo = in("wo"), proj = torch::matmul(attn, wo);
             Bound eattn;
             eattn.abs = ab.apart;
-            auto h_rest = matmul_bound(attn, eattn, wo, proj, u) + flip_bound(attn, wo, c.act_quant) + u.a * h.abs() +
-                          u.store(h);
+            auto h_rest = matmul_bound(attn, eattn, wo, proj, u);
+            add_flip_bound(h_rest, attn, wo, c.act_quant);
+            h_rest = h_rest + u.a * h.abs() + u.store(h);
             e["h"] = h_rest + attn_through_wo(ab, wo, hd, h_rest);
             auto f = tap("ffn_in");
             const Bound ef = norm_bound(h, e["h"], in("ffn_norm").reshape({-1}), cfg.norm_plus_one, cfg.norm_eps, f, u);

@@ -91,12 +91,7 @@ struct MatmulAccumulatesBf16 : ScalarImpl {
 // output has Q8_0's accuracy where it claims float32's. precision_downgrade.
 struct ActQuantUndeclared : ScalarImpl {
     using ScalarImpl::ScalarImpl;
-    void product(View x, View w, MutView out) override {
-        std::vector<float> xq(static_cast<size_t>(x.size()));
-        for (int64_t r = 0; r < x.rows; ++r)
-            act_quant_row(x.data + r * x.cols, xq.data() + r * x.cols, x.cols, ActQuant::q8_0);
-        scalar::matmul(View{xq.data(), x.rows, x.cols}, w, out);
-    }
+    void product(View x, View w, MutView out) override { scalar::matmul_act_quant(x, w, out, ActQuant::q8_0); }
 };
 
 // A GELU MLP's activation on the gate (erf form).

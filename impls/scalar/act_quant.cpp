@@ -30,18 +30,20 @@ class ActQuantImpl : public ScalarImpl {
     ActQuant activation_quant(Op op) const override { return has_weight_products(op) ? q_ : ActQuant::none; }
 
    protected:
-    // x_q = dequantize(quantize_row_<q>(x)) row by row; out = x_q @ w
-    void product(View x, View w, MutView out) override {
-        std::vector<float> xq(static_cast<size_t>(x.size()));
-        for (int64_t r = 0; r < x.rows; ++r) act_quant_row(x.data + r * x.cols, xq.data() + r * x.cols, x.cols, q_);
-        matmul(View{xq.data(), x.rows, x.cols}, w, out);
-    }
+    void product(View x, View w, MutView out) override { matmul_act_quant(x, w, out, q_); }
 
    private:
     ActQuant q_;
 };
 
 }  // namespace
+
+// x_q = dequantize(quantize_row_<q>(x)) row by row; out = x_q @ w
+void matmul_act_quant(View x, View w, MutView out, ActQuant q) {
+    std::vector<float> xq(static_cast<size_t>(x.size()));
+    for (int64_t r = 0; r < x.rows; ++r) act_quant_row(x.row(r), xq.data() + r * x.cols, x.cols, q);
+    matmul(View{xq.data(), x.rows, x.cols}, w, out);
+}
 
 std::unique_ptr<Implementation> make_scalar_act_quant(const ImplOptions& options, ActQuant q) {
     if (options.dtype != DType::f32)

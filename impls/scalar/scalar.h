@@ -31,6 +31,9 @@ namespace conform::scalar {
 // out[T, N] = x[T, K] @ w[K, N]; one accumulator per output, k ascending.
 void matmul(View x, View w, MutView out);
 using MatMul = std::function<void(View x, View w, MutView out)>;
+// out = x' @ w, x' = each row of x through q's blocks and back (conform/dtype.h
+// act_quant_row): a weight product as a llama.cpp CPU kernel computes it (act_quant.cpp).
+void matmul_act_quant(View x, View w, MutView out, ActQuant q);
 
 // The scale both norms multiply by: 1 / sqrt(mean(x^2) + eps) over x[n].
 float inv_rms(const float* x, int64_t n, float eps);
