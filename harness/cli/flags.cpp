@@ -5,7 +5,7 @@
 namespace conform::cli {
 
 void add_case_flags(CLI::App& app, CaseFlags& f) {
-    app.add_option("--impl", f.impls, "implementations, comma-separated, or 'all' (default: every available one)");
+    app.add_option("--impl", f.impls, "implementations, comma-separated, or 'all' (default and 'all': every available one but those run only when named, e.g. scalar-q8_0)");
     app.add_option("--op", f.ops, "ops, comma-separated, or 'all': " + op_names());
     app.add_option("--cases", f.cases, "property cases per op (default 100; 10 at full size: --weights, --full-size)")
         ->check(CLI::NonNegativeNumber);

@@ -84,7 +84,7 @@ Command add_forward(CLI::App& app) {
     o->o_tokens =
         sub->add_option("--tokens", o->f.tokens_arg,
                         "T: tokens in the forward (default 8); with --weights: the token ids, comma-separated");
-    sub->add_option("--impl", o->f.impls, "implementations, comma-separated (default: every available one)");
+    sub->add_option("--impl", o->f.impls, "implementations, comma-separated (default: every available one but those run only when named, e.g. scalar-q8_0)");
     sub->add_option("--vocab", o->f.vocab,
                     "vocabulary of the random model (default 512; the real one only widens the LM head)");
     sub->add_option("--positions", o->f.start, "position of the first token (default 0)");
