@@ -35,7 +35,7 @@ const std::vector<ImplEntry>& implementations() {
          [](const ImplOptions& o) { return scalar::make_scalar_act_quant(o, ActQuant::q8_k); }, {}, {}, {}, {}, true},
 #ifdef CONFORM_HAVE_CUDA
         {"cuda", "CUDA (sm_90): flash attention, fused QK-norm + RoPE + KV cache, cuBLAS; f32, bf16, f16", false,
-         cuda::availability, cuda::make_cuda, {}, cuda::cuda_details, cuda::make_bench_op},
+         cuda::availability, cuda::make_cuda, {}, cuda::cuda_details, cuda::make_bench_op, {}, false, true},
 #else
         {"cuda", "CUDA (sm_90): not in this build", false, built_without_cuda, no_cuda},
 #endif

@@ -34,6 +34,9 @@ struct ImplEntry {
     // Run only when --impl names it (an implementation that exists to show
     // a declaration, e.g. scalar-q8_0), never by default.
     bool by_name = false;
+    // Its bench op runs on a GPU: `conform bench` prices it against the
+    // device's ceilings (measured through LibTorch there), not the host's.
+    bool on_device = false;
     const std::string& bug_id() const { return named_by.empty() ? name : named_by; }
 };
 

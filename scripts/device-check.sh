@@ -18,12 +18,16 @@
 #             conform --impl cuda_gqa_head_mapping_tiled --op attention
 #                                                                  (must exit 1)
 #   tests     tests/conform_cuda_tests (property cases, off-grid
-#             attention shapes, decode == block, the mutants)      (must exit 0)
+#             attention shapes, decode == block, the mutants, 1,000 repeats
+#             bitwise of attention and of paged batches of >= 3 sequences,
+#             the hardware's FP8 conversion on the ORT vectors' inputs)
+#                                                                  (must exit 0)
 #   sanitize  compute-sanitizer memcheck and racecheck on a short run, where
 #             the machine supports it (gVisor does not: then "unsupported")
-#   bench     conform bench --impl cuda,torch: block (prefill, T = 512) and
-#             decode (T = 1 after 2048 cached tokens) on tinyllama-1.1b and
-#             llama3-8b, f32 and bf16
+#   bench     conform bench --impl cuda,torch-cuda: block (prefill, T = 512)
+#             and decode (T = 1 after 2048 cached tokens) on tinyllama-1.1b and
+#             llama3-8b, f32 and bf16, against LibTorch on the same GPU, with
+#             the device's copy bandwidth and matmul rates measured that run
 # Exit 0 when every check that could run passed; 1 when one failed; 3 when
 # there is no GPU (without --dry-run); 2 on a usage or build error.
 set -uo pipefail
@@ -211,7 +215,7 @@ check mutant-gqa-tiled 1 90 "$conform" --impl cuda_gqa_head_mapping_tiled --op a
 
 # ---- bench --------------------------------------------------------------------------------------------
 for preset in tinyllama-1.1b llama3-8b; do
-  check "bench-$preset" 0 120 sh -c "'$conform' bench --impl cuda,torch --preset $preset --op block,decode \
+  check "bench-$preset" 0 120 sh -c "'$conform' bench --impl cuda,torch-cuda --preset $preset --op block,decode \
     --tokens 1,512 --context 2048 --dtype f32,bf16 --min-time 0.2 --max-reps 30 --json > '$work/bench-$preset.json'"
   cp "$work/bench-$preset.json" "$OUT/bench-$preset.json" 2>/dev/null || true
 done
@@ -247,7 +251,7 @@ sanitize() {
   fi
   pack
 }
-sanitize memcheck rmsnorm,rope,qk_norm,attention,swiglu,block,decode
+sanitize memcheck rmsnorm,rope,qk_norm,attention,swiglu,block,decode,paged_attention
 
 sanitize racecheck attention,rmsnorm
 

@@ -38,6 +38,7 @@ struct Runner {
     std::function<std::vector<float>()> output;
     std::vector<double> times;
     std::function<double()> device_seconds = {};  // cuda: the run between device events, not host wall time
+    bool on_device = false;                       // cuda, torch-cuda: priced against the device's ceilings
     // Interface runners: choose the input set of the next run, perturb a few
     // of its elements and re-poison the output buffer (untimed); sets > 1 then.
     std::function<void(int)> prepare = {};
@@ -168,6 +169,24 @@ Result run(const Request& o, std::ostream& log) {
         "  ceilings: copy {:.1f} GB/s (256 MiB, read + write), LibTorch f32 matmul {:.1f} GFLOP/s "
         "({}^3); ridge {:.1f} FLOP/byte\n",
         bw / 1e9, peak / 1e9, res.ceilings.matmul_n, peak / bw);
+    // A GPU's ceilings, through LibTorch on it, where something runs there.
+    const bool device_asked = std::any_of(o.impls.begin(), o.impls.end(), [](const std::string& i) {
+        const ImplEntry* e = find_implementation(i);
+        return i == "torch-cuda" || (e && e->bench && e->on_device);
+    });
+    if (device_asked && ref::torch_cuda_available()) {
+        const ref::TorchCudaCeilings d = ref::torch_cuda_ceilings();
+        res.device = d;
+        log << fmt::format(
+            "  device ceilings ({}): copy {:.1f} GB/s (1 GiB device to device, read + write), matmul ({}^3) "
+            "{:.1f} TFLOP/s f32, {:.1f} TFLOP/s bf16\n",
+            ref::torch_cuda_describe(), d.copy_bytes_per_s / 1e9, d.matmul_n, d.f32_flops_per_s / 1e12,
+            d.bf16_flops_per_s / 1e12);
+    } else if (device_asked) {
+        std::string why;
+        ref::torch_cuda_available(&why);
+        log << "  device ceilings: not measured (" << why << "); device rows have no roof\n";
+    }
 
     // ---- what a worker call costs by itself --------------------------------------
     // A call with next to nothing in it (8 floats): the round trip whatever the
@@ -251,6 +270,20 @@ Result run(const Request& o, std::ostream& log) {
                     torch_op = ref::make_torch_bench_op(in.c, &in.context_x, &in.context_pos);
                     ref::TorchBenchOp* t = torch_op.get();
                     runners.push_back({"torch", "f32", "", [t] { t->run(); }, [t] { return t->output(); }, {}});
+                } else if (impl == "torch-cuda") {
+                    for (DType d : o.dtypes) {
+                        std::shared_ptr<ref::TorchBenchOp> t;
+                        try {
+                            t = ref::make_torch_bench_op(in.c, &in.context_x, &in.context_pos,
+                                                         {true, d == DType::bf16});
+                        } catch (const std::exception& ex) {
+                            throw Unavailable(ex.what());
+                        }
+                        Runner r{"torch-cuda", to_string(d), ref::torch_cuda_describe(), [t] { t->run(); },
+                                 [t] { return t->output(); }, {}};
+                        r.on_device = true;
+                        runners.push_back(std::move(r));
+                    }
                 } else if (impl == "scalar") {
                     if (op == Op::decode || T > 64) continue;  // no cache in the interface; too slow past 64
                     runners.push_back(interface_runner(
@@ -280,6 +313,7 @@ Result run(const Request& o, std::ostream& log) {
                         }
                         Runner r{impl, to_string(d), b->where(), [b] { b->run(); }, [b] { return b->output(); }, {}};
                         if (b->device_seconds() >= 0) r.device_seconds = [b] { return b->device_seconds(); };
+                        r.on_device = e->on_device;
                         runners.push_back(std::move(r));
                     }
                 }
@@ -292,9 +326,11 @@ Result run(const Request& o, std::ostream& log) {
                     if (r.prepare) r.prepare(i);
                     r.run();
                 }
+            // The answer every other runner is checked against: LibTorch
+            // float32 on the host, else on the device.
             Runner* torch_r = nullptr;
             for (auto& r : runners)
-                if (r.impl == "torch") torch_r = &r;
+                if (r.impl == "torch" || (!torch_r && r.impl == "torch-cuda" && r.dtype == "f32")) torch_r = &r;
             // torch's answer for the one input set of the runners with their
             // own bench op; the interface runners, which rotate and perturb
             // their sets, ask torch about each compared run (Runner::truth).
@@ -361,7 +397,13 @@ Result run(const Request& o, std::ostream& log) {
                     inspect(r, k, -1, true);
                 }
 
-            const double torch_median = torch_r ? quantile(torch_r->times, 0.5) : 0;
+            // Time is compared like with like: with torch-cuda in the row's own
+            // dtype where it ran, else with torch_r.
+            auto baseline = [&](const Runner& r) -> const Runner* {
+                for (const auto& b : runners)
+                    if (b.impl == "torch-cuda" && b.dtype == r.dtype) return &b;
+                return torch_r;
+            };
             for (const auto& r : runners) {
                 Row row;
                 row.op = to_string(op);
@@ -375,7 +417,13 @@ Result run(const Request& o, std::ostream& log) {
                 row.min = *std::min_element(r.times.begin(), r.times.end());
                 row.reps = static_cast<int>(r.times.size());
                 row.k = cost(op, o.model, T, o.context, r.dtype == "bf16" ? 2.0 : 4.0);
-                row.ratio = torch_r ? row.median / torch_median : NAN;
+                row.on_device = r.on_device;
+                if (const Runner* b = baseline(r)) {
+                    row.ratio = row.median / quantile(b->times, 0.5);
+                    row.vs = b->impl + " " + b->dtype;
+                } else {
+                    row.ratio = NAN;
+                }
                 row.check = torch_r && &r != torch_r ? r.check : NAN;
                 row.sets = r.sets;
                 row.compared = r.compared;

@@ -35,6 +35,7 @@
 #include "config/options.h"
 #include "config/presets.h"
 #include "conform/impl.h"
+#include "reference/bench_torch.h"
 #include "reference/ceilings.h"
 #include "run/resolve.h"
 
@@ -74,7 +75,9 @@ struct Row {
     double median = 0, p25 = 0, p75 = 0, min = 0;
     int reps = 0;
     Cost k;
-    double ratio = 0, check = 0;  // time over torch's; max rel diff vs torch (NaN: none)
+    double ratio = 0, check = 0;  // time over `vs`'s; max rel diff vs torch (NaN: none)
+    std::string vs;               // what ratio divides by: "torch f32", or "torch-cuda bf16" for a row in bf16
+    bool on_device = false;       // cuda, torch-cuda: priced against Result::device
     int sets = 1, compared = 0;   // input sets rotated among; runs compared with torch
     std::string bad;              // the first NaN/Inf or disagreement found
     // A worker: its own time per call, as it claims (NaN: not a worker), and the bytes through its pipes.
@@ -83,7 +86,8 @@ struct Row {
 };
 
 struct Result {
-    ref::Ceilings ceilings;
+    ref::Ceilings ceilings;                            // the host's
+    std::optional<ref::TorchCudaCeilings> device;      // the GPU's, where a device row ran and torch sees it
     nlohmann::json worker_round_trips = nlohmann::json::array();  // a trivial call per worker
     std::vector<Row> rows;
 };

@@ -86,12 +86,12 @@ std::optional<Request> resolve(const Flags& o, std::ostream& err) {
     }
     r.impls = run::split_list(impl_list == "all" ? "simd,torch,scalar" : impl_list);
     // torch, scalar (through the interface), plugins, and every implementation with a bench op.
-    std::string benched = "torch, scalar";
+    std::string benched = "torch, torch-cuda, scalar";
     for (const auto& e : implementations())
         if (e.bench) benched += ", " + e.name;
     for (const auto& i : r.impls) {
         const ImplEntry* e = find_implementation(i);
-        if (i != "torch" && i != "scalar" && !(e && e->bench) && !find_worker(i)) {
+        if (i != "torch" && i != "torch-cuda" && i != "scalar" && !(e && e->bench) && !find_worker(i)) {
             err << "conform bench: --impl: '" << i << "' is not benchmarked (" << benched
                 << (workers.empty() ? "" : ", or a worker of --impl-lib / --impl-cmd / --impl-fd") << ")\n";
             return std::nullopt;

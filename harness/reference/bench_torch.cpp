@@ -2,10 +2,12 @@
 #include "reference/bench_torch.h"
 
 #include <dlfcn.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 namespace conform::ref {
@@ -14,20 +16,32 @@ namespace {
 
 using torch::Tensor;
 
+// Where the op being built lives: set by make_torch_bench_op for the length
+// of the constructor, read by everything that makes a tensor (a thread-local
+// rather than a parameter through every constructor and helper below).
+thread_local TorchPlace g_place;
+
+torch::Device device() { return g_place.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU); }
+// The model's dtype: what weights, activations and caches are stored in.
+torch::TensorOptions fopts() { return torch::TensorOptions().device(device()).dtype(g_place.bf16 ? torch::kBFloat16 : torch::kFloat32); }
+
 Tensor to_torch(const conform::Tensor& t) {
-    return torch::from_blob(const_cast<float*>(t.data.data()), {t.rows(), t.cols()}, torch::kFloat32).clone();
+    return torch::from_blob(const_cast<float*>(t.data.data()), {t.rows(), t.cols()}, torch::kFloat32).to(fopts(), false, true);
 }
 Tensor to_torch(const std::vector<int64_t>& p) {
-    return torch::from_blob(const_cast<int64_t*>(p.data()), {static_cast<int64_t>(p.size())}, torch::kInt64).clone();
+    return torch::from_blob(const_cast<int64_t*>(p.data()), {static_cast<int64_t>(p.size())}, torch::kInt64)
+        .to(device(), torch::kInt64, false, true);
 }
 std::vector<float> to_vector(const Tensor& t) {
-    const Tensor c = t.contiguous().to(torch::kFloat32);
+    const Tensor c = t.to(torch::kCPU, torch::kFloat32).contiguous();
     return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
 }
 
-// HF LlamaRMSNorm: weight * (x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+// HF LlamaRMSNorm: in float32, cast back, then the weight:
+// weight * (x.float() * rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 Tensor rms(const Tensor& x, const Tensor& w, double eps) {
-    return w * (x * torch::rsqrt(x.pow(2).mean(-1, true) + eps));
+    const Tensor xf = x.to(torch::kFloat32);
+    return w * (xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps)).to(x.scalar_type());
 }
 
 // cos/sin for a set of positions, built once (HF computes them once per
@@ -38,13 +52,14 @@ struct Rope {
     Tensor cos, sin;  // neox [T, 1, hd]; interleaved freqs_cis [T, 1, hd/2] complex in `cos`
 
     Rope(const Tensor& pos, int64_t head_dim, double theta, RopeLayout l) : layout(l), hd(head_dim) {
-        auto exponent = torch::arange(0, hd, 2, torch::kFloat64) / static_cast<double>(hd);
-        auto inv_freq = 1.0 / torch::pow(torch::scalar_tensor(theta, torch::kFloat64), exponent);
+        const auto f64 = pos.options().dtype(torch::kFloat64);
+        auto exponent = torch::arange(0, hd, 2, f64) / static_cast<double>(hd);
+        auto inv_freq = 1.0 / torch::pow(torch::scalar_tensor(theta, f64), exponent);
         auto freqs = torch::outer(pos.to(torch::kFloat64), inv_freq);  // [T, hd/2], angles in double
         if (layout == RopeLayout::neox) {
             auto emb = torch::cat({freqs, freqs}, -1);
-            cos = emb.cos().to(torch::kFloat32).unsqueeze(1);
-            sin = emb.sin().to(torch::kFloat32).unsqueeze(1);
+            cos = emb.cos().to(fopts()).unsqueeze(1);  // HF: cos.to(x.dtype)
+            sin = emb.sin().to(fopts()).unsqueeze(1);
         } else {
             auto f = freqs.to(torch::kFloat32);
             cos = torch::polar(torch::ones_like(f), f).unsqueeze(1);  // Meta's freqs_cis
@@ -60,9 +75,9 @@ struct Rope {
             auto x1 = xh.narrow(-1, 0, hd / 2), x2 = xh.narrow(-1, hd / 2, hd / 2);
             return (xh * cos + torch::cat({-x2, x1}, -1) * sin).view({T, n * hd});
         }
-        // torch.view_as_real(view_as_complex(x.reshape(..., -1, 2)) * freqs_cis).flatten
-        auto xc = torch::view_as_complex(xh.reshape({T, n, hd / 2, 2}));
-        return torch::view_as_real(xc * cos).reshape({T, n * hd});
+        // torch.view_as_real(view_as_complex(x.float().reshape(..., -1, 2)) * freqs_cis).flatten.type_as(x)
+        auto xc = torch::view_as_complex(xh.to(torch::kFloat32).reshape({T, n, hd / 2, 2}));
+        return torch::view_as_real(xc * cos).reshape({T, n * hd}).to(x.scalar_type());
     }
 };
 
@@ -70,7 +85,7 @@ struct Rope {
 Tensor causal_mask(const Tensor& q_pos, const Tensor& k_pos, int64_t window = 0) {
     auto visible = k_pos.unsqueeze(0) <= q_pos.unsqueeze(1);
     if (window > 0) visible = visible.logical_and(k_pos.unsqueeze(0) > q_pos.unsqueeze(1) - window);  // sliding window
-    return torch::zeros(visible.sizes(), torch::kFloat32)
+    return torch::zeros(visible.sizes(), fopts())
         .masked_fill(visible.logical_not(), -std::numeric_limits<float>::infinity());
 }
 
@@ -84,7 +99,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
     auto scores = torch::matmul(qh, kh.transpose(1, 2)) * (1.0 / std::sqrt(static_cast<double>(hd)));
     if (softcap > 0) scores = torch::tanh(scores / softcap) * softcap;  // Gemma 2, before the mask
     if (mask.defined()) scores = scores + mask;
-    auto p = torch::softmax(scores, -1);
+    auto p = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());  // HF: in float32, cast back
     return torch::matmul(p, vh).transpose(0, 1).reshape({T, H * hd});
 }
 
@@ -148,12 +163,22 @@ Tensor finish(const Tensor& x, const Tensor& attn, const Weights& w, const Block
     return h + swiglu(rms(h, w.ffn_norm, c.norm_eps), w.w1, w.w3, w.w2);
 }
 
+// run() is compute(), then, on the device, a wait for it: a run's time is
+// the work's, not its launch's.
 class Op1 : public TorchBenchOp {
    public:
+    void run() final {
+        compute();
+        if (cuda_) torch::cuda::synchronize();
+    }
     std::vector<float> output() const override { return to_vector(out_); }
 
    protected:
+    virtual void compute() = 0;
     Tensor out_;
+
+   private:
+    bool cuda_ = g_place.cuda;  // constructed inside make_torch_bench_op, like every tensor here
 };
 
 class RmsNormOp : public Op1 {
@@ -162,7 +187,7 @@ class RmsNormOp : public Op1 {
         : x_(to_torch(c.in("x"))), w_(norm_weight(c, "weight")), eps_(c.config.norm_eps) {
         if (per_head) x_ = x_.view({x_.size(0), -1, c.config.head_dim});
     }
-    void run() override {
+    void compute() override {
         torch::NoGradGuard g;
         out_ = rms(x_, w_, eps_);
     }
@@ -177,7 +202,7 @@ class RopeOp : public Op1 {
     explicit RopeOp(const Case& c)
         : x_(to_torch(c.in("x"))),
           rope_(to_torch(c.pos("positions")), c.config.head_dim, c.config.rope_theta, c.config.rope_layout) {}
-    void run() override {
+    void compute() override {
         torch::NoGradGuard g;
         out_ = rope_.apply(x_);
     }
@@ -194,7 +219,7 @@ class AttentionOp : public Op1 {
         if (q_.size(0) > 1 || cfg_.sliding_window > 0)
             mask_ = causal_mask(to_torch(c.pos("q_positions")), to_torch(c.pos("k_positions")), cfg_.sliding_window);
     }
-    void run() override {
+    void compute() override {
         torch::NoGradGuard g;
         out_ = attention(q_, k_, v_, mask_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim,
                                       cfg_.attn_logit_softcapping);
@@ -227,14 +252,14 @@ class PagedOp : public Op1 {
             const int64_t pages = kvp[b + 1] - kvp[b], kv = pages == 0 ? 0 : (pages - 1) * P + last[b];
             std::vector<int64_t> rows;
             for (int64_t i = 0; i < kv; ++i) rows.push_back(ids[static_cast<size_t>(kvp[b] + i / P)] * P + i % P);
-            s.rows = torch::tensor(rows, torch::kInt64);
+            s.rows = to_torch(rows);
             if ((s.n > 1 || c.config.sliding_window > 0) && kv > 0)
-                s.mask = causal_mask(torch::arange(s.n, torch::kInt64) + (kv - s.n), torch::arange(kv, torch::kInt64),
+                s.mask = causal_mask(torch::arange(s.n, s.rows.options()) + (kv - s.n), torch::arange(kv, s.rows.options()),
                                      c.config.sliding_window);
             seqs_.push_back(s);
         }
     }
-    void run() override {
+    void compute() override {
         torch::NoGradGuard g;
         std::vector<Tensor> outs;
         for (const Seq& s : seqs_) {
@@ -264,7 +289,7 @@ class SwigluOp : public Op1 {
    public:
     explicit SwigluOp(const Case& c)
         : x_(to_torch(c.in("x"))), w1_(to_torch(c.in("w1"))), w3_(to_torch(c.in("w3"))), w2_(to_torch(c.in("w2"))) {}
-    void run() override {
+    void compute() override {
         torch::NoGradGuard g;
         out_ = swiglu(x_, w1_, w3_, w2_);
     }
@@ -281,7 +306,7 @@ class BlockOp : public Op1 {
         const Tensor pos = to_torch(c.pos("positions"));
         mask_ = causal_mask(pos, pos, c.config.sliding_window);
     }
-    void run() override {
+    void compute() override {
         torch::NoGradGuard g;
         const Qkv p = project(rms(x_, w_.attn_norm, cfg_.norm_eps), w_, cfg_, rope_);
         out_ = finish(x_, attention(p.q, p.k, p.v, mask_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim,
@@ -305,8 +330,8 @@ class DecodeOp : public Op1 {
           rope_(to_torch(c.pos("positions")), c.config.head_dim, c.config.rope_theta, c.config.rope_layout) {
         torch::NoGradGuard g;
         C_ = context_x.rows();
-        k_cache_ = torch::zeros({C_ + 1, cfg_.kv_width()});
-        v_cache_ = torch::zeros({C_ + 1, cfg_.kv_width()});
+        k_cache_ = torch::zeros({C_ + 1, cfg_.kv_width()}, fopts());
+        v_cache_ = torch::zeros({C_ + 1, cfg_.kv_width()}, fopts());
         if (C_ > 0) {
             const Tensor pos = to_torch(context_pos);
             const Rope rope(pos, cfg_.head_dim, cfg_.rope_theta, cfg_.rope_layout);
@@ -317,10 +342,10 @@ class DecodeOp : public Op1 {
         if (cfg_.sliding_window > 0) {  // the step's window over the cache (its own key last)
             std::vector<int64_t> kp(context_pos);
             kp.push_back(c.pos("positions")[0]);
-            mask_ = causal_mask(to_torch(c.pos("positions")), torch::tensor(kp, torch::kInt64), cfg_.sliding_window);
+            mask_ = causal_mask(to_torch(c.pos("positions")), to_torch(kp), cfg_.sliding_window);
         }
     }
-    void run() override {
+    void compute() override {
         torch::NoGradGuard g;
         const Qkv p = project(rms(x_, w_.attn_norm, cfg_.norm_eps), w_, cfg_, rope_);
         k_cache_.narrow(0, C_, 1).copy_(p.k);
@@ -343,7 +368,15 @@ class DecodeOp : public Op1 {
 }  // namespace
 
 std::unique_ptr<TorchBenchOp> make_torch_bench_op(const Case& c, const conform::Tensor* context_x,
-                                                  const std::vector<int64_t>* context_pos) {
+                                                  const std::vector<int64_t>* context_pos, TorchPlace place) {
+    std::string why;
+    if (place.cuda && !torch_cuda_available(&why)) throw std::runtime_error("torch-cuda: " + why);
+    if (!place.cuda) place.bf16 = false;
+    struct Scope {  // g_place for the constructor below, restored however it ends
+        TorchPlace saved = g_place;
+        explicit Scope(TorchPlace p) { g_place = p; }
+        ~Scope() { g_place = saved; }
+    } scope(place);
     switch (c.op) {
         case Op::rmsnorm: return std::make_unique<RmsNormOp>(c, false);
         case Op::qk_norm: return std::make_unique<RmsNormOp>(c, true);
@@ -359,6 +392,56 @@ std::unique_ptr<TorchBenchOp> make_torch_bench_op(const Case& c, const conform::
         case Op::paged_attention: return std::make_unique<PagedOp>(c);
     }
     throw std::logic_error("torch bench: unknown op");
+}
+
+bool torch_cuda_available(std::string* why) {
+    if (torch::cuda::is_available()) return true;
+    if (why)
+        *why = std::string("this LibTorch (") + TORCH_VERSION + ") " +
+               (at::hasCUDA() ? "sees no CUDA device" : "was built without CUDA");
+    return false;
+}
+
+std::string torch_cuda_describe() {
+    if (!torch_cuda_available()) return "";
+    // The device's name is in at::cuda, whose header a CPU LibTorch lacks; the
+    // count of devices is what the C++ API says portably.
+    return std::string("LibTorch ") + TORCH_VERSION + " CUDA, " + std::to_string(torch::cuda::device_count()) +
+           " device(s)";
+}
+
+TorchCudaCeilings torch_cuda_ceilings(int64_t n) {
+    TorchCudaCeilings c;
+    c.matmul_n = n;
+    if (!torch_cuda_available()) return c;
+    torch::NoGradGuard g;
+    using Clock = std::chrono::steady_clock;
+    auto best_of = [](int reps, const std::function<void()>& f) {
+        f();  // warm-up: the allocator, cuBLAS's handle and heuristics
+        torch::cuda::synchronize();
+        double best = std::numeric_limits<double>::infinity();
+        for (int i = 0; i < reps; ++i) {
+            const auto t0 = Clock::now();
+            f();
+            torch::cuda::synchronize();
+            best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+        }
+        return best;
+    };
+    const auto dev = torch::TensorOptions().device(torch::kCUDA);
+    {
+        const int64_t bytes = int64_t{1} << 30;
+        auto src = torch::ones({bytes}, dev.dtype(torch::kUInt8)), dst = torch::empty_like(src);
+        c.copy_bytes_per_s = 2.0 * static_cast<double>(bytes) / best_of(5, [&] { dst.copy_(src); });
+    }
+    const double flop = 2.0 * std::pow(static_cast<double>(n), 3);
+    for (auto dt : {torch::kFloat32, torch::kBFloat16}) {
+        auto a = torch::randn({n, n}, dev.dtype(dt)), b = torch::randn({n, n}, dev.dtype(dt));
+        Tensor out;
+        const double s = best_of(5, [&] { out = torch::matmul(a, b); });
+        (dt == torch::kFloat32 ? c.f32_flops_per_s : c.bf16_flops_per_s) = flop / s;
+    }
+    return c;
 }
 
 void set_torch_threads(int n) { torch::set_num_threads(n); }

@@ -10,6 +10,7 @@
 
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,11 @@ std::unique_ptr<Implementation> make_cuda(const ImplOptions& options);
 // The CUDA mutants: the same kernels with one bug each (device.h, Faults).
 std::unique_ptr<Implementation> make_cuda_rope_layout_swapped(const ImplOptions& options);
 std::unique_ptr<Implementation> make_cuda_gqa_tiled(const ImplOptions& options);
+
+// float32 -> FP8 codes by the device's own conversion, as the paged kernel's
+// cache write makes them (scale 1): for checking the hardware against the
+// contract (tests/test_cuda.cpp). Throws ImplError without a device.
+std::vector<uint8_t> fp8_convert(const std::vector<float>& x, KvCacheDtype dtype);
 
 // `conform list`: the device this process would run on.
 std::string cuda_details();

@@ -78,6 +78,15 @@ __global__ void fp8_cache_write_kernel(const float* x, uint8_t* code, const floa
     }
 }
 
+// The launch: enough blocks to keep an H200's 132 SMs busy (~4 per SM), never
+// more than the work.
+void write_fp8_codes(const Context& ctx, const float* x, uint8_t* code, const float* scale, int64_t n, int64_t W,
+                     int64_t hd, int64_t n_scales, KvCacheDtype dtype) {
+    const auto kind = dtype == KvCacheDtype::fp8_e5m2 ? __NV_E5M2 : __NV_E4M3;
+    const dim3 grid(static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 512))));
+    CUDA_LAUNCH(fp8_cache_write_kernel, grid, 256, 0, ctx.stream, x, code, scale, n, W, hd, n_scales, kind);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kWarp) paged_decode_kernel(PagedArgs<T> a) {
     CONFORM_DYNAMIC_SHARED(smem);
@@ -180,17 +189,13 @@ void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, 
         } else {
             // The pool in float32 (the harness rounded it to the dtype: exact), written as codes on the device.
             const int64_t W = KV * hd, n = k_cache.rows * W;
-            const auto kind = p.kv_cache_dtype == KvCacheDtype::fp8_e5m2 ? __NV_E5M2 : __NV_E4M3;
             for (auto [src, scale, codes, lut, is_v] :
                  {std::tuple{k_cache, p.k_scale, &dk8, &dklut, false}, std::tuple{v_cache, p.v_scale, &dv8, &dvlut, true}}) {
                 const char* name = is_v ? "v" : "k";
                 const DeviceBuffer<float> x = upload<float>(ctx, name, src);
                 const DeviceBuffer<float> ds = upload<float>(ctx, "scale", scale, static_cast<size_t>(p.n_kv_scales));
                 *codes = DeviceBuffer<uint8_t>(std::string(name) + "_codes", static_cast<size_t>(n), ctx.stream);
-                // Enough blocks to keep an H200's 132 SMs busy (~4 per SM), never more than the work.
-                const dim3 grid(static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 512))));
-                CUDA_LAUNCH(fp8_cache_write_kernel, grid, 256, 0, ctx.stream, x.data(), codes->data(), ds.data(), n, W, hd,
-                            p.n_kv_scales, kind);
+                write_fp8_codes(ctx, x.data(), codes->data(), ds.data(), n, W, hd, p.n_kv_scales, p.kv_cache_dtype);
                 ctx.sync("paged_attention fp8 cache write");  // before x and ds go
                 const std::vector<float> table = fp8_read_table(p, is_v);
                 *lut = upload<float>(ctx, "fp8_table", table.data(), table.size());
@@ -237,6 +242,21 @@ void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, 
         download(ctx, dout, out);
         download(ctx, dlse, lse);
     });
+}
+
+// ---- the conversion alone (cuda.h) ----------------------------------------------------------------
+
+std::vector<uint8_t> fp8_convert(const std::vector<float>& x, KvCacheDtype dtype) {
+    if (dtype == KvCacheDtype::none) throw ImplError("cuda: fp8_convert needs an FP8 dtype");
+    const Context ctx(DType::f32, Faults{});
+    const int64_t n = static_cast<int64_t>(x.size());
+    const float one = 1.0f;
+    const DeviceBuffer<float> dx = upload<float>(ctx, "x", x.data(), x.size());
+    const DeviceBuffer<float> ds = upload<float>(ctx, "scale", &one, 1);
+    DeviceBuffer<uint8_t> codes("codes", x.size(), ctx.stream);
+    write_fp8_codes(ctx, dx.data(), codes.data(), ds.data(), n, n, n, 1, dtype);
+    ctx.sync("fp8_convert");
+    return codes.fetch_checked(ctx.stream, 0, 0);  // a code may equal the poison byte: only the guard is checked
 }
 
 }  // namespace conform::cuda

@@ -22,6 +22,15 @@ for args in "--op rope" "--op all --dtype bf16" ""; do
   grep -Eq "no CUDA device visible|built without CUDA" "$tmp/out" || fail "the reason does not say why"
 done
 
+# bench: neither the kernels nor LibTorch's CUDA run here; exit 3, saying why.
+for impl in cuda torch-cuda; do
+  "$CONFORM" bench --impl $impl --op rmsnorm --tokens 1 --min-time 0 --min-reps 1 --max-reps 1 >"$tmp/out" 2>&1
+  rc=$?
+  cat "$tmp/out"
+  [ $rc -eq 3 ] || fail "conform bench --impl $impl exited $rc, expected 3"
+  grep -Eq "no CUDA device visible|built without CUDA|sees no CUDA device" "$tmp/out" || fail "bench --impl $impl: no reason"
+done
+
 # Not named: the default gate skips it, says why, and still runs the others.
 "$CONFORM" --op rmsnorm --cases 2 --no-default-fixtures --out "$tmp" >"$tmp/out" 2>&1
 rc=$?

@@ -51,6 +51,10 @@ for x in r["results"]:
     assert x["median_s"] > 0 and x["reps"] >= 2, x
     if x["impl"] != "torch":
         assert x["max_rel_diff_vs_torch"] < (1e-1 if x["dtype"] == "bf16" else 1e-3), x
+    # On the host, priced against the host's ceilings, timed against torch f32.
+    assert x["on_device"] is False and 0 < x["fraction_of_ceiling"] and x["bound"] in ("memory", "compute"), x
+    assert x["time_vs"] == "torch f32", x
+assert "device_ceilings" not in r
 PY
 expect 2 "unknown op" -- bench --op nope
 expect 2 "unknown preset 'nope'" -- bench --preset nope
