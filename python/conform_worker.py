@@ -52,7 +52,8 @@ OUTPUTS = {op: (TAPS if op == "block" else ("out", "lse") if op == "paged_attent
 DTYPES = ("f32", "bf16", "f16")
 ITEMSIZE = {"f32": 4, "bf16": 2, "f16": 2, "i64": 8, "i32": 4}
 INDEX_DTYPES = ("i64", "i32")
-KV_CACHE_DTYPES = ("fp8_e4m3", "fp8_e5m2")  # paged_attention's FP8 caches (kv_cache_dtypes)
+KV_CACHE_DTYPES = ("fp8_e4m3", "fp8_e5m2")  # the FP8 caches (kv_cache_dtypes)
+CACHE_OPS = ("paged_attention", "decode")  # the ops with a KV cache an FP8 one may replace
 ACT_QUANTS = ("none", "q8_0", "q8_k")  # what a kernel does to its weight products' activations (activation_quant)
 WEIGHT_OPS = ("swiglu", "block", "decode")  # the ops with weight products
 NAME_RE = re.compile(r"[A-Za-z0-9_.-]+\Z")
@@ -318,9 +319,11 @@ class Worker:
                  checks the relations bit for bit, not within tolerance
     index_dtype: how paged_attention's index arrays arrive: "i64" (int64,
                  the default) or "i32" (int32, as FlashInfer and vLLM take them)
-    kv_cache_dtypes: the FP8 KV caches its paged_attention writes and reads
-                 ("fp8_e4m3", "fp8_e5m2"; it then takes k_scale and v_scale):
-                 conform offers no FP8-cache case to a worker that lists none
+    kv_cache_dtypes: the FP8 KV caches it writes and reads ("fp8_e4m3",
+                 "fp8_e5m2"; the op then takes k_scale and v_scale): a list is
+                 paged_attention's; {op: [...]} names each op with a cache
+                 (paged_attention, decode). conform offers no FP8-cache case
+                 for an op whose list is absent or empty
     activation_quant: {op: "q8_0" | "q8_k"} for the ops (swiglu, block,
                  decode) whose kernels quantise the activations of every
                  weight product before it, as llama.cpp's CPU kernels do
@@ -342,8 +345,15 @@ class Worker:
             raise ValueError("Worker batch_invariant %r: each must be one of %s" % (bad, ", ".join(OPS)))
         if index_dtype not in INDEX_DTYPES:
             raise ValueError("Worker index_dtype %r: must be one of %s" % (index_dtype, ", ".join(INDEX_DTYPES)))
-        kv_cache_dtypes = [kv_cache_dtypes] if isinstance(kv_cache_dtypes, str) else list(kv_cache_dtypes)
-        bad = [d for d in kv_cache_dtypes if d not in KV_CACHE_DTYPES]
+        if isinstance(kv_cache_dtypes, dict):
+            kv_cache_dtypes = {op: [d] if isinstance(d, str) else list(d) for op, d in kv_cache_dtypes.items()}
+        else:  # a list: paged_attention's
+            kv_cache_dtypes = {"paged_attention": [kv_cache_dtypes] if isinstance(kv_cache_dtypes, str)
+                               else list(kv_cache_dtypes)}
+        bad = [op for op in kv_cache_dtypes if op not in CACHE_OPS]
+        if bad:
+            raise ValueError("Worker kv_cache_dtypes %r: each op must be one of %s" % (bad, ", ".join(CACHE_OPS)))
+        bad = [d for ds in kv_cache_dtypes.values() for d in ds if d not in KV_CACHE_DTYPES]
         if bad:
             raise ValueError("Worker kv_cache_dtypes %r: each must be one of %s" % (bad, ", ".join(KV_CACHE_DTYPES)))
         activation_quant = dict(activation_quant or {})
@@ -437,7 +447,7 @@ class Worker:
             "supports": self._supports is not None, "pid": os.getpid(),
             "batch_invariant": [op for op in self.batch_invariant if op in self._ops],
             "index_dtype": self.index_dtype,
-            "kv_cache_dtypes": self.kv_cache_dtypes if "paged_attention" in self._ops else [],
+            "kv_cache_dtypes": {op: ds for op, ds in self.kv_cache_dtypes.items() if ds and op in self._ops},
             "activation_quant": {op: q for op, q in self.activation_quant.items() if op in self._ops},
         })
         while True:

@@ -154,6 +154,11 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         // FP8 caches: per-head e4m3 scales small enough that the largest values saturate; per-tensor e5m2.
         "paged_attention(H=4,KV=2,hd=8,P=5,kv=7/12,q=2/3,kv_dtype=fp8_e4m3,kv_scale=head,mag=1,outliers=0,seed=32)",
         "paged_attention(H=4,KV=2,hd=8,P=5,kv=0/9/12,q=1/2/3,kv_dtype=fp8_e5m2,kv_scale=tensor,mag=1,outliers=0,seed=33)",
+        // decode's FP8 cache: the prefill's keys and each step's, per head and per tensor.
+        "decode(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=1,eps=1.0000000000000001e-05,pos=5,"
+        "prefill=3,kv_dtype=fp8_e4m3,kv_scale=head,mag=1,outliers=0,seed=34)",
+        "decode(T=5,D=16,H=4,KV=2,hd=8,F=24,layout=interleaved,theta=500000,qk_norm=0,eps=1.0000000000000001e-05,"
+        "pos=100,prefill=0,kv_dtype=fp8_e5m2,kv_scale=tensor,mag=1,outliers=0,seed=35)",
     };
     auto scalar = test::make("scalar");
     std::set<std::string> distinguished;
@@ -354,6 +359,13 @@ TEST_CASE("activations quantised as declared pass and undeclared the same output
                 // Under 16 output elements rounding cannot be told from a small logic error
                 // (diagnose::unlike_rounding): the gate names it through a larger case.
                 if (out.outputs.at("out").numel() < 16) continue;
+                // Nor is a failure within 16 times its bound (diagnose.cpp
+                // precision_downgrade): one is a decode with an FP8 cache,
+                // whose bound holds its codes' flips, where Q8's error came to
+                // 2x the float32 bound (err 2.0x, under Q8's truth 0.15x).
+                bool far = false;
+                for (const auto& tr : undeclared.tensors) far = far || tr.v.err > 16.0 * tr.v.allowed;
+                if (!far) continue;
                 ++failed_undeclared;
                 const diagnose::Diagnosis d = diagnose::diagnose(c, DType::f32, out.outputs, undeclared, &t);
                 const std::string want = std::string("activations quantised to ") + to_string(q) + " before each weight product";

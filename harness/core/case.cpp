@@ -248,6 +248,20 @@ struct Checker {
     // paged_attention's index arrays against each other, the queries and the
     // cache (conform/interface.h PagedIndex), and the cache rows the batch
     // owns finite (the rest is poison on purpose).
+    // An FP8 cache's scales (paged_attention, decode) divide every value
+    // written: each > 0 (finite: checked with every input).
+    void fp8_scales() const {
+        if (c.config.kv_cache_dtype == KvCacheDtype::none) return;
+        for (const char* name : {"k_scale", "v_scale"}) {
+            const Tensor& sc = c.in(name);
+            for (int64_t i = 0; i < sc.numel(); ++i)
+                if (!(sc.data[static_cast<size_t>(i)] > 0))
+                    fail(std::string("inputs/") + name, "a scale must be > 0, found " +
+                                                            std::to_string(sc.data[static_cast<size_t>(i)]) +
+                                                            " at index " + std::to_string(i));
+        }
+    }
+
     void paged() const {
         const BlockConfig& cfg = c.config;
         positive("page_size", cfg.page_size);
@@ -277,16 +291,6 @@ struct Checker {
                 fail("inputs/kv_indices", "page " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
                                               " is out of range: the cache has " + std::to_string(pages) + " pages of " +
                                               std::to_string(P));
-        // An FP8 cache's scales divide every value written: each > 0 (finite: checked with every input).
-        if (cfg.kv_cache_dtype != KvCacheDtype::none)
-            for (const char* name : {"k_scale", "v_scale"}) {
-                const Tensor& sc = c.in(name);
-                for (int64_t i = 0; i < sc.numel(); ++i)
-                    if (!(sc.data[static_cast<size_t>(i)] > 0))
-                        fail(std::string("inputs/") + name, "a scale must be > 0, found " +
-                                                                std::to_string(sc.data[static_cast<size_t>(i)]) +
-                                                                " at index " + std::to_string(i));
-            }
         const auto& k = c.in("k_cache").data;
         const auto& v = c.in("v_cache").data;
         const int64_t W = c.in("k_cache").cols();
@@ -420,6 +424,7 @@ void validate_case(const Case& c) {
     }
     if (info.uses(kKvCache) && (c.prefill < 0 || c.prefill > size(Dim::T)))
         k.fail("prefill", "must be in [0, T=" + std::to_string(size(Dim::T)) + "], found " + std::to_string(c.prefill));
+    if (info.uses(kFp8Cache)) k.fp8_scales();
     if (info.uses(kPaged)) k.paged();
     if (!c.expected.empty()) k.expected();
 }

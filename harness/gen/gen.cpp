@@ -650,6 +650,7 @@ Fields fields(const CaseSpec& s) {
             if (s.bias_mean != 0.0) add("bias_mean", num(s.bias_mean));
             window_field(s, f);
             norm_field(s, f);
+            if (s.op == Op::decode) kv_cache_field(s, f);
             break;
     }
     add("mag", num(s.mag));
@@ -983,14 +984,52 @@ void kv_scales(Rng& r, Case& c) {
     const double u = r.uniform();
     const double factor = mode == 0 ? 1.0 : mode == 1 ? 1.0 + 3.0 * u : 0.25 + 0.65 * u;
     for (const char* name : {"k_scale", "v_scale"}) {
-        const Tensor& pool = c.inputs.at(std::string(name) == "k_scale" ? "k_cache" : "v_cache");
+        const bool is_k = std::string(name) == "k_scale";
         std::vector<double> amax(static_cast<size_t>(slots), 0.0);
-        for_each_owned_row(c, [&](int64_t, int64_t row) {
+        auto see = [&](const float* row) {
             for (int64_t j = 0; j < W; ++j) {
                 double& m = amax[static_cast<size_t>(slots == 1 ? 0 : j / hd)];
-                m = std::max(m, std::fabs(static_cast<double>(pool.data[static_cast<size_t>(row * W + j)])));
+                m = std::max(m, std::fabs(static_cast<double>(row[j])));
             }
-        });
+        };
+        if (c.op == Op::paged_attention) {
+            const Tensor& pool = c.inputs.at(is_k ? "k_cache" : "v_cache");
+            for_each_owned_row(c, [&](int64_t, int64_t row) { see(pool.data.data() + row * W); });
+        } else {
+            // decode: the values its cache will be written, estimated as the
+            // projections of rmsnorm(x) (+ bias), before QK-norm and RoPE (a
+            // rotation moves an element within its pair's norm: a calibrated
+            // scale may clip a little, as a calibration on other data does).
+            const Tensor& x = c.inputs.at("x");
+            const Tensor& w = c.inputs.at(is_k ? "wk" : "wv");
+            const Tensor* b = cfg.qkv_bias ? &c.inputs.at(is_k ? "bk" : "bv") : nullptr;
+            const int64_t D = cfg.d_model;
+            std::vector<float> a(static_cast<size_t>(D)), y(static_cast<size_t>(W));
+            for (int64_t t = 0; t < x.rows(); ++t) {
+                double ss = 0;
+                for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(x.data[t * D + d]) * x.data[t * D + d];
+                const double inv = 1.0 / std::sqrt(ss / static_cast<double>(D) + cfg.norm_eps);
+                const Tensor& an = c.inputs.at("attn_norm");
+                const double one = cfg.norm_plus_one ? 1.0 : 0.0;
+                for (int64_t d = 0; d < D; ++d) a[d] = static_cast<float>(x.data[t * D + d] * inv * (one + an.data[d]));
+                for (int64_t j = 0; j < W; ++j) {
+                    double acc = b ? b->data[j] : 0.0;
+                    for (int64_t d = 0; d < D; ++d) acc += static_cast<double>(a[d]) * w.data[d * W + j];
+                    y[j] = static_cast<float>(acc);
+                }
+                if (is_k && cfg.qk_norm) {  // each head's slice normalised, times k_norm
+                    const Tensor& kn = c.inputs.at("k_norm");
+                    for (int64_t g = 0; g < KV; ++g) {
+                        double hs = 0;
+                        for (int64_t i = 0; i < hd; ++i) hs += static_cast<double>(y[g * hd + i]) * y[g * hd + i];
+                        const double hinv = 1.0 / std::sqrt(hs / static_cast<double>(hd) + cfg.norm_eps);
+                        for (int64_t i = 0; i < hd; ++i)
+                            y[g * hd + i] = static_cast<float>(y[g * hd + i] * hinv * (one + kn.data[i]));
+                    }
+                }
+                see(y.data());
+            }
+        }
         Tensor sc(1, slots);
         for (int64_t g = 0; g < slots; ++g) {
             const double a = amax[static_cast<size_t>(g)] > 0 ? amax[static_cast<size_t>(g)] : 1.0;

@@ -206,6 +206,15 @@ void rope_fields(conform_config& k, int64_t rotary, const RopeScaling& s) {
     k.rope_attention_factor = s.attention_factor;
 }
 
+uint32_t to_abi(KvCacheDtype d) {
+    switch (d) {
+        case KvCacheDtype::none: return CONFORM_KV_CACHE_NONE;
+        case KvCacheDtype::fp8_e4m3: return CONFORM_KV_CACHE_FP8_E4M3;
+        case KvCacheDtype::fp8_e5m2: return CONFORM_KV_CACHE_FP8_E5M2;
+    }
+    return CONFORM_KV_CACHE_NONE;
+}
+
 conform_config config_of(DType dtype, const BlockConfig& c) {
     conform_config k{};
     k.struct_size = sizeof k;
@@ -225,6 +234,7 @@ conform_config config_of(DType dtype, const BlockConfig& c) {
     k.sliding_window = c.sliding_window;
     k.attn_logit_softcapping = c.attn_logit_softcapping;
     k.norm_plus_one = c.norm_plus_one ? 1u : 0u;
+    k.kv_cache_dtype = to_abi(c.kv_cache_dtype);
     return k;
 }
 conform_config config_only(DType dtype) {
@@ -271,6 +281,8 @@ std::string variant_beyond_abi(const conform_plugin& t, Op op, const BlockConfig
         {kSinks, c.attn_sinks, 4, "sinks", "attention sinks"},
         {kNormPlusOne, c.norm_plus_one, 5, "norm_plus_one", "Gemma's (1 + w) norms"},
         {kFp8Cache, c.kv_cache_dtype != KvCacheDtype::none, 6, "kv_cache_dtype", "an FP8 KV cache"},
+        // decode's FP8 cache came later than paged_attention's (kKvCache: decode alone)
+        {kKvCache, c.kv_cache_dtype != KvCacheDtype::none, 8, "kv_cache_dtype for decode", "an FP8 KV cache to decode"},
     };
     const uint32_t minor = knows_1_1(t) ? t.abi_minor : 0;
     for (const Twist& w : twists)
@@ -433,6 +445,10 @@ class Adapter final : public Implementation {
         Call call("decode", dtype_);
         conform_config k = config_of(dtype_, c);
         if (c.attn_sinks) k.sinks = call.in("sinks", w.sinks, true);
+        if (c.kv_cache_dtype != KvCacheDtype::none) {
+            k.k_scale = call.in("k_scale", w.k_scale, true);
+            k.v_scale = call.in("v_scale", w.v_scale, true);
+        }
         const conform_block_weights tw = weights(call, w);
         const conform_tensor tx = call.in("x", x), tp = call.positions("positions", pos), to = call.out("out", out);
         call.finish(timed([&] { return t_.decode(&k, &tx, &tw, &tp, prefill, &to, call.msg(), call.msg_cap()); }));
@@ -450,7 +466,7 @@ class Adapter final : public Implementation {
         c.attn_logit_softcapping = p.softcap;
         if (p.sinks) c.sinks = call.in("sinks", View{p.sinks, 1, p.n_heads}, true);
         if (p.kv_cache_dtype != KvCacheDtype::none) {
-            c.kv_cache_dtype = p.kv_cache_dtype == KvCacheDtype::fp8_e4m3 ? CONFORM_KV_CACHE_FP8_E4M3 : CONFORM_KV_CACHE_FP8_E5M2;
+            c.kv_cache_dtype = to_abi(p.kv_cache_dtype);
             c.k_scale = call.in("k_scale", View{p.k_scale, 1, p.n_kv_scales}, true);
             c.v_scale = call.in("v_scale", View{p.v_scale, 1, p.n_kv_scales}, true);
         }

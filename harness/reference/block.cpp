@@ -2,6 +2,18 @@
 
 namespace conform::ref {
 
+torch::Tensor cache_round_trip(const torch::Tensor& t, const CacheRead& cache) {
+    if (cache.dtype == KvCacheDtype::none) return t;
+    const auto f = t.to(torch::kFloat32).contiguous();
+    auto out = torch::empty(f.sizes(), f.options().dtype(torch::kFloat64));
+    const int64_t n = f.size(0), W = f.size(1);
+    const float* src = f.data_ptr<float>();
+    double* dst = out.data_ptr<double>();
+    for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < W; ++j) dst[r * W + j] = cache.value(src[r * W + j], j);
+    return out.to(t.scalar_type());
+}
+
 // The decoder block, as the chapter writes it (pre-norm, GQA, SwiGLU):
 //   h   = x + attn(rmsnorm(x)) @ wo
 //   out = h + swiglu(rmsnorm(h))
@@ -85,6 +97,17 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
         keys.narrow(0, decode_from, T - decode_from).copy_(k.narrow(0, decode_from, T - decode_from));
     }
     auto vv = v.v_rotated ? rot(tap["v"]) : tap["v"];
+    // An FP8 cache (decode): what attention reads is what the cache gives
+    // back, the prefill's keys and values as much as each step's.
+    if (c.kv_cache_dtype != KvCacheDtype::none) {
+        auto scales = [&](const char* n) {
+            const auto s = in.at(n).to(torch::kFloat32).contiguous().reshape({-1});
+            return std::vector<float>(s.data_ptr<float>(), s.data_ptr<float>() + s.numel());
+        };
+        const std::vector<float> ks = scales("k_scale"), vs = scales("v_scale");
+        keys = cache_round_trip(keys, CacheRead(c.kv_cache_dtype, ks, hd, keys.size(1), v));
+        vv = cache_round_trip(vv, CacheRead(c.kv_cache_dtype, vs, hd, vv.size(1), v, &ks));
+    }
     // Decode: the prefill's queries reach the prefill's keys, a decode step
     // only those cached before it and its own. With the causal mask (and
     // increasing positions) that is no restriction; a wrong mask cannot see

@@ -509,6 +509,34 @@ Tensor swiglu_bound(const Tensor& x, const Bound& ex, const Tensor& w1, const Te
     return e;
 }
 
+// An FP8 cache's values (torch_ops.h CacheRead, as written) of x [n, W], and
+// what a kernel's may differ from them by when its x is within e of the
+// truth's: code(x ± e) are the extremes (the cache write is monotone), so
+// the bound is the larger step to either, plus the dequantisation's own
+// rounding (u·|value|) and its store where the kernel keeps the cache's
+// values in a dtype below float32.
+struct Spread {
+    Tensor value, bound;
+};
+Spread fp8_spread(const Tensor& x, const Tensor& e, const std::vector<float>& scale, const BlockConfig& cfg, const Units& u) {
+    const CacheRead faithful(cfg.kv_cache_dtype, scale, cfg.head_dim, x.size(1), Variant{});
+    const auto xc = x.contiguous(), ec = e.contiguous();
+    auto value = torch::empty_like(xc), step = torch::empty_like(xc);
+    const double *X = xc.data_ptr<double>(), *E = ec.data_ptr<double>();
+    double *V = value.data_ptr<double>(), *St = step.data_ptr<double>();
+    const int64_t n = xc.size(0), W = xc.size(1);
+    for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < W; ++j) {
+            const int64_t i = r * W + j;
+            const double c = faithful.value(static_cast<float>(X[i]), j);
+            const double lo = faithful.value(static_cast<float>(X[i] - E[i]), j);
+            const double hi = faithful.value(static_cast<float>(X[i] + E[i]), j);
+            V[i] = c;
+            St[i] = std::max(hi - c, c - lo);
+        }
+    return {value, step + u.a * value.abs() + u.store(value)};
+}
+
 DTensor to_d(const Tensor& t) {
     auto c = t.to(torch::kFloat64).contiguous();
     DTensor d;
@@ -666,8 +694,23 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             e["q_rot"] = rq.total();
             e["k_rot"] = rk.total();
             auto attn = tap("attn");
-            const AttnBound ab = attention_bound(tap("q_rot"), rq.rest, tap("k_rot"), rk.rest, v, e["v"], positions,
-                                                 positions, attention_params(cfg), sinks, u, &rq, &rk, true);
+            // decode's FP8 cache: attention reads the cache's values, whose
+            // codes an honest kernel decides from its own k_rot and v. A value
+            // a bound away from the truth's may round to a neighbouring code,
+            // so each element's bound is the cache's image of its interval
+            // (fp8_spread); RoPE's angle errors then count linearly, not in
+            // quadrature (the codes break the correlation that relies on).
+            const AttnBound ab =
+                cfg.kv_cache_dtype == KvCacheDtype::none
+                    ? attention_bound(tap("q_rot"), rq.rest, tap("k_rot"), rk.rest, v, e["v"], positions, positions,
+                                      attention_params(cfg), sinks, u, &rq, &rk, true)
+                    : [&] {
+                          const Spread sk = fp8_spread(tap("k_rot"), e["k_rot"], c.in("k_scale").data, cfg, u);
+                          const Spread sv = fp8_spread(v, e["v"], c.in("v_scale").data, cfg, u);
+                          return attention_bound(tap("q_rot"), e["q_rot"], sk.value, sk.bound, sv.value, sv.bound,
+                                                 positions, positions, attention_params(cfg), sinks, u, nullptr,
+                                                 nullptr, true);
+                      }();
             e["attn"] = ab.together + ab.apart;
             // h = x + attn @ wo: the projection (stored before the add below
             // float32), the add, and attn's bound through wo — what one softmax

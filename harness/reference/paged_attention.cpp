@@ -41,41 +41,6 @@ std::vector<int64_t> sequence_rows(const PagedSeqs& s, int64_t b, const Variant&
     return rows;
 }
 
-// How one pool's values reach attention: as they are, or through an FP8
-// cache (config.h kv_cache_dtype): fp8(x / scale) written, code * scale read
-// — the division in float32, as the contract has it, so every honest kernel
-// stores the same codes; the product exact in float64, rounded to float32
-// below it (a kernel's dequantisation, the baselines'). A variant writes or
-// reads it as a kernel with a cache bug does.
-struct CacheRead {
-    KvCacheDtype dtype = KvCacheDtype::none;
-    std::vector<float> scale;  // per column (the head's scale), empty without a cache
-    Fp8Rounding how;
-    int times = 1;  // the scale multiplied in this often on the read
-
-    CacheRead(const PagedSeqs& s, bool is_v, int64_t W, const Variant& v) {
-        using K = Variant::KvFp8;
-        if (s.cache == KvCacheDtype::none || v.kv_fp8 == K::ignored) return;
-        dtype = s.cache;
-        const std::vector<float>& own = is_v && v.kv_fp8 != K::k_scale_for_v ? s.v_scale : s.k_scale;
-        scale.resize(static_cast<size_t>(W));
-        for (int64_t j = 0; j < W; ++j) {
-            const size_t g = own.size() == 1 || v.kv_fp8 == K::per_tensor_read ? 0 : static_cast<size_t>(j / s.head_dim);
-            scale[static_cast<size_t>(j)] = v.kv_fp8 == K::scale_ignored ? 1.0f : own[g];
-        }
-        how.truncate = v.kv_fp8 == K::truncated;
-        how.saturate = v.kv_fp8 != K::unsaturated;
-        times = v.kv_fp8 == K::dequant_twice ? 2 : 1;
-    }
-    double value(float x, int64_t j) const {
-        if (dtype == KvCacheDtype::none) return x;
-        const float s = scale[static_cast<size_t>(j)];
-        double y = fp8_round(x / s, dtype, how);
-        for (int t = 0; t < times; ++t) y *= s;
-        return y;
-    }
-};
-
 // The pool's rows `rows` as precision p, converted as they are copied: one
 // pass over them (index_select and then a conversion made two, over GBs at
 // serving sizes, in each of the reference's four runs).
@@ -128,8 +93,8 @@ PagedSeq gather_sequence(const torch::Tensor& q, const torch::Tensor& k_pool, co
     g.kv_len = static_cast<int64_t>(rows.size());
     // Every row is inside the pool: the variants that read other pages wrap around it.
     g.q = q.narrow(0, g.q_begin, g.q_len);
-    g.k = gather_rows(k_pool, rows, p, CacheRead(s, false, k_pool.size(1), v));
-    g.v = gather_rows(v_pool, rows, p, CacheRead(s, true, v_pool.size(1), v));
+    g.k = gather_rows(k_pool, rows, p, CacheRead(s.cache, s.k_scale, s.head_dim, k_pool.size(1), v));
+    g.v = gather_rows(v_pool, rows, p, CacheRead(s.cache, s.v_scale, s.head_dim, v_pool.size(1), v, &s.k_scale));
     // Key i at position i; the queries are the sequence's last q_len tokens
     // (the bug: its first, top-left; the window then follows them too).
     g.k_pos = torch::arange(g.kv_len, torch::kInt64);

@@ -237,7 +237,9 @@ NamedD run(const Case& c, const Options& o) {
         case Op::block:
         case Op::decode: {
             std::map<std::string, torch::Tensor> w;
-            for (const auto& name : float_inputs(c.op, cfg)) w[name] = in(name);
+            // decode's inputs (the block's and an FP8 cache's scales) for both:
+            // a decode case is also judged as the block over its tokens, with its cache.
+            for (const auto& name : float_inputs(Op::decode, cfg)) w[name] = in(name);
             const int64_t T = c.in("x").rows();
             auto taps = block(w, pos("positions"), cfg, c.op == Op::decode ? c.prefill : T, ctx);
             if (c.op == Op::decode && !o.decode_taps) {

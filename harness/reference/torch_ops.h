@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "conform/dtype.h"
 #include "reference/reference.h"
 
 namespace conform::ref {
@@ -67,6 +68,51 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
                         const torch::Tensor& q_pos, const torch::Tensor& k_pos, const AttentionParams& p,
                         const torch::Tensor& sinks, const Ctx& ctx, const torch::Tensor& cached = {},
                         torch::Tensor* lse = nullptr);
+
+// How a cache's values reach attention: as they are, or through an FP8 cache
+// (config.h kv_cache_dtype): fp8(x / scale) written, code * scale read — the
+// division in float32, as the contract has it, so every honest kernel that
+// is handed the same x stores the same code; the product exact in float64.
+// `scale` holds the tensor's one scale or one per kv head (columns g*hd ..
+// of head g); `k_scale`, given for V, is what a variant reading V with K's
+// scale takes. A variant writes or reads it as a kernel with a cache bug does.
+// paged_attention reads its pool through it; decode its own k_rot and v.
+struct CacheRead {
+    KvCacheDtype dtype = KvCacheDtype::none;
+    std::vector<float> scale;  // per column (its head's scale), empty without a cache
+    Fp8Rounding how;
+    int times = 1;  // the scale multiplied in this often on the read
+
+    CacheRead() = default;
+    CacheRead(KvCacheDtype d, const std::vector<float>& own_scale, int64_t head_dim, int64_t W, const Variant& v,
+              const std::vector<float>* k_scale = nullptr) {
+        using K = Variant::KvFp8;
+        if (d == KvCacheDtype::none || v.kv_fp8 == K::ignored) return;
+        dtype = d;
+        const std::vector<float>& own = k_scale && v.kv_fp8 == K::k_scale_for_v ? *k_scale : own_scale;
+        scale.resize(static_cast<size_t>(W));
+        for (int64_t j = 0; j < W; ++j) {
+            const size_t g = own.size() == 1 || v.kv_fp8 == K::per_tensor_read ? 0 : static_cast<size_t>(j / head_dim);
+            scale[static_cast<size_t>(j)] = v.kv_fp8 == K::scale_ignored ? 1.0f : own[g];
+        }
+        how.truncate = v.kv_fp8 == K::truncated;
+        how.saturate = v.kv_fp8 != K::unsaturated;
+        times = v.kv_fp8 == K::dequant_twice ? 2 : 1;
+    }
+    double value(float x, int64_t j) const {
+        if (dtype == KvCacheDtype::none) return x;
+        const float s = scale[static_cast<size_t>(j)];
+        double y = fp8_round(x / s, dtype, how);
+        for (int t = 0; t < times; ++t) y *= s;
+        return y;
+    }
+};
+
+// decode's FP8 cache: every row of t [n, W] (k_rot or v, in the precision it
+// was computed in) as the cache gives it back — the value taken to float32
+// (what a kernel hands its cache write), its code, code * scale in float64,
+// then rounded to t's precision where that is below it. Unchanged without a cache.
+torch::Tensor cache_round_trip(const torch::Tensor& t, const CacheRead& cache);
 
 // paged_attention's index arrays, and one sequence of its batch gathered
 // out of the pages (paged_attention.cpp; the a-priori bound reads them too).

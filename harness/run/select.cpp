@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "core/console.h"
+#include "reference/reference.h"
 
 namespace conform::select {
 
@@ -363,6 +364,22 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
                 const double top = fp8_format(d).max;
                 const int64_t hd = cs.config.head_dim;
                 bool saturates = false;
+                if (cs.op == Op::decode) {
+                    // decode caches what it computes: the reference's k_rot and v (its block taps).
+                    ref::Options o;
+                    o.decode_taps = true;
+                    const NamedD taps = ref::run(cs, o);
+                    for (const auto& [tap, scale] : {std::pair<const char*, const char*>{"k_rot", "k_scale"}, {"v", "v_scale"}}) {
+                        const DTensor& t = taps.at(tap);
+                        const Tensor& sc = cs.in(scale);
+                        for (size_t i = 0; i < t.data.size() && !saturates; ++i) {
+                            const float s = sc.data[static_cast<size_t>(sc.numel() == 1 ? 0 : (static_cast<int64_t>(i) % t.cols()) / hd)];
+                            saturates = std::fabs(static_cast<float>(t.data[i]) / s) > top;
+                        }
+                    }
+                    if (saturates) c.push_back(3);
+                    break;
+                }
                 for (const char* pool : {"k_cache", "v_cache"}) {
                     const Tensor& t = cs.in(pool);
                     const Tensor& sc = cs.in(std::string(pool) == "k_cache" ? "k_scale" : "v_scale");

@@ -159,15 +159,32 @@ Hello parse_hello(const json& h) {
         out.index_dtype = *w;
     }
     if (h.contains("kv_cache_dtypes")) {
-        if (!h["kv_cache_dtypes"].is_array()) throw ProtocolError(where + "kv_cache_dtypes: not an array");
-        for (const auto& d : h["kv_cache_dtypes"]) {
-            const auto k = d.is_string() ? parse_kv_cache_dtype(d.get<std::string>()) : std::nullopt;
-            if (!k || *k == KvCacheDtype::none)
-                throw ProtocolError(where + "kv_cache_dtypes: expected \"fp8_e4m3\" or \"fp8_e5m2\", found " +
-                                    clean_text(d.dump(), 100));
-            if (std::find(out.ops.begin(), out.ops.end(), Op::paged_attention) == out.ops.end())
-                throw ProtocolError(where + "kv_cache_dtypes: the worker does not implement paged_attention");
-            out.kv_cache_dtypes.push_back(*k);
+        // A list: paged_attention's (the form from before decode had a cache); an object: per op.
+        const json& kc = h["kv_cache_dtypes"];
+        auto read = [&](Op op, const json& list, const std::string& field) {
+            if (!list.is_array()) throw ProtocolError(where + field + ": not an array");
+            for (const auto& d : list) {
+                const auto k = d.is_string() ? parse_kv_cache_dtype(d.get<std::string>()) : std::nullopt;
+                if (!k || *k == KvCacheDtype::none)
+                    throw ProtocolError(where + field + ": expected \"fp8_e4m3\" or \"fp8_e5m2\", found " +
+                                        clean_text(d.dump(), 100));
+                if (std::find(out.ops.begin(), out.ops.end(), op) == out.ops.end())
+                    throw ProtocolError(where + field + ": the worker does not implement " + to_string(op));
+                out.kv_cache_dtypes[op].push_back(*k);
+            }
+        };
+        if (kc.is_array()) {
+            read(Op::paged_attention, kc, "kv_cache_dtypes");
+        } else if (kc.is_object()) {
+            for (const auto& [name, list] : kc.items()) {
+                const auto op = parse_op(name);
+                if (!op || !op_info(*op).uses(kFp8Cache))
+                    throw ProtocolError(where + "kv_cache_dtypes: " + clean_text(name, 60) +
+                                        " is not an op with a KV cache (paged_attention, decode)");
+                read(*op, list, "kv_cache_dtypes." + name);
+            }
+        } else {
+            throw ProtocolError(where + "kv_cache_dtypes: not an array or an object");
         }
     }
     if (h.contains("activation_quant")) {
@@ -461,6 +478,10 @@ void add_weights(std::vector<WireTensor>& in, const BlockWeights& w, const Block
         in.push_back(vector1("bv", w.bv, d));
     }
     if (c.attn_sinks) in.push_back(vector1("sinks", w.sinks, d));
+    if (c.kv_cache_dtype != KvCacheDtype::none) {  // decode's FP8 cache
+        in.push_back(vector1("k_scale", w.k_scale, d));
+        in.push_back(vector1("v_scale", w.v_scale, d));
+    }
 }
 
 // A single op's config: the sizes its inputs imply, the op's parameters.
@@ -481,11 +502,13 @@ Support WorkerImpl::supports(Op op, const BlockConfig& config) const {
     if (std::find(hello_.ops.begin(), hello_.ops.end(), op) == hello_.ops.end())
         return Support::no(hello_.name + " does not implement " + to_string(op));
     // A cache dtype it did not declare: a worker from before FP8 caches gets the cases it always got.
-    if (op_info(op).uses(kFp8Cache) && config.kv_cache_dtype != KvCacheDtype::none &&
-        std::find(hello_.kv_cache_dtypes.begin(), hello_.kv_cache_dtypes.end(), config.kv_cache_dtype) ==
-            hello_.kv_cache_dtypes.end())
-        return Support::no(hello_.name + " declares no " + to_string(config.kv_cache_dtype) +
-                           " KV cache (its hello's kv_cache_dtypes)");
+    if (op_info(op).uses(kFp8Cache) && config.kv_cache_dtype != KvCacheDtype::none) {
+        const auto it = hello_.kv_cache_dtypes.find(op);
+        if (it == hello_.kv_cache_dtypes.end() ||
+            std::find(it->second.begin(), it->second.end(), config.kv_cache_dtype) == it->second.end())
+            return Support::no(hello_.name + " declares no " + to_string(config.kv_cache_dtype) + " KV cache for " +
+                               to_string(op) + " (its hello's kv_cache_dtypes)");
+    }
     State& s = *s_;
     if (s.dead && spec_.kind == WorkerSpec::Kind::attached)
         return Support::no("the attached worker (" + spec_.flag() + ") stopped serving earlier and cannot be restarted: " +

@@ -73,7 +73,11 @@ struct Hello {
     bool supports = false;
     std::vector<Op> batch_invariant;  // ops whose rows do not depend on the batch, bit for bit (relations.h)
     Wire index_dtype = Wire::i64;     // how paged_attention's index arrays travel (i32: as FlashInfer and vLLM take them)
-    std::vector<KvCacheDtype> kv_cache_dtypes;  // the FP8 caches its paged_attention writes (none: offered no such case)
+    // The FP8 caches each op keeps (paged_attention, decode; an op absent or
+    // its list empty: offered no such case). The hello's list form is
+    // paged_attention's, as it was before decode had a cache; its object
+    // form, {"op": [...]}, names each op.
+    std::map<Op, std::vector<KvCacheDtype>> kv_cache_dtypes;
     std::map<Op, ActQuant> activation_quant;    // what it does to its weight products' activations (absent: none)
 };
 

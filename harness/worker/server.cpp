@@ -99,7 +99,7 @@ class Server {
 
    private:
     void hello() {
-        json ops = json::array(), dtypes = json::array(), invariant = json::array(), caches = json::array(),
+        json ops = json::array(), dtypes = json::array(), invariant = json::array(), caches = json::object(),
              quant = json::object();
         for (Op op : info_.ops) ops.push_back(to_string(op));
         for (DType d : info_.dtypes) dtypes.push_back(to_string(d));
@@ -114,16 +114,21 @@ class Server {
             for (Op op : info_.ops)
                 if (has_weight_products(op) && first.activation_quant(op) != ActQuant::none)
                     quant[to_string(op)] = to_string(first.activation_quant(op));
-            // The FP8 caches its paged_attention takes, asked on the smallest batch config.
-            if (std::find(info_.ops.begin(), info_.ops.end(), Op::paged_attention) != info_.ops.end())
+            // The FP8 caches each op with a cache takes, asked on a small config.
+            for (Op op : info_.ops) {
+                if (!op_info(op).uses(kFp8Cache)) continue;
+                json list = json::array();
                 for (KvCacheDtype d : {KvCacheDtype::fp8_e4m3, KvCacheDtype::fp8_e5m2}) {
                     BlockConfig c;
+                    c.d_model = c.ffn_dim = 4;
                     c.n_heads = c.n_kv_heads = 1;
                     c.head_dim = 2;
-                    c.page_size = 1;
+                    c.page_size = op == Op::paged_attention ? 1 : 0;
                     c.kv_cache_dtype = d;
-                    if (first.supports(Op::paged_attention, c).ok) caches.push_back(to_string(d));
+                    if (first.supports(op, c).ok) list.push_back(to_string(d));
                 }
+                if (!list.empty()) caches[to_string(op)] = list;
+            }
         } catch (const std::exception&) {
         }
         write_frame(out_, {{"type", "hello"}, {"protocol", kProtocol}, {"name", info_.name},
@@ -266,9 +271,9 @@ class Server {
             auto it = inputs.find(name);
             if (it == inputs.end()) return View{};
             const auto& s = it->second.wire.shape;
-            bool vector = false;
+            bool vector = s.size() == 1;  // a [n] tensor is a vector whatever the op (decode's scales in a block call)
             for (const TensorSpec& t : op_info(op).inputs)
-                if (name == std::string_view(t.name)) vector = t.rows == Dim::one;
+                if (name == std::string_view(t.name)) vector = vector || t.rows == Dim::one;
             if (vector) return View{it->second.f32.data(), 1, s.empty() ? 0 : s[0]};
             if (s.size() != 2) throw ProtocolError(std::string("inputs: ") + name + ": shape: expected [rows, cols]");
             return View{it->second.f32.data(), s[0], s[1]};

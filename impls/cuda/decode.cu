@@ -28,6 +28,12 @@ void op_decode(const Context& ctx, View x, const BlockWeights& w, Positions pos,
         const DeviceBuffer<int64_t> dpos = upload_positions(ctx, "pos", pos.data, sz(T));
         RunState<S> s(ctx, c, std::max<int64_t>(prefill, 1));  // the largest chunk: the prefill, or one token
         KvCache<S> cache(ctx, c, T);                           // (T, KVW) each, filled as we go
+        if (c.kv_cache_dtype != KvCacheDtype::none) {
+            const int64_t n = c.kv_scale_per_head ? c.n_kv_heads : 1;
+            chk::expect_shape("decode", "k_scale", w.k_scale, 1, n);
+            chk::expect_shape("decode", "v_scale", w.v_scale, 1, n);
+            cache.use_fp8(ctx, c, w);
+        }
         DeviceBuffer<S> dout("out", sz(T * D), ctx.stream);
 
         // prefill: the first `prefill` tokens in one forward

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "conform/dtype.h"
 #include "cuda/common.cuh"
 #include "cuda/kernels.h"
 #include "cuda/ops.h"
@@ -106,6 +107,23 @@ struct RunState {
     }
 };
 
+// decode's FP8 cache (config.kv_cache_dtype): the rows just written, each
+// value x replaced by what the cache gives back, lut[g][fp8(x / s_g)] — x / s
+// in IEEE float32 and the hardware's saturating conversion, as
+// paged_attention's cache write; lut[g][code] = code's value * s_g (dtype.h
+// fp8_read_table), stored in T. A grid-stride loop: a decode step writes one
+// row, the prefill a few.
+template <typename T>
+__global__ void fp8_round_trip_kernel(T* x, int64_t n, int64_t W, int64_t hd, const float* scale, const float* lut,
+                                      __nv_fp8_interpretation_t kind) {
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
+        const int64_t g = (e % W) / hd;  // the element's kv head
+        const uint8_t code = __nv_cvt_float_to_fp8(to_f32(x[e]) / scale[g], __NV_SATFINITE, kind);
+        x[e] = from_f32<T>(lut[g * 256 + code]);
+    }
+}
+
 // Rotated keys (RoPE is never re-applied to a cached key), values (never
 // rotated) and the position of every cached row, for the causal test.
 template <typename T>
@@ -114,11 +132,43 @@ struct KvCache {
     DeviceBuffer<T> v;          // (capacity, KVW)
     DeviceBuffer<int64_t> pos;  // (capacity,)
     int64_t len = 0;
+    // An FP8 cache (decode): each kv head's scale and read table, for K and V.
+    KvCacheDtype fp8 = KvCacheDtype::none;
+    DeviceBuffer<float> k_scale, v_scale, k_lut, v_lut;  // [KV], [KV * 256]
 
     KvCache(const Context& ctx, const BlockConfig& c, int64_t capacity)
         : k("cache_k", sz(capacity * c.kv_width()), ctx.stream),
           v("cache_v", sz(capacity * c.kv_width()), ctx.stream),
           pos("cache_pos", sz(capacity), ctx.stream) {}
+
+    void use_fp8(const Context& ctx, const BlockConfig& c, const BlockWeights& w) {
+        fp8 = c.kv_cache_dtype;
+        PagedAttentionParams p;  // the scales as the paged kernel's tables read them
+        p.n_kv_heads = c.n_kv_heads;
+        p.kv_cache_dtype = fp8;
+        p.k_scale = w.k_scale.data;
+        p.v_scale = w.v_scale.data;
+        p.n_kv_scales = w.k_scale.size();
+        for (bool is_v : {false, true}) {
+            std::vector<float> per_head(sz(c.n_kv_heads));
+            for (int64_t g = 0; g < c.n_kv_heads; ++g) per_head[sz(g)] = p.kv_scale(is_v, g);
+            const std::vector<float> lut = fp8_read_table(p, is_v);
+            (is_v ? v_scale : k_scale) = upload<float>(ctx, is_v ? "v_scale" : "k_scale", per_head.data(), per_head.size());
+            (is_v ? v_lut : k_lut) = upload<float>(ctx, is_v ? "v_fp8_table" : "k_fp8_table", lut.data(), lut.size());
+        }
+    }
+
+    // Rows [row0, row0 + n) through the cache, when it is FP8.
+    void round_trip(const Context& ctx, const BlockConfig& c, int64_t row0, int64_t n) {
+        if (fp8 == KvCacheDtype::none || n == 0) return;
+        const int64_t W = c.kv_width(), count = n * W;
+        const auto kind = fp8 == KvCacheDtype::fp8_e5m2 ? __NV_E5M2 : __NV_E4M3;
+        const dim3 grid(static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((count + 255) / 256, 512))));
+        CUDA_LAUNCH(fp8_round_trip_kernel<T>, grid, 256, 0, ctx.stream, k.data() + row0 * W, count, W, c.head_dim,
+                    k_scale.data(), k_lut.data(), kind);
+        CUDA_LAUNCH(fp8_round_trip_kernel<T>, grid, 256, 0, ctx.stream, v.data() + row0 * W, count, W, c.head_dim,
+                    v_scale.data(), v_lut.data(), kind);
+    }
 };
 
 // ---- the forward ---------------------------------------------------------------------------
@@ -163,6 +213,7 @@ void forward(const Context& ctx, const Weights<T>& w, const BlockConfig& c, cons
     r.eps = eps;
     r.w_offset = w_offset;
     launch_qkv_rope_cache<T>(r, st);
+    cache.round_trip(ctx, c, cache.len, n);  // an FP8 cache (decode): what it gives back
     CUDA_CHECK(cudaMemcpyAsync(cache.pos.data() + cache.len, pos, sz(n) * sizeof(int64_t), cudaMemcpyDeviceToDevice, st));
     cache.len += n;
 

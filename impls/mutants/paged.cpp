@@ -18,6 +18,9 @@ struct WithPagedRules : ScalarImpl {
                          MutView out, MutView lse) override {
         scalar::paged_attention(q, k_cache, v_cache, idx, p, out, lse, R());
     }
+    // decode's FP8 cache goes through the same write and read: a cache bug
+    // reaches both ops (the other rules are paged_attention's alone).
+    scalar::KvCacheRules kv_cache_rules() const override { return R().cache; }
 };
 
 // The block table ignored: a sequence's pages taken as consecutive from its

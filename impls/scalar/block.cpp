@@ -71,6 +71,11 @@ void add(View x, View y, MutView out) {
 void check_block_inputs(const char* op, View x, Positions pos, const BlockWeights& w, const BlockConfig& c) {
     check_config(op, c);
     detail::expect_shape(op, "x", x, x.rows, c.d_model);
+    if (c.kv_cache_dtype != KvCacheDtype::none) {  // decode's FP8 cache
+        const int64_t n = c.kv_scale_per_head ? c.n_kv_heads : 1;
+        detail::expect_shape(op, "k_scale", w.k_scale, 1, n);
+        detail::expect_shape(op, "v_scale", w.v_scale, 1, n);
+    }
     detail::expect_positions(op, "pos", pos, x.rows);
     detail::check_block_weights(op, w, c);
 }
@@ -143,8 +148,10 @@ void ScalarImpl::forward(View x /* (n, D) */, Positions pos /* (n,) */, const Bl
     rotate_qk(q_in, k_in, pos, w, c, q_rot, k_rot);
 
     // self.cache_k[start:start + n] = k_rot; self.cache_v[start:start + n] = v
-    cache_write({k_in, k_rot, v, pos, decode_step}, c, MutView{cache.k.data.data() + cache.len * KVW, n, KVW},
-                MutView{cache.v.data.data() + cache.len * KVW, n, KVW});
+    const MutView k_rows{cache.k.data.data() + cache.len * KVW, n, KVW}, v_rows{cache.v.data.data() + cache.len * KVW, n, KVW};
+    cache_write({k_in, k_rot, v, pos, decode_step}, c, k_rows, v_rows);
+    // An FP8 cache (decode): each value as the cache gives it back, fp8(x / scale) * scale
+    cache_round_trip(w, c, k_rows, v_rows);
     std::copy(pos.data, pos.data + n, cache.pos.begin() + cache.len);
     cache.len += n;
 
@@ -206,6 +213,26 @@ void ScalarImpl::rotate_qk(View q, View k, Positions pos, const BlockWeights&, c
 void ScalarImpl::cache_write(const NewKv& in, const BlockConfig&, MutView k_rows, MutView v_rows) {
     std::copy(in.k_rot.data, in.k_rot.data + in.k_rot.size(), k_rows.data);  // RoPE is never re-applied to a cached key
     std::copy(in.v.data, in.v.data + in.v.size(), v_rows.data);              // v is never rotated
+}
+
+void ScalarImpl::cache_round_trip(const BlockWeights& w, const BlockConfig& c, MutView k_rows, MutView v_rows) const {
+    const KvCacheRules kr = kv_cache_rules();
+    if (c.kv_cache_dtype == KvCacheDtype::none || !kr.quantise) return;
+    PagedAttentionParams p;  // the scales as paged_attention's rules read them
+    p.kv_cache_dtype = c.kv_cache_dtype;
+    p.k_scale = w.k_scale.data;
+    p.v_scale = w.v_scale.data;
+    p.n_kv_scales = w.k_scale.size();
+    const int64_t hd = c.head_dim;
+    for (int64_t t = 0; t < k_rows.rows; t++)
+        for (int64_t j = 0; j < k_rows.cols; j++) {
+            // cache_k[t, j] = fp8(k_rot / k_scale[g]) * k_scale[g], g = j / hd; likewise v
+            const float ks = kr.scale(p, false, j / hd), vs = kr.scale(p, true, j / hd);
+            float& k = k_rows.row(t)[j];
+            float& v = v_rows.row(t)[j];
+            k = kr.read(kr.write(k, ks, p.kv_cache_dtype), ks);
+            v = kr.read(kr.write(v, vs, p.kv_cache_dtype), vs);
+        }
 }
 
 void ScalarImpl::attention_residual(View x, View attn_wo, MutView h) { add(x, attn_wo, h); }

@@ -212,6 +212,11 @@ class ScalarImpl : public Implementation {
     };
     virtual void cache_write(const NewKv& in, const BlockConfig& c, MutView k_rows, MutView v_rows);
 
+    // An FP8 cache's write and read (decode with config.kv_cache_dtype, as
+    // paged_attention's): forward() stores every row cache_write wrote as
+    // read(write(x, scale), scale). A mutant with a cache bug overrides it.
+    virtual KvCacheRules kv_cache_rules() const { return {}; }
+
     // h = x + attn_wo
     virtual void attention_residual(View x, View attn_wo, MutView h);
 
@@ -234,6 +239,8 @@ class ScalarImpl : public Implementation {
    private:
     void forward(View x, Positions pos, const BlockWeights& w, View wqkv, const BlockConfig& c, bool decode_step,
                  KvCache& cache, RunState& s);
+    // The rows just cached through the FP8 cache, when the config has one.
+    void cache_round_trip(const BlockWeights& w, const BlockConfig& c, MutView k_rows, MutView v_rows) const;
 
     std::string name_;
     int64_t call_len_ = 0;  // decode(): max(positions of the call) + 1 while it runs; 0 otherwise

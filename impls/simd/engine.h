@@ -5,6 +5,7 @@
 //   attn_in      = rmsnorm(x)                         rows over the pool
 //   qkv          = attn_in @ [wq | wk | wv]           one packed product
 //   q_rot, cache = rope(qk_norm?(q)), rope(qk_norm?(k)), v   one fused pass per row
+//   cache        = fp8(cache / scale) * scale          decode with an FP8 cache, the new rows
 //   attn         = attention(q_rot, cache)            GQA by index, online softmax
 //   attn_wo      = attn @ wo
 //   h, ffn_in    = x + attn_wo, rmsnorm(h)            one fused pass per row
@@ -32,6 +33,10 @@ struct EngineWeights {
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
     std::vector<float> bqkv;  // [bq | bk | bv] as stored, beside wqkv's columns (qkv_bias only)
     std::vector<float> sinks;  // [H] each head's sink logit as stored (attn_sinks only)
+    // decode's FP8 cache (config.kv_cache_dtype): 1 or KV scales each. The
+    // cache keeps each value as its code's value times the scale, in elem:
+    // what attention reads is what an FP8 cache gives back.
+    std::vector<float> k_scale, v_scale;
     PackedWeight wqkv, wo, w13, w2;
 };
 

@@ -335,7 +335,9 @@ def forward(x, positions, w, config, cache, seq_len):
     if config["qk_norm"]:  # Qwen3: per head, before RoPE; v never
         q, k = qk_norm(q, w["q_norm"], config=config), qk_norm(k, w["k_norm"], config=config)
     t["q_rot"], t["k_rot"] = rotate(q, positions, config, seq_len), rotate(k, positions, config, seq_len)
-    cache.append(t["k_rot"], t["v"], positions)
+    # an FP8 cache (decode): what is cached is what the cache gives back
+    cache.append(kv_cache_read(t["k_rot"], w.get("k_scale"), config), kv_cache_read(t["v"], w.get("v_scale"), config),
+                 positions)
     t["attn"] = attention(t["q_rot"], cache.k, cache.v, positions, cache.pos, config=config, sinks=w.get("sinks"))
     t["h"] = x + t["attn"] @ w["wo"]
     t["ffn_in"] = rmsnorm(t["h"], w["ffn_norm"], config=config)
@@ -353,6 +355,9 @@ def check_block(x, positions, w, config):
         need(all(w.get(b) is not None for b in ("bq", "bk", "bv")), "block: qkv_bias is on but bq, bk, bv are missing")
     if config.get("attn_sinks"):
         need(w.get("sinks") is not None, "block: attn_sinks is on but sinks are missing")
+    if config.get("kv_cache_dtype", "none") != "none":
+        need(w.get("k_scale") is not None and w.get("v_scale") is not None,
+             "decode: an FP8 cache needs k_scale and v_scale")
 
 
 def block(x, positions, *, config, **weights):
@@ -400,7 +405,8 @@ def supports(op, config, dtype):
 
 
 def make_worker(name="numpy", description="float32 numpy, HF conventions", dtypes=("f32",)):
-    w = Worker(name, dtypes=dtypes, description=description, kv_cache_dtypes=tuple(FP8))
+    w = Worker(name, dtypes=dtypes, description=description,
+               kv_cache_dtypes={"paged_attention": tuple(FP8), "decode": tuple(FP8)})
     for op, fn in OPS.items():
         w.op(op)(fn)
     w.supports(supports)

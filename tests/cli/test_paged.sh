@@ -148,7 +148,21 @@ fp8_bad 'f["case_0/config"].attrs["kv_cache_dtype"] = "fp4"' \
 fp8_bad 'f["case_0/config"].attrs["kv_scale_per_head"] = np.int64(2)' "config/kv_scale_per_head: expected 0 or 1, found 2"
 fp8_bad 'f["case_0/config"].attrs["kv_cache_dtype"] = "none"' \
   "config/kv_scale_per_head: set without an FP8 kv_cache_dtype"
+# decode's FP8 cache: a fixture round-trips (scalar, simd), its scales are checked as paged's are.
+expect_tail=()
+expect 0 "wrote" -- generate --op decode --d-model 32 --heads 4 --kv-heads 2 --head-dim 8 --ffn 48 --tokens 6 \
+  --prefill 2 --kv-cache-dtype fp8_e5m2 --kv-scale head --cases 1 --out "$tmp/fp8dec.h5"
+expect_tail=(--out "$tmp/r" --no-default-fixtures --cases 0)
+expect 0 "decode  *simd .* 1 .* 1 " -- --fixtures "$tmp/fp8dec.h5" --impl scalar,simd
+cp "$tmp/fp8dec.h5" "$tmp/fp8.h5"
+fp8_bad 'del f["case_0/inputs/v_scale"]' "inputs/v_scale: missing dataset"
+fp8_bad 'f["case_0/inputs/k_scale"][1] = -2.0' "inputs/k_scale: a scale must be > 0, found -2.000000 at index 1"
 expect_tail=(--out "$tmp/r" --no-default-fixtures)
+expect 2 "field 'kv_dtype' does not apply to op block" -- \
+  --case 'block(T=2,D=8,H=1,KV=1,hd=8,F=8,layout=neox,theta=10000,qk_norm=0,eps=1e-05,pos=0,kv_dtype=fp8_e4m3,kv_scale=tensor,mag=1,outliers=0,seed=1)' --impl scalar
+expect 1 "kv_fp8_k_scale_for_v" -- \
+  --case 'decode(T=3,D=16,H=2,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=0,eps=1e-05,pos=0,prefill=1,kv_dtype=fp8_e4m3,kv_scale=head,mag=1,outliers=0,seed=3)' \
+  --impl kv_fp8_k_scale_for_v
 expect 2 "kv_dtype must be fp8_e4m3 or fp8_e5m2, found 'fp4'" -- \
   --case 'paged_attention(H=1,KV=1,hd=4,P=4,kv=1,q=1,kv_dtype=fp4,kv_scale=tensor,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "kv_scale must be head or tensor, found 'row'" -- \

@@ -41,6 +41,13 @@ struct BlockWeights {
     View bk;         // [1, KV*hd]  (qkv_bias only)
     View bv;         // [1, KV*hd]  (qkv_bias only)
     View sinks;      // [1, H]      (attn_sinks only) each head's sink logit, in its softmax's denominator
+    // decode with config.kv_cache_dtype only: the FP8 cache's scales, [1, 1]
+    // (per tensor) or [1, KV] (per kv head, config.kv_scale_per_head). Every
+    // key and value decode caches, the prefill's too, is stored as
+    // fp8(k_rot / k_scale) (the division in float32, round to nearest even,
+    // saturating) and attention reads it back as code * k_scale; likewise v.
+    View k_scale;
+    View v_scale;
 };
 
 // A set of taps, as a bitmask over Tap.

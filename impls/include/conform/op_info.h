@@ -169,6 +169,10 @@ inline BlockWeights block_weights(CallTensors& t) {
     w.bk = t.in("bk");
     w.bv = t.in("bv");
     w.sinks = t.in("sinks");
+    // decode's FP8 cache (data nullptr without one); a decode case localised
+    // through block() brings them too, and its block then has the cache.
+    w.k_scale = t.in("k_scale");
+    w.v_scale = t.in("v_scale");
     return w;
 }
 
@@ -277,9 +281,16 @@ inline const std::vector<OpInfo>& op_table() {
         {"k_norm", D::one, D::hd, Present::qk_norm},    {"bq", D::one, D::Q, Present::qkv_bias},
         {"bk", D::one, D::KVW, Present::qkv_bias},       {"bv", D::one, D::KVW, Present::qkv_bias},
         {"sinks", D::one, D::H, Present::attn_sinks}};
+    // decode's: the block's, and an FP8 cache's scales (paged_attention's, Dim::KVS).
+    std::vector<TensorSpec> decode_inputs = block_inputs;
+    decode_inputs.push_back({"k_scale", D::one, D::KVS, Present::kv_fp8});
+    decode_inputs.push_back({"v_scale", D::one, D::KVS, Present::kv_fp8});
     const std::vector<const char*> block_config = {"d_model",    "n_heads", "n_kv_heads", "head_dim", "ffn_dim",
                                                    "rope_layout", "rope_theta", "qk_norm",  "norm_eps", "qkv_bias", "sliding_window",
                                                    "attn_logit_softcapping", "attn_sinks", "norm_plus_one"};
+    std::vector<const char*> decode_config = block_config;
+    decode_config.push_back("kv_cache_dtype");
+    decode_config.push_back("kv_scale_per_head");
     static const std::vector<OpInfo> table = {
         {Op::rmsnorm, "x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1 + w if plus_one else w)",
          kRmsNorm | kNormPlusOne,
@@ -346,12 +357,15 @@ inline const std::vector<OpInfo>& op_table() {
          {2.0, 1e-8, 1e-3, 1e-4},
          {20, 512, 256},
          calls::block},
-        {Op::decode, "block() over the prefill, then one token at a time through the KV cache",
-         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias | kSwiglu | kResidual | kKvCache,
-         block_inputs,
+        {Op::decode,
+         "block() over the prefill, then one token at a time through the KV cache; an FP8 cache: "
+         "attention reads fp8(k_rot / k_scale) * k_scale, likewise v",
+         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias | kSwiglu |
+             kResidual | kKvCache | kFp8Cache,
+         decode_inputs,
          {{"positions", D::T, true}},
          {{"out", D::T, D::D}},
-         block_config,
+         decode_config,
          {2.0, 1e-8, 1e-3, 1e-4},
          {12, 340, 256},
          calls::decode},

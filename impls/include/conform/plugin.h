@@ -50,8 +50,9 @@
  * sinks). 1.5: Gemma's (1 + w) RMSNorm (the config's norm_plus_one). 1.6:
  * an FP8 KV cache for paged_attention (the config's kv_cache_dtype, k_scale,
  * v_scale). 1.7: the table's activation_quant (what the plugin does to the
- * activations of its weight products). */
-#define CONFORM_PLUGIN_ABI_MINOR 7u
+ * activations of its weight products). 1.8: the FP8 KV cache for decode too
+ * (the same config fields; no new one). */
+#define CONFORM_PLUGIN_ABI_MINOR 8u
 #define CONFORM_PLUGIN_MAX_DIMS 4
 
 #if defined(_WIN32)
@@ -178,7 +179,11 @@ typedef struct conform_tensor {
  *   (1.3) attention, paged_attention, block, decode also sliding_window
  *   (1.4) and attn_logit_softcapping, sinks
  *   (1.5) rmsnorm, qk_norm, block, decode also norm_plus_one
- *   (1.6) paged_attention also kv_cache_dtype, k_scale, v_scale */
+ *   (1.6) paged_attention also kv_cache_dtype, k_scale, v_scale
+ *   (1.8) decode also kv_cache_dtype, k_scale, v_scale: every key and value it
+ *         caches (the prefill's too) is stored as fp8(k_rot / k_scale), the
+ *         division in float32, round to nearest even, saturating, and read
+ *         back as code * k_scale; likewise v */
 typedef struct conform_config {
     uint32_t struct_size; /* sizeof(conform_config) as conform built it */
     uint32_t dtype;       /* CONFORM_DTYPE_* every float tensor of the call has */
@@ -230,9 +235,9 @@ typedef struct conform_config {
     uint32_t reserved15;
     /* ---- ABI 1.6 (a case with an FP8 KV cache is offered only to a plugin
      * whose table says abi_minor >= 6) ---- */
-    uint32_t kv_cache_dtype; /* paged_attention: CONFORM_KV_CACHE_* */
+    uint32_t kv_cache_dtype; /* paged_attention, and (1.8) decode: CONFORM_KV_CACHE_* */
     uint32_t reserved16;
-    conform_tensor k_scale;  /* paged_attention, with an FP8 cache: [1] (per tensor) or [n_kv_heads] (kv head g's
+    conform_tensor k_scale;  /* paged_attention (decode, 1.8), with an FP8 cache: [1] (per tensor) or [n_kv_heads] (kv head g's
                               * columns g*hd .. g*hd + hd - 1 use k_scale[g]), in the call's dtype; else data NULL */
     conform_tensor v_scale;  /* likewise, for v */
 } conform_config;
