@@ -397,11 +397,11 @@ Result run(const Request& o, std::ostream& log) {
                     inspect(r, k, -1, true);
                 }
 
-            // Time is compared like with like: with torch-cuda in the row's own
-            // dtype where it ran, else with torch_r.
+            // Time is compared like with like: a GPU row with torch-cuda in its
+            // own dtype where that ran, anything else with torch_r.
             auto baseline = [&](const Runner& r) -> const Runner* {
                 for (const auto& b : runners)
-                    if (b.impl == "torch-cuda" && b.dtype == r.dtype) return &b;
+                    if (r.on_device && b.impl == "torch-cuda" && b.dtype == r.dtype) return &b;
                 return torch_r;
             };
             for (const auto& r : runners) {

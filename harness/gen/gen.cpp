@@ -997,9 +997,10 @@ void kv_scales(Rng& r, Case& c) {
             for_each_owned_row(c, [&](int64_t, int64_t row) { see(pool.data.data() + row * W); });
         } else {
             // decode: the values its cache will be written, estimated as the
-            // projections of rmsnorm(x) (+ bias), before QK-norm and RoPE (a
-            // rotation moves an element within its pair's norm: a calibrated
-            // scale may clip a little, as a calibration on other data does).
+            // projections of rmsnorm(x) (+ bias; k normalised per head under
+            // QK-norm), before RoPE (a rotation moves an element within its
+            // pair's norm: a calibrated scale may clip a little, as a
+            // calibration on other data does).
             const Tensor& x = c.inputs.at("x");
             const Tensor& w = c.inputs.at(is_k ? "wk" : "wv");
             const Tensor* b = cfg.qkv_bias ? &c.inputs.at(is_k ? "bk" : "bv") : nullptr;

@@ -37,6 +37,11 @@ elif MODE == "kvcache":
     hello["kv_cache_dtypes"] = ["fp8_e4m3", "int8"]
 elif MODE == "kvcache_op":
     hello["kv_cache_dtypes"] = ["fp8_e4m3"]
+elif MODE == "kvcache_obj":
+    hello["kv_cache_dtypes"] = {"rope": ["fp8_e4m3"]}
+elif MODE == "kvcache_obj_decode":
+    hello["ops"] = ["rmsnorm", "decode"]
+    hello["kv_cache_dtypes"] = {"decode": ["fp8_e5m2", "fp4"]}
 elif MODE == "actquant":
     hello["activation_quant"] = {"rmsnorm": "q8_0"}
 elif MODE == "actquant_value":
