@@ -324,7 +324,7 @@ Closed closed_form(const ModelConfig& m, double T, double C, double es) {
     r.head_bytes = es * (T * D + D * V + T * V);
     r.kv_layer = 2 * KVW * es;
     r.kv_mha = 2 * Q * es;
-    r.kv_cache = S * L * r.kv_layer;
+    r.kv_cache = (W > 0 ? std::min(S, W) : S) * L * r.kv_layer;  // a window keeps its last W tokens
     return r;
 }
 

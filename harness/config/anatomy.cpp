@@ -203,7 +203,9 @@ FormulaTable build() {
         {"kv_bytes_per_token_layer", ex("2*KV*hd*es"), "K and V of every kv head, one token, one layer"},
         {"kv_bytes_per_token_layer_mha", ex("2*H*hd*es"), "the same with a kv head per query head (no GQA)"},
         {"kv_bytes_per_token_model", ex("2*L*KV*hd*es"), "one token, every layer"},
-        {"kv_cache_bytes", ex("2*L*KV*hd*es*S"), "the cache after this forward: C + T tokens, every layer"},
+        {"kv_cache_bytes", ex("2*L*KV*hd*es*min(S,Winf)"),
+         "the cache after this forward: C + T tokens, or under a sliding window the last W of them (a ring of W "
+         "slots, as HF's sliding-window cache keeps), every layer"},
     };
     return t;
 }

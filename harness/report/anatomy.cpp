@@ -92,7 +92,8 @@ nlohmann::json anatomy_json(const AnatomyPage& page) {
          {{"bytes_per_token_per_layer", k.decode.kv_bytes_per_token_layer},
           {"bytes_per_token_per_layer_full_mha", k.decode.kv_bytes_per_token_layer_mha},
           {"bytes_per_token", k.decode.kv_bytes_per_token_model},
-          {"bytes_for_prefill", k.prefill.kv_cache_bytes}}},
+          {"bytes_for_prefill", k.prefill.kv_cache_bytes},
+          {"bytes_for_decode", k.decode.kv_cache_bytes}}},
         {"intensity_by_tokens", s}};
     if (page.ridge.measured)
         out["ceilings"] = {{"copy_bytes_per_s", page.ridge.copy_bytes_per_s},
@@ -151,10 +152,13 @@ std::string anatomy_table(const AnatomyPage& page) {
                            si(decode.flops_per_token() + decode.lm_head.flops));
     out << fmt::format(
         "KV cache ({}): {:.0f} B per token per layer = 2 (K, V) x {} kv heads x {} head_dim x {:.0f} B; full multi-head "
-        "attention would take {:.0f} B ({:.0f}x); {} per token over {} layers; {} after the prefill of {}\n",
+        "attention would take {:.0f} B ({:.0f}x); {} per token over {} layers; {} after the prefill of {}, {} after the "
+        "decode step{}\n",
         page.dtype, decode.kv_bytes_per_token_layer, m.block.n_kv_heads, m.block.head_dim, es,
         decode.kv_bytes_per_token_layer_mha, decode.kv_bytes_per_token_layer_mha / decode.kv_bytes_per_token_layer,
-        si(decode.kv_bytes_per_token_model, "B"), m.layers, si(prefill.kv_cache_bytes, "B"), page.tokens);
+        si(decode.kv_bytes_per_token_model, "B"), m.layers, si(prefill.kv_cache_bytes, "B"), page.tokens,
+        si(decode.kv_cache_bytes, "B"),
+        m.block.sliding_window > 0 ? fmt::format(" (the window's last {} tokens)", m.block.sliding_window) : "");
     out << "arithmetic intensity of a layer as T grows (weights read once per forward):\n";
     out << fmt::format("  {:>6}{:>10}{:>18}\n", "T", "FLOP/B", "FLOP/weight byte");
     for (int64_t t : k.sweep) {
