@@ -1005,13 +1005,13 @@ void kv_scales(Rng& r, Case& c) {
             const Tensor& w = c.inputs.at(is_k ? "wk" : "wv");
             const Tensor* b = cfg.qkv_bias ? &c.inputs.at(is_k ? "bk" : "bv") : nullptr;
             const int64_t D = cfg.d_model;
+            const Tensor& an = c.inputs.at("attn_norm");
+            const double one = cfg.norm_plus_one ? 1.0 : 0.0;  // Gemma's (1 + w)
             std::vector<float> a(static_cast<size_t>(D)), y(static_cast<size_t>(W));
             for (int64_t t = 0; t < x.rows(); ++t) {
                 double ss = 0;
                 for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(x.data[t * D + d]) * x.data[t * D + d];
                 const double inv = 1.0 / std::sqrt(ss / static_cast<double>(D) + cfg.norm_eps);
-                const Tensor& an = c.inputs.at("attn_norm");
-                const double one = cfg.norm_plus_one ? 1.0 : 0.0;
                 for (int64_t d = 0; d < D; ++d) a[d] = static_cast<float>(x.data[t * D + d] * inv * (one + an.data[d]));
                 for (int64_t j = 0; j < W; ++j) {
                     double acc = b ? b->data[j] : 0.0;

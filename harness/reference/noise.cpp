@@ -700,17 +700,16 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             // so each element's bound is the cache's image of its interval
             // (fp8_spread); RoPE's angle errors then count linearly, not in
             // quadrature (the codes break the correlation that relies on).
-            const AttnBound ab =
-                cfg.kv_cache_dtype == KvCacheDtype::none
-                    ? attention_bound(tap("q_rot"), rq.rest, tap("k_rot"), rk.rest, v, e["v"], positions, positions,
-                                      attention_params(cfg), sinks, u, &rq, &rk, true)
-                    : [&] {
-                          const Spread sk = fp8_spread(tap("k_rot"), e["k_rot"], c.in("k_scale").data, cfg, u);
-                          const Spread sv = fp8_spread(v, e["v"], c.in("v_scale").data, cfg, u);
-                          return attention_bound(tap("q_rot"), e["q_rot"], sk.value, sk.bound, sv.value, sv.bound,
-                                                 positions, positions, attention_params(cfg), sinks, u, nullptr,
-                                                 nullptr, true);
-                      }();
+            AttnBound ab;
+            if (cfg.kv_cache_dtype == KvCacheDtype::none) {
+                ab = attention_bound(tap("q_rot"), rq.rest, tap("k_rot"), rk.rest, v, e["v"], positions, positions,
+                                     attention_params(cfg), sinks, u, &rq, &rk, true);
+            } else {
+                const Spread sk = fp8_spread(tap("k_rot"), e["k_rot"], c.in("k_scale").data, cfg, u);
+                const Spread sv = fp8_spread(v, e["v"], c.in("v_scale").data, cfg, u);
+                ab = attention_bound(tap("q_rot"), e["q_rot"], sk.value, sk.bound, sv.value, sv.bound, positions,
+                                     positions, attention_params(cfg), sinks, u, nullptr, nullptr, true);
+            }
             e["attn"] = ab.together + ab.apart;
             // h = x + attn @ wo: the projection (stored before the add below
             // float32), the add, and attn's bound through wo — what one softmax

@@ -143,15 +143,9 @@ struct KvCache {
 
     void use_fp8(const Context& ctx, const BlockConfig& c, const BlockWeights& w) {
         fp8 = c.kv_cache_dtype;
-        PagedAttentionParams p;  // the scales as the paged kernel's tables read them
-        p.n_kv_heads = c.n_kv_heads;
-        p.kv_cache_dtype = fp8;
-        p.k_scale = w.k_scale.data;
-        p.v_scale = w.v_scale.data;
-        p.n_kv_scales = w.k_scale.size();
+        const PagedAttentionParams p = decode_cache_params(c, w);  // the scales as the paged kernel's tables read them
         for (bool is_v : {false, true}) {
-            std::vector<float> per_head(sz(c.n_kv_heads));
-            for (int64_t g = 0; g < c.n_kv_heads; ++g) per_head[sz(g)] = p.kv_scale(is_v, g);
+            const std::vector<float> per_head = kv_scales_per_head(p, is_v);
             const std::vector<float> lut = fp8_read_table(p, is_v);
             (is_v ? v_scale : k_scale) = upload<float>(ctx, is_v ? "v_scale" : "k_scale", per_head.data(), per_head.size());
             (is_v ? v_lut : k_lut) = upload<float>(ctx, is_v ? "v_fp8_table" : "k_fp8_table", lut.data(), lut.size());

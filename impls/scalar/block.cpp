@@ -218,11 +218,7 @@ void ScalarImpl::cache_write(const NewKv& in, const BlockConfig&, MutView k_rows
 void ScalarImpl::cache_round_trip(const BlockWeights& w, const BlockConfig& c, MutView k_rows, MutView v_rows) const {
     const KvCacheRules kr = kv_cache_rules();
     if (c.kv_cache_dtype == KvCacheDtype::none || !kr.quantise) return;
-    PagedAttentionParams p;  // the scales as paged_attention's rules read them
-    p.kv_cache_dtype = c.kv_cache_dtype;
-    p.k_scale = w.k_scale.data;
-    p.v_scale = w.v_scale.data;
-    p.n_kv_scales = w.k_scale.size();
+    const PagedAttentionParams p = decode_cache_params(c, w);  // the scales as paged_attention's rules read them
     const int64_t hd = c.head_dim;
     for (int64_t t = 0; t < k_rows.rows; t++)
         for (int64_t j = 0; j < k_rows.cols; j++) {

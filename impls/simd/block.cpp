@@ -54,8 +54,11 @@ EngineWeights prepare_weights(ThreadPool& pool, const BlockWeights& w, const Blo
         const int64_t n = c.kv_scale_per_head ? c.n_kv_heads : 1;
         if (!w.k_scale.data || !w.v_scale.data || w.k_scale.size() != n || w.v_scale.size() != n)
             throw ImplError("simd: an FP8 cache needs k_scale and v_scale of " + std::to_string(n) + " each");
-        ew.k_scale.assign(w.k_scale.data, w.k_scale.data + w.k_scale.size());
-        ew.v_scale.assign(w.v_scale.data, w.v_scale.data + w.v_scale.size());
+        const PagedAttentionParams p = decode_cache_params(c, w);
+        ew.k_scale = kv_scales_per_head(p, false);
+        ew.v_scale = kv_scales_per_head(p, true);
+        ew.k_table = fp8_read_table(p, false);
+        ew.v_table = fp8_read_table(p, true);
     }
     ew.wqkv = pack_columns(pool, e, {w.wq, w.wk, w.wv});
     ew.wo = pack_columns(pool, e, {w.wo});
@@ -65,20 +68,17 @@ EngineWeights prepare_weights(ThreadPool& pool, const BlockWeights& w, const Blo
 }
 
 // Rows [row0, row0 + n) of a cache buffer through the FP8 cache: each value
-// x becomes fp8(x / s) * s, s its kv head's scale (or the one), stored back
-// in the buffer's elem. The code's value times s comes from a table per kv
-// head, as the paged kernel reads its codes; the rows are few (a decode step
-// writes one), so this is a plain loop.
-static void fp8_round_trip(Buffer& b, size_t row0, size_t n, const std::vector<float>& scale, const BlockConfig& c) {
+// x becomes fp8(x / s) * s, s its kv head's scale, stored back in the
+// buffer's elem. The code's value times s comes from the kv head's table, as
+// the paged kernel reads its codes; the rows are few (a decode step writes
+// one), so this is a plain loop.
+static void fp8_round_trip(Buffer& b, size_t row0, size_t n, const std::vector<float>& scale,
+                           const std::vector<float>& table, const BlockConfig& c) {
     const size_t W = b.cols(), hd = static_cast<size_t>(c.head_dim);
-    std::vector<float> table(scale.size() * 256);  // [g][code] = fp8_float(code) * scale[g]
-    for (size_t g = 0; g < scale.size(); ++g)
-        for (int code = 0; code < 256; ++code)
-            table[g * 256 + static_cast<size_t>(code)] = fp8_float(static_cast<uint8_t>(code), c.kv_cache_dtype) * scale[g];
     Tensor rows_f(static_cast<int64_t>(n), static_cast<int64_t>(W));
     load(CRows{static_cast<const char*>(b.data()) + row0 * W * elem_bytes(b.elem()), W, b.elem()}, 0, rows_f.mut());
     for (size_t i = 0; i < n * W; ++i) {
-        const size_t g = scale.size() > 1 ? (i % W) / hd : 0;
+        const size_t g = (i % W) / hd;
         float& x = rows_f.data[i];
         x = table[g * 256 + fp8_bits(x / scale[g], c.kv_cache_dtype)];
     }
@@ -141,8 +141,8 @@ void forward(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t*
     qr.v = cache.v.m_at(cache.len);
     rows(pool, n, [&](size_t r0, size_t r1) { kern::qkv_rope_rows(t, qr, r0, r1); });
     if (c.kv_cache_dtype != KvCacheDtype::none) {
-        fp8_round_trip(cache.k, cache.len, n, w.k_scale, c);
-        fp8_round_trip(cache.v, cache.len, n, w.v_scale, c);
+        fp8_round_trip(cache.k, cache.len, n, w.k_scale, w.k_table, c);
+        fp8_round_trip(cache.v, cache.len, n, w.v_scale, w.v_table, c);
     }
     std::copy(pos, pos + n, cache.pos.begin() + static_cast<std::ptrdiff_t>(cache.len));
     cache.len += n;

@@ -33,10 +33,11 @@ struct EngineWeights {
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
     std::vector<float> bqkv;  // [bq | bk | bv] as stored, beside wqkv's columns (qkv_bias only)
     std::vector<float> sinks;  // [H] each head's sink logit as stored (attn_sinks only)
-    // decode's FP8 cache (config.kv_cache_dtype): 1 or KV scales each. The
-    // cache keeps each value as its code's value times the scale, in elem:
-    // what attention reads is what an FP8 cache gives back.
-    std::vector<float> k_scale, v_scale;
+    // decode's FP8 cache (config.kv_cache_dtype): each kv head's scale [KV]
+    // and read table [KV * 256] (dtype.h fp8_read_table), for K and V, built
+    // once. The cache keeps each value as its code's value times the scale,
+    // in elem: what attention reads is what an FP8 cache gives back.
+    std::vector<float> k_scale, v_scale, k_table, v_table;
     PackedWeight wqkv, wo, w13, w2;
 };
 

@@ -152,6 +152,16 @@ PY
   # ...and one from before ABI 1.5 has no norm_plus_one.
   expect 1 "not run: +noop rmsnorm: 3 cases unsupported \(built against plugin ABI 1.4, which has no norm_plus_one" -- \
     --op rmsnorm --params plus_one=1 --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi14_plugin.so"
+  # ...and one from before ABI 1.8 no FP8 cache in decode (it had one in paged_attention);
+  # through the sandbox, in its hello's words (conform-worker declares what the table supports).
+  expect 1 "not run: +noop decode: 3 cases unsupported \(noop declares no fp8_e4m3 KV cache for decode" -- \
+    --op decode --params kv_dtype=fp8_e4m3,kv_scale=head --cases 3 --no-default-fixtures \
+    --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi17_plugin.so"
+  # A 1.8 table is offered them, with the scales in its config: noop copies x, so the
+  # cases run and fail on their numbers, not on scales missing (noop_decode checks them).
+  expect 1 "FAIL noop decode" -- --op decode --params kv_dtype=fp8_e5m2,kv_scale=tensor --cases 3 --no-default-fixtures \
+    --impl-lib "$BAD_PLUGIN_DIR/libnoop_plugin.so"
+  grep -q "without its" "$tmp/out" && { cat "$tmp/out"; fail "noop decode did not get the FP8 cache's scales"; }
 
   # --isolate runs in-repo implementations in a worker too, block taps included.
   expect 0 "block +scalar" -- --impl scalar --isolate --op all --cases 3 --out "$tmp/iso"

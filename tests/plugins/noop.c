@@ -6,6 +6,7 @@
  * copies and the checks (BENCHMARKS.md, "Isolation and workers"). */
 #include <conform/plugin.h>
 
+#include <stdio.h>
 #include <string.h>
 
 /* NOOP_ABI_MINOR: the minor version the table claims (an older plugin's). */
@@ -47,6 +48,29 @@ static int32_t noop_block(const conform_config* c, const conform_tensor* x, cons
     return copy(x, &taps[CONFORM_TAP_OUT]);
 }
 
+/* decode copies x too. With an FP8 cache (ABI 1.8) it first checks that the
+ * scales arrived as plugin.h says, 1 or n_kv_heads of each: a kernel needs
+ * them, and a case that reaches a table without them is the harness's bug. */
+static int32_t noop_decode(const conform_config* c, const conform_tensor* x, const conform_block_weights* w,
+                           const conform_tensor* p, int64_t prefill, const conform_tensor* out, char* m, size_t n) {
+    (void)w, (void)p, (void)prefill;
+#if NOOP_ABI_MINOR >= 8
+    if (c->kv_cache_dtype != CONFORM_KV_CACHE_NONE) {
+        const conform_tensor* s[2] = {&c->k_scale, &c->v_scale};
+        for (int i = 0; i < 2; ++i) {
+            const int64_t len = s[i]->ndim == 1 ? s[i]->shape[0] : -1;
+            if (s[i]->data == NULL || (len != 1 && len != c->n_kv_heads)) {
+                snprintf(m, n, "decode: an FP8 cache without its %s (1 or n_kv_heads values)", i ? "v_scale" : "k_scale");
+                return CONFORM_ERR_INVALID_ARGUMENT;
+            }
+        }
+    }
+#else
+    (void)c, (void)m, (void)n;
+#endif
+    return copy(x, out);
+}
+
 CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void) {
     static const conform_plugin table = {
         .abi_version = CONFORM_PLUGIN_ABI_VERSION,
@@ -60,6 +84,7 @@ CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void) {
         .attention = noop_attention,
         .swiglu = noop_swiglu,
         .block = noop_block,
+        .decode = noop_decode,
         .abi_minor = NOOP_ABI_MINOR,
     };
     return &table;

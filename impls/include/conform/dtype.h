@@ -174,6 +174,13 @@ inline std::vector<float> fp8_read_table(const PagedAttentionParams& p, bool is_
     return table;
 }
 
+// Every kv head's scale for K or V (the one, repeated, when per tensor).
+inline std::vector<float> kv_scales_per_head(const PagedAttentionParams& p, bool is_v) {
+    std::vector<float> s(static_cast<size_t>(p.n_kv_heads));
+    for (int64_t g = 0; g < p.n_kv_heads; ++g) s[static_cast<size_t>(g)] = p.kv_scale(is_v, g);
+    return s;
+}
+
 // The value x / scale takes in the cache, and back: fp8(x / scale) * scale
 // is what a reader of the cache sees (the division in float32, as a cache
 // write computes it).

@@ -50,6 +50,19 @@ struct BlockWeights {
     View v_scale;
 };
 
+// decode's FP8 cache as paged_attention's rules and tables read one: the
+// dtype, the scales and their count (kv_cache_dtype none without a cache).
+inline PagedAttentionParams decode_cache_params(const BlockConfig& c, const BlockWeights& w) {
+    PagedAttentionParams p;
+    p.n_kv_heads = c.n_kv_heads;
+    p.head_dim = c.head_dim;
+    p.kv_cache_dtype = c.kv_cache_dtype;
+    p.k_scale = w.k_scale.data;
+    p.v_scale = w.v_scale.data;
+    p.n_kv_scales = w.k_scale.size();
+    return p;
+}
+
 // A set of taps, as a bitmask over Tap.
 struct TapSet {
     uint32_t bits = 0;
