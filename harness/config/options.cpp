@@ -55,8 +55,9 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
                                  "every RMSNorm scales by (1 + w), its weight stored as an offset from one (Gemma): "
                                  "0 | 1");
     o.o_kv_cache_dtype = g->add_option("--kv-cache-dtype", o.kv_cache_dtype,
-                                       "the paged KV cache's storage (vLLM's kv_cache_dtype): none | fp8_e4m3 | "
-                                       "fp8_e5m2 (K and V written as fp8(x / scale), read as code * scale)");
+                                       "the KV cache's storage, paged_attention's and decode's (vLLM's "
+                                       "kv_cache_dtype): none | fp8_e4m3 | fp8_e5m2 (K and V written as "
+                                       "fp8(x / scale), read as code * scale)");
     o.o_kv_scale = g->add_option("--kv-scale", o.kv_scale, "an FP8 cache's scales: tensor (one each for K and V) | head (one per kv head)");
     o.o_eps = g->add_option("--eps,--norm-eps", o.eps, "RMSNorm eps");
 }

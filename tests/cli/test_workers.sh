@@ -90,6 +90,8 @@ expect 3 'hello: kv_cache_dtypes: expected "fp8_e4m3" or "fp8_e5m2", found "int8
   --impl-cmd "$PY $faults/bad_hello.py kvcache" --op paged_attention --cases 1 --no-default-fixtures --out "$tmp/kv"
 expect 3 'hello: kv_cache_dtypes: the worker does not implement paged_attention' -- \
   --impl-cmd "$PY $faults/bad_hello.py kvcache_op" --op rmsnorm --cases 1 --no-default-fixtures --out "$tmp/kv"
+expect 3 'hello: kv_cache_dtypes: not an array or an object' -- \
+  --impl-cmd "$PY $faults/bad_hello.py kvcache_num" --op rmsnorm --cases 1 --no-default-fixtures --out "$tmp/kv"
 expect 3 'hello: kv_cache_dtypes: rope is not an op with a KV cache \(paged_attention, decode\)' -- \
   --impl-cmd "$PY $faults/bad_hello.py kvcache_obj" --op rmsnorm --cases 1 --no-default-fixtures --out "$tmp/kv"
 expect 3 'hello: kv_cache_dtypes.decode: expected "fp8_e4m3" or "fp8_e5m2", found "fp4"' -- \

@@ -37,6 +37,8 @@ elif MODE == "kvcache":
     hello["kv_cache_dtypes"] = ["fp8_e4m3", "int8"]
 elif MODE == "kvcache_op":
     hello["kv_cache_dtypes"] = ["fp8_e4m3"]
+elif MODE == "kvcache_num":
+    hello["kv_cache_dtypes"] = 5
 elif MODE == "kvcache_obj":
     hello["kv_cache_dtypes"] = {"rope": ["fp8_e4m3"]}
 elif MODE == "kvcache_obj_decode":
