@@ -110,6 +110,10 @@ const std::vector<ImplEntry>& mutant_implementations() {
          ops_using(kNormPlusOne)},
         {"norm_plus_one_spurious", "(1 + w) norms for a config without Gemma's norms", true, always,
          norm_plus_one_spurious, ops_using(kNormPlusOne)},
+        {"geglu_as_swiglu", "GeGLU's gate through silu (a Llama FFN kernel on Gemma)", true, always, geglu_as_swiglu,
+         ops_using(kGeglu)},
+        {"gelu_erf_for_tanh", "exact (erf) GELU where GeGLU's tanh approximation is meant", true, always,
+         gelu_erf_for_tanh, ops_using(kGeglu)},
         {"decode_cache_unrotated_k", "decode steps cache their key before RoPE", true, always,
          decode_cache_unrotated_k, decode_ops},
         // Precision (issue 14): float32 kernels that keep something of RoPE in less.
@@ -160,7 +164,7 @@ const std::vector<ImplEntry>& mutant_implementations() {
          fp8_ops},
         // The chapter's design choices taken the other way.
         {"layer_norm_not_rms", "LayerNorm (mean subtracted) for RMSNorm", true, always, layer_norm_not_rms, norm_ops},
-        {"gelu_gate", "GELU on the gate instead of SiLU", true, always, gelu_gate, swiglu_ops},
+        {"gelu_gate", "GELU on a SwiGLU gate instead of SiLU", true, always, gelu_gate, swiglu_ops},
     };
     return table;
 }

@@ -173,6 +173,17 @@ TEST_CASE("rope_scaling: rope_type or the legacy type, null, default, and HF's d
     CHECK(p.block.rotary() == 64);
 }
 
+TEST_CASE("hidden_act gelu_pytorch_tanh reads as GeGLU, silu and its absence as SwiGLU", "[config]") {
+    const std::string base = kMinimalLlama;
+    CHECK(parse_hf_config(base + "}", "a.json").block.hidden_act == HiddenAct::silu);
+    CHECK(parse_hf_config(base + ", \"hidden_act\": \"silu\"}", "b.json").block.hidden_act == HiddenAct::silu);
+    CHECK(parse_hf_config(base + ", \"hidden_act\": \"gelu_pytorch_tanh\"}", "c.json").block.hidden_act ==
+          HiddenAct::gelu_tanh);
+    // hidden_activation (Gemma's) is read after hidden_act, as transformers' Gemma prefers it.
+    CHECK(parse_hf_config(base + ", \"hidden_act\": \"silu\", \"hidden_activation\": \"gelu_pytorch_tanh\"}", "d.json")
+              .block.hidden_act == HiddenAct::gelu_tanh);
+}
+
 TEST_CASE("bad configs are refused naming the file and the field", "[config]") {
     const std::string base = kMinimalLlama;
     auto scaling = [&](const std::string& s) { return refusal(base + ", \"rope_scaling\": " + s + "}"); };
@@ -187,6 +198,11 @@ TEST_CASE("bad configs are refused naming the file and the field", "[config]") {
                Catch::Contains("x.json: num_key_value_heads (kv heads): expected a divisor of num_attention_heads 32, found 5"));
     CHECK_THAT(refusal(R"({"rms_norm_eps": 0})"), Catch::Contains("x.json: rms_norm_eps: expected a positive number"));
     CHECK_THAT(refusal(R"({"hidden_act": "gelu"})"), Catch::Contains("x.json: hidden_act: expected \"silu\""));
+    CHECK_THAT(refusal(R"({"hidden_act": 3})"), Catch::Contains("x.json: hidden_act: expected \"silu\""));
+    // "gelu_tanh" is conform's own spelling, not transformers': ACT2FN has no such key.
+    CHECK_THAT(refusal(R"({"hidden_act": "gelu_tanh"})"), Catch::Contains("x.json: hidden_act: expected \"silu\""));
+    CHECK_THAT(refusal(R"({"hidden_activation": "gelu_new"})"),
+               Catch::Contains("x.json: hidden_activation: expected \"silu\" (SwiGLU) or \"gelu_pytorch_tanh\""));
     CHECK_THAT(refusal(base + ", \"partial_rotary_factor\": 1.5}"), Catch::Contains("x.json: partial_rotary_factor"));
     CHECK_THAT(refusal(R"({"head_dim": 7})"), Catch::Contains("x.json: head_dim: RoPE rotates pairs"));
     // The served twists the block does not model: refused by field or architecture, never run as Llama.

@@ -159,6 +159,10 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         "prefill=3,kv_dtype=fp8_e4m3,kv_scale=head,mag=1,outliers=0,seed=34)",
         "decode(T=5,D=16,H=4,KV=2,hd=8,F=24,layout=interleaved,theta=500000,qk_norm=0,eps=1.0000000000000001e-05,"
         "pos=100,prefill=0,kv_dtype=fp8_e5m2,kv_scale=tensor,mag=1,outliers=0,seed=35)",
+        // Gemma's GeGLU: the FFN alone (gates spread past |a| = 2, where erf and tanh GELU part most), and a block.
+        "swiglu(T=3,D=24,F=40,act=gelu_tanh,mag=2,outliers=0,seed=36)",
+        "block(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,pos=5,"
+        "plus_one=1,act=gelu_tanh,mag=1,outliers=0,seed=37)",
     };
     auto scalar = test::make("scalar");
     std::set<std::string> distinguished;

@@ -145,7 +145,8 @@ TEST_CASE("a fixture round-trips every op bit for bit", "[fixtures][h5]") {
                 if (f == "norm_eps") CHECK(a.norm_eps == b.norm_eps);
             }
             if (want.op == Op::rope || want.op == Op::qk_norm) CHECK(a.n_heads == want.in("x").cols() / a.head_dim);
-            if (want.op == Op::swiglu) CHECK((a.d_model == b.d_model && a.ffn_dim == b.ffn_dim));
+            if (want.op == Op::swiglu)
+                CHECK((a.d_model == b.d_model && a.ffn_dim == b.ffn_dim && a.hidden_act == b.hidden_act));
         }
     }
 }
@@ -290,7 +291,9 @@ class SwappedRope : public Implementation {
     void attention(View q, View k, View v, Positions qp, Positions kp, const AttentionParams& p, MutView out) override {
         inner_->attention(q, k, v, qp, kp, p, out);
     }
-    void swiglu(View x, View w1, View w3, View w2, MutView out) override { inner_->swiglu(x, w1, w3, w2, out); }
+    void swiglu(View x, View w1, View w3, View w2, const SwigluParams& p, MutView out) override {
+        inner_->swiglu(x, w1, w3, w2, p, out);
+    }
     TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) override {
         return inner_->block(x, w, pos, c, out);
     }

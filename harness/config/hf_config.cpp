@@ -315,10 +315,18 @@ ModelConfig resolve(const json& j, const std::string& file) {
     if (arch->note) m.notes.push_back(arch->note);
     const std::string dflt = std::string(arch->cls) + "'s default";
 
-    if (r.present("hidden_act")) {
-        const json& act = j.at("hidden_act");
-        if (!act.is_string() || act.get<std::string>() != "silu")
-            r.fail("hidden_act", "expected \"silu\" (the block's FFN is SwiGLU), found " + act.dump());
+    // The FFN gate: silu (SwiGLU) or gelu_pytorch_tanh (GeGLU). Exact GELU
+    // ("gelu") is refused: no architecture read here runs it, and Gemma's
+    // checkpoints that say it are run by transformers with the tanh form
+    // (hidden_activation, which wins where present).
+    for (const char* key : {"hidden_act", "hidden_activation"}) {
+        if (!r.present(key)) continue;
+        const json& act = j.at(key);
+        const auto a = act.is_string() ? parse_hidden_act(act.get<std::string>()) : std::nullopt;
+        if (!a || act.get<std::string>() == "gelu_tanh")
+            r.fail(key, "expected \"silu\" (SwiGLU) or \"gelu_pytorch_tanh\" (GeGLU), found " + act.dump() +
+                            " (exact GELU and other activations are not modelled)");
+        m.block.hidden_act = *a;
     }
     // Qwen2's biases are the architecture's (q, k, v only); Llama's
     // attention_bias puts one on o_proj too, which the block does not model:

@@ -22,7 +22,7 @@ std::string num(double v) {
 bool ConfigOptions::given() const {
     for (const CLI::Option* opt : {o_preset, o_file, o_d_model, o_heads, o_kv_heads, o_head_dim, o_ffn, o_layers,
                                    o_theta, o_eps, o_layout, o_qk_norm, o_qkv_bias, o_window, o_softcap, o_sinks,
-                                   o_plus_one, o_kv_cache_dtype, o_kv_scale})
+                                   o_plus_one, o_hidden_act, o_kv_cache_dtype, o_kv_scale})
         if (opt && opt->count() > 0) return true;
     return false;
 }
@@ -54,6 +54,9 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
     o.o_plus_one = g->add_option("--norm-plus-one", o.plus_one,
                                  "every RMSNorm scales by (1 + w), its weight stored as an offset from one (Gemma): "
                                  "0 | 1");
+    o.o_hidden_act = g->add_option("--hidden-act", o.hidden_act,
+                                   "the FFN gate's activation (HF hidden_act): silu (SwiGLU) | gelu_tanh (GeGLU, "
+                                   "Gemma's gelu_pytorch_tanh)");
     o.o_kv_cache_dtype = g->add_option("--kv-cache-dtype", o.kv_cache_dtype,
                                        "the KV cache's storage, paged_attention's and decode's (vLLM's "
                                        "kv_cache_dtype): none | fp8_e4m3 | fp8_e5m2 (K and V written as "
@@ -138,6 +141,13 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
         m.overrides.push_back("--attn-softcap " + num(o.softcap) +
                               (m.name.empty() ? "" : " (was " + num(c.attn_logit_softcapping) + ")"));
         c.attn_logit_softcapping = o.softcap;
+    }
+    if (o.o_hidden_act && o.o_hidden_act->count()) {
+        const auto a = parse_hidden_act(o.hidden_act);
+        if (!a) throw ConfigError("--hidden-act: expected silu or gelu_tanh, found '" + o.hidden_act + "'");
+        m.overrides.push_back(std::string("--hidden-act ") + to_string(*a) +
+                              (m.name.empty() ? "" : std::string(" (was ") + to_string(c.hidden_act) + ")"));
+        c.hidden_act = *a;
     }
     if (o.o_kv_cache_dtype && o.o_kv_cache_dtype->count()) {
         const auto d = parse_kv_cache_dtype(o.kv_cache_dtype);

@@ -418,12 +418,30 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         add("rmsnorm_mean_not_squared", va, "RMSNorm divides by sqrt(mean|x|) where it must use mean(x^2)");
     }
     if (uses(op, kSwiglu)) {
+        const bool geglu = cfg.hidden_act == HiddenAct::gelu_tanh;
         ref::Variant v;
         v.swiglu_gate_on_up = true;
-        add("swiglu_gate_on_up", v, "SiLU applied to the up branch (x @ w3) instead of the gate (x @ w1)");
+        add("swiglu_gate_on_up", v,
+            std::string(geglu ? "gelu_tanh" : "SiLU") + " applied to the up branch (x @ w3) instead of the gate (x @ w1)");
         ref::Variant vg;
         vg.gelu_gate = true;
-        add("gelu_gate", vg, "GELU on the gate (a GELU MLP's activation) where SwiGLU uses SiLU");
+        if (geglu)
+            add("gelu_erf_for_tanh", vg,
+                "exact (erf) GELU on the gate where the config's GeGLU uses the tanh approximation "
+                "(hidden_act gelu_pytorch_tanh: F.gelu(a, approximate=\"tanh\"); the two differ by up to 4.7e-4 near "
+                "|a| = 2)");
+        else
+            add("gelu_gate", vg, "GELU on the gate (a GELU MLP's activation) where SwiGLU uses SiLU");
+    }
+    if (uses(op, kGeglu)) {
+        ref::Variant va;
+        va.hidden_act = cfg.hidden_act == HiddenAct::gelu_tanh ? HiddenAct::silu : HiddenAct::gelu_tanh;
+        if (cfg.hidden_act == HiddenAct::gelu_tanh)
+            add("geglu_as_swiglu", va,
+                "SiLU on the gate where the config's FFN is GeGLU (Gemma's hidden_activation gelu_pytorch_tanh): a "
+                "Llama FFN kernel");
+        else
+            add("swiglu_as_geglu", va, "gelu_tanh on the gate (Gemma's GeGLU) where the config's FFN is SwiGLU");
     }
     return h;
 }
@@ -446,6 +464,8 @@ std::vector<std::pair<std::string, BlockConfig>> config_hypotheses(const BlockCo
         if (rest.window) v.sliding_window = *rest.window, rest.window.reset();
         if (rest.qkv_bias == ref::Variant::QkvBias::missing)
             v.qkv_bias = false, rest.qkv_bias = ref::Variant::QkvBias::as_config;
+        if (rest.norm_plus_one) v.norm_plus_one = *rest.norm_plus_one, rest.norm_plus_one.reset();
+        if (rest.hidden_act) v.hidden_act = *rest.hidden_act, rest.hidden_act.reset();
         if (!rest.faithful() || h.variant.faithful()) continue;
         out.emplace_back(h.id + value, v);
     }

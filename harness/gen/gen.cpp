@@ -242,6 +242,11 @@ void pick_kv_cache(CaseSpec& s) {
 // offsets, materialize). Drawn last.
 void pick_norm_plus_one(CaseSpec& s) { s.config.norm_plus_one = weighted<int>({{3, 0}, {1, 1}}) == 1; }
 
+// Gemma's GeGLU (gelu_tanh gate) in a quarter of the cases. Drawn last.
+void pick_hidden_act(CaseSpec& s) {
+    s.config.hidden_act = weighted<HiddenAct>({{3, HiddenAct::silu}, {1, HiddenAct::gelu_tanh}});
+}
+
 // Partial rotary (GPT-NeoX, Phi, GLM: a half or a quarter of the head), then
 // RoPE scaling with the parameters real checkpoints use. Drawn after
 // everything else, so a case without them is the case its seed drew before
@@ -397,6 +402,7 @@ void pin(CaseSpec& s, const BlockConfig& c) {
     if (info.reads("attn_logit_softcapping")) s.config.attn_logit_softcapping = c.attn_logit_softcapping;
     if (info.reads("attn_sinks")) s.config.attn_sinks = c.attn_sinks;
     if (info.reads("norm_plus_one")) s.config.norm_plus_one = c.norm_plus_one;
+    if (info.reads("hidden_act")) s.config.hidden_act = c.hidden_act;
     if (info.reads("kv_cache_dtype")) {
         s.config.kv_cache_dtype = c.kv_cache_dtype;
         s.config.kv_scale_per_head = c.kv_scale_per_head;
@@ -539,6 +545,7 @@ CaseSpec make(const Stream& st) {
     if (op_info(op).uses(kSinks)) pick_sinks(s);
     if (op_info(op).uses(kNormPlusOne)) pick_norm_plus_one(s);
     if (op_info(op).uses(kFp8Cache)) pick_kv_cache(s);
+    if (op_info(op).uses(kGeglu)) pick_hidden_act(s);
     if (pinned) pin(s, *pinned);
     if (st.real) take_layer(s, st.real);
     return s;
@@ -599,6 +606,11 @@ void norm_field(const CaseSpec& s, Fields& f) {
     if (s.config.norm_plus_one) f.emplace_back("plus_one", "1");
 }
 
+// GeGLU, only when on (older ids parse to the same case).
+void act_field(const CaseSpec& s, Fields& f) {
+    if (s.config.hidden_act != HiddenAct::silu) f.emplace_back("act", to_string(s.config.hidden_act));
+}
+
 bool is_rope_extra(const std::string& k) {
     bool extra = k == "rd" || k == "scaling";
     for_each_field(BlockConfig{}, [&](const ConfigField& cf, const auto&) { extra = extra || (cf.is_scaling_param() && k == cf.id); });
@@ -623,7 +635,7 @@ Fields fields(const CaseSpec& s) {
             shape_field(s, f);
             window_field(s, f);
             break;
-        case Op::swiglu: add("T", I(s.T)); add("D", I(s.config.d_model)); add("F", I(s.config.ffn_dim)); break;
+        case Op::swiglu: add("T", I(s.T)); add("D", I(s.config.d_model)); add("F", I(s.config.ffn_dim)); act_field(s, f); break;
         case Op::paged_attention: {
             auto list = [&](const std::vector<int64_t>& v) {
                 std::string o;
@@ -650,6 +662,7 @@ Fields fields(const CaseSpec& s) {
             if (s.bias_mean != 0.0) add("bias_mean", num(s.bias_mean));
             window_field(s, f);
             norm_field(s, f);
+            act_field(s, f);
             if (s.op == Op::decode) kv_cache_field(s, f);
             break;
     }
@@ -758,7 +771,7 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
     static const std::pair<const char*, Convention> kOwned[] = {
         {"bias", kQkvBias}, {"bias_mean", kQkvBias}, {"window", kWindow}, {"sinks", kSinks},
         {"plus_one", kNormPlusOne}, {"softcap", kSoftcap}, {"P", kPaged}, {"kv", kPaged}, {"q", kPaged},
-        {"pool", kPaged}, {"qk_gain", kResidual}, {"kv_dtype", kFp8Cache}, {"kv_scale", kFp8Cache}};
+        {"pool", kPaged}, {"qk_gain", kResidual}, {"kv_dtype", kFp8Cache}, {"kv_scale", kFp8Cache}, {"act", kGeglu}};
     for (const auto& [k, v] : kv)
         for (const auto& [field, bit] : kOwned)
             if (k == field && !op_info(s.op).uses(bit))
@@ -787,6 +800,11 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             else if (k == "plus_one") {
                 if (v != "0" && v != "1") return fail("plus_one must be 0 or 1, found '" + v + "'");
                 s.config.norm_plus_one = v == "1";
+            }
+            else if (k == "act") {
+                const auto a = parse_hidden_act(v);
+                if (!a) return fail("act must be silu or gelu_tanh, found '" + v + "'");
+                s.config.hidden_act = *a;
             }
             else if (k == "softcap") {
                 s.config.attn_logit_softcapping = std::stod(v);

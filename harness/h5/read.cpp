@@ -376,6 +376,14 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
                 ctx.fail("config/attn_logit_softcapping", std::string("op ") + to_string(op) + " has no attention scores to cap");
             cfg.attn_logit_softcapping = v;
         }
+        if (has("hidden_act")) {
+            const std::string v = read_string(ctx, g.get(), "hidden_act", "config/hidden_act");
+            const auto a = parse_hidden_act(v);
+            if (!a) ctx.fail("config/hidden_act", "expected \"silu\" or \"gelu_tanh\", found \"" + v + "\"");
+            if (*a != HiddenAct::silu && !op_info(op).reads("hidden_act"))
+                ctx.fail("config/hidden_act", std::string("op ") + to_string(op) + " has no FFN gate");
+            cfg.hidden_act = *a;
+        }
         if (has("kv_cache_dtype")) {
             const std::string v = read_string(ctx, g.get(), "kv_cache_dtype", "config/kv_cache_dtype");
             const auto d = parse_kv_cache_dtype(v);

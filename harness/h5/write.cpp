@@ -81,7 +81,13 @@ struct Writer {
 
     void config(hid_t case_group, Op op, const BlockConfig& cfg) const {
         const std::vector<std::string> fields = required_config(op);
-        if (fields.empty()) return;
+        bool optional_on = false;  // swiglu has no required field, but GeGLU's hidden_act is one to write
+        for (const auto& f : optional_config(op))
+            for_each_field(cfg, [&](const ConfigField& cf, const auto& v) {
+                using V = std::decay_t<decltype(v)>;
+                optional_on = optional_on || (f == cf.name && v != V{});
+            });
+        if (fields.empty() && !optional_on) return;
         Group g = group(case_group, "config");
         // One attribute per field, as conform/config.h's table names it.
         auto write = [&](const char* name, const auto& v) {

@@ -235,6 +235,7 @@ conform_config config_of(DType dtype, const BlockConfig& c) {
     k.attn_logit_softcapping = c.attn_logit_softcapping;
     k.norm_plus_one = c.norm_plus_one ? 1u : 0u;
     k.kv_cache_dtype = to_abi(c.kv_cache_dtype);
+    k.hidden_act = c.hidden_act == HiddenAct::gelu_tanh ? CONFORM_HIDDEN_ACT_GELU_TANH : CONFORM_HIDDEN_ACT_SILU;
     return k;
 }
 conform_config config_only(DType dtype) {
@@ -283,6 +284,7 @@ std::string variant_beyond_abi(const conform_plugin& t, Op op, const BlockConfig
         {kFp8Cache, c.kv_cache_dtype != KvCacheDtype::none, 6, "kv_cache_dtype", "an FP8 KV cache"},
         // decode's FP8 cache came later than paged_attention's (kKvCache: decode alone)
         {kKvCache, c.kv_cache_dtype != KvCacheDtype::none, 8, "kv_cache_dtype for decode", "an FP8 KV cache to decode"},
+        {kGeglu, c.hidden_act != HiddenAct::silu, 9, "hidden_act", "a GeGLU FFN"},
     };
     const uint32_t minor = knows_1_1(t) ? t.abi_minor : 0;
     for (const Twist& w : twists)
@@ -408,11 +410,12 @@ class Adapter final : public Implementation {
         call.finish(timed([&] { return t_.attention(&c, &tq, &tk, &tv, &tqp, &tkp, &to, call.msg(), call.msg_cap()); }));
     }
 
-    void swiglu(View x, View w1, View w3, View w2, MutView out) override {
+    void swiglu(View x, View w1, View w3, View w2, const SwigluParams& p, MutView out) override {
         Call call("swiglu", dtype_);
         conform_config k = config_only(dtype_);
         k.d_model = x.cols;
         k.ffn_dim = w1.cols;
+        k.hidden_act = p.act == HiddenAct::gelu_tanh ? CONFORM_HIDDEN_ACT_GELU_TANH : CONFORM_HIDDEN_ACT_SILU;
         const conform_tensor tx = call.in("x", x), t1 = call.in("w1", w1), t3 = call.in("w3", w3),
                              t2 = call.in("w2", w2), to = call.out("out", out);
         call.finish(timed([&] { return t_.swiglu(&k, &tx, &t1, &t3, &t2, &to, call.msg(), call.msg_cap()); }));

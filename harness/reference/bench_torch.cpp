@@ -103,8 +103,10 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
     return torch::matmul(p, vh).transpose(0, 1).reshape({T, H * hd});
 }
 
-Tensor swiglu(const Tensor& x, const Tensor& w1, const Tensor& w3, const Tensor& w2) {
-    return torch::matmul(torch::silu(torch::matmul(x, w1)) * torch::matmul(x, w3), w2);
+Tensor swiglu(const Tensor& x, const Tensor& w1, const Tensor& w3, const Tensor& w2, HiddenAct act) {
+    auto gate = torch::matmul(x, w1);
+    auto a = act == HiddenAct::gelu_tanh ? torch::gelu(gate, "tanh") : torch::silu(gate);
+    return torch::matmul(a * torch::matmul(x, w3), w2);
 }
 
 // A norm's weight as a multiply: Gemma's 1 + w taken once, in float32.
@@ -160,7 +162,7 @@ Qkv project(const Tensor& attn_in, const Weights& w, const BlockConfig& c, const
 
 Tensor finish(const Tensor& x, const Tensor& attn, const Weights& w, const BlockConfig& c) {
     auto h = x + torch::matmul(attn, w.wo);
-    return h + swiglu(rms(h, w.ffn_norm, c.norm_eps), w.w1, w.w3, w.w2);
+    return h + swiglu(rms(h, w.ffn_norm, c.norm_eps), w.w1, w.w3, w.w2, c.hidden_act);
 }
 
 // run() is compute(), then, on the device, a wait for it: a run's time is
@@ -288,14 +290,19 @@ class PagedOp : public Op1 {
 class SwigluOp : public Op1 {
    public:
     explicit SwigluOp(const Case& c)
-        : x_(to_torch(c.in("x"))), w1_(to_torch(c.in("w1"))), w3_(to_torch(c.in("w3"))), w2_(to_torch(c.in("w2"))) {}
+        : x_(to_torch(c.in("x"))),
+          w1_(to_torch(c.in("w1"))),
+          w3_(to_torch(c.in("w3"))),
+          w2_(to_torch(c.in("w2"))),
+          act_(c.config.hidden_act) {}
     void compute() override {
         torch::NoGradGuard g;
-        out_ = swiglu(x_, w1_, w3_, w2_);
+        out_ = swiglu(x_, w1_, w3_, w2_, act_);
     }
 
    private:
     Tensor x_, w1_, w3_, w2_;
+    HiddenAct act_;
 };
 
 class BlockOp : public Op1 {

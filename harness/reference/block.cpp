@@ -128,7 +128,7 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
 
     // ---- feed-forward sublayer ------------------------------------------
     tap["ffn_in"] = v.post_norm ? tap["h"] : rmsnorm(tap["h"], in.at("ffn_norm").reshape({c.d_model}), c.norm_eps, c.norm_plus_one, ctx);
-    tap["ffn_out"] = swiglu(tap["ffn_in"], in.at("w1"), in.at("w3"), in.at("w2"), ctx);
+    tap["ffn_out"] = swiglu(tap["ffn_in"], in.at("w1"), in.at("w3"), in.at("w2"), c.hidden_act, ctx);
     tap["out"] = tap["h"] + tap["ffn_out"];
     if (v.post_norm) tap["out"] = rmsnorm(tap["out"], in.at("ffn_norm").reshape({c.d_model}), c.norm_eps, c.norm_plus_one, ctx);
     return tap;

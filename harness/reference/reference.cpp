@@ -91,8 +91,9 @@ std::string Variant::describe() const {
     if (rms_eps_outside) sep() << "rmsnorm eps outside sqrt";
     if (rms_mean_abs) sep() << "rmsnorm mean|x|";
     if (norm_plus_one) sep() << (*norm_plus_one ? "norms scaled by (1 + w)" : "norms scaled by w (not 1 + w)");
-    if (swiglu_gate_on_up) sep() << "silu on the up branch";
-    if (gelu_gate) sep() << "gelu gate";
+    if (swiglu_gate_on_up) sep() << "activation on the up branch";
+    if (gelu_gate) sep() << "exact (erf) gelu gate";
+    if (hidden_act) sep() << "hidden_act=" << to_string(*hidden_act);
     if (layer_norm) sep() << "layernorm (mean subtracted)";
     if (post_norm) sep() << "post-norm";
     if (residual_missing) sep() << "attention residual missing";
@@ -224,7 +225,7 @@ NamedD run(const Case& c, const Options& o) {
             put("out", attention(in("q"), in("k"), in("v"), pos("q_positions"), pos("k_positions"),
                                  attention_params(cfg), cfg.attn_sinks ? in("sinks") : torch::Tensor(), ctx));
             break;
-        case Op::swiglu: put("out", swiglu(in("x"), in("w1"), in("w3"), in("w2"), ctx)); break;
+        case Op::swiglu: put("out", swiglu(in("x"), in("w1"), in("w3"), in("w2"), cfg.hidden_act, ctx)); break;
         case Op::paged_attention: {
             // The pool stays where it is: each sequence's rows are gathered from it and converted alone.
             auto [y, lse] = paged_attention(in("q"), float_view(c.in("k_cache")), float_view(c.in("v_cache")),

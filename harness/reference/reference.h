@@ -87,8 +87,9 @@ struct Variant {
     bool rms_eps_outside = false;  // x / (sqrt(mean(x^2)) + eps)
     bool rms_mean_abs = false;     // mean(|x|) in place of mean(x^2)
     std::optional<bool> norm_plus_one;  // every norm's (1 + w) on or off instead of as the config says
-    bool swiglu_gate_on_up = false;  // (x@w1) * silu(x@w3)
-    bool gelu_gate = false;          // gelu(x@w1) * (x@w3): a GELU MLP's gate
+    bool swiglu_gate_on_up = false;  // (x@w1) * act(x@w3)
+    bool gelu_gate = false;          // gelu(x@w1) * (x@w3), exact (erf) GELU: a GELU MLP's gate
+    std::optional<HiddenAct> hidden_act;  // the FFN gate's activation instead of the config's
     bool layer_norm = false;         // the norms subtract the mean (LayerNorm without bias) before dividing by the rms
     bool post_norm = false;          // h = norm(x + attn(x)), out = norm(h + ffn(h)): post-norm, not pre-norm
     bool residual_missing = false;   // h = attn @ wo, the attention residual dropped

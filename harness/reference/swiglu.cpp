@@ -2,15 +2,18 @@
 
 namespace conform::ref {
 
-// HF LlamaMLP.forward (weights stored [in, out], so x @ W):
-//   down_proj(act_fn(gate_proj(x)) * up_proj(x))
+// HF LlamaMLP.forward / GemmaMLP.forward (weights stored [in, out], so x @ W):
+//   down_proj(act_fn(gate_proj(x)) * up_proj(x)),  act_fn = ACT2FN[hidden_act]: silu or gelu_pytorch_tanh
 torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3, const torch::Tensor& w2,
-                     const Ctx& ctx) {
+                     HiddenAct act, const Ctx& ctx) {
     auto gate = matmul(linear_input(x, "w1", ctx), w1, ctx);  // [T, F]
     auto up = matmul(linear_input(x, "w3", ctx), w3, ctx);    // [T, F]
-    auto g = ctx.v.swiglu_gate_on_up ? gate * torch::silu(up)
-             : ctx.v.gelu_gate        ? torch::gelu(gate) * up
-                                      : torch::silu(gate) * up;
+    const HiddenAct a = ctx.v.hidden_act.value_or(act);
+    const auto act_fn = [&](const torch::Tensor& t) {
+        if (ctx.v.gelu_gate) return torch::gelu(t);  // exact (erf) GELU
+        return a == HiddenAct::gelu_tanh ? torch::gelu(t, "tanh") : torch::silu(t);
+    };
+    auto g = ctx.v.swiglu_gate_on_up ? gate * act_fn(up) : act_fn(gate) * up;
     return matmul(linear_input(g, "w2", ctx), w2, ctx);  // [T, D]
 }
 

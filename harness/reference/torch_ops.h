@@ -145,9 +145,9 @@ std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, 
                                                         const BlockConfig& cfg, const torch::Tensor& sinks,
                                                         const Ctx& ctx);
 
-// (silu(x @ w1) * (x @ w3)) @ w2
+// (act(x @ w1) * (x @ w3)) @ w2, act = F.silu or F.gelu(approximate="tanh") (config.hidden_act)
 torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3, const torch::Tensor& w2,
-                     const Ctx& ctx);
+                     HiddenAct act, const Ctx& ctx);
 
 // The block; returns every tap by name. decode_from: tokens at index >= this
 // are decode steps (only Variant::decode_pos_shift looks at it).

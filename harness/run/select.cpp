@@ -71,6 +71,7 @@ gen::CaseSpec spec_of(const Case& c) {
     s.config.attn_logit_softcapping = cfg.attn_logit_softcapping;
     s.config.attn_sinks = cfg.attn_sinks;
     s.config.norm_plus_one = cfg.norm_plus_one;
+    s.config.hidden_act = cfg.hidden_act;
     s.config.kv_cache_dtype = cfg.kv_cache_dtype;
     s.config.kv_scale_per_head = cfg.kv_scale_per_head;
     s.config.norm_eps = cfg.norm_eps;
@@ -195,7 +196,7 @@ bool Dimension::relevant(Op op) const {
 namespace {
 enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary, kHeadDim, kKeys, kQueries,
             kDecodeSteps, kPosShape, kPosOrder, kScores, kScaledContext, kBatch, kPageSize, kSequences, kPagedQueries,
-            kBias, kWindowTrap, kSoftcapTrap, kSinksTrap, kPlusOneTrap, kFp8Trap };
+            kBias, kWindowTrap, kSoftcapTrap, kSinksTrap, kPlusOneTrap, kFp8Trap, kGegluTrap };
 
 // Ops whose position arrays need not increase (their result is defined by position alone).
 std::vector<Op> ops_any_order() {
@@ -291,6 +292,8 @@ const std::vector<Dimension>& dimensions() {
         // An FP8 KV cache: none, each format, and a case whose scales make
         // some written values saturate (a write that does not saturate shows).
         {"fp8 cache", {"none", "e4m3", "e5m2", "values saturate"}, ops_using(kFp8Cache)},
+        // The FFN gate's activation: SwiGLU's silu or GeGLU's gelu_tanh (Gemma).
+        {"ffn gate", {"silu", "gelu_tanh"}, ops_using(kGeglu)},
     };
     return d;
 }
@@ -393,6 +396,7 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
                 if (saturates) c.push_back(3);
                 break;
             }
+            case kGegluTrap: c.push_back(s.config.hidden_act == HiddenAct::gelu_tanh ? 1 : 0); break;
             case kPlusOneTrap: {
                 if (!s.config.norm_plus_one) {
                     c.push_back(0);

@@ -646,10 +646,11 @@ void WorkerImpl::attention(View q, View k, View v, Positions q_pos, Positions k_
     invoke(call);
 }
 
-void WorkerImpl::swiglu(View x, View w1, View w3, View w2, MutView out) {
+void WorkerImpl::swiglu(View x, View w1, View w3, View w2, const SwigluParams& p, MutView out) {
     BlockConfig c;
     c.d_model = x.cols;
     c.ffn_dim = w1.cols;
+    c.hidden_act = p.act;
     Call call{Op::swiglu, c,
               {matrix("x", x, dtype_), matrix("w1", w1, dtype_), matrix("w3", w3, dtype_), matrix("w2", w2, dtype_)},
               {{"out", out}}};

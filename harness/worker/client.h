@@ -117,7 +117,7 @@ class WorkerImpl final : public Implementation {
     void qk_norm(View x, View w, const QkNormParams& p, MutView out) override;
     void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
                    MutView out) override;
-    void swiglu(View x, View w1, View w3, View w2, MutView out) override;
+    void swiglu(View x, View w1, View w3, View w2, const SwigluParams& p, MutView out) override;
     TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) override;
     void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c,
                 MutView out) override;

@@ -109,7 +109,8 @@ class AttentionBench : public TimedBench {
 template <typename S>
 class SwigluBench : public TimedBench {
    public:
-    SwigluBench(DType d, const BenchInputs& in) : TimedBench(d), T_(in.x.rows), D_(in.x.cols), F_(in.w1.cols) {
+    SwigluBench(DType d, const BenchInputs& in)
+        : TimedBench(d), T_(in.x.rows), D_(in.x.cols), F_(in.w1.cols), act_(in.config.hidden_act) {
         const std::vector<float> w13 = pack_gate_up(in.w1, in.w3);
         x_ = upload<S>(ctx_, "x", in.x);
         w13_ = upload<S>(ctx_, "w13", w13.data(), w13.size());
@@ -124,12 +125,13 @@ class SwigluBench : public TimedBench {
    protected:
     void launch() override {
         gemm<S>(ctx_, x_.data(), w13_.data(), gu_.data(), T_, D_, 2 * F_);
-        launch_swiglu_act<S>(gu_.data(), g_.data(), T_, F_, ctx_.stream);
+        launch_swiglu_act<S>(gu_.data(), g_.data(), T_, F_, act_, ctx_.stream);
         gemm<S>(ctx_, g_.data(), w2_.data(), out_.data(), T_, F_, D_);
     }
 
    private:
     int64_t T_, D_, F_;
+    HiddenAct act_;
     DeviceBuffer<S> x_, w13_, w2_, gu_, g_, out_;
 };
 

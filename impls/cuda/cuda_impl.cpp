@@ -37,7 +37,9 @@ class CudaImpl : public Implementation {
                    MutView out) override {
         op_attention(ctx_, q, k, v, q_pos, k_pos, p, out);
     }
-    void swiglu(View x, View w1, View w3, View w2, MutView out) override { op_swiglu(ctx_, x, w1, w3, w2, out); }
+    void swiglu(View x, View w1, View w3, View w2, const SwigluParams& p, MutView out) override {
+        op_swiglu(ctx_, x, w1, w3, w2, p, out);
+    }
     void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
                          MutView out, MutView lse) override {
         op_paged_attention(ctx_, q, k_cache, v_cache, idx, p, out, lse);

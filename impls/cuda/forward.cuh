@@ -7,7 +7,7 @@
 //   q_rot, cache = rope(qk_norm?(q)), rope(qk_norm?(k)), v    one kernel (rope.cu): the cache gets rotated k, raw v
 //   attn         = attention(q_rot, cache_k, cache_v)         flash attention, split-K when few blocks (decode)
 //   h, ffn_in    = x + attn @ wo, rmsnorm(h, ffn_norm)        GEMM, then the residual add fused into the norm
-//   ffn_out      = (silu(ffn_in @ w1) * (ffn_in @ w3)) @ w2   one packed GEMM, one activation pass, one GEMM
+//   ffn_out      = (act(ffn_in @ w1) * (ffn_in @ w3)) @ w2   one packed GEMM, one activation pass, one GEMM
 //   out          = h + ffn_out
 #pragma once
 
@@ -242,9 +242,9 @@ void forward(const Context& ctx, const Weights<T>& w, const BlockConfig& c, cons
     gemm<T>(ctx, s.attn.data(), w.wo.data(), s.attn_wo.data(), n, Q, D);
     launch_rmsnorm<T>(x, s.attn_wo.data(), s.h.data(), w.ffn_norm.data(), s.ffn_in.data(), n, D, eps, w_offset, st);
 
-    // ffn_out = self.w2(F.silu(self.w1(ffn_in)) * self.w3(ffn_in))
+    // ffn_out = self.w2(act_fn(self.w1(ffn_in)) * self.w3(ffn_in))   (F.silu, or Gemma's gelu_tanh)
     gemm<T>(ctx, s.ffn_in.data(), w.w13.data(), s.gu.data(), n, D, 2 * F);
-    launch_swiglu_act<T>(s.gu.data(), s.g.data(), n, F, st);
+    launch_swiglu_act<T>(s.gu.data(), s.g.data(), n, F, c.hidden_act, st);
     gemm<T>(ctx, s.g.data(), w.w2.data(), s.ffn_out.data(), n, F, D);
 
     // out = h + ffn_out

@@ -115,9 +115,9 @@ void launch_attention(const AttentionArgs<T>& a, const AttentionPlan& plan, floa
 
 // ---- swiglu.cu ------------------------------------------------------------------------
 
-// g[t, f] = silu(gu[t, f]) * gu[t, F + f]       gu = x @ [w1 | w3]  [T, 2F],  g [T, F]
+// g[t, f] = act(gu[t, f]) * gu[t, F + f]       gu = x @ [w1 | w3]  [T, 2F],  g [T, F]; act: silu | gelu_tanh
 template <typename T>
-void launch_swiglu_act(const T* gu, T* g, int64_t tokens, int64_t F, cudaStream_t s);
+void launch_swiglu_act(const T* gu, T* g, int64_t tokens, int64_t F, HiddenAct act, cudaStream_t s);
 
 // ---- matmul.cu ---------------------------------------------------------------------
 

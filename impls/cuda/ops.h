@@ -18,7 +18,7 @@ void op_attention(const Context& ctx, View q, View k, View v, Positions q_pos, P
                   const AttentionParams& p, MutView out);
 void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, const PagedIndex& idx,
                         const PagedAttentionParams& p, MutView out, MutView lse);
-void op_swiglu(const Context& ctx, View x, View w1, View w3, View w2, MutView out);
+void op_swiglu(const Context& ctx, View x, View w1, View w3, View w2, const SwigluParams& p, MutView out);
 TapSet op_block(const Context& ctx, View x, const BlockWeights& w, Positions pos, const BlockConfig& c,
                 BlockOutputs& out);
 void op_decode(const Context& ctx, View x, const BlockWeights& w, Positions pos, int64_t prefill,

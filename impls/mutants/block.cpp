@@ -60,7 +60,9 @@ struct QkvBiasAfterRope : ScalarImpl {
 // SiLU on the up branch instead of the gate: w2((x @ w1) * silu(x @ w3)).
 struct SwigluGateOnUp : ScalarImpl {
     using ScalarImpl::ScalarImpl;
-    void swiglu(View x, View w1, View w3, View w2, MutView out) override { ScalarImpl::swiglu(x, w3, w1, w2, out); }
+    void swiglu(View x, View w1, View w3, View w2, const SwigluParams& p, MutView out) override {
+        ScalarImpl::swiglu(x, w3, w1, w2, p, out);
+    }
 };
 
 // The attention sublayer's residual dropped: h = attn @ wo.
@@ -94,13 +96,30 @@ struct ActQuantUndeclared : ScalarImpl {
     void product(View x, View w, MutView out) override { scalar::matmul_act_quant(x, w, out, ActQuant::q8_0); }
 };
 
-// A GELU MLP's activation on the gate (erf form).
-float gelu(float g) { return 0.5f * g * (1.0f + std::erf(g / std::sqrt(2.0f))); }
+// Exact GELU (erf form: HF "gelu", F.gelu's default).
+float gelu_erf(float g) { return 0.5f * g * (1.0f + std::erf(g / std::sqrt(2.0f))); }
+
+// A GELU MLP's activation on a SwiGLU gate: erf GELU where the config says silu.
 struct GeluGate : ScalarImpl {
     using ScalarImpl::ScalarImpl;
-    void swiglu(View x, View w1, View w3, View w2, MutView out) override {
-        scalar::swiglu(x, w1, w3, w2, out, [this](View a, View b, MutView c) { product(a, b, c); }, gelu);
+    scalar::Activation gate_activation(HiddenAct a) const override {
+        return a == HiddenAct::silu ? gelu_erf : ScalarImpl::gate_activation(a);
     }
+};
+
+// GeGLU's tanh approximation computed exactly: erf GELU where the config says
+// gelu_tanh (HF "gelu" for "gelu_pytorch_tanh"; at most 4.7e-4 apart, near |a| = 2).
+struct GeluErfForTanh : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    scalar::Activation gate_activation(HiddenAct a) const override {
+        return a == HiddenAct::gelu_tanh ? gelu_erf : ScalarImpl::gate_activation(a);
+    }
+};
+
+// A Llama FFN kernel run on Gemma: silu whatever config.hidden_act says.
+struct GegluAsSwiglu : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    scalar::Activation gate_activation(HiddenAct) const override { return scalar::silu; }
 };
 
 }  // namespace
@@ -131,5 +150,11 @@ std::unique_ptr<Implementation> matmul_accumulates_bf16(const ImplOptions& o) {
     return detail::make<MatmulAccumulatesBf16>("matmul_accumulates_bf16", o);
 }
 std::unique_ptr<Implementation> gelu_gate(const ImplOptions& o) { return detail::make<GeluGate>("gelu_gate", o); }
+std::unique_ptr<Implementation> gelu_erf_for_tanh(const ImplOptions& o) {
+    return detail::make<GeluErfForTanh>("gelu_erf_for_tanh", o);
+}
+std::unique_ptr<Implementation> geglu_as_swiglu(const ImplOptions& o) {
+    return detail::make<GegluAsSwiglu>("geglu_as_swiglu", o);
+}
 
 }  // namespace conform::mutants

@@ -69,6 +69,8 @@ std::unique_ptr<Implementation> residual_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> matmul_accumulates_bf16(const ImplOptions& o);
 std::unique_ptr<Implementation> act_quant_undeclared(const ImplOptions& o);
 std::unique_ptr<Implementation> gelu_gate(const ImplOptions& o);
+std::unique_ptr<Implementation> gelu_erf_for_tanh(const ImplOptions& o);
+std::unique_ptr<Implementation> geglu_as_swiglu(const ImplOptions& o);
 std::unique_ptr<Implementation> qkv_bias_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> qkv_bias_after_rope(const ImplOptions& o);
 

@@ -172,8 +172,8 @@ void ScalarImpl::forward(View x /* (n, D) */, Positions pos /* (n,) */, const Bl
     // ffn_in = self.post_attention_layernorm(h)
     rmsnorm(h, w.ffn_norm, rmsnorm_params(c), ffn_in);
 
-    // ffn_out = self.w2(F.silu(self.w1(ffn_in)) * self.w3(ffn_in))
-    swiglu(ffn_in, w.w1, w.w3, w.w2, ffn_out);
+    // ffn_out = self.w2(act_fn(self.w1(ffn_in)) * self.w3(ffn_in))   (act_fn: F.silu, or Gemma's gelu_tanh)
+    swiglu(ffn_in, w.w1, w.w3, w.w2, swiglu_params(c), ffn_out);
 
     // out = h + ffn_out
     add(h, ffn_out, out);

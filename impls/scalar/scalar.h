@@ -135,10 +135,13 @@ struct PagedRules {
 void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
                      MutView out, MutView lse, const PagedRules& rules = {});
 
-// out[T, D] = (silu(x @ w1) * (x @ w3)) @ w2       x[T, D], w1/w3[D, F], w2[F, D]
+// out[T, D] = (act(x @ w1) * (x @ w3)) @ w2       x[T, D], w1/w3[D, F], w2[F, D]
 // (the products through mm, the gate's activation act).
+using Activation = float (*)(float);
 float silu(float g);
-void swiglu(View x, View w1, View w3, View w2, MutView out, const MatMul& mm = matmul, float (*act)(float) = silu);
+float gelu_tanh(float g);
+Activation activation(HiddenAct a);  // config.hidden_act's function
+void swiglu(View x, View w1, View w3, View w2, MutView out, const MatMul& mm = matmul, Activation act = silu);
 
 // ---- the block (block.cpp) and decoding it (decode.cpp) --------------------
 
@@ -179,7 +182,7 @@ class ScalarImpl : public Implementation {
     void qk_norm(View x, View w, const QkNormParams& p, MutView out) override;
     void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
                    MutView out) override;
-    void swiglu(View x, View w1, View w3, View w2, MutView out) override;
+    void swiglu(View x, View w1, View w3, View w2, const SwigluParams& p, MutView out) override;
     TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) override;
     void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c,
                 MutView out) override;
@@ -225,6 +228,9 @@ class ScalarImpl : public Implementation {
 
     // Every matrix product of the block and of swiglu: out = x @ w.
     virtual void product(View x, View w, MutView out);
+
+    // The FFN gate's activation for config.hidden_act (swiglu, and so the block's FFN).
+    virtual Activation gate_activation(HiddenAct a) const { return activation(a); }
 
     // The RoPE a call over a sequence of seq_len tokens applies: p, with
     // dynamic NTK resolved to its base for that length (type none, theta =

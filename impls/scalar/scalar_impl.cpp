@@ -39,8 +39,9 @@ void ScalarImpl::attention(View q, View k, View v, Positions q_pos, Positions k_
     scalar::attention(q, k, v, q_pos, k_pos, p, out);
 }
 
-void ScalarImpl::swiglu(View x, View w1, View w3, View w2, MutView out) {
-    scalar::swiglu(x, w1, w3, w2, out, [this](View a, View b, MutView c) { product(a, b, c); });
+void ScalarImpl::swiglu(View x, View w1, View w3, View w2, const SwigluParams& p, MutView out) {
+    scalar::swiglu(x, w1, w3, w2, out, [this](View a, View b, MutView c) { product(a, b, c); },
+                   gate_activation(p.act));
 }
 
 std::unique_ptr<Implementation> make_scalar(const ImplOptions& options) {

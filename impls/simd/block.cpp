@@ -175,8 +175,8 @@ void forward(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t*
 
     // ---- feed-forward ----
 
-    // gated = F.silu(self.w1(ffn_in)) * self.w3(ffn_in)
-    matmul(pool, t, s.ffn_in.c(), n, w.w13, {Epilogue::swiglu, s.gated.m(), {}, {}}, s.gemm);
+    // gated = act_fn(self.w1(ffn_in)) * self.w3(ffn_in)   (F.silu, or Gemma's gelu_tanh)
+    matmul(pool, t, s.ffn_in.c(), n, w.w13, {gate_epilogue(c.hidden_act), s.gated.m(), {}, {}}, s.gemm);
 
     // out = h + self.w2(gated)   (ffn_out, the product alone, kept for the tap)
     matmul(pool, t, s.gated.c(), n, w.w2, {Epilogue::residual, s.out.m(), s.h.c(), s.ffn_out.m()}, s.gemm);

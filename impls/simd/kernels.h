@@ -72,7 +72,11 @@ enum class Epilogue : uint8_t {
     bias,      // c = acc + bias[col], added in f32 before the one store (nn.Linear with bias)
     residual,  // c = residual + acc; raw = acc when raw.data (the block's taps)
     swiglu,    // panel j holds w1's columns 8j..8j+7 then w3's: c[:, 8j + i] = silu(gate_i) * up_i
+    geglu,     // the same panels: c[:, 8j + i] = gelu_tanh(gate_i) * up_i (config.hidden_act)
 };
+
+// The fused gate/up product's epilogue for config.hidden_act.
+inline Epilogue gate_epilogue(HiddenAct a) { return a == HiddenAct::gelu_tanh ? Epilogue::geglu : Epilogue::swiglu; }
 
 struct Gemm {
     const float* a = nullptr;  // A packed by pack_a for the target (M x K)

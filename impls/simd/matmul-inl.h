@@ -127,9 +127,13 @@ HWY_INLINE void FinishPanel(const Gemm& g, const float* HWY_RESTRICT t, size_t r
             }
             break;
         }
-        case Epilogue::swiglu: {
+        case Epilogue::swiglu:
+        case Epilogue::geglu: {
             const size_t col = j * (kPanel / 2), n = std::min(kPanel / 2, g.N - col);
-            SwiGluStore(t, t + kPanel / 2, At<TO>(g.c, row, col), n);
+            if (g.epilogue == Epilogue::geglu)
+                SwiGluStore<true>(t, t + kPanel / 2, At<TO>(g.c, row, col), n);
+            else
+                SwiGluStore<false>(t, t + kPanel / 2, At<TO>(g.c, row, col), n);
             break;
         }
     }

@@ -31,8 +31,8 @@ void attention(ThreadPool& pool, Target t, const Attn& job);
 // paged_attention.cpp: out and lse[T][H] (f32) of a batch over a paged cache
 void paged_attention(ThreadPool& pool, Target t, PagedJob& job, float* lse);
 
-// swiglu.cpp: out[T, D] = (silu(x @ w1) * (x @ w3)) @ w2, w13 from pack_gate_up
+// swiglu.cpp: out[T, D] = (act(x @ w1) * (x @ w3)) @ w2, w13 from pack_gate_up
 void swiglu(ThreadPool& pool, Target t, CRows x, size_t T, const PackedWeight& w13, const PackedWeight& w2,
-            MRows out, Buffer& gated, GemmScratch& scratch);
+            HiddenAct act, MRows out, Buffer& gated, GemmScratch& scratch);
 
 }  // namespace conform::simd

@@ -286,7 +286,7 @@ class SimdImpl : public Implementation {
             for (int64_t i = 0; i < lse.size(); ++i) lse.data[i] = to_f32(to_bf16(lse.data[i]));
     }
 
-    void swiglu(View x, View w1, View w3, View w2, MutView out) override {
+    void swiglu(View x, View w1, View w3, View w2, const SwigluParams& p, MutView out) override {
         const int64_t T = x.rows, D = x.cols, F = w1.cols;
         chk::expect_shape("swiglu", "w1", w1, D, F);
         chk::expect_shape("swiglu", "w3", w3, D, F);
@@ -298,7 +298,7 @@ class SimdImpl : public Implementation {
         Out o(out, elem_);
         Buffer gated;
         GemmScratch scratch;
-        simd::swiglu(pool_, target_, xi.rows(), rows_of(x), w13, w2p, o.rows(), gated, scratch);
+        simd::swiglu(pool_, target_, xi.rows(), rows_of(x), w13, w2p, p.act, o.rows(), gated, scratch);
         o.finish();
     }
 
@@ -479,17 +479,19 @@ class PagedBench : public BenchBase {
 
 class SwigluBench : public BenchBase {
    public:
-    SwigluBench(const ImplOptions& o, const BenchInputs& in) : BenchBase(o), T_(rows_of(in.x)), D_(cols_of(in.x)) {
+    SwigluBench(const ImplOptions& o, const BenchInputs& in)
+        : BenchBase(o), T_(rows_of(in.x)), D_(cols_of(in.x)), act_(in.config.hidden_act) {
         x_ = staged(in.x, elem_);
         out_.resize(elem_, T_, D_);
         w13_ = pack_gate_up(pool_, elem_, in.w1, in.w3);
         w2_ = pack_columns(pool_, elem_, {in.w2});
     }
-    void run() override { simd::swiglu(pool_, target_, x_.c(), T_, w13_, w2_, out_.m(), gated_, scratch_); }
+    void run() override { simd::swiglu(pool_, target_, x_.c(), T_, w13_, w2_, act_, out_.m(), gated_, scratch_); }
     std::vector<float> output() const override { return widened(out_, T_, D_); }
 
    private:
     size_t T_, D_;
+    HiddenAct act_;
     Buffer x_, out_, gated_;
     PackedWeight w13_, w2_;
     GemmScratch scratch_;

@@ -1,4 +1,4 @@
-// impls/simd/swiglu-inl.h — the SwiGLU gate, applied in the epilogue of the
+// impls/simd/swiglu-inl.h — the SwiGLU (or GeGLU) gate, applied in the epilogue of the
 // fused gate/up product (matmul-inl.h): the gate and up sums of a tile never
 // leave registers and cache before they are combined.
 #include <cstddef>
@@ -35,8 +35,20 @@ HWY_INLINE hn::Vec<D> SiluTimes(D d, hn::Vec<D> a, hn::Vec<D> up) {
     return hn::Mul(hn::Div(a, hn::Add(hn::Set(d, 1.0), e)), up);
 }
 
-// out[i] = silu(gate[i]) * up[i] for i < n <= 8: one panel of the fused product.
-template <class TO>
+// gelu_tanh(gate) * up in f64, the same way: F.gelu(a, approximate="tanh")
+// = a * sigmoid(2 sqrt(2/pi) (a + 0.044715 a^3)), so silu's clamped form with
+// a scaled argument (and no 1 + tanh cancellation for very negative a).
+template <class D>
+HWY_INLINE hn::Vec<D> GeluTanhTimes(D d, hn::Vec<D> a, hn::Vec<D> up) {
+    const hn::Vec<D> cubic = hn::MulAdd(hn::Mul(hn::Set(d, 0.044715), a), hn::Mul(a, a), a);  // a + 0.044715 a^3
+    const hn::Vec<D> z = hn::Mul(hn::Set(d, 1.5957691216057308), cubic);                    // 2 sqrt(2/pi) (...)
+    const hn::Vec<D> e = hn::Exp(d, hn::Min(hn::Neg(z), hn::Set(d, 706.0)));
+    return hn::Mul(hn::Div(a, hn::Add(hn::Set(d, 1.0), e)), up);
+}
+
+// out[i] = act(gate[i]) * up[i] for i < n <= 8: one panel of the fused product
+// (act: silu, or gelu_tanh with kGelu).
+template <bool kGelu, class TO>
 HWY_INLINE void SwiGluStore(const float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, TO* HWY_RESTRICT out,
                             size_t n) {
     const DD dd;
@@ -45,7 +57,8 @@ HWY_INLINE void SwiGluStore(const float* HWY_RESTRICT gate, const float* HWY_RES
     for (size_t i = 0; i < n; i += N) {
         const hn::Vec<DD> g = hn::PromoteTo(dd, hn::LoadU(dfh, gate + i));
         const hn::Vec<DD> u = hn::PromoteTo(dd, hn::LoadU(dfh, up + i));
-        StoreAny(dfh, hn::DemoteTo(dfh, SiluTimes(dd, g, u)), out + i, n - i);
+        const hn::Vec<DD> gated = kGelu ? GeluTanhTimes(dd, g, u) : SiluTimes(dd, g, u);
+        StoreAny(dfh, hn::DemoteTo(dfh, gated), out + i, n - i);
     }
 }
 

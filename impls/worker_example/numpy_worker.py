@@ -7,7 +7,7 @@ The arithmetic follows HF transformers (Llama, Qwen3): float32 throughout,
 RoPE angles as HF computes them (inv_freq a float32 buffer, angle =
 float32(pos) * inv_freq in float32), every config field honoured: the rope
 layout, theta, rotary_dim, the five rope_scaling types, qk_norm, qkv_bias, sliding_window,
-attn_logit_softcapping, attn_sinks, norm_plus_one, kv_cache_dtype (FP8), norm_eps, GQA.
+attn_logit_softcapping, attn_sinks, norm_plus_one, hidden_act (GeGLU), kv_cache_dtype (FP8), norm_eps, GQA.
 
 It announces f32 only; `--dtypes f32,bf16` also offers bf16 (and f16): the
 arithmetic stays float32 and conform_worker rounds the outputs to the dtype.
@@ -300,11 +300,17 @@ def paged_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_la
 # ---- swiglu ---------------------------------------------------------------------
 
 def swiglu(x, w1, w3, w2, *, config=None):
-    """(silu(x @ w1) * (x @ w3)) @ w2."""
+    """(act(x @ w1) * (x @ w3)) @ w2, act = silu, or gelu_tanh (GeGLU: config hidden_act).
+
+    gelu_tanh(a) = 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))), computed as
+    a * sigmoid(2 sqrt(2/pi) (a + 0.044715 a^3)), the same function."""
     gate = x @ w1
+    z = gate
+    if config is not None and config.get("hidden_act", "silu") == "gelu_tanh":
+        z = f32(2 * math.sqrt(2 / math.pi)) * (gate + f32(0.044715) * gate * gate * gate)
     with np.errstate(over="ignore"):
-        silu = gate / (f32(1) + np.exp(-gate))
-    return (silu * (x @ w3)) @ w2
+        act = gate / (f32(1) + np.exp(-z))
+    return (act * (x @ w3)) @ w2
 
 
 # ---- block, decode --------------------------------------------------------------
@@ -341,7 +347,7 @@ def forward(x, positions, w, config, cache, seq_len):
     t["attn"] = attention(t["q_rot"], cache.k, cache.v, positions, cache.pos, config=config, sinks=w.get("sinks"))
     t["h"] = x + t["attn"] @ w["wo"]
     t["ffn_in"] = rmsnorm(t["h"], w["ffn_norm"], config=config)
-    t["ffn_out"] = swiglu(t["ffn_in"], w["w1"], w["w3"], w["w2"])
+    t["ffn_out"] = swiglu(t["ffn_in"], w["w1"], w["w3"], w["w2"], config=config)
     t["out"] = t["h"] + t["ffn_out"]
     return t
 
@@ -399,6 +405,8 @@ def supports(op, config, dtype):
         kind = (config.get("rope_scaling") or {"type": "none"}).get("type")
         if kind not in KNOWN_SCALING:
             return False, "rope_scaling type %r is not one this worker knows" % (kind,)
+    if config.get("hidden_act", "silu") not in ("silu", "gelu_tanh"):
+        return False, "hidden_act %r is not one this worker knows" % (config.get("hidden_act"),)
     if config.get("kv_cache_dtype", "none") not in ("none",) + tuple(FP8):
         return False, "kv_cache_dtype %r is not one this worker knows" % (config.get("kv_cache_dtype"),)
     return True, ""

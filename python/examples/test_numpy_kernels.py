@@ -26,12 +26,14 @@ def test_a_kernel_that_quantises_its_activations(conform):
     import numpy as np
     import conform_worker
 
-    def swiglu_q8_0(x, w1, w3, w2):
+    def swiglu_q8_0(x, w1, w3, w2, hidden_act):
         q = lambda a: conform_worker.act_quant_round_trip(a, "q8_0")  # noqa: E731
         xq = q(x)
         gate = xq @ w1
+        # GeGLU (Gemma): gelu_tanh(a) = a * sigmoid(2 sqrt(2/pi) (a + 0.044715 a^3))
+        z = gate if hidden_act == "silu" else np.float32(1.5957691216057308) * (gate + np.float32(0.044715) * gate ** 3)
         with np.errstate(over="ignore"):
-            silu = gate / (np.float32(1) + np.exp(-gate))
-        return q(silu * (xq @ w3)) @ w2
+            act = gate / (np.float32(1) + np.exp(-z))
+        return q(act * (xq @ w3)) @ w2
 
     assert conform.check(swiglu_q8_0, op="swiglu", activation_quant={"swiglu": "q8_0"}).passed

@@ -180,15 +180,16 @@ def test_an_fp8_cache_reaches_only_a_kernel_that_declares_it():
         conform_worker.Worker("bad", kv_cache_dtypes=["int8"])
 
 
-def swiglu_q8_0(x, w1, w3, w2):
-    """A llama.cpp-style swiglu: each weight product's activations through Q8_0 first."""
+def swiglu_q8_0(x, w1, w3, w2, hidden_act):
+    """A llama.cpp-style swiglu (GeGLU with hidden_act gelu_tanh): each weight product's activations through Q8_0 first."""
     def q(a):
         return conform_worker.act_quant_round_trip(a, "q8_0")
     xq = q(x)
     gate = xq @ w1
+    z = gate if hidden_act == "silu" else np.float32(1.5957691216057308) * (gate + np.float32(0.044715) * gate ** 3)
     with np.errstate(over="ignore"):
-        silu = gate / (np.float32(1) + np.exp(-gate))
-    return q(silu * (xq @ w3)) @ w2
+        act = gate / (np.float32(1) + np.exp(-z))
+    return q(act * (xq @ w3)) @ w2
 
 
 def test_quantised_activations_pass_as_declared_and_fail_undeclared():

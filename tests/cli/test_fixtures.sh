@@ -207,6 +207,10 @@ bad plus_one_two 'f["rope_neox/config"].attrs["norm_plus_one"] = np.int64(2)' \
   ':/rope_neox: config/norm_plus_one: expected 0 or 1, found 2'
 bad plus_one_on_rope 'f["rope_neox/config"].attrs["norm_plus_one"] = np.int64(1)' \
   ':/rope_neox: config/norm_plus_one: op rope has no RMSNorm to offset'
+bad act_unknown 'f["rope_neox/config"].attrs["hidden_act"] = "gelu"' \
+  ':/rope_neox: config/hidden_act: expected "silu" or "gelu_tanh", found "gelu"'
+bad act_on_rope 'f["rope_neox/config"].attrs["hidden_act"] = "gelu_tanh"' \
+  ':/rope_neox: config/hidden_act: op rope has no FFN gate'
 bad sinks_nan 'f["attention_gqa/config"].attrs["attn_sinks"] = np.int64(1); f["attention_gqa/inputs/sinks"] = np.array([0, 1, np.nan, 0, 0, 0], np.float32)' \
   ':/attention_gqa: inputs/sinks: non-finite value nan at flat index 2'
 bad kv_dtype_on_rope 'f["rope_neox/config"].attrs["kv_cache_dtype"] = "fp8_e4m3"' \

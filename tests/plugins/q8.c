@@ -54,17 +54,22 @@ static int matmul_q8_0(const float* x, int64_t T, int64_t K, const float* w, int
     return 1;
 }
 
-/* out = (silu(x @ w1) * (x @ w3)) @ w2, every product's activations through Q8_0. */
+/* out = (act(x @ w1) * (x @ w3)) @ w2, every product's activations through Q8_0;
+ * act = silu, or (1.9) GeGLU's gelu_tanh as a * sigmoid(2 sqrt(2/pi) (a + 0.044715 a^3)). */
 static int32_t q8_swiglu(const conform_config* c, const conform_tensor* x, const conform_tensor* w1,
                          const conform_tensor* w3, const conform_tensor* w2, const conform_tensor* out, char* msg,
                          size_t cap) {
-    (void)c;
+    const int gelu = c->struct_size >= offsetof(conform_config, hidden_act) + sizeof(uint32_t) &&
+                     c->hidden_act == CONFORM_HIDDEN_ACT_GELU_TANH;
     const int64_t T = x->shape[0], D = x->shape[1], F = w1->shape[1];
     float* g = malloc((size_t)(T * F) * sizeof(float));
     float* u = malloc((size_t)(T * F) * sizeof(float));
     int ok = g && u && matmul_q8_0(x->data, T, D, w1->data, F, g) && matmul_q8_0(x->data, T, D, w3->data, F, u);
     if (ok) {
-        for (int64_t i = 0; i < T * F; ++i) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        for (int64_t i = 0; i < T * F; ++i) {
+            const float a = g[i], z = gelu ? 1.5957691216057308f * (a + 0.044715f * a * a * a) : a;
+            g[i] = a / (1.0f + expf(-z)) * u[i];
+        }
         ok = matmul_q8_0(g, T, F, w2->data, D, out->data);
     }
     free(g), free(u);

@@ -1,7 +1,7 @@
 // conform/config.h — the block's configuration and one parameter struct per
 // op. Every convention that real checkpoints disagree on is an explicit field
 // (rope layout, theta, eps, qk_norm, qkv_bias, sliding_window, norm_plus_one,
-// kv_cache_dtype): no implementation may assume a default.
+// hidden_act, kv_cache_dtype): no implementation may assume a default.
 #pragma once
 
 #include <cstdint>
@@ -120,6 +120,21 @@ inline std::optional<ActQuant> parse_act_quant(std::string_view s) {
     return std::nullopt;
 }
 
+// The FFN gate's activation: act(x @ w1) * (x @ w3), then @ w2.
+//   silu:      a * sigmoid(a)                                   (Llama's SwiGLU; HF "silu")
+//   gelu_tanh: 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3)))  (Gemma's GeGLU; HF "gelu_pytorch_tanh",
+//              torch's gelu(approximate="tanh"), ggml_gelu) = a * sigmoid(2 sqrt(2/pi) (a + 0.044715 a^3))
+// Exact GELU (erf; HF "gelu") is no model's FFN here: a kernel computing it
+// for gelu_tanh is the bug diagnosis names (gelu_erf_for_tanh).
+enum class HiddenAct { silu, gelu_tanh };
+
+inline const char* to_string(HiddenAct a) { return a == HiddenAct::silu ? "silu" : "gelu_tanh"; }
+inline std::optional<HiddenAct> parse_hidden_act(std::string_view s) {
+    if (s == "silu" || s == "swish") return HiddenAct::silu;
+    if (s == "gelu_tanh" || s == "gelu_pytorch_tanh") return HiddenAct::gelu_tanh;
+    return std::nullopt;
+}
+
 struct RopeScaling {
     RopeScalingType type = RopeScalingType::none;
     double factor = 1.0;                // linear, llama3, yarn, dynamic
@@ -172,6 +187,9 @@ struct BlockConfig {
     // stored as its offset from one (zero-initialised) and the 1 + w taken in
     // float32. attn_norm, ffn_norm, q_norm and k_norm alike, and the final norm.
     bool norm_plus_one = false;
+    // The FFN's gate activation (HF hidden_act / Gemma's hidden_activation):
+    // SwiGLU (silu) or GeGLU (gelu_tanh), in swiglu, block and decode.
+    HiddenAct hidden_act = HiddenAct::silu;
     // An FP8 KV cache (paged_attention): K and V are quantised once, as an
     // engine writes its cache (vLLM reshape_and_cache_flash), and attention
     // reads them dequantised:
@@ -199,7 +217,7 @@ struct BlockConfig {
 // formats that carry only what applies (ids, fixtures, the report) and
 // those that carry every field (worker JSON) read it here. Each codec is one
 // loop over for_each_field with an overload per field type (int64_t, double,
-// bool, and the named enums: RopeLayout, RopeScalingType, KvCacheDtype); which ops read a field is their row
+// bool, and the named enums: RopeLayout, RopeScalingType, KvCacheDtype, HiddenAct); which ops read a field is their row
 // in conform/op_info.h. A new field is a member above and one line below.
 struct ConfigField {
     const char* name;
@@ -218,10 +236,12 @@ struct ConfigField {
 // The enum-valued fields, written as their names in every format.
 template <class V>
 constexpr bool is_named_enum =
-    std::is_same_v<V, RopeLayout> || std::is_same_v<V, RopeScalingType> || std::is_same_v<V, KvCacheDtype>;
+    std::is_same_v<V, RopeLayout> || std::is_same_v<V, RopeScalingType> || std::is_same_v<V, KvCacheDtype> ||
+    std::is_same_v<V, HiddenAct>;
 inline std::optional<RopeLayout> parse_named(std::string_view s, RopeLayout) { return parse_rope_layout(s); }
 inline std::optional<RopeScalingType> parse_named(std::string_view s, RopeScalingType) { return parse_rope_scaling_type(s); }
 inline std::optional<KvCacheDtype> parse_named(std::string_view s, KvCacheDtype) { return parse_kv_cache_dtype(s); }
+inline std::optional<HiddenAct> parse_named(std::string_view s, HiddenAct) { return parse_hidden_act(s); }
 
 namespace config_fields {
 constexpr uint32_t bit(RopeScalingType t) { return 1u << static_cast<unsigned>(t); }
@@ -262,6 +282,7 @@ void for_each_field(Config&& c, F&& f) {
     f(ConfigField{"attn_logit_softcapping", "attn_logit_softcapping", "softcap", 0, true}, c.attn_logit_softcapping);
     f(ConfigField{"attn_sinks", "attn_sinks", "sinks", 0, true}, c.attn_sinks);
     f(ConfigField{"norm_plus_one", "norm_plus_one", "plus_one", 0, true}, c.norm_plus_one);
+    f(ConfigField{"hidden_act", "hidden_act", "act", 0, true}, c.hidden_act);
     f(ConfigField{"kv_cache_dtype", "kv_cache_dtype", "kv_dtype", 0, true}, c.kv_cache_dtype);
     f(ConfigField{"kv_scale_per_head", "kv_scale_per_head", "kv_scale", 0, true}, c.kv_scale_per_head);
     f(ConfigField{"norm_eps", "norm_eps", "eps"}, c.norm_eps);
@@ -290,6 +311,11 @@ struct QkNormParams {
     int64_t head_dim = 0;  // RMSNorm over each head's head_dim slice, weight [head_dim]
     double eps = 1e-5;
     bool plus_one = false;  // BlockConfig::norm_plus_one: * (1 + w) instead of * w (Gemma 3's q_norm, k_norm)
+};
+
+struct SwigluParams {
+    // BlockConfig::hidden_act: the gate's activation, silu (SwiGLU) or gelu_tanh (GeGLU).
+    HiddenAct act = HiddenAct::silu;
 };
 
 struct AttentionParams {
@@ -335,6 +361,7 @@ inline RopeParams rope_params(const BlockConfig& c) {
     return {c.head_dim, c.rope_layout, c.rope_theta, c.rope_scaling, c.rotary_dim};
 }
 inline QkNormParams qk_norm_params(const BlockConfig& c) { return {c.head_dim, c.norm_eps, c.norm_plus_one}; }
+inline SwigluParams swiglu_params(const BlockConfig& c) { return {c.hidden_act}; }
 inline AttentionParams attention_params(const BlockConfig& c) {
     return {c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window, c.attn_logit_softcapping};
 }

@@ -141,8 +141,9 @@ class Implementation {
     virtual void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
                            MutView out) = 0;
 
-    // out[T, D] = (silu(x @ w1) * (x @ w3)) @ w2                   no norm, no residual
-    virtual void swiglu(View x, View w1, View w3, View w2, MutView out) = 0;
+    // out[T, D] = (act(x @ w1) * (x @ w3)) @ w2                    no norm, no residual
+    // act = p.act: silu (SwiGLU) or gelu_tanh (GeGLU)
+    virtual void swiglu(View x, View w1, View w3, View w2, const SwigluParams& p, MutView out) = 0;
 
     // One forward of the block over T tokens at positions pos. Fills out[Tap::out]
     // and every requested tap it materialises; returns the taps it wrote.

@@ -47,6 +47,7 @@ enum Convention : uint32_t {
     kSinks = 1u << 12,    // attention sinks (config.attn_sinks: input sinks [1, H])
     kNormPlusOne = 1u << 13,  // Gemma's RMSNorm: * (1 + w) (config.norm_plus_one)
     kFp8Cache = 1u << 14,     // an FP8 KV cache (config.kv_cache_dtype: inputs k_scale, v_scale)
+    kGeglu = 1u << 15,        // Gemma's GeGLU: the FFN gate through gelu_tanh, not silu (config.hidden_act)
 };
 
 // The dims a tensor shape is made of. A dim the config fixes (D, F, Q, KVW,
@@ -194,8 +195,8 @@ inline TapSet attention(Implementation& i, const BlockConfig& c, CallTensors& t)
     i.attention(t.in("q"), t.in("k"), t.in("v"), t.pos("q_positions"), t.pos("k_positions"), p, t.out("out"));
     return out_only();
 }
-inline TapSet swiglu(Implementation& i, const BlockConfig&, CallTensors& t) {
-    i.swiglu(t.in("x"), t.in("w1"), t.in("w3"), t.in("w2"), t.out("out"));
+inline TapSet swiglu(Implementation& i, const BlockConfig& c, CallTensors& t) {
+    i.swiglu(t.in("x"), t.in("w1"), t.in("w3"), t.in("w2"), swiglu_params(c), t.out("out"));
     return out_only();
 }
 inline TapSet block(Implementation& i, const BlockConfig& c, CallTensors& t) {
@@ -287,7 +288,7 @@ inline const std::vector<OpInfo>& op_table() {
     decode_inputs.push_back({"v_scale", D::one, D::KVS, Present::kv_fp8});
     const std::vector<const char*> block_config = {"d_model",    "n_heads", "n_kv_heads", "head_dim", "ffn_dim",
                                                    "rope_layout", "rope_theta", "qk_norm",  "norm_eps", "qkv_bias", "sliding_window",
-                                                   "attn_logit_softcapping", "attn_sinks", "norm_plus_one"};
+                                                   "attn_logit_softcapping", "attn_sinks", "norm_plus_one", "hidden_act"};
     std::vector<const char*> decode_config = block_config;
     decode_config.push_back("kv_cache_dtype");
     decode_config.push_back("kv_scale_per_head");
@@ -328,18 +329,19 @@ inline const std::vector<OpInfo>& op_table() {
          {2.0, 1e-8, 5e-4, 5e-5},
          {48, 2100, 256},
          calls::attention},
-        {Op::swiglu, "(silu(x @ w1) * (x @ w3)) @ w2", kSwiglu,
+        {Op::swiglu, "(act(x @ w1) * (x @ w3)) @ w2, act = F.silu | F.gelu(approximate='tanh') (GeGLU)",
+         kSwiglu | kGeglu,
          {{"x", D::T, D::D}, {"w1", D::D, D::F}, {"w3", D::D, D::F}, {"w2", D::F, D::D}},
          {},
          {{"out", D::T, D::D}},
-         {},
+         {"hidden_act"},
          {2.0, 1e-8, 5e-4, 5e-5},
          {17, 17, 0},
          calls::swiglu},
         {Op::block,
          "h = x + attention(rope(qk_norm?(rmsnorm(x) @ wq + bq?, @ wk + bk?)), @ wv + bv?) @ wo; "
          "out = h + swiglu(rmsnorm(h))",
-         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias | kSwiglu | kResidual,
+         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias | kSwiglu | kGeglu | kResidual,
          block_inputs,
          {{"positions", D::T, true}},
          {{"attn_in", D::T, D::D},
@@ -361,7 +363,7 @@ inline const std::vector<OpInfo>& op_table() {
          "block() over the prefill, then one token at a time through the KV cache; an FP8 cache: "
          "attention reads fp8(k_rot / k_scale) * k_scale, likewise v",
          kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias | kSwiglu |
-             kResidual | kKvCache | kFp8Cache,
+             kGeglu | kResidual | kKvCache | kFp8Cache,
          decode_inputs,
          {{"positions", D::T, true}},
          {{"out", D::T, D::D}},

@@ -51,8 +51,9 @@
  * an FP8 KV cache for paged_attention (the config's kv_cache_dtype, k_scale,
  * v_scale). 1.7: the table's activation_quant (what the plugin does to the
  * activations of its weight products). 1.8: the FP8 KV cache for decode too
- * (the same config fields; no new one). */
-#define CONFORM_PLUGIN_ABI_MINOR 8u
+ * (the same config fields; no new one). 1.9: Gemma's GeGLU (the config's
+ * hidden_act). */
+#define CONFORM_PLUGIN_ABI_MINOR 9u
 #define CONFORM_PLUGIN_MAX_DIMS 4
 
 #if defined(_WIN32)
@@ -107,6 +108,10 @@ enum {
  * round to nearest even, saturating at the max (CUDA's __NV_SATFINITE) — and
  * attends over code * scale. */
 enum { CONFORM_KV_CACHE_NONE = 0, CONFORM_KV_CACHE_FP8_E4M3 = 1, CONFORM_KV_CACHE_FP8_E5M2 = 2 };
+
+/* The FFN gate's activation (1.9; the config's hidden_act): silu, or
+ * F.gelu(a, approximate="tanh") = 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))). */
+enum { CONFORM_HIDDEN_ACT_SILU = 0, CONFORM_HIDDEN_ACT_GELU_TANH = 1 };
 
 /* What an implementation does to the activations of a weight product
  * (y = x @ W) before it (ABI 1.7; the table's activation_quant): nothing, or
@@ -173,7 +178,7 @@ typedef struct conform_tensor {
  *   qk_norm:   head_dim, n_heads, norm_eps      (rmsnorm over each head's slice)
  *   attention: n_heads, n_kv_heads, head_dim    (causal by position, scale 1/sqrt(hd);
  *              query head h reads kv head h / (n_heads / n_kv_heads))
- *   swiglu:    d_model, ffn_dim                 ((silu(x@w1) * (x@w3)) @ w2)
+ *   swiglu:    d_model, ffn_dim                 ((silu(x@w1) * (x@w3)) @ w2; 1.9: act per hidden_act)
  *   block, decode: all of them but page_size (and, 1.3, qkv_bias).
  *   paged_attention (1.2): n_heads, n_kv_heads, head_dim, page_size
  *   (1.3) attention, paged_attention, block, decode also sliding_window
@@ -183,7 +188,8 @@ typedef struct conform_tensor {
  *   (1.8) decode also kv_cache_dtype, k_scale, v_scale: every key and value it
  *         caches (the prefill's too) is stored as fp8(k_rot / k_scale), the
  *         division in float32, round to nearest even, saturating, and read
- *         back as code * k_scale; likewise v */
+ *         back as code * k_scale; likewise v
+ *   (1.9) swiglu, block, decode also hidden_act */
 typedef struct conform_config {
     uint32_t struct_size; /* sizeof(conform_config) as conform built it */
     uint32_t dtype;       /* CONFORM_DTYPE_* every float tensor of the call has */
@@ -240,6 +246,10 @@ typedef struct conform_config {
     conform_tensor k_scale;  /* paged_attention (decode, 1.8), with an FP8 cache: [1] (per tensor) or [n_kv_heads] (kv head g's
                               * columns g*hd .. g*hd + hd - 1 use k_scale[g]), in the call's dtype; else data NULL */
     conform_tensor v_scale;  /* likewise, for v */
+    /* ---- ABI 1.9 (a GeGLU case is offered only to a plugin whose table says
+     * abi_minor >= 9) ---- */
+    uint32_t hidden_act; /* swiglu, block, decode: CONFORM_HIDDEN_ACT_*: the FFN gate's activation */
+    uint32_t reserved19;
 } conform_config;
 
 /* The block's weights, stored [in, out]; q_norm / k_norm have data != NULL
