@@ -79,7 +79,35 @@ TEST_CASE("each preset's config.json loads to the preset", "[config]") {
         CHECK(m.vocab == p.vocab);
         CHECK(m.max_position == p.max_position);
         CHECK(m.tie_embeddings == p.tie_embeddings);
+        CHECK(a.norm_plus_one == b.norm_plus_one);
+        CHECK(a.hidden_act == b.hidden_act);
+        CHECK(m.embedding_multiplier == p.embedding_multiplier);
     }
+}
+
+TEST_CASE("Gemma 1 reads as (1 + w) norms, GeGLU, tied embeddings times sqrt(D)", "[config]") {
+    const ModelConfig g = load_hf_config(kConfigs + "gemma-2b.json");
+    CHECK(g.architecture == "GemmaForCausalLM");
+    CHECK(g.block.norm_plus_one);
+    CHECK(g.block.hidden_act == HiddenAct::gelu_tanh);  // hidden_act "gelu" is not what GemmaMLP runs
+    CHECK(g.tie_embeddings);
+    CHECK(g.embedding_multiplier == std::sqrt(2048.0));
+    CHECK(g.block.head_dim == 256);
+    auto has = [](const std::vector<std::string>& v, const std::string& s) {
+        return std::any_of(v.begin(), v.end(), [&](const std::string& l) { return l.find(s) != std::string::npos; });
+    };
+    CHECK(has(g.notes, "hidden_act: \"gelu\" not used: GemmaMLP takes hidden_activation"));
+    CHECK(has(g.defaults, "hidden_activation: absent, took gelu_pytorch_tanh"));
+    CHECK(has(g.defaults, "tie_word_embeddings: absent, took true"));
+    // hidden_activation is Gemma's field and is read; an exact GELU there is refused.
+    const std::string base = R"({"architectures": ["GemmaForCausalLM"], "model_type": "gemma", "hidden_size": 64,
+                                 "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16, "intermediate_size": 128,
+                                 "num_hidden_layers": 1)";
+    CHECK(parse_hf_config(base + ", \"hidden_activation\": \"silu\"}", "g.json").block.hidden_act == HiddenAct::silu);
+    CHECK_THROWS_WITH(parse_hf_config(base + ", \"hidden_activation\": \"gelu\"}", "g.json"),
+                      Catch::Contains("g.json: hidden_activation: expected \"silu\" (SwiGLU) or \"gelu_pytorch_tanh\""));
+    CHECK_THROWS_WITH(parse_hf_config(base + ", \"attention_bias\": true}", "g.json"),
+                      Catch::Contains("g.json: attention_bias: true: GemmaForCausalLM then adds a bias to o_proj"));
 }
 
 TEST_CASE("Llama 3.1's llama3 scaling and Qwen3's QK-norm come from their files", "[config]") {

@@ -804,7 +804,7 @@ TEST_CASE("GGUF: every malformed-file class refused with file, tensor or key, an
                 for (auto& kv : d.kv)
                     if (kv.key == "general.architecture") kv = kv_str("general.architecture", "mamba");
             },
-            {"general.architecture: 'mamba' is not supported (llama, qwen2, qwen3 are)"});
+            {"general.architecture: 'mamba' is not supported (llama, qwen2, qwen3, gemma are)"});
         doc_case(
             [](GgufDoc& d) {
                 d.kv.erase(std::remove_if(d.kv.begin(), d.kv.end(),

@@ -45,6 +45,10 @@ const HfDefaults kArchitectures[] = {
      false, nullptr},
     {"Phi3Config", "Phi3ForCausalLM", "phi3", 32064, 3072, 8192, 32, 32, 0, 0, 4096, 1e-5, 10000.0, false, false,
      nullptr},
+    // Gemma 1: (1 + w) norms, GeGLU, the embedding times sqrt(hidden_size),
+    // tied embeddings (below, by model_type).
+    {"GemmaConfig", "GemmaForCausalLM", "gemma", 256000, 3072, 24576, 28, 16, 16, 256, 8192, 1e-6, 10000.0, false,
+     false, nullptr},
 };
 
 // Served architectures whose twists the block does not model yet: refused by
@@ -55,8 +59,7 @@ struct Unmodelled {
     const char* what;
 };
 const Unmodelled kUnmodelled[] = {
-    // (Gemma's (1 + w) RMSNorm is modelled, --norm-plus-one; the rest is not.)
-    {"gemma", "Gemma's GeGLU and the sqrt(d_model) embedding scale"},
+    // (Gemma 1 is read: its (1 + w) norms, GeGLU and sqrt(d_model) embedding scale are modelled.)
     {"gemma2", "Gemma 2's post-sublayer norms, GeGLU, query_pre_attn_scalar, final logit soft-capping and "
                "alternating sliding-window layers"},
     {"gemma3", "Gemma 3's post-sublayer norms, GeGLU, query_pre_attn_scalar, "
@@ -316,11 +319,21 @@ ModelConfig resolve(const json& j, const std::string& file) {
     const std::string dflt = std::string(arch->cls) + "'s default";
 
     // The FFN gate: silu (SwiGLU) or gelu_pytorch_tanh (GeGLU). Exact GELU
-    // ("gelu") is refused: no architecture read here runs it, and Gemma's
-    // checkpoints that say it are run by transformers with the tanh form
-    // (hidden_activation, which wins where present).
+    // ("gelu") is refused: no architecture read here runs it. GemmaMLP
+    // reads hidden_activation alone (absent: gelu_pytorch_tanh) and ignores
+    // hidden_act, which Gemma's own config.json files give as "gelu".
+    const bool gemma = std::string_view(arch->model_type) == "gemma";
+    if (gemma) {
+        if (r.present("hidden_act") && j.at("hidden_act") != "gelu_pytorch_tanh")
+            m.notes.push_back("hidden_act: " + j.at("hidden_act").dump() +
+                              " not used: GemmaMLP takes hidden_activation (transformers #29402)");
+        if (!r.present("hidden_activation")) {
+            m.block.hidden_act = HiddenAct::gelu_tanh;
+            m.defaults.push_back("hidden_activation: absent, took gelu_pytorch_tanh (GemmaMLP's default)");
+        }
+    }
     for (const char* key : {"hidden_act", "hidden_activation"}) {
-        if (!r.present(key)) continue;
+        if (!r.present(key) || (gemma && std::string_view(key) == "hidden_act")) continue;
         const json& act = j.at(key);
         const auto a = act.is_string() ? parse_hidden_act(act.get<std::string>()) : std::nullopt;
         if (!a || act.get<std::string>() == "gelu_tanh")
@@ -396,6 +409,14 @@ ModelConfig resolve(const json& j, const std::string& file) {
         if (!j.at("tie_word_embeddings").is_boolean())
             r.fail("tie_word_embeddings", "expected true or false, found " + j.at("tie_word_embeddings").dump());
         m.tie_embeddings = j.at("tie_word_embeddings").get<bool>();
+    } else if (gemma) {
+        m.tie_embeddings = true;
+        m.defaults.push_back("tie_word_embeddings: absent, took true (GemmaConfig's default)");
+    }
+    if (gemma) {
+        // GemmaModel: hidden_states * torch.tensor(hidden_size ** 0.5, dtype=hidden_states.dtype).
+        m.embedding_multiplier = std::sqrt(static_cast<double>(c.d_model));
+        c.norm_plus_one = true;  // GemmaRMSNorm: output * (1.0 + weight)
     }
 
     // ---- conventions ------------------------------------------------------------------

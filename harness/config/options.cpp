@@ -22,7 +22,7 @@ std::string num(double v) {
 bool ConfigOptions::given() const {
     for (const CLI::Option* opt : {o_preset, o_file, o_d_model, o_heads, o_kv_heads, o_head_dim, o_ffn, o_layers,
                                    o_theta, o_eps, o_layout, o_qk_norm, o_qkv_bias, o_window, o_softcap, o_sinks,
-                                   o_plus_one, o_hidden_act, o_kv_cache_dtype, o_kv_scale})
+                                   o_plus_one, o_hidden_act, o_embedding_multiplier, o_kv_cache_dtype, o_kv_scale})
         if (opt && opt->count() > 0) return true;
     return false;
 }
@@ -57,6 +57,10 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
     o.o_hidden_act = g->add_option("--hidden-act", o.hidden_act,
                                    "the FFN gate's activation (HF hidden_act): silu (SwiGLU) | gelu_tanh (GeGLU, "
                                    "Gemma's gelu_pytorch_tanh)");
+    if (with_layers)  // the model's, not the block's: where --layers is, a forward is
+        o.o_embedding_multiplier = g->add_option("--embedding-multiplier", o.embedding_multiplier,
+                                                 "the embedding rows times this before the first block (Gemma: "
+                                                 "sqrt(d_model)); 1: none");
     o.o_kv_cache_dtype = g->add_option("--kv-cache-dtype", o.kv_cache_dtype,
                                        "the KV cache's storage, paged_attention's and decode's (vLLM's "
                                        "kv_cache_dtype): none | fp8_e4m3 | fp8_e5m2 (K and V written as "
@@ -149,6 +153,13 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
                               (m.name.empty() ? "" : std::string(" (was ") + to_string(c.hidden_act) + ")"));
         c.hidden_act = *a;
     }
+    if (o.o_embedding_multiplier && o.o_embedding_multiplier->count()) {
+        if (!(o.embedding_multiplier > 0) || !std::isfinite(o.embedding_multiplier))
+            throw ConfigError("--embedding-multiplier: expected a positive number, found " + num(o.embedding_multiplier));
+        m.overrides.push_back("--embedding-multiplier " + num(o.embedding_multiplier) +
+                              (m.name.empty() ? "" : " (was " + num(m.embedding_multiplier) + ")"));
+        m.embedding_multiplier = o.embedding_multiplier;
+    }
     if (o.o_kv_cache_dtype && o.o_kv_cache_dtype->count()) {
         const auto d = parse_kv_cache_dtype(o.kv_cache_dtype);
         if (!d) throw ConfigError("--kv-cache-dtype: expected none, fp8_e4m3 or fp8_e5m2, found '" + o.kv_cache_dtype + "'");
@@ -189,6 +200,7 @@ void print_config(std::ostream& out, const ModelConfig& m, const std::string& in
     out << "\n" << indent << "  " << describe(m.block) << " layers=" << m.layers;
     if (m.vocab > 0) out << " vocab=" << m.vocab;
     if (m.max_position > 0) out << " max_position=" << m.max_position;
+    if (m.embedding_multiplier != 1.0) out << " embedding_x=" << m.embedding_multiplier;
     out << "\n";
     for (const auto& d : m.defaults) out << indent << "  default taken: " << d << "\n";
     for (const auto& d : m.overrides) out << indent << "  override: " << d << "\n";
@@ -220,6 +232,7 @@ nlohmann::json config_json(const ModelConfig& m) {
     j["vocab"] = m.vocab;
     j["max_position"] = m.max_position;
     j["tie_embeddings"] = m.tie_embeddings;
+    j["embedding_multiplier"] = m.embedding_multiplier;
     j["defaults_taken"] = m.defaults;
     j["overrides"] = m.overrides;
     j["notes"] = m.notes;

@@ -1,6 +1,7 @@
 #include "config/presets.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 
@@ -35,6 +36,14 @@ BlockConfig with_window(BlockConfig c, int64_t w) {
     return c;
 }
 
+// Gemma's conventions: (1 + w) norms and the GeGLU FFN (its sqrt(D)
+// embedding scale is the preset's embedding_multiplier).
+BlockConfig gemma(BlockConfig c) {
+    c.norm_plus_one = true;
+    c.hidden_act = HiddenAct::gelu_tanh;
+    return c;
+}
+
 // Llama 3.1's rope_scaling, as its config.json states it.
 BlockConfig with_llama3_scaling(BlockConfig c) {
     c.rope_scaling.type = RopeScalingType::llama3;
@@ -60,6 +69,7 @@ ModelConfig Preset::model() const {
     m.vocab = vocab;
     m.max_position = max_position;
     m.tie_embeddings = tie_embeddings;
+    m.embedding_multiplier = embedding_multiplier;
     m.name = name;
     m.origin = "preset " + name;
     return m;
@@ -80,6 +90,8 @@ const std::vector<Preset>& presets() {
         {"mistral-7b-v0.3", "mistralai/Mistral-7B-v0.3 (GQA 4)",   make(4096, 32,  8, 128, 14336, 1e6, 1e-5, false), 32, 32768, 32768, false},
         {"tinyllama-1.1b", "TinyLlama/TinyLlama-1.1B-Chat-v1.0 (GQA 8)", make(2048, 32, 4, 64, 5632, 1e4, 1e-5, false), 22, 32000, 2048, false},
         {"phi3-mini", "microsoft/Phi-3-mini-4k-instruct (MHA, head_dim 96, sliding window 2047)", with_window(make(3072, 32, 32, 96, 8192, 1e4, 1e-5, false), 2047), 32, 32064, 4096, false},
+        {"gemma-2b", "google/gemma-2b (MQA, head_dim 256, (1 + w) norms, GeGLU, embedding x sqrt(D))", gemma(make(2048, 8, 1, 256, 16384, 1e4, 1e-6, false)), 18, 256000, 8192, true, std::sqrt(2048.0)},
+        {"gemma-7b", "google/gemma-7b (MHA, head_dim 256 != D/H, (1 + w) norms, GeGLU, embedding x sqrt(D))", gemma(make(3072, 16, 16, 256, 24576, 1e4, 1e-6, false)), 28, 256000, 8192, true, std::sqrt(3072.0)},
     };
     return table;
 }
@@ -132,7 +144,9 @@ std::string describe(const BlockConfig& c) {
     o << "D=" << c.d_model << " H=" << c.n_heads << " KV=" << c.n_kv_heads << " hd=" << c.head_dim << " F=" << c.ffn_dim
       << " layout=" << to_string(c.rope_layout) << " theta=" << c.rope_theta << " eps=" << c.norm_eps
       << " qk_norm=" << (c.qk_norm ? 1 : 0) << (c.qkv_bias ? " qkv_bias=1" : "")
-      << (c.sliding_window > 0 ? " sliding_window=" + std::to_string(c.sliding_window) : "");
+      << (c.sliding_window > 0 ? " sliding_window=" + std::to_string(c.sliding_window) : "")
+      << (c.norm_plus_one ? " norm_plus_one=1" : "")
+      << (c.hidden_act != HiddenAct::silu ? std::string(" hidden_act=") + to_string(c.hidden_act) : "");
     if (c.rotary_dim > 0 && c.rotary_dim != c.head_dim) o << " rotary=" << c.rotary_dim;
     if (c.rope_scaling.type != RopeScalingType::none) o << " scaling=" << describe(c.rope_scaling);
     return o.str();

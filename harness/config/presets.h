@@ -27,6 +27,10 @@ struct ModelConfig {
     int64_t vocab = 0;             // vocab_size (0: unknown)
     int64_t max_position = 0;      // max_position_embeddings (0: unknown)
     bool tie_embeddings = false;   // tie_word_embeddings: the LM head is the embedding
+    // The embedding rows are multiplied by this before the first block
+    // (Gemma: sqrt(hidden_size), HF GemmaModel's normalizer, llama.cpp's
+    // ggml_scale(inpL, sqrtf(n_embd))); 1: none. forward applies it: no op reads it.
+    double embedding_multiplier = 1.0;
     std::string name;              // "llama3-8b", or the config file's path
     std::string origin;            // "preset llama3-8b", "config fixtures/configs/x.json"
     std::string architecture;      // "LlamaForCausalLM" (config files), "" for presets
@@ -48,6 +52,7 @@ struct Preset {
     int64_t vocab = 0;
     int64_t max_position = 0;
     bool tie_embeddings = false;
+    double embedding_multiplier = 1.0;
 
     ModelConfig model() const;
 };

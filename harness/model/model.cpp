@@ -61,7 +61,9 @@ Named layer_weights(const Spec& s, int64_t layer) {
     return w;
 }
 
-Tensor embedding(const Spec& s) { return normal(stream(s, -1, 0), s.vocab, s.block.d_model, 1.0); }
+Tensor embedding(const Spec& s) {
+    return normal(stream(s, -1, 0), s.vocab, s.block.d_model, 1.0 / s.embedding_multiplier);
+}
 Tensor final_norm(const Spec& s) { return norm_weight(stream(s, -1, 1), s.block.d_model); }
 Tensor lm_head(const Spec& s) {
     return normal(stream(s, -1, 2), s.block.d_model, s.vocab, 1.0 / std::sqrt(static_cast<double>(s.block.d_model)));

@@ -26,6 +26,10 @@ struct Spec {
     int64_t vocab = 512;
     int64_t start = 0;   // position of the first token
     uint64_t seed = 1;
+    // The embedding rows times this before the first block (Gemma: sqrt(D));
+    // the random embedding is drawn with std 1 / multiplier, so the stream
+    // still starts at std 1.
+    double embedding_multiplier = 1.0;
 };
 
 // Layer l's weights by schema name (attn_norm, wq, wk, wv, wo, ffn_norm, w1,

@@ -24,10 +24,11 @@ DTensor dtensor(const torch::Tensor& t) {
 }  // namespace
 
 BlockStep block_f64(const DTensor& x, const Named& weights, const std::vector<int64_t>& positions,
-                    const BlockConfig& c, bool all_taps, const std::set<std::string>& q8_k_inputs) {
+                    const BlockConfig& c, bool all_taps, const std::set<std::string>& q8_k_inputs, bool gelu_f16) {
     torch::NoGradGuard no_grad;
     Variant engine;
     engine.q8_k_inputs = q8_k_inputs;
+    engine.gelu_f16_table = gelu_f16;
     const Ctx ctx{torch::kFloat64, torch::kFloat64, Order::library, engine};
     std::map<std::string, torch::Tensor> in;
     for (const auto& [name, t] : weights) in[name] = f64(t);

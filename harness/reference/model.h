@@ -23,9 +23,11 @@ struct BlockStep {
     NamedD taps;
 };
 // q8_k_inputs: the weights whose inputs an engine quantises to Q8_K
-// (Variant::q8_k_inputs); empty for the model itself.
+// (Variant::q8_k_inputs); gelu_f16: a GeGLU gate through ggml's float16
+// GELU table (Variant::gelu_f16_table). Neither, for the model itself.
 BlockStep block_f64(const DTensor& x, const Named& weights, const std::vector<int64_t>& positions,
-                    const BlockConfig& c, bool all_taps = false, const std::set<std::string>& q8_k_inputs = {});
+                    const BlockConfig& c, bool all_taps = false, const std::set<std::string>& q8_k_inputs = {},
+                    bool gelu_f16 = false);
 
 // y[T, D] = rmsnorm(x) * weight[1, D], in float64.
 DTensor rmsnorm_f64(const DTensor& x, const Tensor& weight, double eps, bool plus_one);

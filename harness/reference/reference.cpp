@@ -94,6 +94,7 @@ std::string Variant::describe() const {
     if (swiglu_gate_on_up) sep() << "activation on the up branch";
     if (gelu_gate) sep() << "exact (erf) gelu gate";
     if (hidden_act) sep() << "hidden_act=" << to_string(*hidden_act);
+    if (gelu_f16_table) sep() << "gelu through a float16 table (ggml)";
     if (layer_norm) sep() << "layernorm (mean subtracted)";
     if (post_norm) sep() << "post-norm";
     if (residual_missing) sep() << "attention residual missing";

@@ -62,6 +62,10 @@ struct Variant {
     // (wq, wk, wv, wo, w1, w3, w2) multiply their input after it went through
     // Q8_K and back in float32 (act_quant_round_trip, torch_ops.h).
     std::set<std::string> q8_k_inputs;
+    // An engine whose GeGLU gate goes through ggml's CPU GELU (GGML_GELU_FP16):
+    // the gate rounded to float16 and looked up in a float16 table of
+    // gelu_tanh (0 at a <= -10, a at a >= 10). llama.cpp's gemma on the CPU.
+    bool gelu_f16_table = false;
 
     // Qwen2's projection biases (config.qkv_bias): dropped, or added to the
     // rotated q and k (a fused rope kernel that takes the bias last).

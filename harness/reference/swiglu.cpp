@@ -11,6 +11,12 @@ torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& w1, const torc
     const HiddenAct a = ctx.v.hidden_act.value_or(act);
     const auto act_fn = [&](const torch::Tensor& t) {
         if (ctx.v.gelu_gate) return torch::gelu(t);  // exact (erf) GELU
+        if (a == HiddenAct::gelu_tanh && ctx.v.gelu_f16_table) {
+            // ggml_vec_geglu_f32: table_f16[f16(a)] (the table holds f16(gelu(a)) at each f16 a), 0 / a past +-10
+            const auto a16 = t.to(torch::kHalf).to(torch::kFloat32);
+            const auto y = torch::gelu(a16, "tanh").to(torch::kHalf).to(t.scalar_type());
+            return torch::where(t <= -10.0, torch::zeros_like(t), torch::where(t >= 10.0, t, y));
+        }
         return a == HiddenAct::gelu_tanh ? torch::gelu(t, "tanh") : torch::silu(t);
     };
     auto g = ctx.v.swiglu_gate_on_up ? gate * act_fn(up) : act_fn(gate) * up;

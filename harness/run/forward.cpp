@@ -39,8 +39,17 @@ struct Source {
     }
 };
 
-// What the --expect-logits hypothesis of an engine that quantises its inputs is called.
+// What the --expect-logits hypotheses of an engine's own precision are
+// called: K-quant matmuls' inputs through Q8_K, GeGLU's gate through ggml's
+// float16 GELU table (llama.cpp's CPU backend does both).
 constexpr const char* kQ8kActivations = "q8_k_activations";
+constexpr const char* kGeluF16Table = "gelu_f16_table";
+
+// How an engine computes the model, where it is not the model itself.
+struct Engine {
+    bool q8_k = false;      // K-quant matmuls' inputs through Q8_K (Source::q8_k_inputs, head_q8_k)
+    bool gelu_f16 = false;  // GeGLU's gate through ggml's float16 GELU table
+};
 
 // ggml's vec_dot_type of the K-quant weights this reader decodes: their matmul input is Q8_K.
 bool q8_k_input(weights::Encoding e) {
@@ -62,19 +71,29 @@ void place(DTensor& into, const DTensor& part, int64_t v0) {
             into.data[static_cast<size_t>(t * V + v0 + v)] = part.data[static_cast<size_t>(t * part.cols() + v)];
 }
 
-// The reference's float64 logits of the whole model under config c (q8_k:
-// as an engine computes them that quantises K-quant matmuls' inputs to Q8_K).
-DTensor reference_logits(const Source& src, const BlockConfig& c, int64_t layers, int64_t vocab,
-                         const std::vector<int64_t>& ids, const std::vector<int64_t>& pos, bool q8_k = false) {
+// The embedding rows times the model's multiplier (Gemma's sqrt(D)), in float64.
+DTensor embedded(const Source& src, const std::vector<int64_t>& ids, double multiplier) {
     DTensor x = model::to_double(src.embed(ids));
+    if (multiplier != 1.0)
+        for (double& v : x.data) v *= multiplier;
+    return x;
+}
+
+// The reference's float64 logits of the whole model under config c and the
+// embedding multiplier, as the model is or as `engine` computes it.
+DTensor reference_logits(const Source& src, const BlockConfig& c, double multiplier, int64_t layers, int64_t vocab,
+                         const std::vector<int64_t>& ids, const std::vector<int64_t>& pos, Engine engine = {}) {
+    DTensor x = embedded(src, ids, multiplier);
     for (int64_t l = 0; l < layers; ++l) {
-        const bool engine = q8_k && l < static_cast<int64_t>(src.q8_k_inputs.size());
-        x = ref::block_f64(x, src.layer(l), pos, c, false, engine ? src.q8_k_inputs[static_cast<size_t>(l)] : std::set<std::string>{}).out;
+        const bool q8 = engine.q8_k && l < static_cast<int64_t>(src.q8_k_inputs.size());
+        x = ref::block_f64(x, src.layer(l), pos, c, false,
+                           q8 ? src.q8_k_inputs[static_cast<size_t>(l)] : std::set<std::string>{}, engine.gelu_f16)
+                .out;
     }
     const DTensor normed = ref::rmsnorm_f64(x, src.final_norm(), c.norm_eps, c.norm_plus_one);
     DTensor logits{{x.rows(), vocab}, std::vector<double>(static_cast<size_t>(x.rows() * vocab))};
     head_slices(src, vocab, [&](const Tensor& head, int64_t v0) {
-        place(logits, ref::matmul_f64(normed, head, q8_k && src.head_q8_k), v0);
+        place(logits, ref::matmul_f64(normed, head, engine.q8_k && src.head_q8_k), v0);
     });
     return logits;
 }
@@ -240,12 +259,17 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
     std::vector<DTensor> impl_logits;  // each runner's
     {
         {
-            const Tensor e = src.embed(ids);
-            x = model::to_double(e);
-            const size_t i = row("embedding", x);
+            // x = embed_tokens(ids) * multiplier   (Gemma: sqrt(D); the implementations' stream in float32,
+            // as a float32 engine multiplies)
+            Tensor e = src.embed(ids);
+            x = embedded(src, ids, s.embedding_multiplier);
+            if (s.embedding_multiplier != 1.0)
+                for (float& v : e.data) v *= static_cast<float>(s.embedding_multiplier);
+            const size_t i =
+                row(s.embedding_multiplier != 1.0 ? fmt::format("embedding x{:.3g}", s.embedding_multiplier) : "embedding", x);
             for (size_t j = 0; j < runners.size(); ++j) {
                 runners[j].x = e;
-                rows[i].err[j] = model::Error{};
+                rows[i].err[j] = model::error(model::to_double(e), x);
             }
         }
         for (int64_t l = 0; l < s.layers; ++l) {
@@ -334,16 +358,29 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
         expect_top1 = top1_agreement(logits, expected->reference);
         expect_ok = expect_err <= o.logits_tol;
         if (!expect_ok) {
-            for (const auto& [id, hc] : diagnose::config_hypotheses(c)) {
-                const double e = rel_error(reference_logits(src, hc, s.layers, s.vocab, ids, pos), expected->reference);
-                if (e <= o.logits_tol) explained.emplace_back(id, e);
-            }
-            // Not a convention but an engine's precision: K-quant weights
-            // multiplied against Q8_K inputs, as llama.cpp's CPU backend does.
-            if (src.any_q8_k()) {
-                const double e = rel_error(reference_logits(src, c, s.layers, s.vocab, ids, pos, true), expected->reference);
-                if (e <= o.logits_tol) explained.emplace_back(kQ8kActivations, e);
-            }
+            const double m = s.embedding_multiplier;
+            auto logits_of = [&](const BlockConfig& hc, double hm, Engine en) {
+                return rel_error(reference_logits(src, hc, hm, s.layers, s.vocab, ids, pos, en), expected->reference);
+            };
+            for (const auto& [id, hc] : diagnose::config_hypotheses(c))
+                if (const double e = logits_of(hc, m, {}); e <= o.logits_tol) explained.emplace_back(id, e);
+            // The model's own twist outside the block: Gemma's embedding scale dropped.
+            if (m != 1.0)
+                if (const double e = logits_of(c, 1.0, {}); e <= o.logits_tol)
+                    explained.emplace_back("embedding_scale_missing", e);
+            // Not a convention but an engine's precision, as llama.cpp's CPU
+            // backend computes: K-quant weights multiplied against Q8_K
+            // inputs, GeGLU's gate through a float16 table; each, and both.
+            const bool q8 = src.any_q8_k(), gelu = c.hidden_act == HiddenAct::gelu_tanh;
+            if (q8)
+                if (const double e = logits_of(c, m, {true, false}); e <= o.logits_tol)
+                    explained.emplace_back(kQ8kActivations, e);
+            if (gelu)
+                if (const double e = logits_of(c, m, {false, true}); e <= o.logits_tol)
+                    explained.emplace_back(kGeluF16Table, e);
+            if (q8 && gelu)
+                if (const double e = logits_of(c, m, {true, true}); e <= o.logits_tol)
+                    explained.emplace_back(std::string(kQ8kActivations) + " + " + kGeluF16Table, e);
         }
     }
     f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -455,17 +492,25 @@ std::string forward_table(const ForwardRequest& o, const ForwardResult& f) {
             "top-1 agreement {:.0f}%\n",
             o.expect_logits, f.expect_ok ? "match" : "DO NOT match", f.expect_err, f.expect_ok ? "<=" : ">",
             o.logits_tol, 100 * f.expect_top1);
-        for (const auto& [id, e] : f.explained)
-            out += id == std::string(kQ8kActivations)
-                       ? fmt::format(
-                             "  diagnosis: {}: the file's logits are this model with every K-quant matmul's input "
-                             "quantised to Q8_K, as llama.cpp's CPU backend computes it (rel error {:.2e}): the "
-                             "engine's activation precision, not a misread model\n",
-                             id, e)
-                       : fmt::format(
-                             "  diagnosis: {}: the file's logits are this model with that convention changed "
-                             "(rel error {:.2e})\n",
-                             id, e);
+        for (const auto& [id, e] : f.explained) {
+            const bool q8 = id.find(kQ8kActivations) != std::string::npos, gelu = id.find(kGeluF16Table) != std::string::npos;
+            if (q8 || gelu)
+                out += fmt::format(
+                    "  diagnosis: {}: the file's logits are this model computed as llama.cpp's CPU backend computes "
+                    "it{}{}{} (rel error {:.2e}): the engine's precision, not a misread model\n",
+                    id, q8 ? ", every K-quant matmul's input quantised to Q8_K" : "", q8 && gelu ? " and" : "",
+                    gelu ? ", GeGLU's gate rounded to float16 and looked up in ggml's float16 GELU table" : "", e);
+            else if (id == "embedding_scale_missing")
+                out += fmt::format(
+                    "  diagnosis: {}: the file's logits are this model without its embedding multiplier ({}: "
+                    "Gemma's sqrt(d_model)) (rel error {:.2e})\n",
+                    id, o.spec.embedding_multiplier, e);
+            else
+                out += fmt::format(
+                    "  diagnosis: {}: the file's logits are this model with that convention changed "
+                    "(rel error {:.2e})\n",
+                    id, e);
+        }
         if (!f.expect_ok && f.explained.empty())
             out +=
                 "  diagnosis: no single-convention change of the config (layout, theta, scaling, partial "
@@ -547,6 +592,7 @@ ForwardRequest resolve_forward(const ForwardFlags& o, std::ostream& log) {
     s.vocab = real ? m.vocab : o.vocab;
     s.start = o.start;
     s.seed = o.seed;
+    s.embedding_multiplier = m.embedding_multiplier;
     const BlockConfig& c = s.block;
 
     // ---- implementations ---------------------------------------------------------

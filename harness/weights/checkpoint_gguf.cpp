@@ -27,6 +27,7 @@ constexpr Arch kArchs[] = {
      "llama.cpp runs llama with NORMAL rope on the converter-permuted attn_q/attn_k", false},
     {"qwen2", RopeLayout::neox, "llama.cpp runs qwen2 with NEOX rope; its converter does not permute attn_q/attn_k", false},
     {"qwen3", RopeLayout::neox, "llama.cpp runs qwen3 with NEOX rope; its converter does not permute attn_q/attn_k", true},
+    {"gemma", RopeLayout::neox, "llama.cpp runs gemma with NEOX rope; its converter does not permute attn_q/attn_k", false},
 };
 
 struct Name {
@@ -128,7 +129,7 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
         if (a->s == k.name) arch = &k;
     if (!arch)
         throw WeightsError(path + ": general.architecture: " + a->describe().substr(7) +
-                           " is not supported (llama, qwen2, qwen3 are)");
+                           " is not supported (llama, qwen2, qwen3, gemma are)");
     Meta m(c, g, arch->name);
     config::ModelConfig& model = c.model;
     model.name = path;
@@ -177,6 +178,19 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
     if (m.find("attention.sliding_window_pattern"))
         c.note(m.key("attention.sliding_window_pattern") + ": not used (llama.cpp's " + arch->name +
                " graph has no sliding-window layers)");
+    if (std::string_view(arch->name) == "gemma") {
+        // llama.cpp's gemma graph: inpL = ggml_scale(inpL, sqrtf(n_embd)); LLM_FFN_GELU with a
+        // parallel gate (GeGLU, ggml_gelu's tanh form); plain RMSNorm on weights its converter
+        // stored as 1 + w (GemmaModel.modify_tensors: norm.weight + 1). So the model is GeGLU
+        // with the embedding scaled, and norms that scale by w as stored: norm_plus_one off.
+        b.hidden_act = HiddenAct::gelu_tanh;
+        model.embedding_multiplier = std::sqrt(static_cast<double>(b.d_model));
+        c.note("hidden_act: gelu_tanh (general.architecture = gemma: llama.cpp's gemma FFN is GeGLU)");
+        c.note("embedding x sqrt(d_model) = " + num(model.embedding_multiplier) +
+               " (general.architecture = gemma: llama.cpp scales inpL by sqrtf(n_embd), as GemmaModel does)");
+        c.note("norms: weights read as stored, scaling by w: llama.cpp's converter stores Gemma's 1 + w "
+               "(norm.weight + 1), so norm_plus_one is off for a GGUF Gemma");
+    }
     b.rope_layout = arch->layout;
     c.note(std::string("rope layout: ") + to_string(b.rope_layout) + " (general.architecture = " + arch->name + ": " +
            arch->why + ")");

@@ -21,7 +21,8 @@ ck=$tmp/ck
 run=(--impl scalar,simd --no-default-fixtures --quiet)
 
 # ---- the gate on real weights -------------------------------------------------
-for m in llama-hf llama-hf-bf16 llama-hf-sharded llama.gguf llama-q8_0.gguf llama3-hf qwen3.gguf qwen2-hf qwen2.gguf; do
+for m in llama-hf llama-hf-bf16 llama-hf-sharded llama.gguf llama-q8_0.gguf llama3-hf qwen3.gguf qwen2-hf qwen2.gguf \
+         gemma-hf gemma.gguf; do
   expect 0 "^block +scalar" -- --weights "$ck/$m" --layer 1 --cases 8 "${run[@]}" --out "$tmp/r-$m"
 done
 grep -q '"weights"' "$tmp/r-llama-hf/conform.json" || fail "report: no config.weights"
@@ -39,6 +40,35 @@ expect 1 "diagnosis: q8_k_activations: .*\(rel error [0-9.]+e-0[7-9]\)" -- forwa
   --tokens 1,5,2,7,3 --impl scalar --expect-logits "$llamacpp"
 expect 1 "no single-convention change" -- forward --weights "$ck/llama-k.gguf" --tokens 1,5,2,7,3 --impl scalar \
   --expect-logits "$llamacpp"
+# Gemma (1 + w norms, GeGLU, embedding x sqrt(D), tied): llama.cpp's logits on the GGUF
+# (tests/weights/llamacpp-gemma.h5) are 8.6e-5 from the float64 model, all of it ggml's float16 GELU
+# table (3.2e-7 once modelled); the HF and GGUF files are one model; a forward without the embedding
+# scale is named.
+gemma_cpp=${SRC:?}/tests/weights/llamacpp-gemma.h5
+expect 0 "the reference's logits match it: rel error [0-9.]+e-05" -- forward --weights "$ck/gemma.gguf" \
+  --tokens 1,5,2,7,3 --impl scalar,simd --expect-logits "$gemma_cpp"
+expect 1 "diagnosis: gelu_f16_table: .*\(rel error [0-9.]+e-0[7-9]\)" -- forward --weights "$ck/gemma.gguf" \
+  --tokens 1,5,2,7,3 --impl scalar --expect-logits "$gemma_cpp" --logits-tol 1e-6
+expect 0 "the reference's logits match it: rel error [0-9.]+e-05" -- forward --weights "$ck/gemma-hf" \
+  --tokens 1,5,2,7,3 --impl scalar --expect-logits "$gemma_cpp" --logits-tol 1e-4
+# An engine's logits without one of Gemma's twists (written here by reading the model without it):
+# each named against the model as it is.
+for twist in "noscale --embedding-multiplier 1" "silu --hidden-act silu" "plainnorm --norm-plus-one 0"; do
+  set -- $twist
+  expect 0 "logits: $tmp/gemma-$1.h5" -- forward --weights "$ck/gemma-hf" --tokens 1,5,2,7,3 --impl scalar "$2" "$3" \
+    --save-logits "$tmp/gemma-$1.h5"
+done
+expect 1 "diagnosis: embedding_scale_missing: the file's logits are this model without its embedding multiplier" -- \
+  forward --weights "$ck/gemma.gguf" --tokens 1,5,2,7,3 --impl scalar --expect-logits "$tmp/gemma-noscale.h5"
+expect 1 "diagnosis: geglu_as_swiglu: the file's logits are this model with that convention changed" -- \
+  forward --weights "$ck/gemma.gguf" --tokens 1,5,2,7,3 --impl scalar --expect-logits "$tmp/gemma-silu.h5"
+expect 1 "diagnosis: norm_plus_one_missing: the file's logits are this model with that convention changed" -- \
+  forward --weights "$ck/gemma-hf" --tokens 1,5,2,7,3 --impl scalar --expect-logits "$tmp/gemma-plainnorm.h5"
+expect 2 "--embedding-multiplier: expected a positive number" -- forward --weights "$ck/gemma-hf" --tokens 1,5 \
+  --embedding-multiplier 0
+# A GeGLU kernel that runs silu fails on Gemma's real layer, named.
+expect 1 "diagnosis: geglu_as_swiglu: matches" -- --weights "$ck/gemma.gguf" --layer 1 --impl geglu_as_swiglu --op block \
+  --cases 4 --no-default-fixtures --out "$tmp/geglu"
 expect 0 "layer 0:.*weights read" -- --weights "$ck/qwen3-hf" --layers all --inputs model --cases 6 \
   --impl scalar --no-default-fixtures --out "$tmp/model"
 grep -q 'inputs=model' "$tmp/model/conform.json" || fail "--inputs model: no case id says inputs=model"

@@ -11,6 +11,8 @@
 //   DIR/llama3-hf/, llama3.gguf   head_dim 64, theta 500000, llama3 scaling (rope_freqs.weight)
 //   DIR/qwen3-hf/, qwen3.gguf     head_dim 32 != d/H, QK-norm, tied embeddings
 //   DIR/qwen2-hf/, qwen2.gguf     q, k, v projection biases (k's mean 4), theta 1e6
+//   DIR/gemma-hf/, gemma.gguf     Gemma 1: (1 + w) norms (the GGUF's stored as 1 + w), GeGLU,
+//                                 embedding x sqrt(D), MQA, head_dim 32 != D/H, tied embeddings
 //   DIR/llama-k.gguf, llama-k-q4_k_m.gguf, llama-k-q5_k_m.gguf
 //                                 D 256 (K-quant super-blocks need rows of 256), 3 layers;
 //                                 F32, and mixed as llama.cpp's Q4_K_M / Q5_K_M lay them out
@@ -70,6 +72,12 @@ int main(int argc, char** argv) {
     const Model m2 = random_model(q2);
     write_hf(m2, path("qwen2-hf"));
     write_file(path("qwen2.gguf"), gguf_bytes(gguf_doc(m2)));
+
+    ModelSpec ge = llama;
+    ge.arch = "gemma", ge.n_kv_heads = 1, ge.head_dim = 32, ge.ffn_dim = 128, ge.eps = 1e-6, ge.tie = true;
+    const Model mg = random_model(ge);
+    write_hf(mg, path("gemma-hf"));
+    write_file(path("gemma.gguf"), gguf_bytes(gguf_doc(mg)));
     ModelSpec lk = llama;
     lk.d_model = 256, lk.head_dim = 64, lk.ffn_dim = 512, lk.layers = 3;
     const Model mk = random_model(lk);

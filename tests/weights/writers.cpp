@@ -164,6 +164,7 @@ void q6k_block(const float* x, std::string& out) {
 std::string hf_arch(const std::string& a) {
     if (a == "qwen3") return "Qwen3ForCausalLM";
     if (a == "qwen2") return "Qwen2ForCausalLM";
+    if (a == "gemma") return "GemmaForCausalLM";
     return "LlamaForCausalLM";
 }
 
@@ -217,8 +218,11 @@ Model random_model(const ModelSpec& s) {
     Rng r{s.seed};
     const int64_t D = s.d_model, q = s.n_heads * s.head_dim, kv = s.n_kv_heads * s.head_dim, F = s.ffn_dim;
     auto lin = [&](int64_t out, int64_t in) { return draw(r, {out, in}, 1.0 / std::sqrt(static_cast<double>(in))); };
-    auto norm = [&](int64_t n) { return draw(r, {n}, 0.1, 1.0); };
-    m.tensors["model.embed_tokens.weight"] = draw(r, {s.vocab, D}, 1.0);
+    // Gemma stores each norm's scale as its offset from one, and scales its
+    // embedding by sqrt(D) (drawn 1/sqrt(D) here, so the stream starts at std 1).
+    const bool gemma = s.arch == "gemma";
+    auto norm = [&](int64_t n) { return draw(r, {n}, 0.1, gemma ? 0.0 : 1.0); };
+    m.tensors["model.embed_tokens.weight"] = draw(r, {s.vocab, D}, gemma ? 1.0 / std::sqrt(static_cast<double>(D)) : 1.0);
     for (int64_t l = 0; l < s.layers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".";
         m.tensors[p + "input_layernorm.weight"] = norm(D);
@@ -302,8 +306,10 @@ std::string hf_config_json(const Model& m) {
               {"rms_norm_eps", s.eps},
               {"rope_theta", s.theta},
               {"tie_word_embeddings", s.tie},
-              {"hidden_act", "silu"},
+              {"hidden_act", s.arch == "gemma" ? "gelu" : "silu"},
               {"torch_dtype", "float32"}};
+    // Gemma's released config.json files say hidden_act "gelu" and (later) hidden_activation, which GemmaMLP runs.
+    if (s.arch == "gemma") j["hidden_activation"] = "gelu_pytorch_tanh";
     if (s.scaling.type == RopeScalingType::llama3)
         j["rope_scaling"] = {{"rope_type", "llama3"},
                              {"factor", s.scaling.factor},
@@ -473,12 +479,14 @@ GgufDoc gguf_doc(const Model& m, const GgufOptions& o) {
     d.kv.push_back(kv_u32(a + ".feed_forward_length", static_cast<uint32_t>(s.ffn_dim)));
     d.kv.push_back(kv_u32(a + ".attention.head_count", static_cast<uint32_t>(s.n_heads)));
     d.kv.push_back(kv_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads)));
-    if (s.head_dim * s.n_heads != s.d_model || a == "qwen3") {
+    if (s.head_dim * s.n_heads != s.d_model || a == "qwen3" || a == "gemma") {
         d.kv.push_back(kv_u32(a + ".attention.key_length", static_cast<uint32_t>(s.head_dim)));
         d.kv.push_back(kv_u32(a + ".attention.value_length", static_cast<uint32_t>(s.head_dim)));
     }
-    d.kv.push_back(kv_f32(a + ".rope.freq_base", static_cast<float>(s.theta)));
-    d.kv.push_back(kv_u32(a + ".rope.dimension_count", static_cast<uint32_t>(s.head_dim)));
+    if (a != "gemma") {  // llama.cpp's gemma converter writes neither: 10000 and key_length, its defaults
+        d.kv.push_back(kv_f32(a + ".rope.freq_base", static_cast<float>(s.theta)));
+        d.kv.push_back(kv_u32(a + ".rope.dimension_count", static_cast<uint32_t>(s.head_dim)));
+    }
     d.kv.push_back(kv_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(s.eps)));
     if (o.matrices != kGgmlF32 && o.matrices != kGgmlF16 && o.matrices != kGgmlBF16) d.kv.push_back(kv_u32("general.quantization_version", 2));
     if (o.tokens) {
@@ -511,10 +519,17 @@ GgufDoc gguf_doc(const Model& m, const GgufOptions& o) {
         d.tensors.push_back(std::move(g));
     };
     const bool permute = a == "llama";
+    // llama.cpp's gemma converter stores each norm weight as 1 + w (its graph then scales by w).
+    auto norm_of = [&](const std::string& hf) {
+        HfTensor t = m.tensors.at(hf);
+        if (a == "gemma")
+            for (float& v : t.data) v += 1.0f;
+        return t;
+    };
     add("token_embd.weight", m.tensors.at("model.embed_tokens.weight"), true);
     for (int64_t l = 0; l < s.layers; ++l) {
         const std::string p = "model.layers." + std::to_string(l) + ".", b = "blk." + std::to_string(l) + ".";
-        add(b + "attn_norm.weight", m.tensors.at(p + "input_layernorm.weight"), false);
+        add(b + "attn_norm.weight", norm_of(p + "input_layernorm.weight"), false);
         const HfTensor& wq = m.tensors.at(p + "self_attn.q_proj.weight");
         const HfTensor& wk = m.tensors.at(p + "self_attn.k_proj.weight");
         add(b + "attn_q.weight", permute ? permute_for_gguf(wq, s.n_heads) : wq, true);
@@ -530,12 +545,12 @@ GgufDoc gguf_doc(const Model& m, const GgufOptions& o) {
             add(b + "attn_k.bias", m.tensors.at(p + "self_attn.k_proj.bias"), false);
             add(b + "attn_v.bias", m.tensors.at(p + "self_attn.v_proj.bias"), false);
         }
-        add(b + "ffn_norm.weight", m.tensors.at(p + "post_attention_layernorm.weight"), false);
+        add(b + "ffn_norm.weight", norm_of(p + "post_attention_layernorm.weight"), false);
         add(b + "ffn_gate.weight", m.tensors.at(p + "mlp.gate_proj.weight"), true);
         add(b + "ffn_up.weight", m.tensors.at(p + "mlp.up_proj.weight"), true);
         add(b + "ffn_down.weight", m.tensors.at(p + "mlp.down_proj.weight"), true);
     }
-    add("output_norm.weight", m.tensors.at("model.norm.weight"), false);
+    add("output_norm.weight", norm_of("model.norm.weight"), false);
     if (!s.tie) add("output.weight", m.tensors.at("lm_head.weight"), true);
     if (s.scaling.type == RopeScalingType::llama3) {
         HfTensor f;

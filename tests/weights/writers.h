@@ -34,7 +34,7 @@ struct HfTensor {
 };
 
 struct ModelSpec {
-    std::string arch = "llama";  // llama, qwen2, qwen3
+    std::string arch = "llama";  // llama, qwen2, qwen3, gemma
     int64_t d_model = 64, n_heads = 4, n_kv_heads = 2, head_dim = 16, ffn_dim = 96;
     int64_t layers = 2, vocab = 64, max_position = 4096;
     double theta = 10000.0, eps = 1e-5;
