@@ -102,6 +102,8 @@ const std::vector<ImplEntry>& mutant_implementations() {
          ops_using(kSoftcap)},
         {"softcap_after_mask", "soft-cap after the -inf mask: masked keys read at logit -cap", true, always,
          softcap_after_mask, ops_using(kSoftcap)},
+        {"attn_scale_ignored", "scores scaled by 1/sqrt(head_dim) where the config's attn_scale says otherwise", true,
+         always, attn_scale_ignored, ops_using(kAttnScale)},
         {"sink_missing", "attention sinks dropped from the softmax's denominator", true, always, sink_missing,
          ops_using(kSinks)},
         {"sink_wrong_head", "sinks read per kv head (sinks[h / group])", true, always, sink_wrong_head,

@@ -188,6 +188,11 @@ TEST_CASE("cuda rmsnorm, qk_norm, block and decode with Gemma's (1 + w) norms, e
                      {Op::rmsnorm, Op::qk_norm, Op::block, Op::decode});
 }
 
+TEST_CASE("cuda attention, paged_attention, block and decode with a score scale (attn_scale), every dtype",
+          "[cuda][attn_scale]") {
+    check_drawn_with([](const BlockConfig& c) { return c.attn_scale > 0; });
+}
+
 TEST_CASE("cuda swiglu, block and decode with Gemma's GeGLU (gelu_tanh gate), every dtype", "[cuda][geglu]") {
     check_drawn_with([](const BlockConfig& c) { return c.hidden_act == HiddenAct::gelu_tanh; },
                      {Op::swiglu, Op::block, Op::decode});

@@ -92,7 +92,10 @@ const TwistField kTwistFields[] = {
      "(Gemma 2 does, with post-norms and GeGLU the block does not model); refused rather than run as another "
      "model"},
     {"final_logit_softcapping", "LM-head logit soft-capping"},
-    {"query_pre_attn_scalar", "an attention scale other than 1/sqrt(head_dim)"},
+    {"query_pre_attn_scalar", "an attention scale other than 1/sqrt(head_dim)",
+     "the block models it (--attn-scale, query_pre_attn_scalar^-1/2), but of the architectures read here none "
+     "applies it in transformers (Gemma 2 and 3 do, with post-norms the block does not model); refused rather than "
+     "run as another model"},
     {"layer_types", "per-layer attention types (sliding / full)"},
     {"sliding_window_pattern", "alternating sliding-window layers"},
     {"no_rope_layers", "layers without RoPE (NoPE)"},

@@ -22,7 +22,8 @@ std::string num(double v) {
 bool ConfigOptions::given() const {
     for (const CLI::Option* opt : {o_preset, o_file, o_d_model, o_heads, o_kv_heads, o_head_dim, o_ffn, o_layers,
                                    o_theta, o_eps, o_layout, o_qk_norm, o_qkv_bias, o_window, o_softcap, o_sinks,
-                                   o_plus_one, o_hidden_act, o_embedding_multiplier, o_kv_cache_dtype, o_kv_scale})
+                                   o_plus_one, o_hidden_act, o_attn_scale, o_embedding_multiplier, o_kv_cache_dtype,
+                                   o_kv_scale})
         if (opt && opt->count() > 0) return true;
     return false;
 }
@@ -51,6 +52,9 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
     o.o_softcap = g->add_option("--attn-softcap,--attn-logit-softcapping", o.softcap,
                                 "cap: each attention score s becomes cap * tanh(s / cap) before the mask (Gemma 2's "
                                 "attn_logit_softcapping); 0: none");
+    o.o_attn_scale = g->add_option("--attn-scale", o.attn_scale,
+                                   "the scores' multiplier, q·k · S (Gemma 2/3: query_pre_attn_scalar^-1/2); 0: "
+                                   "1/sqrt(head_dim)");
     o.o_plus_one = g->add_option("--norm-plus-one", o.plus_one,
                                  "every RMSNorm scales by (1 + w), its weight stored as an offset from one (Gemma): "
                                  "0 | 1");
@@ -139,13 +143,16 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
                               (m.name.empty() ? "" : " (was " + std::to_string(c.sliding_window) + ")"));
         c.sliding_window = o.window;
     }
-    if (o.o_softcap && o.o_softcap->count()) {
-        if (!(o.softcap >= 0) || !std::isfinite(o.softcap))
-            throw ConfigError("--attn-softcap: expected a cap >= 0 (0: none), found " + num(o.softcap));
-        m.overrides.push_back("--attn-softcap " + num(o.softcap) +
-                              (m.name.empty() ? "" : " (was " + num(c.attn_logit_softcapping) + ")"));
-        c.attn_logit_softcapping = o.softcap;
-    }
+    // A served variant's number: finite and >= 0 (0: off).
+    auto number_flag = [&](const CLI::Option* opt, double v, const char* flag, const char* expected, double& field) {
+        if (!opt || !opt->count()) return;
+        if (!(v >= 0) || !std::isfinite(v))
+            throw ConfigError(std::string(flag) + ": expected " + expected + ", found " + num(v));
+        m.overrides.push_back(std::string(flag) + " " + num(v) + (m.name.empty() ? "" : " (was " + num(field) + ")"));
+        field = v;
+    };
+    number_flag(o.o_softcap, o.softcap, "--attn-softcap", "a cap >= 0 (0: none)", c.attn_logit_softcapping);
+    number_flag(o.o_attn_scale, o.attn_scale, "--attn-scale", "a scale >= 0 (0: 1/sqrt(head_dim))", c.attn_scale);
     if (o.o_hidden_act && o.o_hidden_act->count()) {
         const auto a = parse_hidden_act(o.hidden_act);
         if (!a) throw ConfigError("--hidden-act: expected silu or gelu_tanh, found '" + o.hidden_act + "'");

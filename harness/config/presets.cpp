@@ -146,6 +146,7 @@ std::string describe(const BlockConfig& c) {
       << " qk_norm=" << (c.qk_norm ? 1 : 0) << (c.qkv_bias ? " qkv_bias=1" : "")
       << (c.sliding_window > 0 ? " sliding_window=" + std::to_string(c.sliding_window) : "")
       << (c.norm_plus_one ? " norm_plus_one=1" : "")
+      << (c.attn_scale > 0 ? " attn_scale=" + num(c.attn_scale) : "")
       << (c.hidden_act != HiddenAct::silu ? std::string(" hidden_act=") + to_string(c.hidden_act) : "");
     if (c.rotary_dim > 0 && c.rotary_dim != c.head_dim) o << " rotary=" << c.rotary_dim;
     if (c.rope_scaling.type != RopeScalingType::none) o << " scaling=" << describe(c.rope_scaling);

@@ -317,7 +317,20 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             "causal mask off by one: the diagonal is masked (k_pos < q_pos); a query must see its own key");
         vm.mask = ref::Variant::Mask::plus_one;
         add("causal_mask_off_by_one", vm, "causal mask off by one: a query also sees the next key (k_pos <= q_pos + 1)");
-        // Scales a kernel may use instead of 1/sqrt(head_dim), each once.
+        // Scales a kernel may use instead of the config's (1/sqrt(head_dim), or
+        // its attn_scale: Gemma 2/3's query_pre_attn_scalar^-1/2), each once.
+        const double right = score_scale(cfg.attn_scale, hd);
+        const std::string right_is = cfg.attn_scale > 0 ? fmt::format("the config's attn_scale {}", g(cfg.attn_scale))
+                                                        : fmt::format("1/sqrt(head_dim) = 1/sqrt({})", hd);
+        if (cfg.attn_scale > 0 && uses(op, kAttnScale)) {
+            ref::Variant v;
+            v.scale = 1.0 / std::sqrt(double(hd));
+            if (std::abs(*v.scale / right - 1) >= 1e-12)
+                add("attn_scale_ignored", v,
+                    fmt::format("scores scaled by 1/sqrt(head_dim) = 1/sqrt({}) where the config's attn_scale is {} "
+                                "(Gemma 2/3's query_pre_attn_scalar^-1/2)",
+                                hd, g(cfg.attn_scale)));
+        }
         std::vector<std::pair<double, std::string>> scales = {
             {1.0 / std::sqrt(double(H * hd)), fmt::format("1/sqrt(n_heads * head_dim) = 1/sqrt({})", H * hd)},
             {1.0, "1 (no scale)"},
@@ -326,7 +339,8 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         if (uses(op, kResidual))
             scales.insert(scales.begin() + 1, {1.0 / std::sqrt(double(cfg.d_model)),
                                                fmt::format("1/sqrt(d_model) = 1/sqrt({})", cfg.d_model)});
-        const double right = 1.0 / std::sqrt(double(hd));
+        // (One that equals attn_scale_ignored's 1/sqrt(head_dim), at n_heads 1, is
+        // kept: the two bugs coincide there, and both are named.)
         std::vector<double> used;
         for (const auto& [s, what] : scales) {
             bool same = std::abs(s / right - 1) < 1e-12;
@@ -335,8 +349,7 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             used.push_back(s);
             ref::Variant v;
             v.scale = s;
-            add("attention_scale_wrong", v,
-                fmt::format("scores scaled by {} instead of 1/sqrt(head_dim) = 1/sqrt({})", what, hd));
+            add("attention_scale_wrong", v, fmt::format("scores scaled by {} instead of {}", what, right_is));
         }
         if (uses(op, kPaged)) {
             // A sequence's keys sit at positions 0..kv_len-1 and its queries
@@ -466,6 +479,7 @@ std::vector<std::pair<std::string, BlockConfig>> config_hypotheses(const BlockCo
             v.qkv_bias = false, rest.qkv_bias = ref::Variant::QkvBias::as_config;
         if (rest.norm_plus_one) v.norm_plus_one = *rest.norm_plus_one, rest.norm_plus_one.reset();
         if (rest.hidden_act) v.hidden_act = *rest.hidden_act, rest.hidden_act.reset();
+        if (rest.scale && h.id == "attn_scale_ignored") v.attn_scale = 0, rest.scale.reset();
         if (!rest.faithful() || h.variant.faithful()) continue;
         out.emplace_back(h.id + value, v);
     }

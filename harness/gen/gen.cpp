@@ -242,6 +242,16 @@ void pick_kv_cache(CaseSpec& s) {
 // offsets, materialize). Drawn last.
 void pick_norm_plus_one(CaseSpec& s) { s.config.norm_plus_one = weighted<int>({{3, 0}, {1, 1}}) == 1; }
 
+// A score scale other than 1/sqrt(head_dim) in a quarter of the cases, as
+// query_pre_attn_scalar^-1/2 with the scalar hd·9/8 (Gemma 2 27B: 144 for
+// head_dim 128), hd/2 or 2·hd: scores 6%, 41% larger or 29% smaller than a
+// kernel with 1/sqrt(hd) makes them. Drawn last.
+void pick_attn_scale(CaseSpec& s) {
+    if (weighted<int>({{3, 0}, {1, 1}}) == 0) return;
+    const double q = static_cast<double>(s.config.head_dim) * weighted<double>({{2, 9.0 / 8}, {1, 0.5}, {1, 2.0}});
+    s.config.attn_scale = 1.0 / std::sqrt(q);
+}
+
 // Gemma's GeGLU (gelu_tanh gate) in a quarter of the cases. Drawn last.
 void pick_hidden_act(CaseSpec& s) {
     s.config.hidden_act = weighted<HiddenAct>({{3, HiddenAct::silu}, {1, HiddenAct::gelu_tanh}});
@@ -401,6 +411,7 @@ void pin(CaseSpec& s, const BlockConfig& c) {
     if (info.reads("sliding_window")) s.config.sliding_window = c.sliding_window;
     if (info.reads("attn_logit_softcapping")) s.config.attn_logit_softcapping = c.attn_logit_softcapping;
     if (info.reads("attn_sinks")) s.config.attn_sinks = c.attn_sinks;
+    if (info.reads("attn_scale")) s.config.attn_scale = c.attn_scale;
     if (info.reads("norm_plus_one")) s.config.norm_plus_one = c.norm_plus_one;
     if (info.reads("hidden_act")) s.config.hidden_act = c.hidden_act;
     if (info.reads("kv_cache_dtype")) {
@@ -546,6 +557,7 @@ CaseSpec make(const Stream& st) {
     if (op_info(op).uses(kNormPlusOne)) pick_norm_plus_one(s);
     if (op_info(op).uses(kFp8Cache)) pick_kv_cache(s);
     if (op_info(op).uses(kGeglu)) pick_hidden_act(s);
+    if (op_info(op).uses(kAttnScale)) pick_attn_scale(s);
     if (pinned) pin(s, *pinned);
     if (st.real) take_layer(s, st.real);
     return s;
@@ -592,6 +604,7 @@ void window_field(const CaseSpec& s, Fields& f) {
     if (s.config.sliding_window > 0) f.emplace_back("window", std::to_string(s.config.sliding_window));
     if (s.config.attn_logit_softcapping > 0) f.emplace_back("softcap", num(s.config.attn_logit_softcapping));
     if (s.config.attn_sinks) f.emplace_back("sinks", "1");
+    if (s.config.attn_scale > 0) f.emplace_back("attn_scale", num(s.config.attn_scale));
 }
 
 // An FP8 cache, only when there is one (older ids parse to the same case).
@@ -771,7 +784,7 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
     static const std::pair<const char*, Convention> kOwned[] = {
         {"bias", kQkvBias}, {"bias_mean", kQkvBias}, {"window", kWindow}, {"sinks", kSinks},
         {"plus_one", kNormPlusOne}, {"softcap", kSoftcap}, {"P", kPaged}, {"kv", kPaged}, {"q", kPaged},
-        {"pool", kPaged}, {"qk_gain", kResidual}, {"kv_dtype", kFp8Cache}, {"kv_scale", kFp8Cache}, {"act", kGeglu}};
+        {"pool", kPaged}, {"qk_gain", kResidual}, {"kv_dtype", kFp8Cache}, {"kv_scale", kFp8Cache}, {"act", kGeglu}, {"attn_scale", kAttnScale}};
     for (const auto& [k, v] : kv)
         for (const auto& [field, bit] : kOwned)
             if (k == field && !op_info(s.op).uses(bit))
@@ -800,6 +813,11 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             else if (k == "plus_one") {
                 if (v != "0" && v != "1") return fail("plus_one must be 0 or 1, found '" + v + "'");
                 s.config.norm_plus_one = v == "1";
+            }
+            else if (k == "attn_scale") {
+                s.config.attn_scale = std::stod(v);
+                if (!(s.config.attn_scale > 0) || !std::isfinite(s.config.attn_scale))
+                    return fail("attn_scale must be a number > 0, found '" + v + "'");
             }
             else if (k == "act") {
                 const auto a = parse_hidden_act(v);

@@ -368,14 +368,18 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
         }
         variant_switch("attn_sinks", "no softmax to sink", cfg.attn_sinks);
         variant_switch("norm_plus_one", "no RMSNorm to offset", cfg.norm_plus_one);
-        if (has("attn_logit_softcapping")) {
-            const double v = read_float(ctx, g.get(), "attn_logit_softcapping", "config/attn_logit_softcapping");
-            if (!std::isfinite(v) || v < 0)
-                ctx.fail("config/attn_logit_softcapping", "expected a cap >= 0 (0: none), found " + std::to_string(v));
-            if (v > 0 && !op_info(op).reads("attn_logit_softcapping"))
-                ctx.fail("config/attn_logit_softcapping", std::string("op ") + to_string(op) + " has no attention scores to cap");
-            cfg.attn_logit_softcapping = v;
-        }
+        // A served variant's number: finite and >= 0 (0: off), and > 0 only on an op that reads it.
+        auto variant_number = [&](const char* name, const char* expected, const char* lacks, double& field) {
+            if (!has(name)) return;
+            const std::string where = std::string("config/") + name;
+            const double v = read_float(ctx, g.get(), name, where);
+            if (!std::isfinite(v) || v < 0) ctx.fail(where, std::string("expected ") + expected + ", found " + std::to_string(v));
+            if (v > 0 && !op_info(op).reads(name)) ctx.fail(where, std::string("op ") + to_string(op) + " has " + lacks);
+            field = v;
+        };
+        variant_number("attn_logit_softcapping", "a cap >= 0 (0: none)", "no attention scores to cap",
+                       cfg.attn_logit_softcapping);
+        variant_number("attn_scale", "a scale >= 0 (0: 1/sqrt(head_dim))", "no attention scores to scale", cfg.attn_scale);
         if (has("hidden_act")) {
             const std::string v = read_string(ctx, g.get(), "hidden_act", "config/hidden_act");
             const auto a = parse_hidden_act(v);

@@ -236,6 +236,7 @@ conform_config config_of(DType dtype, const BlockConfig& c) {
     k.norm_plus_one = c.norm_plus_one ? 1u : 0u;
     k.kv_cache_dtype = to_abi(c.kv_cache_dtype);
     k.hidden_act = c.hidden_act == HiddenAct::gelu_tanh ? CONFORM_HIDDEN_ACT_GELU_TANH : CONFORM_HIDDEN_ACT_SILU;
+    k.attn_scale = c.attn_scale;
     return k;
 }
 conform_config config_only(DType dtype) {
@@ -285,6 +286,7 @@ std::string variant_beyond_abi(const conform_plugin& t, Op op, const BlockConfig
         // decode's FP8 cache came later than paged_attention's (kKvCache: decode alone)
         {kKvCache, c.kv_cache_dtype != KvCacheDtype::none, 8, "kv_cache_dtype for decode", "an FP8 KV cache to decode"},
         {kGeglu, c.hidden_act != HiddenAct::silu, 9, "hidden_act", "a GeGLU FFN"},
+        {kAttnScale, c.attn_scale > 0, 10, "attn_scale", "a score scale other than 1/sqrt(head_dim)"},
     };
     const uint32_t minor = knows_1_1(t) ? t.abi_minor : 0;
     for (const Twist& w : twists)
@@ -403,6 +405,7 @@ class Adapter final : public Implementation {
         c.head_dim = p.head_dim;
         c.sliding_window = p.sliding_window;
         c.attn_logit_softcapping = p.softcap;
+        c.attn_scale = p.scale;
         if (p.sinks) c.sinks = call.in("sinks", View{p.sinks, 1, p.n_heads}, true);
         const conform_tensor tq = call.in("q", q), tk = call.in("k", k), tv = call.in("v", v),
                              tqp = call.positions("q_positions", q_pos), tkp = call.positions("k_positions", k_pos),
@@ -466,6 +469,7 @@ class Adapter final : public Implementation {
         c.head_dim = p.head_dim;
         c.page_size = p.page_size;
         c.sliding_window = p.sliding_window;
+        c.attn_scale = p.scale;
         c.attn_logit_softcapping = p.softcap;
         if (p.sinks) c.sinks = call.in("sinks", View{p.sinks, 1, p.n_heads}, true);
         if (p.kv_cache_dtype != KvCacheDtype::none) {

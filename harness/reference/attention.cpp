@@ -105,7 +105,7 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
         if (ctx.v.gqa_tiled) return matmul(a, per_head(b), ctx);
         return matmul(a.reshape({n_kv_heads, n_rep * T, a.size(-1)}), b, ctx).reshape({n_heads, T, b.size(-1)});
     };
-    const double scale = ctx.v.scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    const double scale = ctx.v.scale.value_or(p.score_scale());  // config.attn_scale, or 1 / sqrt(hd)
     // attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
     const int64_t sd = ctx.v.score_dims > 0 ? std::min(ctx.v.score_dims, head_dim) : head_dim;
     auto scores = grouped(qh.narrow(-1, 0, sd), kh.narrow(-1, 0, sd).transpose(1, 2)) * scale;  // [H, T, S]

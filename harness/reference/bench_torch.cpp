@@ -91,12 +91,12 @@ Tensor causal_mask(const Tensor& q_pos, const Tensor& k_pos, int64_t window = 0)
 
 // HF eager_attention_forward with repeat_kv; mask undefined: every key visible.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, int64_t H, int64_t KV,
-                 int64_t hd, double softcap) {
+                 int64_t hd, double softcap, double scale) {
     const int64_t T = q.size(0), S = k.size(0);
     auto qh = q.view({T, H, hd}).transpose(0, 1);                                 // [H, T, hd]
     auto kh = k.view({S, KV, hd}).transpose(0, 1).repeat_interleave(H / KV, 0);  // [H, S, hd]
     auto vh = v.view({S, KV, hd}).transpose(0, 1).repeat_interleave(H / KV, 0);
-    auto scores = torch::matmul(qh, kh.transpose(1, 2)) * (1.0 / std::sqrt(static_cast<double>(hd)));
+    auto scores = torch::matmul(qh, kh.transpose(1, 2)) * scale;  // config.attn_scale, or 1 / sqrt(hd)
     if (softcap > 0) scores = torch::tanh(scores / softcap) * softcap;  // Gemma 2, before the mask
     if (mask.defined()) scores = scores + mask;
     auto p = torch::softmax(scores, -1, torch::kFloat32).to(q.scalar_type());  // HF: in float32, cast back
@@ -224,7 +224,7 @@ class AttentionOp : public Op1 {
     void compute() override {
         torch::NoGradGuard g;
         out_ = attention(q_, k_, v_, mask_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim,
-                                      cfg_.attn_logit_softcapping);
+                                      cfg_.attn_logit_softcapping, score_scale(cfg_.attn_scale, cfg_.head_dim));
     }
 
    private:
@@ -272,7 +272,7 @@ class PagedOp : public Op1 {
             }
             outs.push_back(attention(q_.narrow(0, s.q0, s.n), k_cache_.index_select(0, s.rows),
                                      v_cache_.index_select(0, s.rows), s.mask, cfg_.n_heads, cfg_.n_kv_heads,
-                                     cfg_.head_dim, cfg_.attn_logit_softcapping));
+                                     cfg_.head_dim, cfg_.attn_logit_softcapping, score_scale(cfg_.attn_scale, cfg_.head_dim)));
         }
         out_ = torch::cat(outs, 0);
     }
@@ -317,7 +317,7 @@ class BlockOp : public Op1 {
         torch::NoGradGuard g;
         const Qkv p = project(rms(x_, w_.attn_norm, cfg_.norm_eps), w_, cfg_, rope_);
         out_ = finish(x_, attention(p.q, p.k, p.v, mask_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim,
-                                      cfg_.attn_logit_softcapping), w_, cfg_);
+                                      cfg_.attn_logit_softcapping, score_scale(cfg_.attn_scale, cfg_.head_dim)), w_, cfg_);
     }
 
    private:
@@ -359,7 +359,7 @@ class DecodeOp : public Op1 {
         v_cache_.narrow(0, C_, 1).copy_(p.v);
         // One query after every cached key: nothing to mask but a sliding window.
         out_ = finish(x_, attention(p.q, k_cache_, v_cache_, mask_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.head_dim,
-                                      cfg_.attn_logit_softcapping),
+                                      cfg_.attn_logit_softcapping, score_scale(cfg_.attn_scale, cfg_.head_dim)),
                       w_, cfg_);
     }
 

@@ -318,7 +318,7 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
     auto as_heads = [&](const Tensor& t) { return t.reshape({H, T, -1}); };  // [KV, rep·T, n] -> [H, T, n]
     const auto qh = qg(q), kh = kg(k), vg = kg(v);
     const auto qa = qh.abs(), ka = kh.abs();
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    const double scale = ap.score_scale();  // config.attn_scale, or 1 / sqrt(hd)
     const double c_abs = (std::sqrt(static_cast<double>(hd)) + 2.0) * u.a * scale;
     // The GEMMs, each [H, T, S]. What the pass below sums is summed inside
     // one GEMM, its factors side by side along the reduced dim: q's and k's

@@ -268,6 +268,7 @@ std::string RealModel::replay_flags() const {
     if (ov.o_qkv_bias && ov.o_qkv_bias->count()) f += " --qkv-bias " + ov.qkv_bias;
     if (ov.o_plus_one && ov.o_plus_one->count()) f += " --norm-plus-one " + ov.plus_one;
     if (ov.o_hidden_act && ov.o_hidden_act->count()) f += " --hidden-act " + ov.hidden_act;
+    if (ov.o_attn_scale && ov.o_attn_scale->count()) f += fmt::format(" --attn-scale {}", ov.attn_scale);
     if (o_.model_inputs) {
         f += " --inputs model";
         if (!o_.tokens.empty()) {

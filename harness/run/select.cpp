@@ -70,6 +70,7 @@ gen::CaseSpec spec_of(const Case& c) {
     s.config.sliding_window = cfg.sliding_window;
     s.config.attn_logit_softcapping = cfg.attn_logit_softcapping;
     s.config.attn_sinks = cfg.attn_sinks;
+    s.config.attn_scale = cfg.attn_scale;
     s.config.norm_plus_one = cfg.norm_plus_one;
     s.config.hidden_act = cfg.hidden_act;
     s.config.kv_cache_dtype = cfg.kv_cache_dtype;
@@ -196,7 +197,7 @@ bool Dimension::relevant(Op op) const {
 namespace {
 enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary, kHeadDim, kKeys, kQueries,
             kDecodeSteps, kPosShape, kPosOrder, kScores, kScaledContext, kBatch, kPageSize, kSequences, kPagedQueries,
-            kBias, kWindowTrap, kSoftcapTrap, kSinksTrap, kPlusOneTrap, kFp8Trap, kGegluTrap };
+            kBias, kWindowTrap, kSoftcapTrap, kSinksTrap, kPlusOneTrap, kFp8Trap, kGegluTrap, kAttnScaleTrap };
 
 // Ops whose position arrays need not increase (their result is defined by position alone).
 std::vector<Op> ops_any_order() {
@@ -294,6 +295,8 @@ const std::vector<Dimension>& dimensions() {
         {"fp8 cache", {"none", "e4m3", "e5m2", "values saturate"}, ops_using(kFp8Cache)},
         // The FFN gate's activation: SwiGLU's silu or GeGLU's gelu_tanh (Gemma).
         {"ffn gate", {"silu", "gelu_tanh"}, ops_using(kGeglu)},
+        // The scores' scale: 1/sqrt(head_dim), or the config's attn_scale (query_pre_attn_scalar^-1/2).
+        {"score scale", {"1/sqrt(hd)", "attn_scale"}, ops_using(kAttnScale)},
     };
     return d;
 }
@@ -397,6 +400,7 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
                 break;
             }
             case kGegluTrap: c.push_back(s.config.hidden_act == HiddenAct::gelu_tanh ? 1 : 0); break;
+            case kAttnScaleTrap: c.push_back(s.config.attn_scale > 0 ? 1 : 0); break;
             case kPlusOneTrap: {
                 if (!s.config.norm_plus_one) {
                     c.push_back(0);

@@ -637,6 +637,7 @@ void WorkerImpl::attention(View q, View k, View v, Positions q_pos, Positions k_
     c.head_dim = p.head_dim;
     c.sliding_window = p.sliding_window;
     c.attn_logit_softcapping = p.softcap;
+    c.attn_scale = p.scale;
     c.attn_sinks = p.sinks != nullptr;
     Call call{Op::attention, c,
               {matrix("q", q, dtype_), matrix("k", k, dtype_), matrix("v", v, dtype_), positions("q_positions", q_pos),
@@ -688,6 +689,7 @@ void WorkerImpl::paged_attention(View q, View k_cache, View v_cache, const Paged
     c.page_size = p.page_size;
     c.sliding_window = p.sliding_window;
     c.attn_logit_softcapping = p.softcap;
+    c.attn_scale = p.scale;
     c.attn_sinks = p.sinks != nullptr;
     c.kv_cache_dtype = p.kv_cache_dtype;
     c.kv_scale_per_head = p.kv_cache_dtype != KvCacheDtype::none && p.n_kv_scales > 1;

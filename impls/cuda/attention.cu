@@ -41,7 +41,7 @@ constexpr int kThreads = kWarps * kWarp;
 template <typename T>
 struct FlashParams {
     AttentionArgs<T> a;
-    float scale = 0;              // 1 / sqrt(hd)
+    float scale = 0;              // attn_scale, or 1 / sqrt(hd)
     int64_t group = 1;            // H / KV
     int64_t keys_per_split = 0;   // a multiple of Bc
     int64_t n_splits = 1;
@@ -282,7 +282,7 @@ void launch_attention(const AttentionArgs<T>& a, const AttentionPlan& plan, floa
                         std::to_string(kMaxAttentionHeadDim));
     FlashParams<T> p;
     p.a = a;
-    p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(a.hd)));
+    p.scale = static_cast<float>(score_scale(a.scale, a.hd));  // attn_scale, or 1 / sqrt(hd)
     p.group = a.n_heads / a.n_kv_heads;
     p.keys_per_split = plan.keys_per_split;
     p.n_splits = plan.n_splits;
@@ -355,6 +355,7 @@ void op_attention(const Context& ctx, View q, View k, View v, Positions q_pos, P
         a.hd = hd;
         a.window = p.sliding_window;
         a.softcap = static_cast<float>(p.softcap);
+        a.scale = p.scale;
         a.sinks = p.sinks ? dsinks.data() : nullptr;
         a.gqa_tiled = ctx.faults.gqa_tiled;
         launch_attention<St>(a, plan, scratch.data(), ctx);

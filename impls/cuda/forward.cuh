@@ -234,6 +234,7 @@ void forward(const Context& ctx, const Weights<T>& w, const BlockConfig& c, cons
     a.hd = hd;
     a.window = c.sliding_window;
     a.softcap = static_cast<float>(c.attn_logit_softcapping);
+    a.scale = c.attn_scale;
     a.sinks = c.attn_sinks ? w.sinks.data() : nullptr;
     a.gqa_tiled = ctx.faults.gqa_tiled;
     launch_attention<T>(a, plan, s.scratch.data(), ctx);

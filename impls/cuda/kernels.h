@@ -97,6 +97,7 @@ struct AttentionArgs {
     int64_t window = 0;      // sliding window: also k_pos > q_pos - window (0: causal only)
     float softcap = 0.0f;    // > 0: each visible score s becomes softcap * tanh(s / softcap)
     const float* sinks = nullptr;  // [n_heads] on the device: each head's sink logit (gpt-oss), or none
+    double scale = 0.0;      // config.attn_scale: S = Q K^T * scale; 0: 1 / sqrt(hd)
     bool gqa_tiled = false;  // Faults::gqa_tiled
 };
 

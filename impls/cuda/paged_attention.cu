@@ -234,7 +234,7 @@ void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, 
             a.k_lut = dklut.data();
             a.v_lut = dvlut.data();
         }
-        a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+        a.scale = static_cast<float>(p.score_scale());  // attn_scale, or 1 / sqrt(hd)
         const size_t smem = static_cast<size_t>(kWarp * hd) * sizeof(float);  // 32 KiB at head_dim 256
         const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(H));
         CUDA_LAUNCH((paged_decode_kernel<St>), grid, kWarp, smem, ctx.stream, a);

@@ -65,6 +65,13 @@ struct NoSoftcap {
     void operator()(Params& p) const { p.softcap = 0; }
 };
 
+// The config's score scale ignored: 1/sqrt(head_dim) always (Gemma 2 27B's
+// query_pre_attn_scalar 144 run with head_dim 128's 1/sqrt(128), as early ports did).
+struct NoAttnScale {
+    template <class Params>
+    void operator()(Params& p) const { p.scale = 0; }
+};
+
 // Attention sinks dropped (vllm-metal PR #550: never wired).
 struct NoSinks {
     template <class Params>
@@ -230,6 +237,9 @@ std::unique_ptr<Implementation> sink_wrong_head(const ImplOptions& o) {
 }
 std::unique_ptr<Implementation> softcap_missing(const ImplOptions& o) {
     return detail::make<WithParams<NoSoftcap>>("softcap_missing", o);
+}
+std::unique_ptr<Implementation> attn_scale_ignored(const ImplOptions& o) {
+    return detail::make<WithParams<NoAttnScale>>("attn_scale_ignored", o);
 }
 std::unique_ptr<Implementation> softcap_after_mask(const ImplOptions& o) {
     return detail::make<WithRules<softcap_masked_keys>>("softcap_after_mask", o);

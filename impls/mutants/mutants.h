@@ -37,6 +37,7 @@ std::unique_ptr<Implementation> gqa_tiled_above_group_4(const ImplOptions& o);
 std::unique_ptr<Implementation> causal_mask_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> causal_mask_off_by_one(const ImplOptions& o);
 std::unique_ptr<Implementation> attention_scale_wrong(const ImplOptions& o);
+std::unique_ptr<Implementation> attn_scale_ignored(const ImplOptions& o);
 std::unique_ptr<Implementation> softmax_no_max_subtraction(const ImplOptions& o);
 std::unique_ptr<Implementation> masked_row_nan(const ImplOptions& o);
 std::unique_ptr<Implementation> causal_mask_by_index(const ImplOptions& o);

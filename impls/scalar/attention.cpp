@@ -20,7 +20,7 @@ namespace conform::scalar {
 int64_t kv_head_grouped(int64_t h, int64_t n_heads, int64_t n_kv_heads) { return h / (n_heads / n_kv_heads); }
 bool causal(int64_t k_pos, int64_t q_pos) { return k_pos <= q_pos; }
 int64_t own_sink(int64_t h, int64_t, int64_t) { return h; }
-double inv_sqrt_head_dim(const AttentionParams& p) { return 1.0 / std::sqrt(static_cast<double>(p.head_dim)); }
+double config_scale(const AttentionParams& p) { return p.score_scale(); }
 
 void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p, MutView out,
                const AttentionRules& rules) {
@@ -41,7 +41,7 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
     detail::expect_positions("attention", "k_pos", k_pos, S);
     detail::expect_shape("attention", "out", out, T, H * hd);
 
-    const float scale = static_cast<float>(rules.scale(p));  // 1 / sqrt(hd)
+    const float scale = static_cast<float>(rules.scale(p));  // attn_scale, or 1 / sqrt(hd)
     std::vector<float> att(static_cast<size_t>(S));  // (S,) one row of scores, then of probabilities
     const int64_t sd = rules.score_dims > 0 ? std::min(rules.score_dims, hd) : hd;  // dims the scores sum over
 

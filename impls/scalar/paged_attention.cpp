@@ -45,7 +45,8 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
     detail::expect_shape("paged_attention", "v_cache", v_cache, k_cache.rows, W);
     detail::expect_shape("paged_attention", "out", out, T, H * hd);
     detail::expect_shape("paged_attention", "lse", lse, T, H);
-    const AttentionParams ap{H, KV, hd, p.sliding_window, p.softcap, p.sinks};
+    AttentionParams ap{H, KV, hd, p.sliding_window, p.softcap, p.sinks};
+    ap.scale = p.scale;
     const AttentionRules& ar = rules.attention;
     const float cap = static_cast<float>(p.softcap);
     const bool masked_read = ar.softcap_after_mask && cap > 0;  // the bug: masked keys at logit -cap
@@ -53,7 +54,7 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
     auto sees = [&](int64_t k, int64_t qp) {
         return ar.visible(k, qp) && (p.sliding_window <= 0 || k > qp - p.sliding_window);
     };
-    const float scale = static_cast<float>(ar.scale(ap));  // 1 / sqrt(hd)
+    const float scale = static_cast<float>(ar.scale(ap));  // attn_scale, or 1 / sqrt(hd)
     const int64_t sd = ar.score_dims > 0 ? std::min(ar.score_dims, hd) : hd;
     const KvCacheRules& kr = rules.cache;
     const bool fp8 = p.kv_cache_dtype != KvCacheDtype::none && kr.quantise;

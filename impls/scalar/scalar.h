@@ -79,12 +79,12 @@ void qk_norm(View x, View w, const QkNormParams& p, MutView out, InvRms scale = 
 // exactly one of them wrong.
 int64_t kv_head_grouped(int64_t h, int64_t n_heads, int64_t n_kv_heads);  // h / (H / KV)
 bool causal(int64_t k_pos, int64_t q_pos);                                 // k_pos <= q_pos
-double inv_sqrt_head_dim(const AttentionParams& p);                        // 1 / sqrt(hd)
+double config_scale(const AttentionParams& p);  // p.scale (config.attn_scale), or 1 / sqrt(hd)
 int64_t own_sink(int64_t h, int64_t n_heads, int64_t n_kv_heads);  // h
 struct AttentionRules {
     int64_t (*kv_head)(int64_t h, int64_t n_heads, int64_t n_kv_heads) = kv_head_grouped;
     bool (*visible)(int64_t k_pos, int64_t q_pos) = causal;
-    double (*scale)(const AttentionParams& p) = inv_sqrt_head_dim;
+    double (*scale)(const AttentionParams& p) = config_scale;
     bool subtract_max = true;  // softmax shifted by the row max, so exp never overflows
     float empty_row = 0.0f;    // the output of a row that sees no key
     // Visible by index instead of position, when set: key j to query t of T over S keys.

@@ -95,7 +95,7 @@ HWY_INLINE void AttentionItemsT(const Attn& job, size_t i0, size_t i1) {
     const size_t N = hn::Lanes(df);
     const size_t hd = job.hd, hdp = PaddedHeadDim(hd);
     const size_t G = job.H / job.KV;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+    const float scale = job.scale;  // config.attn_scale, or 1 / sqrt(hd)
     const float neg_inf = -std::numeric_limits<float>::infinity();
 
     // Scratch, [G][hdp] for q and acc, [kKeyBlock][hdp] for k and v, [G][kKeyBlock] for s / p.

@@ -161,6 +161,7 @@ void forward(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t*
     a.hd = hd;
     a.window = c.sliding_window;
     a.softcap = static_cast<float>(c.attn_logit_softcapping);
+    a.scale = static_cast<float>(score_scale(c.attn_scale, c.head_dim));
     a.sinks = c.attn_sinks ? w.sinks.data() : nullptr;
     a.out = s.attn.m();
     attention(pool, t, a);

@@ -167,6 +167,7 @@ struct Attn {
     int64_t window = 0;  // sliding window: key j visible iff q_pos - window < k_pos[j] <= q_pos (0: causal only)
     float softcap = 0;   // > 0: each score s becomes softcap * tanh(s / softcap) (Gemma 2)
     const float* sinks = nullptr;  // [H]: each head's sink logit, in its softmax's denominator (gpt-oss)
+    float scale = 0;     // q·k's multiplier: config.attn_scale, or 1 / sqrt(hd) (attn_job and the block set it)
     MRows out;  // [T][H hd]
 };
 
@@ -190,6 +191,7 @@ struct PagedJob {
     size_t T = 0, B = 0, H = 0, KV = 0, hd = 0, P = 0;
     int64_t window = 0;  // sliding window: a row at position pos sees keys pos - window + 1 ..= pos (0: all <= pos)
     float softcap = 0;   // > 0: each score s becomes softcap * tanh(s / softcap) (Gemma 2)
+    float scale = 0;     // q·k's multiplier: config.attn_scale, or 1 / sqrt(hd) (paged_job sets it)
     const float* sinks = nullptr;  // [H]: each head's sink logit, in its softmax's denominator (gpt-oss)
     // An FP8 cache: k and v hold one byte per value (the codes the cache
     // write stored), and kv head g reads code c as lut[g * 256 + c] = c's

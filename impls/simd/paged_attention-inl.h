@@ -57,7 +57,7 @@ HWY_INLINE void PagedSplitT(const PagedJob& job, size_t b, size_t g, size_t c) {
     const DF df;
     const size_t N = hn::Lanes(df);
     const size_t hd = job.hd, hdp = PaddedHeadDim(hd), G = job.H / job.KV, P = job.P;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+    const float scale = job.scale;  // config.attn_scale, or 1 / sqrt(hd)
     const int64_t q0 = job.qo_indptr[b], q_len = job.qo_indptr[b + 1] - q0;
     const int64_t kv_len = job.kv_len(b);
     const int64_t k0 = static_cast<int64_t>(c * job.split), k1 = std::min<int64_t>(kv_len, k0 + static_cast<int64_t>(job.split));

@@ -7,7 +7,7 @@ The arithmetic follows HF transformers (Llama, Qwen3): float32 throughout,
 RoPE angles as HF computes them (inv_freq a float32 buffer, angle =
 float32(pos) * inv_freq in float32), every config field honoured: the rope
 layout, theta, rotary_dim, the five rope_scaling types, qk_norm, qkv_bias, sliding_window,
-attn_logit_softcapping, attn_sinks, norm_plus_one, hidden_act (GeGLU), kv_cache_dtype (FP8), norm_eps, GQA.
+attn_logit_softcapping, attn_scale, attn_sinks, norm_plus_one, hidden_act (GeGLU), kv_cache_dtype (FP8), norm_eps, GQA.
 
 It announces f32 only; `--dtypes f32,bf16` also offers bf16 (and f16): the
 arithmetic stays float32 and conform_worker rounds the outputs to the dtype.
@@ -189,6 +189,12 @@ def in_window(k_pos, q_pos, config):
     return visible & (k_pos > q_pos - w) if w > 0 else visible
 
 
+def score_scale(config):
+    """q.k's multiplier: config["attn_scale"] (Gemma 2/3's query_pre_attn_scalar^-1/2), or 1/sqrt(head_dim)."""
+    given = config.get("attn_scale", 0.0)
+    return f32(given if given > 0 else 1.0 / math.sqrt(config["head_dim"]))
+
+
 def soft_cap(scores, config):
     """Gemma 2's attn_logit_softcapping: cap * tanh(s / cap), before the mask (0: none)."""
     cap = config.get("attn_logit_softcapping", 0.0)
@@ -227,7 +233,7 @@ def attention(q, k, v, q_positions, k_positions, *, config, sinks=None):
     qh = q.reshape(T, H, hd).transpose(1, 0, 2)                 # [H, T, hd]
     kh = k.reshape(S, KV, hd)[:, heads].transpose(1, 2, 0)      # [H, hd, S]
     vh = v.reshape(S, KV, hd)[:, heads].transpose(1, 0, 2)      # [H, S, hd]
-    scores = soft_cap((qh @ kh) * f32(1.0 / math.sqrt(hd)), config)  # [H, T, S]
+    scores = soft_cap((qh @ kh) * score_scale(config), config)  # [H, T, S]
     visible = in_window(k_positions[None, :], q_positions[:, None], config)[None]  # [1, T, S]
     p, _ = softmax_rows(scores, visible, sinks if config.get("attn_sinks") else None)
     return (p @ vh).transpose(1, 0, 2).reshape(T, H * hd).astype(f32)
@@ -288,7 +294,7 @@ def paged_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_la
         qh = qs.reshape(n, H, hd).transpose(1, 0, 2)                  # [H, n, hd]
         kh = k.reshape(kv_len, KV, hd)[:, heads].transpose(1, 2, 0)   # [H, hd, S]
         vh = v.reshape(kv_len, KV, hd)[:, heads].transpose(1, 0, 2)   # [H, S, hd]
-        scores = soft_cap((qh @ kh) * f32(1.0 / math.sqrt(hd)), config)  # [H, n, S]
+        scores = soft_cap((qh @ kh) * score_scale(config), config)  # [H, n, S]
         q_pos = np.arange(n) + (kv_len - n)
         visible = in_window(np.arange(kv_len)[None, :], q_pos[:, None], config)[None]  # [1, n, S]
         p, row_lse = softmax_rows(scores, visible, sinks if config.get("attn_sinks") else None)

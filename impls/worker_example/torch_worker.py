@@ -62,7 +62,8 @@ def attention(q, k, v, q_positions, k_positions, *, config, sinks=None):
     visible = k_positions[None, :] <= q_positions[:, None]                              # [T, S]
     if config.get("sliding_window", 0) > 0:                         # the last W keys only (Mistral, Gemma 2)
         visible &= k_positions[None, :] > q_positions[:, None] - config["sliding_window"]
-    scores = (q @ k.transpose(1, 2)) / math.sqrt(hd)
+    scale = config.get("attn_scale", 0.0) or 1.0 / math.sqrt(hd)  # Gemma 2/3: query_pre_attn_scalar ** -0.5
+    scores = (q @ k.transpose(1, 2)) * scale
     cap = config.get("attn_logit_softcapping", 0.0)
     if cap > 0:                                                     # Gemma 2: cap * tanh(s / cap), before the mask
         scores = torch.tanh(scores / cap) * cap

@@ -51,6 +51,7 @@ expect 2 "field 'softcap' does not apply to op rmsnorm" -- --case 'rmsnorm(T=1,D
 expect 2 "softcap must be a number >= 0, found '-5'" -- --case 'attention(T=1,S=2,H=1,KV=1,hd=4,qpos=1,kpos=0,softcap=-5,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "--norm-plus-one: expected 0 or 1, found 'gemma'" -- --preset llama3-8b --norm-plus-one gemma --impl scalar
 expect 2 "--hidden-act: expected silu or gelu_tanh, found 'gelu'" -- --preset llama3-8b --hidden-act gelu --impl scalar
+expect 2 "--attn-scale: expected a scale >= 0" -- --preset llama3-8b --attn-scale -1 --impl scalar
 expect 2 "field 'plus_one' does not apply to op swiglu" -- --case 'swiglu(T=1,D=4,F=4,plus_one=1,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "plus_one must be 0 or 1, found '3'" -- --case 'rmsnorm(T=1,D=4,eps=1.0000000000000001e-05,plus_one=3,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "field 'sinks' does not apply to op swiglu" -- --case 'swiglu(T=1,D=4,F=4,sinks=1,mag=1,outliers=0,seed=1)' --impl scalar

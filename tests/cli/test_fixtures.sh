@@ -207,6 +207,10 @@ bad plus_one_two 'f["rope_neox/config"].attrs["norm_plus_one"] = np.int64(2)' \
   ':/rope_neox: config/norm_plus_one: expected 0 or 1, found 2'
 bad plus_one_on_rope 'f["rope_neox/config"].attrs["norm_plus_one"] = np.int64(1)' \
   ':/rope_neox: config/norm_plus_one: op rope has no RMSNorm to offset'
+bad attn_scale_neg 'f["attention_gqa/config"].attrs["attn_scale"] = np.float64(-0.5)' \
+  ':/attention_gqa: config/attn_scale: expected a scale >= 0 (0: 1/sqrt(head_dim)), found -0.500000'
+bad attn_scale_on_rope 'f["rope_neox/config"].attrs["attn_scale"] = np.float64(0.25)' \
+  ':/rope_neox: config/attn_scale: op rope has no attention scores to scale'
 bad act_unknown 'f["rope_neox/config"].attrs["hidden_act"] = "gelu"' \
   ':/rope_neox: config/hidden_act: expected "silu" or "gelu_tanh", found "gelu"'
 bad act_on_rope 'f["rope_neox/config"].attrs["hidden_act"] = "gelu_tanh"' \

@@ -160,6 +160,9 @@ PY
   # ...and one from before ABI 1.9 no GeGLU.
   expect 1 "not run: +noop swiglu: 3 cases unsupported \(built against plugin ABI 1.8, which has no hidden_act" -- \
     --op swiglu --params act=gelu_tanh --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi18_plugin.so"
+  # ...and one from before ABI 1.10 no attn_scale.
+  expect 1 "not run: +noop attention: 3 cases unsupported \(built against plugin ABI 1.9, which has no attn_scale" -- \
+    --op attention --params attn_scale= --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi19_plugin.so"
   # A 1.8 table is offered them, with the scales in its config: noop copies x, so the
   # cases run and fail on their numbers, not on scales missing (noop_decode checks them).
   expect 1 "FAIL noop decode" -- --op decode --params kv_dtype=fp8_e5m2,kv_scale=tensor --cases 3 --no-default-fixtures \

@@ -40,7 +40,10 @@ static int32_t gqa_attention(const conform_config* cfg, const conform_tensor* q,
     const int64_t* kp = (const int64_t*)k_positions->data;
     double* p = malloc((size_t)(S > 0 ? S : 1) * sizeof(double));
     if (!p) return fail(msg, cap, "attention: out of memory");
-    const double scale = 1.0 / sqrt((double)hd);
+    /* ABI 1.10's attn_scale: the scores' multiplier (0: 1 / sqrt(hd)). */
+    const double given =
+        cfg->struct_size >= offsetof(conform_config, attn_scale) + sizeof(double) ? cfg->attn_scale : 0;
+    const double scale = given > 0 ? given : 1.0 / sqrt((double)hd);
     /* ABI 1.3's sliding window: also k_pos > q_pos - W (0: causal only). */
     const int64_t W = cfg->struct_size >= offsetof(conform_config, sliding_window) + sizeof(int64_t) ? cfg->sliding_window : 0;
     /* ABI 1.4's soft-cap: score = cap * tanh(score / cap) before the mask (0: none). */

@@ -45,7 +45,9 @@ static int32_t paged_attention(const conform_config* cfg, const conform_tensor* 
     const float* V = (const float*)v_cache->data;
     float* O = (float*)out->data;
     float* L = (float*)lse->data;
-    const float scale = 1.0f / sqrtf((float)hd);
+    /* ABI 1.10's attn_scale: the scores' multiplier (0: 1 / sqrt(hd)). */
+    const double given = cfg->struct_size >= offsetof(conform_config, attn_scale) + sizeof(double) ? cfg->attn_scale : 0;
+    const float scale = given > 0 ? (float)given : 1.0f / sqrtf((float)hd);
     /* ABI 1.3's sliding window: a row at pos sees keys pos - W + 1 ..= pos (0: all up to pos). */
     const int64_t W = cfg->struct_size >= offsetof(conform_config, sliding_window) + sizeof(int64_t) ? cfg->sliding_window : 0;
     /* ABI 1.4's sinks (gpt-oss): head h's logit in each row's denominator, no value (NULL: none). */

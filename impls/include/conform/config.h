@@ -4,6 +4,7 @@
 // hidden_act, kv_cache_dtype): no implementation may assume a default.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -177,6 +178,11 @@ struct BlockConfig {
     // s = q·k / sqrt(hd) becomes cap · tanh(s / cap) before the mask and the
     // softmax, so every logit lies in (-cap, cap). 0: none.
     double attn_logit_softcapping = 0.0;
+    // The attention's score scale: s = (q·k) · attn_scale. 0: 1 / sqrt(head_dim)
+    // (Llama). Gemma 2 and 3 take query_pre_attn_scalar^-1/2 (Gemma 2 27B:
+    // 144^-1/2 = 1/12 with head_dim 128, where engines that kept
+    // 1/sqrt(head_dim) ran another model); Granite's attention_multiplier.
+    double attn_scale = 0.0;
     // Attention sinks (gpt-oss): a learned logit per query head, input
     // `sinks` [1, H], that joins each row's softmax denominator and has no
     // value: p_j = exp(s_j) / (exp(sink_h) + sum_i exp(s_i)), out = sum_j p_j v_j.
@@ -207,6 +213,11 @@ struct BlockConfig {
     int64_t kv_width() const { return n_kv_heads * head_dim; }
     int64_t group() const { return n_kv_heads > 0 ? n_heads / n_kv_heads : 0; }
 };
+
+// q·k's multiplier: the config's attn_scale, or 1 / sqrt(head_dim).
+inline double score_scale(double attn_scale, int64_t head_dim) {
+    return attn_scale > 0 ? attn_scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+}
 
 // ---- the config's fields, once ---------------------------------------------
 // Every field of BlockConfig, with its name in each format that carries one:
@@ -280,6 +291,7 @@ void for_each_field(Config&& c, F&& f) {
     f(ConfigField{"qkv_bias", "qkv_bias", "bias", 0, true}, c.qkv_bias);
     f(ConfigField{"sliding_window", "sliding_window", "window", 0, true}, c.sliding_window);
     f(ConfigField{"attn_logit_softcapping", "attn_logit_softcapping", "softcap", 0, true}, c.attn_logit_softcapping);
+    f(ConfigField{"attn_scale", "attn_scale", "attn_scale", 0, true}, c.attn_scale);
     f(ConfigField{"attn_sinks", "attn_sinks", "sinks", 0, true}, c.attn_sinks);
     f(ConfigField{"norm_plus_one", "norm_plus_one", "plus_one", 0, true}, c.norm_plus_one);
     f(ConfigField{"hidden_act", "hidden_act", "act", 0, true}, c.hidden_act);
@@ -321,7 +333,7 @@ struct SwigluParams {
 struct AttentionParams {
     int64_t n_heads = 0;
     int64_t n_kv_heads = 0;  // query head h reads kv head h / (n_heads / n_kv_heads)
-    int64_t head_dim = 0;    // scale = 1 / sqrt(head_dim)
+    int64_t head_dim = 0;    // scale = 1 / sqrt(head_dim) unless `scale` says otherwise
     // Causal by position: key j visible to query i iff k_pos[j] <= q_pos[i],
     // and, with a window W > 0, k_pos[j] > q_pos[i] - W (BlockConfig::sliding_window).
     int64_t sliding_window = 0;
@@ -329,6 +341,8 @@ struct AttentionParams {
     // BlockConfig::attn_sinks: head h's sink logit sinks[h] joins its softmax's
     // denominator (no value). nullptr: none. The caller's memory, [n_heads].
     const float* sinks = nullptr;
+    double scale = 0.0;  // BlockConfig::attn_scale: scores are (q·k) · scale; 0: 1 / sqrt(head_dim)
+    double score_scale() const { return conform::score_scale(scale, head_dim); }
 };
 
 // paged_attention: attention over each sequence's keys, which live in a paged
@@ -349,6 +363,8 @@ struct PagedAttentionParams {
     const float* k_scale = nullptr;
     const float* v_scale = nullptr;
     int64_t n_kv_scales = 0;
+    double scale = 0.0;  // BlockConfig::attn_scale: scores are (q·k) · scale; 0: 1 / sqrt(head_dim)
+    double score_scale() const { return conform::score_scale(scale, head_dim); }
 
     // kv head g's scale for K or V: its own, or the tensor's one.
     float kv_scale(bool is_v, int64_t kv_head) const {
@@ -363,11 +379,14 @@ inline RopeParams rope_params(const BlockConfig& c) {
 inline QkNormParams qk_norm_params(const BlockConfig& c) { return {c.head_dim, c.norm_eps, c.norm_plus_one}; }
 inline SwigluParams swiglu_params(const BlockConfig& c) { return {c.hidden_act}; }
 inline AttentionParams attention_params(const BlockConfig& c) {
-    return {c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window, c.attn_logit_softcapping};
+    AttentionParams p{c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window, c.attn_logit_softcapping};
+    p.scale = c.attn_scale;
+    return p;
 }
 inline PagedAttentionParams paged_attention_params(const BlockConfig& c) {
     PagedAttentionParams p{c.n_heads, c.n_kv_heads, c.head_dim, c.page_size, c.sliding_window, c.attn_logit_softcapping};
     p.kv_cache_dtype = c.kv_cache_dtype;
+    p.scale = c.attn_scale;
     p.n_kv_scales = c.kv_cache_dtype == KvCacheDtype::none ? 0 : c.kv_scale_per_head ? c.n_kv_heads : 1;
     return p;
 }

@@ -48,6 +48,7 @@ enum Convention : uint32_t {
     kNormPlusOne = 1u << 13,  // Gemma's RMSNorm: * (1 + w) (config.norm_plus_one)
     kFp8Cache = 1u << 14,     // an FP8 KV cache (config.kv_cache_dtype: inputs k_scale, v_scale)
     kGeglu = 1u << 15,        // Gemma's GeGLU: the FFN gate through gelu_tanh, not silu (config.hidden_act)
+    kAttnScale = 1u << 16,    // a score scale other than 1/sqrt(head_dim) (config.attn_scale: query_pre_attn_scalar)
 };
 
 // The dims a tensor shape is made of. A dim the config fixes (D, F, Q, KVW,
@@ -288,7 +289,7 @@ inline const std::vector<OpInfo>& op_table() {
     decode_inputs.push_back({"v_scale", D::one, D::KVS, Present::kv_fp8});
     const std::vector<const char*> block_config = {"d_model",    "n_heads", "n_kv_heads", "head_dim", "ffn_dim",
                                                    "rope_layout", "rope_theta", "qk_norm",  "norm_eps", "qkv_bias", "sliding_window",
-                                                   "attn_logit_softcapping", "attn_sinks", "norm_plus_one", "hidden_act"};
+                                                   "attn_logit_softcapping", "attn_scale", "attn_sinks", "norm_plus_one", "hidden_act"};
     std::vector<const char*> decode_config = block_config;
     decode_config.push_back("kv_cache_dtype");
     decode_config.push_back("kv_scale_per_head");
@@ -319,13 +320,13 @@ inline const std::vector<OpInfo>& op_table() {
          {33, 33, 256},
          calls::qk_norm},
         {Op::attention,
-         "softmax([softcap?(q @ repeat_interleave(k, H/KV).T / sqrt(hd)) + causal(q_pos, k_pos, window), sinks?])"
-         "[..., :S] @ v",
-         kHeads | kCausal | kWindow | kSoftcap | kSinks,
+         "softmax([softcap?(q @ repeat_interleave(k, H/KV).T * (attn_scale or 1/sqrt(hd))) + causal(q_pos, k_pos, "
+         "window), sinks?])[..., :S] @ v",
+         kHeads | kCausal | kWindow | kSoftcap | kSinks | kAttnScale,
          {{"q", D::T, D::Q}, {"k", D::S, D::KVW}, {"v", D::S, D::KVW}, {"sinks", D::one, D::H, Present::attn_sinks}},
          {{"q_positions", D::T}, {"k_positions", D::S}},
          {{"out", D::T, D::Q}},
-         {"n_heads", "n_kv_heads", "head_dim", "sliding_window", "attn_logit_softcapping", "attn_sinks"},
+         {"n_heads", "n_kv_heads", "head_dim", "sliding_window", "attn_logit_softcapping", "attn_scale", "attn_sinks"},
          {2.0, 1e-8, 5e-4, 5e-5},
          {48, 2100, 256},
          calls::attention},
@@ -341,7 +342,8 @@ inline const std::vector<OpInfo>& op_table() {
         {Op::block,
          "h = x + attention(rope(qk_norm?(rmsnorm(x) @ wq + bq?, @ wk + bk?)), @ wv + bv?) @ wo; "
          "out = h + swiglu(rmsnorm(h))",
-         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias | kSwiglu | kGeglu | kResidual,
+         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kAttnScale | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias |
+             kSwiglu | kGeglu | kResidual,
          block_inputs,
          {{"positions", D::T, true}},
          {{"attn_in", D::T, D::D},
@@ -362,8 +364,8 @@ inline const std::vector<OpInfo>& op_table() {
         {Op::decode,
          "block() over the prefill, then one token at a time through the KV cache; an FP8 cache: "
          "attention reads fp8(k_rot / k_scale) * k_scale, likewise v",
-         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias | kSwiglu |
-             kGeglu | kResidual | kKvCache | kFp8Cache,
+         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kAttnScale | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias |
+             kSwiglu | kGeglu | kResidual | kKvCache | kFp8Cache,
          decode_inputs,
          {{"positions", D::T, true}},
          {{"out", D::T, D::D}},
@@ -374,7 +376,7 @@ inline const std::vector<OpInfo>& op_table() {
         {Op::paged_attention,
          "per sequence b: attention(q[qo_indptr[b]:qo_indptr[b+1]], its pages' k and v, causal bottom-right), "
          "lse = logsumexp([scores, sinks?]); an FP8 cache: k, v = fp8(k / k_scale) * k_scale, likewise v",
-         kHeads | kCausal | kWindow | kSoftcap | kSinks | kPaged | kFp8Cache,
+         kHeads | kCausal | kWindow | kSoftcap | kSinks | kAttnScale | kPaged | kFp8Cache,
          {{"q", D::T, D::Q},
           {"k_cache", D::S, D::KVW, Present::always, true},
           {"v_cache", D::S, D::KVW, Present::always, true},
@@ -387,7 +389,7 @@ inline const std::vector<OpInfo>& op_table() {
           {"kv_last_page_len", D::B, false, true}},
          {{"out", D::T, D::Q}, {"lse", D::T, D::H, Present::always, false, true}},
          {"n_heads", "n_kv_heads", "head_dim", "page_size", "sliding_window", "attn_logit_softcapping",
-          "attn_sinks", "kv_cache_dtype", "kv_scale_per_head"},
+          "attn_scale", "attn_sinks", "kv_cache_dtype", "kv_scale_per_head"},
          {2.0, 1e-8, 5e-4, 5e-5},
          {600, 8200, 256},
          calls::paged_attention},

@@ -52,8 +52,9 @@
  * v_scale). 1.7: the table's activation_quant (what the plugin does to the
  * activations of its weight products). 1.8: the FP8 KV cache for decode too
  * (the same config fields; no new one). 1.9: Gemma's GeGLU (the config's
- * hidden_act). */
-#define CONFORM_PLUGIN_ABI_MINOR 9u
+ * hidden_act). 1.10: a score scale other than 1 / sqrt(head_dim) (the
+ * config's attn_scale). */
+#define CONFORM_PLUGIN_ABI_MINOR 10u
 #define CONFORM_PLUGIN_MAX_DIMS 4
 
 #if defined(_WIN32)
@@ -189,7 +190,8 @@ typedef struct conform_tensor {
  *         caches (the prefill's too) is stored as fp8(k_rot / k_scale), the
  *         division in float32, round to nearest even, saturating, and read
  *         back as code * k_scale; likewise v
- *   (1.9) swiglu, block, decode also hidden_act */
+ *   (1.9) swiglu, block, decode also hidden_act
+ *   (1.10) attention, paged_attention, block, decode also attn_scale */
 typedef struct conform_config {
     uint32_t struct_size; /* sizeof(conform_config) as conform built it */
     uint32_t dtype;       /* CONFORM_DTYPE_* every float tensor of the call has */
@@ -250,6 +252,10 @@ typedef struct conform_config {
      * abi_minor >= 9) ---- */
     uint32_t hidden_act; /* swiglu, block, decode: CONFORM_HIDDEN_ACT_*: the FFN gate's activation */
     uint32_t reserved19;
+    /* ---- ABI 1.10 (a case with attn_scale > 0 is offered only to a plugin
+     * whose table says abi_minor >= 10) ---- */
+    double attn_scale; /* attention, paged_attention, block, decode: > 0: scores are (q.k) * attn_scale (Gemma 2/3's
+                        * query_pre_attn_scalar^-1/2); 0: (q.k) / sqrt(head_dim) */
 } conform_config;
 
 /* The block's weights, stored [in, out]; q_norm / k_norm have data != NULL
