@@ -91,7 +91,10 @@ const TwistField kTwistFields[] = {
      "the block models it (--attn-softcap), but of the architectures read here none applies it in transformers "
      "(Gemma 2 does, with post-norms and GeGLU the block does not model); refused rather than run as another "
      "model"},
-    {"final_logit_softcapping", "LM-head logit soft-capping"},
+    {"final_logit_softcapping", "LM-head logit soft-capping",
+     "conform forward models it (--final-logit-softcap), but of the architectures read here none applies it in "
+     "transformers (Gemma 2 does, with post-norms the block does not model); refused rather than run as another "
+     "model"},
     {"query_pre_attn_scalar", "an attention scale other than 1/sqrt(head_dim)",
      "the block models it (--attn-scale, query_pre_attn_scalar^-1/2), but of the architectures read here none "
      "applies it in transformers (Gemma 2 and 3 do, with post-norms the block does not model); refused rather than "

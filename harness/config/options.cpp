@@ -22,7 +22,7 @@ std::string num(double v) {
 bool ConfigOptions::given() const {
     for (const CLI::Option* opt : {o_preset, o_file, o_d_model, o_heads, o_kv_heads, o_head_dim, o_ffn, o_layers,
                                    o_theta, o_eps, o_layout, o_qk_norm, o_qkv_bias, o_window, o_softcap, o_sinks,
-                                   o_plus_one, o_hidden_act, o_attn_scale, o_embedding_multiplier, o_kv_cache_dtype,
+                                   o_plus_one, o_hidden_act, o_attn_scale, o_embedding_multiplier, o_final_softcap, o_kv_cache_dtype,
                                    o_kv_scale})
         if (opt && opt->count() > 0) return true;
     return false;
@@ -61,10 +61,14 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
     o.o_hidden_act = g->add_option("--hidden-act", o.hidden_act,
                                    "the FFN gate's activation (HF hidden_act): silu (SwiGLU) | gelu_tanh (GeGLU, "
                                    "Gemma's gelu_pytorch_tanh)");
-    if (with_layers)  // the model's, not the block's: where --layers is, a forward is
+    if (with_layers) {  // the model's, not the block's: where --layers is, a forward is
         o.o_embedding_multiplier = g->add_option("--embedding-multiplier", o.embedding_multiplier,
                                                  "the embedding rows times this before the first block (Gemma: "
                                                  "sqrt(d_model)); 1: none");
+        o.o_final_softcap = g->add_option("--final-logit-softcap", o.final_softcap,
+                                          "cap: the logits become cap * tanh(logits / cap) after the LM head (Gemma "
+                                          "2's final_logit_softcapping); 0: none");
+    }
     o.o_kv_cache_dtype = g->add_option("--kv-cache-dtype", o.kv_cache_dtype,
                                        "the KV cache's storage, paged_attention's and decode's (vLLM's "
                                        "kv_cache_dtype): none | fp8_e4m3 | fp8_e5m2 (K and V written as "
@@ -153,6 +157,8 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
     };
     number_flag(o.o_softcap, o.softcap, "--attn-softcap", "a cap >= 0 (0: none)", c.attn_logit_softcapping);
     number_flag(o.o_attn_scale, o.attn_scale, "--attn-scale", "a scale >= 0 (0: 1/sqrt(head_dim))", c.attn_scale);
+    number_flag(o.o_final_softcap, o.final_softcap, "--final-logit-softcap", "a cap >= 0 (0: none)",
+                m.final_logit_softcapping);
     if (o.o_hidden_act && o.o_hidden_act->count()) {
         const auto a = parse_hidden_act(o.hidden_act);
         if (!a) throw ConfigError("--hidden-act: expected silu or gelu_tanh, found '" + o.hidden_act + "'");
@@ -208,6 +214,7 @@ void print_config(std::ostream& out, const ModelConfig& m, const std::string& in
     if (m.vocab > 0) out << " vocab=" << m.vocab;
     if (m.max_position > 0) out << " max_position=" << m.max_position;
     if (m.embedding_multiplier != 1.0) out << " embedding_x=" << m.embedding_multiplier;
+    if (m.final_logit_softcapping > 0) out << " final_softcap=" << m.final_logit_softcapping;
     out << "\n";
     for (const auto& d : m.defaults) out << indent << "  default taken: " << d << "\n";
     for (const auto& d : m.overrides) out << indent << "  override: " << d << "\n";
@@ -240,6 +247,7 @@ nlohmann::json config_json(const ModelConfig& m) {
     j["max_position"] = m.max_position;
     j["tie_embeddings"] = m.tie_embeddings;
     j["embedding_multiplier"] = m.embedding_multiplier;
+    j["final_logit_softcapping"] = m.final_logit_softcapping;
     j["defaults_taken"] = m.defaults;
     j["overrides"] = m.overrides;
     j["notes"] = m.notes;

@@ -31,6 +31,9 @@ struct ModelConfig {
     // (Gemma: sqrt(hidden_size), HF GemmaModel's normalizer, llama.cpp's
     // ggml_scale(inpL, sqrtf(n_embd))); 1: none. forward applies it: no op reads it.
     double embedding_multiplier = 1.0;
+    // The logits soft-capped after the LM head, cap * tanh(logits / cap)
+    // (Gemma 2's final_logit_softcapping, 30); 0: none. forward applies it.
+    double final_logit_softcapping = 0.0;
     std::string name;              // "llama3-8b", or the config file's path
     std::string origin;            // "preset llama3-8b", "config fixtures/configs/x.json"
     std::string architecture;      // "LlamaForCausalLM" (config files), "" for presets

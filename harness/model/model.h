@@ -30,6 +30,8 @@ struct Spec {
     // the random embedding is drawn with std 1 / multiplier, so the stream
     // still starts at std 1.
     double embedding_multiplier = 1.0;
+    // The logits soft-capped, cap * tanh(logits / cap) (Gemma 2's final_logit_softcapping); 0: none.
+    double final_logit_softcapping = 0.0;
 };
 
 // Layer l's weights by schema name (attn_norm, wq, wk, wv, wo, ffn_norm, w1,

@@ -79,10 +79,23 @@ DTensor embedded(const Source& src, const std::vector<int64_t>& ids, double mult
     return x;
 }
 
+// Gemma 2's final_logit_softcapping: logits = cap * tanh(logits / cap); 0: none.
+void soft_cap(DTensor& logits, double cap) {
+    if (cap > 0)
+        for (double& v : logits.data) v = cap * std::tanh(v / cap);
+}
+
+// What surrounds the blocks: the embedding's multiplier, the logits' soft-cap.
+struct Outer {
+    double multiplier = 1.0;
+    double final_softcap = 0.0;
+};
+
 // The reference's float64 logits of the whole model under config c and the
-// embedding multiplier, as the model is or as `engine` computes it.
-DTensor reference_logits(const Source& src, const BlockConfig& c, double multiplier, int64_t layers, int64_t vocab,
+// model's outer twists, as the model is or as `engine` computes it.
+DTensor reference_logits(const Source& src, const BlockConfig& c, Outer outer, int64_t layers, int64_t vocab,
                          const std::vector<int64_t>& ids, const std::vector<int64_t>& pos, Engine engine = {}) {
+    const double multiplier = outer.multiplier;
     DTensor x = embedded(src, ids, multiplier);
     for (int64_t l = 0; l < layers; ++l) {
         const bool q8 = engine.q8_k && l < static_cast<int64_t>(src.q8_k_inputs.size());
@@ -95,6 +108,7 @@ DTensor reference_logits(const Source& src, const BlockConfig& c, double multipl
     head_slices(src, vocab, [&](const Tensor& head, int64_t v0) {
         place(logits, ref::matmul_f64(normed, head, engine.q8_k && src.head_q8_k), v0);
     });
+    soft_cap(logits, outer.final_softcap);
     return logits;
 }
 
@@ -323,6 +337,10 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
             for (size_t j = 0; j < runners.size(); ++j)
                 if (!runners[j].failed) place(impl_logits[j], model::matmul_acc64(ns[j], head), v0);
         });
+        // logits = torch.tanh(logits / cap) * cap   (Gemma 2's final_logit_softcapping; in float64 for all)
+        soft_cap(logits, s.final_logit_softcapping);
+        for (size_t j = 0; j < runners.size(); ++j)
+            if (!runners[j].failed) soft_cap(impl_logits[j], s.final_logit_softcapping);
         const size_t il = row("logits", logits);
         for (size_t j = 0; j < runners.size(); ++j)
             if (!runners[j].failed) rows[il].err[j] = model::error(impl_logits[j], logits);
@@ -358,16 +376,19 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
         expect_top1 = top1_agreement(logits, expected->reference);
         expect_ok = expect_err <= o.logits_tol;
         if (!expect_ok) {
-            const double m = s.embedding_multiplier;
-            auto logits_of = [&](const BlockConfig& hc, double hm, Engine en) {
+            const Outer m{s.embedding_multiplier, s.final_logit_softcapping};
+            auto logits_of = [&](const BlockConfig& hc, Outer hm, Engine en) {
                 return rel_error(reference_logits(src, hc, hm, s.layers, s.vocab, ids, pos, en), expected->reference);
             };
             for (const auto& [id, hc] : diagnose::config_hypotheses(c))
                 if (const double e = logits_of(hc, m, {}); e <= o.logits_tol) explained.emplace_back(id, e);
-            // The model's own twist outside the block: Gemma's embedding scale dropped.
-            if (m != 1.0)
-                if (const double e = logits_of(c, 1.0, {}); e <= o.logits_tol)
+            // The model's own twists outside the block: Gemma's embedding scale, Gemma 2's logit cap dropped.
+            if (m.multiplier != 1.0)
+                if (const double e = logits_of(c, {1.0, m.final_softcap}, {}); e <= o.logits_tol)
                     explained.emplace_back("embedding_scale_missing", e);
+            if (m.final_softcap > 0)
+                if (const double e = logits_of(c, {m.multiplier, 0.0}, {}); e <= o.logits_tol)
+                    explained.emplace_back("final_softcap_missing", e);
             // Not a convention but an engine's precision, as llama.cpp's CPU
             // backend computes: K-quant weights multiplied against Q8_K
             // inputs, GeGLU's gate through a float16 table; each, and both.
@@ -500,6 +521,11 @@ std::string forward_table(const ForwardRequest& o, const ForwardResult& f) {
                     "it{}{}{} (rel error {:.2e}): the engine's precision, not a misread model\n",
                     id, q8 ? ", every K-quant matmul's input quantised to Q8_K" : "", q8 && gelu ? " and" : "",
                     gelu ? ", GeGLU's gate rounded to float16 and looked up in ggml's float16 GELU table" : "", e);
+            else if (id == "final_softcap_missing")
+                out += fmt::format(
+                    "  diagnosis: {}: the file's logits are this model without its final soft-cap (cap {}: "
+                    "cap * tanh(logits / cap), Gemma 2's final_logit_softcapping) (rel error {:.2e})\n",
+                    id, o.spec.final_logit_softcapping, e);
             else if (id == "embedding_scale_missing")
                 out += fmt::format(
                     "  diagnosis: {}: the file's logits are this model without its embedding multiplier ({}: "
@@ -593,6 +619,7 @@ ForwardRequest resolve_forward(const ForwardFlags& o, std::ostream& log) {
     s.start = o.start;
     s.seed = o.seed;
     s.embedding_multiplier = m.embedding_multiplier;
+    s.final_logit_softcapping = m.final_logit_softcapping;
     const BlockConfig& c = s.block;
 
     // ---- implementations ---------------------------------------------------------

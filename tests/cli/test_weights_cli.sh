@@ -53,7 +53,8 @@ expect 0 "the reference's logits match it: rel error [0-9.]+e-05" -- forward --w
   --tokens 1,5,2,7,3 --impl scalar --expect-logits "$gemma_cpp" --logits-tol 1e-4
 # An engine's logits without one of Gemma's twists (written here by reading the model without it):
 # each named against the model as it is.
-for twist in "noscale --embedding-multiplier 1" "silu --hidden-act silu" "plainnorm --norm-plus-one 0"; do
+for twist in "noscale --embedding-multiplier 1" "silu --hidden-act silu" "plainnorm --norm-plus-one 0" \
+             "nocap --final-logit-softcap 0"; do
   set -- $twist
   expect 0 "logits: $tmp/gemma-$1.h5" -- forward --weights "$ck/gemma-hf" --tokens 1,5,2,7,3 --impl scalar "$2" "$3" \
     --save-logits "$tmp/gemma-$1.h5"
@@ -64,6 +65,12 @@ expect 1 "diagnosis: geglu_as_swiglu: the file's logits are this model with that
   forward --weights "$ck/gemma.gguf" --tokens 1,5,2,7,3 --impl scalar --expect-logits "$tmp/gemma-silu.h5"
 expect 1 "diagnosis: norm_plus_one_missing: the file's logits are this model with that convention changed" -- \
   forward --weights "$ck/gemma-hf" --tokens 1,5,2,7,3 --impl scalar --expect-logits "$tmp/gemma-plainnorm.h5"
+# Gemma 2's final soft-cap (cap * tanh(logits / cap)), given by flag: an engine without it is named.
+expect 1 "diagnosis: final_softcap_missing: the file's logits are this model without its final soft-cap" -- \
+  forward --weights "$ck/gemma-hf" --tokens 1,5,2,7,3 --impl scalar,simd --final-logit-softcap 2 \
+  --expect-logits "$tmp/gemma-nocap.h5"
+expect 2 "--final-logit-softcap: expected a cap >= 0" -- forward --weights "$ck/gemma-hf" --tokens 1,5 \
+  --final-logit-softcap -3
 expect 2 "--embedding-multiplier: expected a positive number" -- forward --weights "$ck/gemma-hf" --tokens 1,5 \
   --embedding-multiplier 0
 # A GeGLU kernel that runs silu fails on Gemma's real layer, named.
