@@ -95,8 +95,7 @@ struct Outer {
 // model's outer twists, as the model is or as `engine` computes it.
 DTensor reference_logits(const Source& src, const BlockConfig& c, Outer outer, int64_t layers, int64_t vocab,
                          const std::vector<int64_t>& ids, const std::vector<int64_t>& pos, Engine engine = {}) {
-    const double multiplier = outer.multiplier;
-    DTensor x = embedded(src, ids, multiplier);
+    DTensor x = embedded(src, ids, outer.multiplier);
     for (int64_t l = 0; l < layers; ++l) {
         const bool q8 = engine.q8_k && l < static_cast<int64_t>(src.q8_k_inputs.size());
         x = ref::block_f64(x, src.layer(l), pos, c, false,
