@@ -266,6 +266,9 @@ std::string RealModel::replay_flags() const {
     if (ov.o_eps && ov.o_eps->count()) f += fmt::format(" --eps {}", ov.eps);
     if (ov.o_qk_norm && ov.o_qk_norm->count()) f += " --qk-norm " + ov.qk_norm;
     if (ov.o_qkv_bias && ov.o_qkv_bias->count()) f += " --qkv-bias " + ov.qkv_bias;
+    if (ov.o_window && ov.o_window->count()) f += fmt::format(" --sliding-window {}", ov.window);
+    if (ov.o_softcap && ov.o_softcap->count()) f += fmt::format(" --attn-softcap {}", ov.softcap);
+    if (ov.o_sinks && ov.o_sinks->count()) f += " --attn-sinks " + ov.sinks;
     if (ov.o_plus_one && ov.o_plus_one->count()) f += " --norm-plus-one " + ov.plus_one;
     if (ov.o_hidden_act && ov.o_hidden_act->count()) f += " --hidden-act " + ov.hidden_act;
     if (ov.o_attn_scale && ov.o_attn_scale->count()) f += fmt::format(" --attn-scale {}", ov.attn_scale);

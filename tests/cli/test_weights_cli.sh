@@ -91,6 +91,11 @@ eval "\"$CONFORM\" $replay --out \"$tmp/replay\"" >"$tmp/out" 2>&1
 [ $? -eq 1 ] || { cat "$tmp/out"; fail "the replay did not fail"; }
 grep -q "rope_layout_swapped: matches" "$tmp/out" || { cat "$tmp/out"; fail "the replay does not name the bug"; }
 
+# A convention flag given with --weights is in the replay line (the window here), which fails the same way.
+expect 1 "diagnosis: window_off_by_one: matches" -- --weights "$ck/gemma-hf" --layer 1 --impl window_off_by_one \
+  --op attention --sliding-window 3 --cases 10 --no-default-fixtures --out "$tmp/win"
+grep -qE "replay: .* --sliding-window 3" "$tmp/out" || { cat "$tmp/out"; fail "the replay line lacks --sliding-window"; }
+
 # Qwen2's biases are used: a kernel that drops them fails on the real layer, and is named.
 expect 1 "diagnosis: qkv_bias_missing: matches" -- --weights "$ck/qwen2-hf" --layer 1 \
   --impl qkv_bias_missing --op block --cases 4 --no-default-fixtures --out "$tmp/bias"
