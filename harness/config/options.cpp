@@ -159,13 +159,17 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
     number_flag(o.o_attn_scale, o.attn_scale, "--attn-scale", "a scale >= 0 (0: 1/sqrt(head_dim))", c.attn_scale);
     number_flag(o.o_final_softcap, o.final_softcap, "--final-logit-softcap", "a cap >= 0 (0: none)",
                 m.final_logit_softcapping);
-    if (o.o_hidden_act && o.o_hidden_act->count()) {
-        const auto a = parse_hidden_act(o.hidden_act);
-        if (!a) throw ConfigError("--hidden-act: expected silu or gelu_tanh, found '" + o.hidden_act + "'");
-        m.overrides.push_back(std::string("--hidden-act ") + to_string(*a) +
-                              (m.name.empty() ? "" : std::string(" (was ") + to_string(c.hidden_act) + ")"));
-        c.hidden_act = *a;
-    }
+    // A named enum's flag: one of its names.
+    auto enum_flag = [&](const CLI::Option* opt, const std::string& text, const char* flag, const char* expected,
+                         auto& field) {
+        if (!opt || !opt->count()) return;
+        const auto v = parse_named(text, std::decay_t<decltype(field)>{});
+        if (!v) throw ConfigError(std::string(flag) + ": expected " + expected + ", found '" + text + "'");
+        m.overrides.push_back(std::string(flag) + " " + to_string(*v) +
+                              (m.name.empty() ? "" : std::string(" (was ") + to_string(field) + ")"));
+        field = *v;
+    };
+    enum_flag(o.o_hidden_act, o.hidden_act, "--hidden-act", "silu or gelu_tanh", c.hidden_act);
     if (o.o_embedding_multiplier && o.o_embedding_multiplier->count()) {
         if (!(o.embedding_multiplier > 0) || !std::isfinite(o.embedding_multiplier))
             throw ConfigError("--embedding-multiplier: expected a positive number, found " + num(o.embedding_multiplier));
@@ -173,13 +177,7 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
                               (m.name.empty() ? "" : " (was " + num(m.embedding_multiplier) + ")"));
         m.embedding_multiplier = o.embedding_multiplier;
     }
-    if (o.o_kv_cache_dtype && o.o_kv_cache_dtype->count()) {
-        const auto d = parse_kv_cache_dtype(o.kv_cache_dtype);
-        if (!d) throw ConfigError("--kv-cache-dtype: expected none, fp8_e4m3 or fp8_e5m2, found '" + o.kv_cache_dtype + "'");
-        m.overrides.push_back(std::string("--kv-cache-dtype ") + to_string(*d) +
-                              (m.name.empty() ? "" : std::string(" (was ") + to_string(c.kv_cache_dtype) + ")"));
-        c.kv_cache_dtype = *d;
-    }
+    enum_flag(o.o_kv_cache_dtype, o.kv_cache_dtype, "--kv-cache-dtype", "none, fp8_e4m3 or fp8_e5m2", c.kv_cache_dtype);
     if (o.o_kv_scale && o.o_kv_scale->count()) {
         if (o.kv_scale != "tensor" && o.kv_scale != "head")
             throw ConfigError("--kv-scale: expected tensor or head, found '" + o.kv_scale + "'");

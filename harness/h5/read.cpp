@@ -380,22 +380,20 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
         variant_number("attn_logit_softcapping", "a cap >= 0 (0: none)", "no attention scores to cap",
                        cfg.attn_logit_softcapping);
         variant_number("attn_scale", "a scale >= 0 (0: 1/sqrt(head_dim))", "no attention scores to scale", cfg.attn_scale);
-        if (has("hidden_act")) {
-            const std::string v = read_string(ctx, g.get(), "hidden_act", "config/hidden_act");
-            const auto a = parse_hidden_act(v);
-            if (!a) ctx.fail("config/hidden_act", "expected \"silu\" or \"gelu_tanh\", found \"" + v + "\"");
-            if (*a != HiddenAct::silu && !op_info(op).reads("hidden_act"))
-                ctx.fail("config/hidden_act", std::string("op ") + to_string(op) + " has no FFN gate");
-            cfg.hidden_act = *a;
-        }
-        if (has("kv_cache_dtype")) {
-            const std::string v = read_string(ctx, g.get(), "kv_cache_dtype", "config/kv_cache_dtype");
-            const auto d = parse_kv_cache_dtype(v);
-            if (!d) ctx.fail("config/kv_cache_dtype", "expected \"none\", \"fp8_e4m3\" or \"fp8_e5m2\", found \"" + v + "\"");
-            if (*d != KvCacheDtype::none && !op_info(op).reads("kv_cache_dtype"))
-                ctx.fail("config/kv_cache_dtype", std::string("op ") + to_string(op) + " has no KV cache to store in FP8");
-            cfg.kv_cache_dtype = *d;
-        }
+        // A served variant's named value: one of its names, and other than "off" only on an op that reads it.
+        auto variant_enum = [&](const char* name, const char* expected, const char* lacks, auto& field) {
+            if (!has(name)) return;
+            using V = std::decay_t<decltype(field)>;
+            const std::string where = std::string("config/") + name;
+            const std::string v = read_string(ctx, g.get(), name, where);
+            const auto e = parse_named(v, V{});
+            if (!e) ctx.fail(where, std::string("expected ") + expected + ", found \"" + v + "\"");
+            if (*e != V{} && !op_info(op).reads(name)) ctx.fail(where, std::string("op ") + to_string(op) + " has " + lacks);
+            field = *e;
+        };
+        variant_enum("hidden_act", "\"silu\" or \"gelu_tanh\"", "no FFN gate", cfg.hidden_act);
+        variant_enum("kv_cache_dtype", "\"none\", \"fp8_e4m3\" or \"fp8_e5m2\"", "no KV cache to store in FP8",
+                     cfg.kv_cache_dtype);
         variant_switch("kv_scale_per_head", "no KV cache to scale", cfg.kv_scale_per_head);
         if (cfg.kv_scale_per_head && cfg.kv_cache_dtype == KvCacheDtype::none)
             ctx.fail("config/kv_scale_per_head", "set without an FP8 kv_cache_dtype: there are no scales");

@@ -518,11 +518,11 @@ Tensor swiglu_bound(const Tensor& x, const Bound& ex, const Tensor& w1, const Te
         a = gate * sig;
         auto dsilu = (sig * (1.0 + gate * (1.0 - sig))).abs();
         e_a = torch::minimum(dsilu + 0.25 * e_gate, torch::full_like(dsilu, 1.1)) * e_gate;
-        eval = torch::zeros_like(gate);
     }
     auto g = a * up;
     Bound eg;
-    eg.abs = e_a * (up.abs() + e_up) + a.abs() * e_up + 2.0 * u.a * g.abs() + eval + u.store(g, 2.0);
+    eg.abs = e_a * (up.abs() + e_up) + a.abs() * e_up + 2.0 * u.a * g.abs() + u.store(g, 2.0);
+    if (eval.defined()) eg.abs = eg.abs + eval;  // gelu_tanh's own evaluation (silu's is in 2u·|g|)
     Tensor e = matmul_bound(g, eg, w2, torch::matmul(g, w2), u);
     add_flip_bound(e, g, w2, q);
     return e;

@@ -72,8 +72,8 @@ void place(DTensor& into, const DTensor& part, int64_t v0) {
 }
 
 // The embedding rows times the model's multiplier (Gemma's sqrt(D)), in float64.
-DTensor embedded(const Source& src, const std::vector<int64_t>& ids, double multiplier) {
-    DTensor x = model::to_double(src.embed(ids));
+DTensor embedded(const Tensor& rows, double multiplier) {
+    DTensor x = model::to_double(rows);
     if (multiplier != 1.0)
         for (double& v : x.data) v *= multiplier;
     return x;
@@ -95,7 +95,7 @@ struct Outer {
 // model's outer twists, as the model is or as `engine` computes it.
 DTensor reference_logits(const Source& src, const BlockConfig& c, Outer outer, int64_t layers, int64_t vocab,
                          const std::vector<int64_t>& ids, const std::vector<int64_t>& pos, Engine engine = {}) {
-    DTensor x = embedded(src, ids, outer.multiplier);
+    DTensor x = embedded(src.embed(ids), outer.multiplier);
     for (int64_t l = 0; l < layers; ++l) {
         const bool q8 = engine.q8_k && l < static_cast<int64_t>(src.q8_k_inputs.size());
         x = ref::block_f64(x, src.layer(l), pos, c, false,
@@ -275,7 +275,7 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
             // x = embed_tokens(ids) * multiplier   (Gemma: sqrt(D); the implementations' stream in float32,
             // as a float32 engine multiplies)
             Tensor e = src.embed(ids);
-            x = embedded(src, ids, s.embedding_multiplier);
+            x = embedded(e, s.embedding_multiplier);
             if (s.embedding_multiplier != 1.0)
                 for (float& v : e.data) v *= static_cast<float>(s.embedding_multiplier);
             const size_t i =
