@@ -55,6 +55,11 @@ expect 2 "--attn-scale: expected a scale >= 0" -- --preset llama3-8b --attn-scal
 expect 2 "field 'plus_one' does not apply to op swiglu" -- --case 'swiglu(T=1,D=4,F=4,plus_one=1,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "plus_one must be 0 or 1, found '3'" -- --case 'rmsnorm(T=1,D=4,eps=1.0000000000000001e-05,plus_one=3,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "field 'sinks' does not apply to op swiglu" -- --case 'swiglu(T=1,D=4,F=4,sinks=1,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "field 'act' does not apply to op rmsnorm" -- --case 'rmsnorm(T=1,D=4,eps=1e-05,act=gelu_tanh,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "act must be silu or gelu_tanh, found 'gelu'" -- --case 'swiglu(T=1,D=4,F=4,act=gelu,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "field 'attn_scale' does not apply to op swiglu" -- --case 'swiglu(T=1,D=4,F=4,attn_scale=0.5,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "attn_scale must be a number > 0, found '-1'" -- \
+  --case 'attention(T=1,S=1,H=1,KV=1,hd=4,qpos=0,kpos=0,attn_scale=-1,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "sinks must be 0 or 1, found '2'" -- --case 'attention(T=1,S=2,H=1,KV=1,hd=4,qpos=1,kpos=0,sinks=2,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "--qkv-bias: expected 0 or 1, found 'maybe'" -- --preset qwen2.5-0.5b --qkv-bias maybe --impl scalar
 printf '{"hidden_size": 4096,' >"$tmp/broken.json"
