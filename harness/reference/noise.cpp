@@ -510,7 +510,7 @@ Tensor swiglu_bound(const Tensor& x, const Bound& ex, const Tensor& w1, const Te
         const double c = std::sqrt(2.0 / M_PI);
         auto th = torch::tanh(c * (gate + 0.044715 * gate.pow(3)));
         auto dgelu = (0.5 * (1.0 + th) + 0.5 * gate * (1.0 - th * th) * c * (1.0 + 3.0 * 0.044715 * gate * gate)).abs();
-        a = torch::gelu(gate, "tanh");
+        a = gelu_tanh(gate);
         e_a = torch::minimum(dgelu + 0.4 * e_gate, torch::full_like(dgelu, 1.13)) * e_gate;
         eval = 3.0 * u.a * gate.abs() * up.abs();
     } else {

@@ -17,7 +17,7 @@ torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& w1, const torc
             const auto y = torch::gelu(a16, "tanh").to(torch::kHalf).to(t.scalar_type());
             return torch::where(t <= -10.0, torch::zeros_like(t), torch::where(t >= 10.0, t, y));
         }
-        return a == HiddenAct::gelu_tanh ? torch::gelu(t, "tanh") : torch::silu(t);
+        return a == HiddenAct::gelu_tanh ? gelu_tanh(t) : torch::silu(t);
     };
     auto g = ctx.v.swiglu_gate_on_up ? gate * act_fn(up) : act_fn(gate) * up;
     return matmul(linear_input(g, "w2", ctx), w2, ctx);  // [T, D]

@@ -145,6 +145,14 @@ std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, 
                                                         const BlockConfig& cfg, const torch::Tensor& sinks,
                                                         const Ctx& ctx);
 
+// F.gelu(a, approximate="tanh") written a * sigmoid(2 sqrt(2/pi) (a + 0.044715 a^3)): the same
+// function, without 0.5 a (1 + tanh z)'s cancellation. torch's tanh form returns exactly 0 in
+// float64 once tanh(z) rounds to -1 (a below about -7.3), where the value is ~1e-18 and an
+// honest kernel's is too: an all-zero truth then makes any such output's nmse infinite.
+inline torch::Tensor gelu_tanh(const torch::Tensor& a) {
+    return a * torch::sigmoid(a.add(a.pow(3), 0.044715).mul(1.5957691216057308));
+}
+
 // (act(x @ w1) * (x @ w3)) @ w2, act = F.silu or F.gelu(approximate="tanh") (config.hidden_act)
 torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3, const torch::Tensor& w2,
                      HiddenAct act, const Ctx& ctx);
