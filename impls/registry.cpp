@@ -93,6 +93,10 @@ const std::vector<ImplEntry>& mutant_implementations() {
         // The served variants (issue 29).
         {"qkv_bias_missing", "Qwen2's q, k, v projection biases dropped", true, always, qkv_bias_missing, block_ops},
         {"qkv_bias_after_rope", "q and k biases added after RoPE", true, always, qkv_bias_after_rope, block_ops},
+        {"sandwich_norm_missing", "Gemma 2/3's post-sublayer (sandwich) norms dropped", true, always,
+         sandwich_norm_missing, ops_using(kSandwichNorm)},
+        {"nope_ignored", "q and k rotated on a NoPE layer (RoPE where the config has none)", true, always, nope_ignored,
+         ops_using(kNope)},
         {"window_off_by_one", "a sliding window of W - 1 keys (W meant)", true, always, window_off_by_one,
          ops_using(kWindow)},
         {"window_one_too_wide", "a sliding window of W + 1 keys (FlashAttention's left = W for W - 1)", true, always,

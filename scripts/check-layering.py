@@ -20,8 +20,8 @@ LAYERS = [
     ["impls/mutants", "impls/simd", "impls/cuda", "impls/plugin_example"],
     ["impls"],                                                  # the registry
     ["harness/core"],
-    ["harness/compare", "harness/config", "harness/gen", "harness/model", "harness/reference"],
-    ["harness/h5", "harness/judge", "harness/weights"],
+    ["harness/compare", "harness/config", "harness/gen", "harness/reference"],
+    ["harness/h5", "harness/judge", "harness/model", "harness/weights"],  # the model: a config's layers
     ["harness/diagnose"],
     ["harness/report", "harness/plugin"],
     ["harness/worker"],

@@ -82,7 +82,68 @@ TEST_CASE("each preset's config.json loads to the preset", "[config]") {
         CHECK(a.norm_plus_one == b.norm_plus_one);
         CHECK(a.hidden_act == b.hidden_act);
         CHECK(m.embedding_multiplier == p.embedding_multiplier);
+        CHECK(a.sandwich_norm == b.sandwich_norm);
+        CHECK(a.attn_scale == b.attn_scale);
+        CHECK(m.final_logit_softcapping == p.final_logit_softcapping);
+        CHECK(m.pattern.sliding == p.pattern.sliding);
+        CHECK(m.pattern.local_rope_theta == p.pattern.local_rope_theta);
     }
+}
+
+TEST_CASE("Gemma 2 and 3 read as sandwich norms, their scale and caps, and sliding / full layers", "[config]") {
+    const ModelConfig g2 = load_hf_config(kConfigs + "gemma2-27b.json");
+    CHECK(g2.block.sandwich_norm);
+    CHECK(g2.block.attn_scale == 1.0 / 12.0);  // query_pre_attn_scalar 144, head_dim 128
+    CHECK(g2.block.attn_logit_softcapping == 50.0);
+    CHECK(g2.final_logit_softcapping == 30.0);
+    REQUIRE(g2.pattern.sliding.size() == 46);
+    CHECK(g2.pattern.sliding[0]);   // layer 0 sliding (Gemma2Config's layer_types)
+    CHECK(!g2.pattern.sliding[1]);
+    CHECK(g2.layer_block(0).sliding_window == 4096);
+    CHECK(g2.layer_block(1).sliding_window == 0);
+    const ModelConfig g3 = load_hf_config(kConfigs + "gemma3-4b.json");
+    CHECK(g3.block.qk_norm);
+    CHECK(g3.block.attn_scale == 0);  // query_pre_attn_scalar = head_dim
+    CHECK(g3.block.attn_logit_softcapping == 0);  // null
+    CHECK(g3.final_logit_softcapping == 0);
+    // Layers 0-4 sliding with the local base and no scaling; layer 5 full with 1e6 and linear x8.
+    const BlockConfig l0 = g3.layer_block(0), l5 = g3.layer_block(5);
+    CHECK(l0.sliding_window == 1024);
+    CHECK(l0.rope_theta == 10000.0);
+    CHECK(l0.rope_scaling.type == RopeScalingType::none);
+    CHECK(l5.sliding_window == 0);
+    CHECK(l5.rope_theta == 1e6);
+    CHECK(l5.rope_scaling.type == RopeScalingType::linear);
+    CHECK(l5.rope_scaling.factor == 8.0);
+    // layer_types, where a file has it, decides; a type the block lacks is refused by its index.
+    const std::string base = R"({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 64,
+                                 "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16, "intermediate_size": 128,
+                                 "num_hidden_layers": 3, "sliding_window": 8)";
+    const ModelConfig lt = parse_hf_config(
+        base + R"(, "layer_types": ["full_attention", "sliding_attention", "full_attention"]})", "g.json");
+    CHECK(lt.pattern.sliding == std::vector<bool>{false, true, false});
+    CHECK_THROWS_WITH(parse_hf_config(base + R"(, "layer_types": ["full_attention", "chunked_attention", "full_attention"]})", "g.json"),
+                      Catch::Contains("g.json: layer_types[1]: \"chunked_attention\": Llama 4's chunked attention"));
+    CHECK_THROWS_WITH(parse_hf_config(base + R"(, "layer_types": ["full_attention"]})", "g.json"),
+                      Catch::Contains("g.json: layer_types: expected a list of num_hidden_layers = 3"));
+    // SmolLM3's NoPE layers: no_rope_layers (1: RoPE), or every 4th when absent.
+    const std::string smol = R"({"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "num_hidden_layers": 4)";
+    CHECK(parse_hf_config(smol + "}", "s.json").pattern.nope == std::vector<bool>{false, false, false, true});
+    CHECK(parse_hf_config(smol + R"(, "no_rope_layers": [0, 1, 1, 1]})", "s.json").pattern.nope ==
+          std::vector<bool>{true, false, false, false});
+    CHECK(parse_hf_config(smol + R"(, "no_rope_layers": [0, 1, 1, 1]})", "s.json").layer_block(0).nope);
+    CHECK(parse_hf_config(smol + "}", "s.json").tie_embeddings);
+    CHECK_THROWS_WITH(parse_hf_config(smol + R"(, "no_rope_layers": [1, 2, 1, 1]})", "s.json"),
+                      Catch::Contains("s.json: no_rope_layers[1]: expected 0 (NoPE) or 1 (RoPE), found 2"));
+    CHECK_THROWS_WITH(parse_hf_config(smol + R"(, "no_rope_layers": [1, 1]})", "s.json"),
+                      Catch::Contains("s.json: no_rope_layers: expected a list of num_hidden_layers = 4"));
+    // Qwen2's window from max_window_layers on.
+    const ModelConfig q = parse_hf_config(R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 128, "num_hidden_layers": 4, "sliding_window": 16,
+        "use_sliding_window": true, "max_window_layers": 2})", "q.json");
+    CHECK(q.pattern.sliding == std::vector<bool>{false, false, true, true});
+    CHECK(q.block.sliding_window == 16);
 }
 
 TEST_CASE("Gemma 1 reads as (1 + w) norms, GeGLU, tied embeddings times sqrt(D)", "[config]") {
@@ -239,15 +300,18 @@ TEST_CASE("bad configs are refused naming the file and the field", "[config]") {
     CHECK_THAT(refusal(base + ", \"mlp_bias\": true}"), Catch::Contains("x.json: mlp_bias: true"));
     CHECK_THAT(refusal(base + ", \"attn_logit_softcapping\": 50.0}"),
                Catch::Contains("x.json: attn_logit_softcapping: 50.0: attention logit soft-capping"));
-    CHECK_THAT(refusal(base + R"(, "layer_types": ["sliding_attention", "full_attention"]})"),
-               Catch::Contains("x.json: layer_types: [\"sliding_attention\",\"full_attention\"]: per-layer"));
+    CHECK_THAT(refusal(base + R"(, "layer_types": ["sliding_attention", "chunked_attention", "full_attention", "full_attention"]})"),
+               Catch::Contains("x.json: layer_types[1]: \"chunked_attention\": Llama 4's chunked attention"));
     CHECK_THAT(refusal(base + ", \"num_local_experts\": 8}"), Catch::Contains("x.json: num_local_experts: 8: a mixture"));
-    CHECK_THAT(refusal(R"({"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2"})"),
-               Catch::Contains("x.json: model_type: \"gemma2\" (Gemma2ForCausalLM) has Gemma 2's post-sublayer norms"));
-    CHECK_THAT(refusal(R"({"model_type": "gpt_oss"})"), Catch::Contains("x.json: model_type: \"gpt_oss\" (gpt_oss) has gpt-oss's attention sinks"));
+    CHECK_THAT(refusal(base + ", \"no_rope_layers\": [1, 1, 1, 0]}"), Catch::Contains("x.json: no_rope_layers: [1,1,1,0]: layers without RoPE"));
+    CHECK_THAT(refusal(base + ", \"attention_chunk_size\": 8192}"), Catch::Contains("x.json: attention_chunk_size: 8192: chunked attention"));
+    CHECK_THAT(refusal(base + ", \"query_pre_attn_scalar\": 144}"), Catch::Contains("x.json: query_pre_attn_scalar: 144"));
+    CHECK_THAT(refusal(R"({"model_type": "gemma3"})"), Catch::Contains("x.json: model_type: \"gemma3\" (gemma3) has a vision tower"));
+    CHECK_THAT(refusal(R"({"model_type": "gpt_oss"})"), Catch::Contains("x.json: model_type: \"gpt_oss\" (gpt_oss) has a mixture-of-experts FFN"));
     // ... and their "off" values are not twists.
     CHECK_NOTHROW(parse_hf_config(base + R"(, "attention_bias": false, "mlp_bias": false, "attn_logit_softcapping": null,
-                                      "layer_types": ["full_attention", "full_attention"], "num_local_experts": 0})", "x.json"));
+                                      "layer_types": ["full_attention", "full_attention", "full_attention", "full_attention"],
+                                      "num_local_experts": 0})", "x.json"));
 
     CHECK_THAT(scaling(R"({"rope_type": "longrope", "short_factor": [1], "long_factor": [1]})"),
                Catch::Contains("x.json: rope_scaling.rope_type: 'longrope' is not supported"));

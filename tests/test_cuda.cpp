@@ -193,6 +193,14 @@ TEST_CASE("cuda attention, paged_attention, block and decode with a score scale 
     check_drawn_with([](const BlockConfig& c) { return c.attn_scale > 0; });
 }
 
+TEST_CASE("cuda block and decode with Gemma 2/3's sandwich norms, every dtype", "[cuda][sandwich]") {
+    check_drawn_with([](const BlockConfig& c) { return c.sandwich_norm; }, {Op::block, Op::decode});
+}
+
+TEST_CASE("cuda block and decode on a NoPE layer, every dtype", "[cuda][nope]") {
+    check_drawn_with([](const BlockConfig& c) { return c.nope; }, {Op::block, Op::decode});
+}
+
 TEST_CASE("cuda swiglu, block and decode with Gemma's GeGLU (gelu_tanh gate), every dtype", "[cuda][geglu]") {
     check_drawn_with([](const BlockConfig& c) { return c.hidden_act == HiddenAct::gelu_tanh; },
                      {Op::swiglu, Op::block, Op::decode});

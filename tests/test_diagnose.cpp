@@ -168,6 +168,16 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         "attention(T=6,S=12,H=4,KV=2,hd=8,qpos=6,kpos=0,attn_scale=0.33333333333333331,mag=1,outliers=0,seed=38)",
         "block(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,pos=5,"
         "plus_one=1,act=gelu_tanh,mag=1,outliers=0,seed=37)",
+        // Gemma 2/3's sandwich norms, with Gemma's (1 + w), in a block and a decode.
+        "block(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=1,eps=1.0000000000000001e-05,pos=5,"
+        "plus_one=1,sandwich=1,act=gelu_tanh,mag=1,outliers=0,seed=39)",
+        "decode(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,pos=5,"
+        "prefill=3,window=3,sandwich=1,mag=1,outliers=0,seed=40)",
+        // A NoPE layer (SmolLM3), with QK-norm, and its decode.
+        "block(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=1,eps=1.0000000000000001e-05,pos=5,"
+        "nope=1,mag=1,outliers=0,seed=41)",
+        "decode(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=interleaved,theta=500000,qk_norm=0,eps=1.0000000000000001e-05,pos=5,"
+        "prefill=2,nope=1,mag=1,outliers=0,seed=42)",
     };
     auto scalar = test::make("scalar");
     std::set<std::string> distinguished;

@@ -480,6 +480,70 @@ TEST_CASE("qwen3 GGUF: key_length != d/H and QK-norm, NeoX, unpermuted, the same
     CHECK(rel_error(gg.lm_head(), hf.lm_head()) < 1e-2);
 }
 
+TEST_CASE("gemma2 and gemma3: sandwich norms and each layer's window and RoPE base, alike from safetensors and GGUF",
+          "[weights]") {
+    TmpDir tmp;
+    for (const std::string arch : {"gemma2", "gemma3"}) {
+        INFO(arch);
+        ModelSpec s = llama_spec();
+        s.arch = arch, s.n_kv_heads = arch == "gemma2" ? 2 : 1, s.head_dim = 32, s.ffn_dim = 128, s.eps = 1e-6, s.tie = true;
+        s.layers = arch == "gemma2" ? 3 : 6, s.window = 3, s.attn_softcap = arch == "gemma2" ? 5.0 : 0.0;
+        s.final_softcap = arch == "gemma2" ? 10.0 : 0.0, s.theta = arch == "gemma2" ? 10000.0 : 1e6;
+        const Model m = random_model(s);
+        write_hf(m, tmp / (arch + "-hf"));
+        write_file(tmp / (arch + ".gguf"), gguf_bytes(gguf_doc(m)));
+        const Checkpoint hf = Checkpoint::open(tmp / (arch + "-hf")), gg = Checkpoint::open(tmp / (arch + ".gguf"));
+        INFO(lines(hf) + lines(gg));
+        CHECK(hf.model().block.sandwich_norm);
+        CHECK(gg.model().block.sandwich_norm);
+        CHECK(hf.model().block.qk_norm == (arch == "gemma3"));
+        CHECK(hf.model().final_logit_softcapping == s.final_softcap);
+        CHECK(gg.model().final_logit_softcapping == s.final_softcap);
+        for (int64_t l = 0; l < s.layers; ++l) {
+            INFO("layer " << l);
+            const BlockConfig a = hf.model().layer_block(l), b = gg.model().layer_block(l);
+            const bool sliding = arch == "gemma2" ? l % 2 == 0 : l % 6 < 5;
+            CHECK(a.sliding_window == (sliding ? 3 : 0));
+            CHECK(b.sliding_window == a.sliding_window);
+            CHECK(a.rope_theta == (arch == "gemma3" && sliding ? 10000.0 : s.theta));
+            CHECK(b.rope_theta == a.rope_theta);
+            CHECK(a.attn_logit_softcapping == s.attn_softcap);
+            CHECK(b.attn_logit_softcapping == a.attn_logit_softcapping);
+            // The four norms: Gemma's offsets in the safetensors, 1 + w in the GGUF.
+            const Named wa = hf.layer(l), wb = gg.layer(l);
+            const std::string p = "model.layers." + std::to_string(l) + ".";
+            for (const auto& [schema, name] : {std::pair<const char*, const char*>{"attn_post_norm", "post_attention_layernorm.weight"},
+                                               {"ffn_norm", "pre_feedforward_layernorm.weight"},
+                                               {"ffn_post_norm", "post_feedforward_layernorm.weight"}}) {
+                INFO(schema);
+                REQUIRE(wa.count(schema) == 1);
+                CHECK(wa.at(schema).data == m.tensors.at(p + name).data);
+                for (size_t i = 0; i < wb.at(schema).data.size(); ++i)
+                    CHECK(wb.at(schema).data[i] == 1.0f + m.tensors.at(p + name).data[i]);
+            }
+        }
+    }
+}
+
+TEST_CASE("smollm3: its NoPE layers alike from safetensors (no_rope_layers) and GGUF (llama.cpp's every 4th)",
+          "[weights]") {
+    TmpDir tmp;
+    ModelSpec s = llama_spec();
+    s.arch = "smollm3", s.layers = 4, s.theta = 2e6, s.eps = 1e-6;
+    const Model m = random_model(s);
+    write_hf(m, tmp / "hf");
+    write_file(tmp / "smollm3.gguf", gguf_bytes(gguf_doc(m)));
+    const Checkpoint hf = Checkpoint::open(tmp / "hf"), gg = Checkpoint::open(tmp / "smollm3.gguf");
+    INFO(lines(hf) + lines(gg));
+    CHECK(hf.model().block.rope_layout == RopeLayout::neox);
+    CHECK(gg.model().block.rope_layout == RopeLayout::interleaved);
+    for (int64_t l = 0; l < s.layers; ++l) {
+        INFO("layer " << l);
+        CHECK(hf.model().layer_block(l).nope == (l == 3));
+        CHECK(gg.model().layer_block(l).nope == (l == 3));
+    }
+}
+
 TEST_CASE("qwen2: q, k, v biases read from safetensors and GGUF and used, an o_proj bias refused", "[weights]") {
     TmpDir tmp;
     ModelSpec s = llama_spec();
@@ -804,7 +868,13 @@ TEST_CASE("GGUF: every malformed-file class refused with file, tensor or key, an
                 for (auto& kv : d.kv)
                     if (kv.key == "general.architecture") kv = kv_str("general.architecture", "mamba");
             },
-            {"general.architecture: 'mamba' is not supported (llama, qwen2, qwen3, gemma are)"});
+            {"general.architecture: 'mamba' is not supported (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3 are)"});
+        doc_case(
+            [](GgufDoc& d) {
+                for (auto& kv : d.kv)
+                    if (kv.key == "general.architecture") kv = kv_str("general.architecture", "gpt-oss");
+            },
+            {"general.architecture: 'gpt-oss' has a mixture-of-experts FFN (blk.N.ffn_{gate,up,down}_exps)"});
         doc_case(
             [](GgufDoc& d) {
                 d.kv.erase(std::remove_if(d.kv.begin(), d.kv.end(),

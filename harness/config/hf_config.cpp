@@ -49,6 +49,17 @@ const HfDefaults kArchitectures[] = {
     // tied embeddings (below, by model_type).
     {"GemmaConfig", "GemmaForCausalLM", "gemma", 256000, 3072, 24576, 28, 16, 16, 256, 8192, 1e-6, 10000.0, false,
      false, nullptr},
+    // Gemma 2 and 3 (text): Gemma's norms, GeGLU and embedding scale, and
+    // sandwich norms, query_pre_attn_scalar, sliding / full layers; Gemma 2
+    // soft-caps, Gemma 3 norms q and k and gives its sliding layers their
+    // own RoPE base (below, by model_type).
+    {"Gemma2Config", "Gemma2ForCausalLM", "gemma2", 256000, 2304, 9216, 26, 8, 4, 256, 8192, 1e-6, 10000.0, false,
+     false, nullptr},
+    {"Gemma3TextConfig", "Gemma3ForCausalLM", "gemma3_text", 262208, 2304, 9216, 26, 8, 4, 256, 131072, 1e-6, 1e6, true,
+     false, nullptr},
+    // SmolLM3: Llama's block with NoPE layers (no_rope_layers; below).
+    {"SmolLM3Config", "SmolLM3ForCausalLM", "smollm3", 128256, 2048, 11008, 36, 16, 4, 0, 32768, 1e-6, 2e6, false, false,
+     nullptr},
 };
 
 // Served architectures whose twists the block does not model yet: refused by
@@ -59,15 +70,11 @@ struct Unmodelled {
     const char* what;
 };
 const Unmodelled kUnmodelled[] = {
-    // (Gemma 1 is read: its (1 + w) norms, GeGLU and sqrt(d_model) embedding scale are modelled.)
-    {"gemma2", "Gemma 2's post-sublayer norms, GeGLU, query_pre_attn_scalar, final logit soft-capping and "
-               "alternating sliding-window layers"},
-    {"gemma3", "Gemma 3's post-sublayer norms, GeGLU, query_pre_attn_scalar, "
-               "alternating sliding-window layers and per-layer RoPE bases"},
-    {"gemma3_text", "Gemma 3's post-sublayer norms, GeGLU, query_pre_attn_scalar, "
-                    "alternating sliding-window layers and per-layer RoPE bases"},
-    {"gpt_oss", "gpt-oss's attention sinks, alternating sliding-window layers, QKV and output biases and its "
-                "mixture-of-experts FFN"},
+    // (Gemma 1, 2 and 3's text model are read: every twist of theirs is modelled.)
+    {"gemma3", "a vision tower around its text model (Gemma3ForConditionalGeneration); the text model's "
+               "config is its text_config, model_type gemma3_text, which conform reads"},
+    {"gpt_oss", "a mixture-of-experts FFN (num_local_experts) and an o_proj bias, beside the attention sinks, "
+                "q/k/v biases and sliding / full layers the block models"},
     {"llama4", "Llama 4's NoPE layers, chunked attention and mixture-of-experts FFN"},
     {"llama4_text", "Llama 4's NoPE layers, chunked attention and mixture-of-experts FFN"},
     {"mixtral", "Mixtral's mixture-of-experts FFN"},
@@ -99,8 +106,8 @@ const TwistField kTwistFields[] = {
      "the block models it (--attn-scale, query_pre_attn_scalar^-1/2), but of the architectures read here none "
      "applies it in transformers (Gemma 2 and 3 do, with post-norms the block does not model); refused rather than "
      "run as another model"},
-    {"layer_types", "per-layer attention types (sliding / full)"},
     {"sliding_window_pattern", "alternating sliding-window layers"},
+    {"rope_local_base_freq", "a RoPE base of the sliding layers' own"},
     {"no_rope_layers", "layers without RoPE (NoPE)"},
     {"attention_chunk_size", "chunked attention"},
     {"num_local_experts", "a mixture-of-experts FFN"},
@@ -146,6 +153,14 @@ class Reader {
         }
         const int64_t v = integer(j_, key, key);
         if (v <= 0) fail(key, "expected a positive integer, found " + std::to_string(v));
+        return v;
+    }
+    // A per-layer list (layer_types, no_rope_layers): an array of num_hidden_layers entries.
+    const json& per_layer(const char* key, int64_t layers, const std::string& entries) const {
+        const json& v = j_.at(key);
+        if (!v.is_array() || static_cast<int64_t>(v.size()) != layers)
+            fail(key, "expected a list of num_hidden_layers = " + std::to_string(layers) + " " + entries + ", found " +
+                          v.dump());
         return v;
     }
     double positive(const char* key, double fallback, const std::string& why) {
@@ -301,12 +316,19 @@ ModelConfig resolve(const json& j, const std::string& file) {
             r.fail("model_type", "\"" + model_type + "\" (" + (arch_name.empty() ? model_type : arch_name) +
                                      ") has " + u.what + ", which conform does not model yet; refused rather than "
                                      "run as a Llama block");
+    // The twists Gemma 2 and 3 apply, read below rather than refused.
+    const std::string_view arch_type = arch ? arch->model_type : "";
+    const bool gemma2 = arch_type == "gemma2", gemma3 = arch_type == "gemma3_text", gemma23 = gemma2 || gemma3;
+    const bool smollm3 = arch_type == "smollm3";
+    auto modelled = [&](std::string_view key) {
+        const bool either = key == "attn_logit_softcapping" || key == "final_logit_softcapping" || key == "query_pre_attn_scalar";
+        return (gemma23 && either) || (gemma3 && (key == "sliding_window_pattern" || key == "rope_local_base_freq")) ||
+               (smollm3 && key == "no_rope_layers");
+    };
     for (const TwistField& t : kTwistFields) {
-        if (!r.present(t.key)) continue;
+        if (!r.present(t.key) || modelled(t.key)) continue;
         const json& v = j.at(t.key);
-        const bool off = v == false || (v.is_number() && v.get<double>() == 0) || (v.is_array() && v.empty()) ||
-                         (std::string_view(t.key) == "layer_types" && v.is_array() &&
-                          std::all_of(v.begin(), v.end(), [](const json& e) { return e == "full_attention"; }));
+        const bool off = v == false || (v.is_number() && v.get<double>() == 0) || (v.is_array() && v.empty());
         if (!off && t.instead) r.fail(t.key, v.dump() + ": " + t.what + ": " + t.instead);
         if (!off)
             r.fail(t.key, v.dump() + ": " + t.what + ", which the block does not model; refused rather than run "
@@ -328,14 +350,16 @@ ModelConfig resolve(const json& j, const std::string& file) {
     // ("gelu") is refused: no architecture read here runs it. GemmaMLP
     // reads hidden_activation alone (absent: gelu_pytorch_tanh) and ignores
     // hidden_act, which Gemma's own config.json files give as "gelu".
-    const bool gemma = std::string_view(arch->model_type) == "gemma";
+    // Gemma 1, 2 and 3 alike (their MLPs read hidden_activation).
+    const bool gemma = std::string_view(arch->model_type) == "gemma" || gemma23;
     if (gemma) {
         if (r.present("hidden_act") && j.at("hidden_act") != "gelu_pytorch_tanh")
             m.notes.push_back("hidden_act: " + j.at("hidden_act").dump() +
                               " not used: GemmaMLP takes hidden_activation (transformers #29402)");
         if (!r.present("hidden_activation")) {
             m.block.hidden_act = HiddenAct::gelu_tanh;
-            m.defaults.push_back("hidden_activation: absent, took gelu_pytorch_tanh (GemmaMLP's default)");
+            m.defaults.push_back("hidden_activation: absent, took gelu_pytorch_tanh (" + std::string(arch->cls) +
+                                 "'s default)");
         }
     }
     for (const char* key : {"hidden_act", "hidden_activation"}) {
@@ -379,34 +403,112 @@ ModelConfig resolve(const json& j, const std::string& file) {
     c.ffn_dim = r.size("intermediate_size", arch->intermediate, dflt);
     m.layers = r.size("num_hidden_layers", arch->layers, dflt);
 
-    // ---- sliding window ----------------------------------------------------------------
-    // As transformers applies it: Mistral and Phi-3 to every layer (their
-    // attention passes config.sliding_window to the mask: key visible iff
-    // q - W < k <= q); Qwen2/3 only with use_sliding_window, and then to the
-    // layers from max_window_layers on (per layer: refused); Llama never.
+    // ---- sliding window, and which layers have it ------------------------------------
+    // As transformers applies it. The window W: key visible iff q - W < k <= q.
+    // Which layers: layer_types where the file has it; else Gemma 2's
+    // alternation (layer 0 sliding), Gemma 3's sliding_window_pattern (every
+    // p-th layer full), Qwen2/3's use_sliding_window from max_window_layers
+    // on; Mistral and Phi-3 window every layer; Llama none.
+    const std::string mt = arch->model_type;
+    int64_t W = 0;
     if (r.present("sliding_window")) {
         const json& sw = j.at("sliding_window");
         if (!sw.is_number_integer() || sw.get<int64_t>() < 1)
             r.fail("sliding_window", "expected a positive integer or null, found " + sw.dump());
-        const int64_t W = sw.get<int64_t>();
-        const std::string mt = arch->model_type;
-        if (mt == "llama") {
-            m.notes.push_back("sliding_window: " + std::to_string(W) + " not used: " + arch->architecture +
-                              " attends full causal whatever the field says (as transformers does)");
-        } else if (mt == "qwen2" || mt == "qwen3") {
-            const bool use = r.present("use_sliding_window") && j.at("use_sliding_window") == true;
-            const int64_t from = r.present("max_window_layers") ? r.integer(j, "max_window_layers", "max_window_layers")
-                                                                 : m.layers;
-            if (use && from < m.layers)
-                r.fail("use_sliding_window", "true with max_window_layers " + std::to_string(from) + " of " +
-                                                 std::to_string(m.layers) +
-                                                 " layers: a window on some layers only, which conform does not "
-                                                 "model per layer yet; refused rather than run without it");
-            if (!use) m.notes.push_back("sliding_window: " + std::to_string(W) + " not used (use_sliding_window is " +
-                                        (r.present("use_sliding_window") ? "false" : "absent") + ")");
-        } else {
-            m.block.sliding_window = W;
+        W = sw.get<int64_t>();
+    } else if (gemma23 && !j.contains("sliding_window")) {
+        W = 4096;
+        m.defaults.push_back("sliding_window: absent, took 4096 (" + dflt + ")");
+    }
+    std::vector<bool> sliding;  // per layer; empty: as the architecture windows every layer (or none)
+    std::string which;          // where `sliding` came from
+    if (r.present("layer_types")) {
+        const json& lt = r.per_layer("layer_types", m.layers, "layer types");
+        for (size_t i = 0; i < lt.size(); ++i) {
+            if (lt[i] == "sliding_attention" || lt[i] == "full_attention") {
+                sliding.push_back(lt[i] == "sliding_attention");
+                continue;
+            }
+            r.fail("layer_types[" + std::to_string(i) + "]",
+                   lt[i].dump() + ": " +
+                       (lt[i] == "chunked_attention" ? std::string("Llama 4's chunked attention")
+                                                     : std::string("a layer type")) +
+                       ", which the block does not model (sliding_attention and full_attention are); refused "
+                       "rather than run as another model");
         }
+        which = "layer_types";
+    } else if (gemma2) {
+        for (int64_t l = 0; l < m.layers; ++l) sliding.push_back((l + 1) % 2 != 0);
+        which = "Gemma 2's alternation, layer 0 sliding (Gemma2Config's default layer_types)";
+    } else if (gemma3) {
+        int64_t p = 6;
+        if (r.present("sliding_window_pattern")) {
+            p = r.integer(j, "sliding_window_pattern", "sliding_window_pattern");
+            if (p < 1) r.fail("sliding_window_pattern", "expected a positive integer, found " + std::to_string(p));
+        } else {
+            m.defaults.push_back("sliding_window_pattern: absent, took 6 (Gemma3TextConfig's default)");
+        }
+        for (int64_t l = 0; l < m.layers; ++l) sliding.push_back((l + 1) % p != 0);
+        which = "sliding_window_pattern " + std::to_string(p) + " (every " + std::to_string(p) + "th layer full)";
+    } else if ((mt == "qwen2" || mt == "qwen3") && W > 0) {
+        const bool use = r.present("use_sliding_window") && j.at("use_sliding_window") == true;
+        const int64_t from = r.present("max_window_layers") ? r.integer(j, "max_window_layers", "max_window_layers") : m.layers;
+        if (!use) {
+            m.notes.push_back("sliding_window: " + std::to_string(W) + " not used (use_sliding_window is " +
+                              (r.present("use_sliding_window") ? "false" : "absent") + ")");
+            W = 0;
+        } else {
+            for (int64_t l = 0; l < m.layers; ++l) sliding.push_back(l >= from);
+            which = "use_sliding_window, from max_window_layers = " + std::to_string(from) + " on";
+        }
+    } else if (mt == "llama" && W > 0) {
+        m.notes.push_back("sliding_window: " + std::to_string(W) + " not used: " + arch->architecture +
+                          " attends full causal whatever the field says (as transformers does)");
+        W = 0;
+    }
+    const auto n_sliding = std::count(sliding.begin(), sliding.end(), true);
+    if (!sliding.empty() && W == 0 && n_sliding > 0) {
+        m.notes.push_back(which + ": " + std::to_string(n_sliding) +
+                          " sliding layers, but sliding_window is null: every layer attends full causal");
+        sliding.clear();
+    }
+    if (!sliding.empty() && n_sliding == 0) {
+        if (W > 0) m.notes.push_back("sliding_window: " + std::to_string(W) + " not used: every layer is full attention (" + which + ")");
+        W = 0;
+        sliding.clear();
+    }
+    if (!sliding.empty() && n_sliding == static_cast<int64_t>(sliding.size())) sliding.clear();  // every layer: the block's own
+    m.block.sliding_window = W;
+    if (!sliding.empty()) {
+        m.pattern.sliding = sliding;
+        m.notes.push_back("layers: " + m.pattern.describe() + " (" + which + ")");
+    }
+    // ---- NoPE layers (SmolLM3: SmolLM3Attention's use_rope = no_rope_layers[layer]) ----
+    if (smollm3) {
+        std::vector<bool> nope;
+        if (r.present("no_rope_layers")) {
+            const json& nr = r.per_layer("no_rope_layers", m.layers, "entries (1: the layer uses RoPE, 0: NoPE)");
+            for (size_t i = 0; i < nr.size(); ++i) {
+                if (nr[i] != 0 && nr[i] != 1)
+                    r.fail("no_rope_layers[" + std::to_string(i) + "]", "expected 0 (NoPE) or 1 (RoPE), found " + nr[i].dump());
+                nope.push_back(nr[i] == 0);
+            }
+        } else {
+            int64_t every = 4;
+            if (r.present("no_rope_layer_interval")) {
+                every = r.integer(j, "no_rope_layer_interval", "no_rope_layer_interval");
+                if (every < 1) r.fail("no_rope_layer_interval", "expected a positive integer, found " + std::to_string(every));
+            } else {
+                m.defaults.push_back("no_rope_layers: absent, took every 4th layer NoPE (SmolLM3Config's "
+                                     "no_rope_layer_interval 4)");
+            }
+            for (int64_t l = 0; l < m.layers; ++l) nope.push_back((l + 1) % every == 0);
+        }
+        const auto n_nope = std::count(nope.begin(), nope.end(), true);
+        if (n_nope == m.layers) c.nope = true;  // every layer: the block's own
+        else if (n_nope > 0) m.pattern.nope = nope;
+        if (n_nope > 0) m.notes.push_back("NoPE layers: " + std::to_string(n_nope) + " of " + std::to_string(m.layers) +
+                                          " leave q and k unrotated (no_rope_layers)");
     }
     m.vocab = r.size("vocab_size", arch->vocab, dflt);
     const bool max_position_given = r.present("max_position_embeddings");
@@ -415,14 +517,35 @@ ModelConfig resolve(const json& j, const std::string& file) {
         if (!j.at("tie_word_embeddings").is_boolean())
             r.fail("tie_word_embeddings", "expected true or false, found " + j.at("tie_word_embeddings").dump());
         m.tie_embeddings = j.at("tie_word_embeddings").get<bool>();
-    } else if (gemma) {
+    } else if (gemma || smollm3) {
         m.tie_embeddings = true;
-        m.defaults.push_back("tie_word_embeddings: absent, took true (GemmaConfig's default)");
+        m.defaults.push_back("tie_word_embeddings: absent, took true (" + dflt + ")");
     }
     if (gemma) {
         // GemmaModel: hidden_states * torch.tensor(hidden_size ** 0.5, dtype=hidden_states.dtype).
         m.embedding_multiplier = std::sqrt(static_cast<double>(c.d_model));
         c.norm_plus_one = true;  // GemmaRMSNorm: output * (1.0 + weight)
+    }
+    if (gemma23) {
+        // Gemma2DecoderLayer: post_attention_layernorm and post_feedforward_layernorm on each sublayer's output.
+        c.sandwich_norm = true;
+        // self.scaling = config.query_pre_attn_scalar ** -0.5
+        const double qpas = r.positive("query_pre_attn_scalar", 256, dflt);
+        if (qpas != static_cast<double>(c.head_dim)) c.attn_scale = 1.0 / std::sqrt(qpas);
+        // Soft-caps: a number, or null for none (Gemma 3's); absent, the class's default.
+        auto cap = [&](const char* key, double fallback) {
+            if (j.contains(key) && j.at(key).is_null()) return 0.0;
+            if (!j.contains(key)) {
+                m.defaults.push_back(std::string(key) + ": absent, took " + (fallback > 0 ? num(fallback) : "null") +
+                                     " (" + dflt + ")");
+                return fallback;
+            }
+            const double v = r.number(j, key, key);
+            if (!(v >= 0)) r.fail(key, "expected a positive number or null, found " + j.at(key).dump());
+            return v;
+        };
+        c.attn_logit_softcapping = cap("attn_logit_softcapping", gemma2 ? 50.0 : 0.0);
+        m.final_logit_softcapping = cap("final_logit_softcapping", gemma2 ? 30.0 : 0.0);
     }
 
     // ---- conventions ------------------------------------------------------------------
@@ -431,9 +554,16 @@ ModelConfig resolve(const json& j, const std::string& file) {
     c.qkv_bias = arch->qkv_bias;
     c.rope_layout = RopeLayout::neox;  // every HF-format checkpoint: rotate_half
 
-    // transformers v5 writes rope_theta and the scaling into one rope_parameters object.
+    // transformers v5 writes rope_theta and the scaling into one rope_parameters object
+    // (Gemma 3: one per layer type, full_attention's the block's).
     const json* params = r.present("rope_parameters") ? &j.at("rope_parameters") : nullptr;
     if (params && !params->is_object()) r.fail("rope_parameters", "expected an object, found " + params->dump());
+    const json* local_params = nullptr;
+    if (params && Reader::present(*params, "full_attention")) {
+        local_params = Reader::present(*params, "sliding_attention") ? &params->at("sliding_attention") : nullptr;
+        params = &params->at("full_attention");
+        if (!params->is_object()) r.fail("rope_parameters.full_attention", "expected an object, found " + params->dump());
+    }
     if (!r.present("rope_theta") && params && Reader::present(*params, "rope_theta")) {
         c.rope_theta = r.number(*params, "rope_parameters.rope_theta", "rope_theta");
         if (!(c.rope_theta > 0)) r.fail("rope_parameters.rope_theta", "expected a positive number");
@@ -460,6 +590,29 @@ ModelConfig resolve(const json& j, const std::string& file) {
         c.rotary_dim = rd == c.head_dim ? 0 : rd;
     }
 
+    // Gemma 3's sliding layers rotate with their own base and no scaling
+    // (Gemma3TextModel's rotary_emb_local: rope_local_base_freq, rope_type default).
+    if (gemma3) {
+        double local = 10000.0;
+        if (r.present("rope_local_base_freq")) {
+            local = r.positive("rope_local_base_freq", local, dflt);
+        } else if (local_params && Reader::present(*local_params, "rope_theta")) {
+            local = r.number(*local_params, "rope_parameters.sliding_attention.rope_theta", "rope_theta");
+            if (!(local > 1)) r.fail("rope_parameters.sliding_attention.rope_theta", "expected a number > 1");
+            for (const char* k : {"rope_type", "type"})
+                if (Reader::present(*local_params, k) && local_params->at(k) != "default")
+                    r.fail(std::string("rope_parameters.sliding_attention.") + k,
+                           local_params->at(k).dump() + ": a scaled local RoPE, which conform does not model (Gemma 3's is unscaled)");
+        } else {
+            m.defaults.push_back("rope_local_base_freq: absent, took 10000 (Gemma3TextConfig's default)");
+        }
+        if (!m.pattern.empty()) {
+            m.pattern.local_rope_theta = local;
+        } else if (c.sliding_window > 0) {  // every layer sliding: the block's own RoPE is the local one
+            c.rope_theta = local;
+            c.rope_scaling = RopeScaling{};
+        }
+    }
     validate_block(c, file);
     return m;
 }

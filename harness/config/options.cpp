@@ -22,7 +22,7 @@ std::string num(double v) {
 bool ConfigOptions::given() const {
     for (const CLI::Option* opt : {o_preset, o_file, o_d_model, o_heads, o_kv_heads, o_head_dim, o_ffn, o_layers,
                                    o_theta, o_eps, o_layout, o_qk_norm, o_qkv_bias, o_window, o_softcap, o_sinks,
-                                   o_plus_one, o_hidden_act, o_attn_scale, o_embedding_multiplier, o_final_softcap, o_kv_cache_dtype,
+                                   o_plus_one, o_sandwich, o_nope, o_hidden_act, o_attn_scale, o_embedding_multiplier, o_final_softcap, o_kv_cache_dtype,
                                    o_kv_scale})
         if (opt && opt->count() > 0) return true;
     return false;
@@ -58,6 +58,12 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
     o.o_plus_one = g->add_option("--norm-plus-one", o.plus_one,
                                  "every RMSNorm scales by (1 + w), its weight stored as an offset from one (Gemma): "
                                  "0 | 1");
+    o.o_sandwich = g->add_option("--sandwich-norm", o.sandwich,
+                                 "each sublayer's output RMSNormed before its residual add (Gemma 2/3's "
+                                 "post_attention_layernorm, post_feedforward_layernorm): 0 | 1");
+    o.o_nope = g->add_option("--nope", o.nope,
+                             "the layer leaves q and k unrotated (a NoPE layer: SmolLM3's every 4th, Llama 4's "
+                             "no_rope_layers): 0 | 1");
     o.o_hidden_act = g->add_option("--hidden-act", o.hidden_act,
                                    "the FFN gate's activation (HF hidden_act): silu (SwiGLU) | gelu_tanh (GeGLU, "
                                    "Gemma's gelu_pytorch_tanh)");
@@ -141,6 +147,8 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
     switch_flag(o.o_qkv_bias, o.qkv_bias, "--qkv-bias", c.qkv_bias);
     switch_flag(o.o_sinks, o.sinks, "--attn-sinks", c.attn_sinks);
     switch_flag(o.o_plus_one, o.plus_one, "--norm-plus-one", c.norm_plus_one);
+    switch_flag(o.o_sandwich, o.sandwich, "--sandwich-norm", c.sandwich_norm);
+    switch_flag(o.o_nope, o.nope, "--nope", c.nope);
     if (o.o_window && o.o_window->count()) {
         if (o.window < 0) throw ConfigError("--sliding-window: expected a count >= 0, found " + std::to_string(o.window));
         m.overrides.push_back("--sliding-window " + std::to_string(o.window) +
@@ -214,6 +222,15 @@ void print_config(std::ostream& out, const ModelConfig& m, const std::string& in
     if (m.embedding_multiplier != 1.0) out << " embedding_x=" << m.embedding_multiplier;
     if (m.final_logit_softcapping > 0) out << " final_softcap=" << m.final_logit_softcapping;
     out << "\n";
+    if (!m.pattern.empty()) {
+        out << indent << "  layers: " << m.pattern.describe();
+        if (!m.pattern.sliding.empty()) {
+            out << " (a full layer has no window";
+            if (m.pattern.local_rope_theta > 0) out << "; a sliding layer's RoPE base is " << m.pattern.local_rope_theta << ", unscaled";
+            out << ")";
+        }
+        out << "\n";
+    }
     for (const auto& d : m.defaults) out << indent << "  default taken: " << d << "\n";
     for (const auto& d : m.overrides) out << indent << "  override: " << d << "\n";
     for (const auto& d : m.notes) out << indent << "  note: " << d << "\n";
@@ -246,6 +263,13 @@ nlohmann::json config_json(const ModelConfig& m) {
     j["tie_embeddings"] = m.tie_embeddings;
     j["embedding_multiplier"] = m.embedding_multiplier;
     j["final_logit_softcapping"] = m.final_logit_softcapping;
+    if (!m.pattern.sliding.empty()) {
+        std::vector<std::string> kinds;
+        for (bool s : m.pattern.sliding) kinds.push_back(s ? "sliding" : "full");
+        j["layer_types"] = kinds;
+        if (m.pattern.local_rope_theta > 0) j["local_rope_theta"] = m.pattern.local_rope_theta;
+    }
+    if (!m.pattern.nope.empty()) j["nope_layers"] = m.pattern.nope;
     j["defaults_taken"] = m.defaults;
     j["overrides"] = m.overrides;
     j["notes"] = m.notes;

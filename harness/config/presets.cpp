@@ -44,6 +44,48 @@ BlockConfig gemma(BlockConfig c) {
     return c;
 }
 
+// Gemma 2 and 3's block: Gemma's, with sandwich norms, a window on the sliding
+// layers, query_pre_attn_scalar (its scale where it is not head_dim) and
+// Gemma 2's attention soft-cap.
+BlockConfig gemma23(BlockConfig c, int64_t window, double query_pre_attn_scalar, double softcap) {
+    c = gemma(c);
+    c.sandwich_norm = true;
+    c.sliding_window = window;
+    if (query_pre_attn_scalar != static_cast<double>(c.head_dim)) c.attn_scale = 1.0 / std::sqrt(query_pre_attn_scalar);
+    c.attn_logit_softcapping = softcap;
+    return c;
+}
+
+// Sliding / full layers: every `period`-th layer full (Gemma 2: 2, Gemma 3: 6),
+// the sliding layers' own RoPE base (Gemma 3's rope_local_base_freq; 0: none).
+LayerPattern every(int64_t period, int64_t layers, double local_rope_theta = 0) {
+    LayerPattern p;
+    for (int64_t l = 0; l < layers; ++l) p.sliding.push_back((l + 1) % period != 0);
+    p.local_rope_theta = local_rope_theta;
+    return p;
+}
+
+Preset gemma2(std::string name, std::string source, BlockConfig c, int64_t layers, double qpas) {
+    Preset p{std::move(name), std::move(source), gemma23(c, 4096, qpas, 50.0), layers, 256000, 8192, true,
+             std::sqrt(static_cast<double>(c.d_model))};
+    p.final_logit_softcapping = 30.0;
+    p.pattern = every(2, layers);
+    return p;
+}
+
+Preset gemma3(std::string name, std::string source, BlockConfig c, int64_t layers, int64_t window, int64_t vocab,
+              int64_t max_position, double linear_factor) {
+    c = gemma23(c, window, static_cast<double>(c.head_dim), 0.0);
+    if (linear_factor > 1) {
+        c.rope_scaling.type = RopeScalingType::linear;
+        c.rope_scaling.factor = linear_factor;
+    }
+    Preset p{std::move(name), std::move(source), c, layers, vocab, max_position, true,
+             std::sqrt(static_cast<double>(c.d_model))};
+    p.pattern = every(6, layers, 10000.0);
+    return p;
+}
+
 // Llama 3.1's rope_scaling, as its config.json states it.
 BlockConfig with_llama3_scaling(BlockConfig c) {
     c.rope_scaling.type = RopeScalingType::llama3;
@@ -70,6 +112,8 @@ ModelConfig Preset::model() const {
     m.max_position = max_position;
     m.tie_embeddings = tie_embeddings;
     m.embedding_multiplier = embedding_multiplier;
+    m.final_logit_softcapping = final_logit_softcapping;
+    m.pattern = pattern;
     m.name = name;
     m.origin = "preset " + name;
     return m;
@@ -92,6 +136,14 @@ const std::vector<Preset>& presets() {
         {"phi3-mini", "microsoft/Phi-3-mini-4k-instruct (MHA, head_dim 96, sliding window 2047)", with_window(make(3072, 32, 32, 96, 8192, 1e4, 1e-5, false), 2047), 32, 32064, 4096, false},
         {"gemma-2b", "google/gemma-2b (MQA, head_dim 256, (1 + w) norms, GeGLU, embedding x sqrt(D))", gemma(make(2048, 8, 1, 256, 16384, 1e4, 1e-6, false)), 18, 256000, 8192, true, std::sqrt(2048.0)},
         {"gemma-7b", "google/gemma-7b (MHA, head_dim 256 != D/H, (1 + w) norms, GeGLU, embedding x sqrt(D))", gemma(make(3072, 16, 16, 256, 24576, 1e4, 1e-6, false)), 28, 256000, 8192, true, std::sqrt(3072.0)},
+        gemma2("gemma2-2b", "google/gemma-2-2b (GQA 2, sandwich norms, soft-caps 50 / 30, sliding / full layers, window 4096)",
+               make(2304, 8, 4, 256, 9216, 1e4, 1e-6, false), 26, 256.0),
+        gemma2("gemma2-27b", "google/gemma-2-27b (GQA 2, head_dim 128, query_pre_attn_scalar 144, sandwich norms, soft-caps)",
+               make(4608, 32, 16, 128, 36864, 1e4, 1e-6, false), 46, 144.0),
+        gemma3("gemma3-1b", "google/gemma-3-1b-pt (MQA, QK-norm, 5 sliding : 1 full, window 512, local RoPE base 10000)",
+               make(1152, 4, 1, 256, 6912, 1e6, 1e-6, true), 26, 512, 262144, 32768, 1.0),
+        gemma3("gemma3-4b", "google/gemma-3-4b-pt's text_config (GQA 2, QK-norm, window 1024, linear RoPE x8 on full layers)",
+               make(2560, 8, 4, 256, 10240, 1e6, 1e-6, true), 34, 1024, 262208, 131072, 8.0),
     };
     return table;
 }
@@ -106,6 +158,46 @@ std::string preset_names() {
     std::string names;
     for (const auto& p : presets()) names += (names.empty() ? "" : ", ") + p.name;
     return names;
+}
+
+BlockConfig LayerPattern::layer(const BlockConfig& block, int64_t l) const {
+    BlockConfig c = block;
+    if (l >= 0 && l < static_cast<int64_t>(nope.size())) c.nope = block.nope || nope[static_cast<size_t>(l)];
+    if (l < 0 || l >= static_cast<int64_t>(sliding.size())) return c;
+    if (!sliding[static_cast<size_t>(l)]) {
+        c.sliding_window = 0;  // a full-attention layer
+    } else if (local_rope_theta > 0) {
+        c.rope_theta = local_rope_theta;  // Gemma 3's local RoPE: its own base, unscaled
+        c.rope_scaling = RopeScaling{};
+    }
+    return c;
+}
+
+std::string LayerPattern::kind(int64_t l) const {
+    std::string k;
+    if (l >= 0 && l < static_cast<int64_t>(sliding.size())) k = sliding[static_cast<size_t>(l)] ? "sliding" : "full";
+    if (l >= 0 && l < static_cast<int64_t>(nope.size()) && nope[static_cast<size_t>(l)]) k += k.empty() ? "NoPE" : ", NoPE";
+    return k;
+}
+
+namespace {
+// "5 sliding, 1 full": runs of equal values, named by `on` / `off`.
+std::string runs(const std::vector<bool>& v, const char* on, const char* off) {
+    std::string out;
+    for (size_t i = 0; i < v.size();) {
+        size_t j = i;
+        while (j < v.size() && v[j] == v[i]) ++j;
+        out += (out.empty() ? "" : ", ") + std::to_string(j - i) + " " + (v[i] ? on : off);
+        i = j;
+    }
+    return out;
+}
+}  // namespace
+
+std::string LayerPattern::describe() const {
+    std::string out = runs(sliding, "sliding", "full");
+    if (!nope.empty()) out += (out.empty() ? "" : "; ") + runs(nope, "NoPE", "RoPE");
+    return out;
 }
 
 BlockConfig scale_down(BlockConfig c, int64_t factor) {
@@ -145,7 +237,10 @@ std::string describe(const BlockConfig& c) {
       << " layout=" << to_string(c.rope_layout) << " theta=" << c.rope_theta << " eps=" << c.norm_eps
       << " qk_norm=" << (c.qk_norm ? 1 : 0) << (c.qkv_bias ? " qkv_bias=1" : "")
       << (c.sliding_window > 0 ? " sliding_window=" + std::to_string(c.sliding_window) : "")
+      << (c.attn_logit_softcapping > 0 ? " attn_softcap=" + num(c.attn_logit_softcapping) : "")
+      << (c.attn_sinks ? " attn_sinks=1" : "")
       << (c.norm_plus_one ? " norm_plus_one=1" : "")
+      << (c.sandwich_norm ? " sandwich_norm=1" : "")
       << (c.attn_scale > 0 ? " attn_scale=" + num(c.attn_scale) : "")
       << (c.hidden_act != HiddenAct::silu ? std::string(" hidden_act=") + to_string(c.hidden_act) : "");
     if (c.rotary_dim > 0 && c.rotary_dim != c.head_dim) o << " rotary=" << c.rotary_dim;

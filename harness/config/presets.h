@@ -20,9 +20,34 @@
 
 namespace conform::config {
 
+// Where a model's layers differ: per layer, a sliding-window layer or a full
+// one (HF layer_types; Gemma 2's alternation and Gemma 3's
+// sliding_window_pattern, which transformers expands into layer_types;
+// llama.cpp's swa pattern). A sliding layer is the block, with its
+// sliding_window and, where local_rope_theta is set (Gemma 3's
+// rope_local_base_freq), that RoPE base without the block's scaling (HF
+// Gemma 3's rotary_emb_local); a full layer is the block without a window.
+// Empty: every layer is the block. And, separately, the NoPE layers
+// (SmolLM3's every 4th, Llama 4's no_rope_layers: HF use_rope =
+// no_rope_layers[l]): q and k unrotated there (BlockConfig::nope).
+struct LayerPattern {
+    std::vector<bool> sliding;
+    double local_rope_theta = 0;
+    std::vector<bool> nope;  // per layer: a NoPE layer; empty: as the block says
+
+    bool empty() const { return sliding.empty() && nope.empty(); }
+    // Layer l's block (the block itself where the pattern is empty or shorter).
+    BlockConfig layer(const BlockConfig& block, int64_t l) const;
+    // "sliding", "full", "NoPE", "sliding, NoPE"; "" where the pattern says nothing of layer l.
+    std::string kind(int64_t l) const;
+    // A run-length summary: "5 sliding, 1 full", "3 RoPE, 1 NoPE".
+    std::string describe() const;
+};
+
 // A whole model: the block every layer repeats, and what surrounds it.
 struct ModelConfig {
     BlockConfig block;
+    LayerPattern pattern;          // where layers differ from the block (sliding / full)
     int64_t layers = 0;            // num_hidden_layers
     int64_t vocab = 0;             // vocab_size (0: unknown)
     int64_t max_position = 0;      // max_position_embeddings (0: unknown)
@@ -45,6 +70,8 @@ struct ModelConfig {
     // What the file says that the block does not model (biases, a sliding
     // window), one line each: the block still tests the conventions.
     std::vector<std::string> notes;
+
+    BlockConfig layer_block(int64_t l) const { return pattern.layer(block, l); }
 };
 
 struct Preset {
@@ -56,6 +83,8 @@ struct Preset {
     int64_t max_position = 0;
     bool tie_embeddings = false;
     double embedding_multiplier = 1.0;
+    double final_logit_softcapping = 0.0;
+    LayerPattern pattern;
 
     ModelConfig model() const;
 };

@@ -200,6 +200,28 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                 "q and k biases added after RoPE: the bias belongs to the projection, so it is rotated with it "
                 "(and normed with it under QK-norm)");
         }
+        if (cfg.nope && uses(op, kNope)) {
+            ref::Variant vn;
+            vn.nope = false;
+            add("nope_ignored", vn,
+                "q and k rotated on a NoPE layer: this layer has no RoPE (SmolLM3's every 4th, Llama 4's "
+                "no_rope_layers), attention sees them unrotated");
+        } else if (uses(op, kNope)) {
+            ref::Variant vn;
+            vn.nope = true;
+            add("rope_missing", vn, "q and k left unrotated (as on a NoPE layer) where this layer has RoPE");
+        }
+        if (cfg.sandwich_norm && uses(op, kSandwichNorm)) {
+            ref::Variant vs;
+            vs.sandwich = ref::Variant::Sandwich::missing;
+            add("sandwich_norm_missing", vs,
+                "Gemma 2/3's sandwich norms dropped: each sublayer's output added as it is, where it must first go "
+                "through its own RMSNorm (post_attention_layernorm, post_feedforward_layernorm)");
+            vs.sandwich = ref::Variant::Sandwich::after_residual;
+            add("sandwich_norm_after_residual", vs,
+                "the sandwich norms taken after the residual add (h = norm(x + attn)): they norm the sublayer's "
+                "output before it, h = x + norm(attn @ wo), and the stream is never normed");
+        }
         ref::Variant vres;
         vres.residual_missing = true;
         add("residual_missing", vres, "attention residual dropped: h = attn @ wo, where it must be x + attn @ wo");
@@ -478,6 +500,9 @@ std::vector<std::pair<std::string, BlockConfig>> config_hypotheses(const BlockCo
         if (rest.qkv_bias == ref::Variant::QkvBias::missing)
             v.qkv_bias = false, rest.qkv_bias = ref::Variant::QkvBias::as_config;
         if (rest.norm_plus_one) v.norm_plus_one = *rest.norm_plus_one, rest.norm_plus_one.reset();
+        if (rest.nope) v.nope = *rest.nope, rest.nope.reset();
+        if (rest.sandwich == ref::Variant::Sandwich::missing)
+            v.sandwich_norm = false, rest.sandwich = ref::Variant::Sandwich::as_config;
         if (rest.hidden_act) v.hidden_act = *rest.hidden_act, rest.hidden_act.reset();
         if (rest.scale && h.id == "attn_scale_ignored") v.attn_scale = 0, rest.scale.reset();
         if (!rest.faithful() || h.variant.faithful()) continue;

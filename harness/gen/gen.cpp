@@ -257,6 +257,14 @@ void pick_hidden_act(CaseSpec& s) {
     s.config.hidden_act = weighted<HiddenAct>({{3, HiddenAct::silu}, {1, HiddenAct::gelu_tanh}});
 }
 
+// Gemma 2/3's sandwich norms in a quarter of the block's cases (their
+// weights drawn last of the inputs, materialize). Drawn last.
+void pick_sandwich_norm(CaseSpec& s) { s.config.sandwich_norm = weighted<int>({{3, 0}, {1, 1}}) == 1; }
+
+// A NoPE layer (SmolLM3, Llama 4) in a quarter of the block's cases.
+// Drawn last.
+void pick_nope(CaseSpec& s) { s.config.nope = weighted<int>({{3, 0}, {1, 1}}) == 1; }
+
 // Partial rotary (GPT-NeoX, Phi, GLM: a half or a quarter of the head), then
 // RoPE scaling with the parameters real checkpoints use. Drawn after
 // everything else, so a case without them is the case its seed drew before
@@ -413,6 +421,8 @@ void pin(CaseSpec& s, const BlockConfig& c) {
     if (info.reads("attn_sinks")) s.config.attn_sinks = c.attn_sinks;
     if (info.reads("attn_scale")) s.config.attn_scale = c.attn_scale;
     if (info.reads("norm_plus_one")) s.config.norm_plus_one = c.norm_plus_one;
+    if (info.reads("sandwich_norm")) s.config.sandwich_norm = c.sandwich_norm;
+    if (info.reads("nope")) s.config.nope = c.nope;
     if (info.reads("hidden_act")) s.config.hidden_act = c.hidden_act;
     if (info.reads("kv_cache_dtype")) {
         s.config.kv_cache_dtype = c.kv_cache_dtype;
@@ -558,6 +568,8 @@ CaseSpec make(const Stream& st) {
     if (op_info(op).uses(kFp8Cache)) pick_kv_cache(s);
     if (op_info(op).uses(kGeglu)) pick_hidden_act(s);
     if (op_info(op).uses(kAttnScale)) pick_attn_scale(s);
+    if (op_info(op).uses(kSandwichNorm)) pick_sandwich_norm(s);
+    if (op_info(op).uses(kNope)) pick_nope(s);
     if (pinned) pin(s, *pinned);
     if (st.real) take_layer(s, st.real);
     return s;
@@ -617,6 +629,8 @@ void kv_cache_field(const CaseSpec& s, Fields& f) {
 // Gemma's norms, only when on (older ids parse to the same case).
 void norm_field(const CaseSpec& s, Fields& f) {
     if (s.config.norm_plus_one) f.emplace_back("plus_one", "1");
+    if (s.config.sandwich_norm) f.emplace_back("sandwich", "1");
+    if (s.config.nope) f.emplace_back("nope", "1");
 }
 
 // GeGLU, only when on (older ids parse to the same case).
@@ -784,7 +798,8 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
     static const std::pair<const char*, Convention> kOwned[] = {
         {"bias", kQkvBias}, {"bias_mean", kQkvBias}, {"window", kWindow}, {"sinks", kSinks},
         {"plus_one", kNormPlusOne}, {"softcap", kSoftcap}, {"P", kPaged}, {"kv", kPaged}, {"q", kPaged},
-        {"pool", kPaged}, {"qk_gain", kResidual}, {"kv_dtype", kFp8Cache}, {"kv_scale", kFp8Cache}, {"act", kGeglu}, {"attn_scale", kAttnScale}};
+        {"pool", kPaged}, {"qk_gain", kResidual}, {"kv_dtype", kFp8Cache}, {"kv_scale", kFp8Cache}, {"act", kGeglu}, {"attn_scale", kAttnScale},
+        {"sandwich", kSandwichNorm}, {"nope", kNope}};
     for (const auto& [k, v] : kv)
         for (const auto& [field, bit] : kOwned)
             if (k == field && !op_info(s.op).uses(bit))
@@ -813,6 +828,14 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             else if (k == "plus_one") {
                 if (v != "0" && v != "1") return fail("plus_one must be 0 or 1, found '" + v + "'");
                 s.config.norm_plus_one = v == "1";
+            }
+            else if (k == "sandwich") {
+                if (v != "0" && v != "1") return fail("sandwich must be 0 or 1, found '" + v + "'");
+                s.config.sandwich_norm = v == "1";
+            }
+            else if (k == "nope") {
+                if (v != "0" && v != "1") return fail("nope must be 0 or 1, found '" + v + "'");
+                s.config.nope = v == "1";
             }
             else if (k == "attn_scale") {
                 s.config.attn_scale = std::stod(v);
@@ -1242,6 +1265,11 @@ Case materialize(const CaseSpec& s) {
         // below the scores (no effect), among them, or far above (it takes
         // the softmax) — per head, so a sink read from another head shows.
         c.inputs["sinks"] = normal(r, 1, s.config.n_heads, 5.0 * score_scale(s));
+    }
+    if (s.config.sandwich_norm && !c.inputs.count("attn_post_norm")) {
+        // Drawn as the pre-norms are, after every other input.
+        c.inputs["attn_post_norm"] = norm_weight(r, s.config.d_model, 0.3, s.config.norm_plus_one);
+        c.inputs["ffn_post_norm"] = norm_weight(r, s.config.d_model, 0.3, s.config.norm_plus_one);
     }
     if (s.config.kv_cache_dtype != KvCacheDtype::none) kv_scales(r, c);
     return c;

@@ -368,6 +368,8 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
         }
         variant_switch("attn_sinks", "no softmax to sink", cfg.attn_sinks);
         variant_switch("norm_plus_one", "no RMSNorm to offset", cfg.norm_plus_one);
+        variant_switch("sandwich_norm", "no sublayer outputs to norm", cfg.sandwich_norm);
+        variant_switch("nope", "no layer to leave RoPE out of", cfg.nope);
         // A served variant's number: finite and >= 0 (0: off), and > 0 only on an op that reads it.
         auto variant_number = [&](const char* name, const char* expected, const char* lacks, double& field) {
             if (!has(name)) return;

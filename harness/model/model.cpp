@@ -58,6 +58,11 @@ Named layer_weights(const Spec& s, int64_t layer) {
         w["bk"] = normal(stream(s, layer, 12), 1, KV, 1.0);
         w["bv"] = normal(stream(s, layer, 13), 1, KV, 1.0);
     }
+    if (c.sandwich_norm) {
+        w["attn_post_norm"] = norm_weight(stream(s, layer, 14), D);
+        w["ffn_post_norm"] = norm_weight(stream(s, layer, 15), D);
+    }
+    if (c.attn_sinks) w["sinks"] = normal(stream(s, layer, 16), 1, c.n_heads, 1.0);  // logits of the scores' scale
     return w;
 }
 
@@ -111,6 +116,11 @@ BlockWeights views(const Named& w, const BlockConfig& c) {
         b.bq = w.at("bq").view();
         b.bk = w.at("bk").view();
         b.bv = w.at("bv").view();
+    }
+    if (c.attn_sinks) b.sinks = w.at("sinks").view();
+    if (c.sandwich_norm) {
+        b.attn_post_norm = w.at("attn_post_norm").view();
+        b.ffn_post_norm = w.at("ffn_post_norm").view();
     }
     return b;
 }

@@ -15,12 +15,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "config/presets.h"
 #include "core/case.h"
 
 namespace conform::model {
 
 struct Spec {
     BlockConfig block;
+    config::LayerPattern pattern;  // where layers differ from the block (sliding / full)
     int64_t layers = 1;
     int64_t tokens = 8;
     int64_t vocab = 512;
@@ -32,11 +34,14 @@ struct Spec {
     double embedding_multiplier = 1.0;
     // The logits soft-capped, cap * tanh(logits / cap) (Gemma 2's final_logit_softcapping); 0: none.
     double final_logit_softcapping = 0.0;
+
+    BlockConfig layer_block(int64_t l) const { return pattern.layer(block, l); }
 };
 
 // Layer l's weights by schema name (attn_norm, wq, wk, wv, wo, ffn_norm, w1,
 // w3, w2, q_norm, k_norm when block.qk_norm, bq, bk, bv when
-// block.qkv_bias), stored [in, out].
+// block.qkv_bias, attn_post_norm, ffn_post_norm when block.sandwich_norm,
+// sinks when block.attn_sinks), stored [in, out].
 Named layer_weights(const Spec& s, int64_t layer);
 Tensor embedding(const Spec& s);   // [vocab, D], std 1
 Tensor final_norm(const Spec& s);  // [1, D]

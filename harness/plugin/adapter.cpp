@@ -237,6 +237,8 @@ conform_config config_of(DType dtype, const BlockConfig& c) {
     k.kv_cache_dtype = to_abi(c.kv_cache_dtype);
     k.hidden_act = c.hidden_act == HiddenAct::gelu_tanh ? CONFORM_HIDDEN_ACT_GELU_TANH : CONFORM_HIDDEN_ACT_SILU;
     k.attn_scale = c.attn_scale;
+    k.sandwich_norm = c.sandwich_norm ? 1u : 0u;
+    k.nope = c.nope ? 1u : 0u;
     return k;
 }
 conform_config config_only(DType dtype) {
@@ -287,6 +289,8 @@ std::string variant_beyond_abi(const conform_plugin& t, Op op, const BlockConfig
         {kKvCache, c.kv_cache_dtype != KvCacheDtype::none, 8, "kv_cache_dtype for decode", "an FP8 KV cache to decode"},
         {kGeglu, c.hidden_act != HiddenAct::silu, 9, "hidden_act", "a GeGLU FFN"},
         {kAttnScale, c.attn_scale > 0, 10, "attn_scale", "a score scale other than 1/sqrt(head_dim)"},
+        {kSandwichNorm, c.sandwich_norm, 11, "sandwich_norm", "Gemma 2/3's sandwich norms"},
+        {kNope, c.nope, 12, "nope", "a layer without RoPE (NoPE)"},
     };
     const uint32_t minor = knows_1_1(t) ? t.abi_minor : 0;
     for (const Twist& w : twists)
@@ -505,6 +509,8 @@ class Adapter final : public Implementation {
         b.bq = call.in("bq", w.bq, true);
         b.bk = call.in("bk", w.bk, true);
         b.bv = call.in("bv", w.bv, true);
+        b.attn_post_norm = call.in("attn_post_norm", w.attn_post_norm, true);
+        b.ffn_post_norm = call.in("ffn_post_norm", w.ffn_post_norm, true);
         return b;
     }
 

@@ -14,9 +14,10 @@ torch::Tensor cache_round_trip(const torch::Tensor& t, const CacheRead& cache) {
     return out.to(t.scalar_type());
 }
 
-// The decoder block, as the chapter writes it (pre-norm, GQA, SwiGLU):
-//   h   = x + attn(rmsnorm(x)) @ wo
-//   out = h + swiglu(rmsnorm(h))
+// The decoder block, as the chapter writes it (pre-norm, GQA, SwiGLU), and
+// its served variants as conform/ops.h lists them:
+//   h   = x + post?(attn(rmsnorm(x)) @ wo)
+//   out = h + post?(swiglu(rmsnorm(h)))          post?: sandwich_norm (Gemma 2/3)
 std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Tensor>& in, const torch::Tensor& positions,
                                            const BlockConfig& c, int64_t decode_from, const Ctx& ctx) {
     const Variant& v = ctx.v;
@@ -76,11 +77,14 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
     }
     const Ctx& rctx = v.rope_pos_from_start && decode_from < T ? ctx_rows : ctx;
     auto rot = [&](const torch::Tensor& t) { return rope(t, rope_pos, rope_params(c), rctx); };
+    // A NoPE layer (SmolLM3, Llama 4): q and k go to attention unrotated.
+    const bool nope = v.nope.value_or(c.nope);
+    auto rot_qk = [&](const torch::Tensor& t) { return nope ? t : rot(t); };
 
     auto q = before ? norm_q(tap["q"]) : tap["q"];
     auto k = before ? norm_k(tap["k"]) : tap["k"];
-    tap["q_rot"] = rot(q);
-    tap["k_rot"] = rot(k);
+    tap["q_rot"] = rot_qk(q);
+    tap["k_rot"] = rot_qk(k);
     if (after) {
         tap["q_rot"] = norm_q(tap["q_rot"]);
         tap["k_rot"] = norm_k(tap["k_rot"]);
@@ -122,14 +126,26 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
     tap["attn"] =
         attention(tap["q_rot"], keys, vv, positions, positions, attention_params(c),
                   c.attn_sinks ? in.at("sinks") : torch::Tensor(), ctx, cached);
+    // Gemma 2/3's sandwich norm of a sublayer's output, before its residual
+    // add (post_attention_layernorm, post_feedforward_layernorm); a
+    // hypothesis drops it or takes it after the add.
+    using Sandwich = Variant::Sandwich;
+    const bool sandwich_in = c.sandwich_norm && v.sandwich == Sandwich::as_config;
+    const bool sandwich_late = c.sandwich_norm && v.sandwich == Sandwich::after_residual;
+    auto post = [&](const torch::Tensor& t, const char* w) {
+        return rmsnorm(t, in.at(w).reshape({c.d_model}), c.norm_eps, c.norm_plus_one, ctx);
+    };
     auto proj = matmul(linear_input(tap["attn"], "wo", ctx), in.at("wo"), ctx);  // [T, D]
+    if (sandwich_in) proj = post(proj, "attn_post_norm");
     tap["h"] = v.residual_missing ? proj : x + proj;
+    if (sandwich_late) tap["h"] = post(tap["h"], "attn_post_norm");
     if (v.post_norm) tap["h"] = rmsnorm(tap["h"], in.at("attn_norm").reshape({c.d_model}), c.norm_eps, c.norm_plus_one, ctx);
 
     // ---- feed-forward sublayer ------------------------------------------
     tap["ffn_in"] = v.post_norm ? tap["h"] : rmsnorm(tap["h"], in.at("ffn_norm").reshape({c.d_model}), c.norm_eps, c.norm_plus_one, ctx);
     tap["ffn_out"] = swiglu(tap["ffn_in"], in.at("w1"), in.at("w3"), in.at("w2"), c.hidden_act, ctx);
-    tap["out"] = tap["h"] + tap["ffn_out"];
+    tap["out"] = tap["h"] + (sandwich_in ? post(tap["ffn_out"], "ffn_post_norm") : tap["ffn_out"]);
+    if (sandwich_late) tap["out"] = post(tap["out"], "ffn_post_norm");
     if (v.post_norm) tap["out"] = rmsnorm(tap["out"], in.at("ffn_norm").reshape({c.d_model}), c.norm_eps, c.norm_plus_one, ctx);
     return tap;
 }

@@ -710,10 +710,15 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
                 ek = flat(norm_bound(heads(k, hd), heads(ek, hd), wk, cfg.norm_plus_one, cfg.norm_eps, knh, u).total(knh));
             }
             auto positions = pos("positions");
-            const RopeBound rq = rope_bound(qn, eq, positions, rope_params(cfg), u);
-            const RopeBound rk = rope_bound(kn, ek, positions, rope_params(cfg), u);
-            e["q_rot"] = rq.total();
-            e["k_rot"] = rk.total();
+            // A NoPE layer: q_rot and k_rot are q and k (after any QK-norm), their bounds too.
+            const bool nope = cfg.nope;
+            RopeBound rq, rk;
+            if (!nope) {
+                rq = rope_bound(qn, eq, positions, rope_params(cfg), u);
+                rk = rope_bound(kn, ek, positions, rope_params(cfg), u);
+            }
+            e["q_rot"] = nope ? eq : rq.total();
+            e["k_rot"] = nope ? ek : rk.total();
             auto attn = tap("attn");
             // decode's FP8 cache: attention reads the cache's values, whose
             // codes an honest kernel decides from its own k_rot and v. A value
@@ -723,8 +728,9 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             // quadrature (the codes break the correlation that relies on).
             AttnBound ab;
             if (cfg.kv_cache_dtype == KvCacheDtype::none) {
-                ab = attention_bound(tap("q_rot"), rq.rest, tap("k_rot"), rk.rest, v, e["v"], positions, positions,
-                                     attention_params(cfg), sinks, u, &rq, &rk, true);
+                ab = attention_bound(tap("q_rot"), nope ? eq : rq.rest, tap("k_rot"), nope ? ek : rk.rest, v, e["v"],
+                                     positions, positions, attention_params(cfg), sinks, u, nope ? nullptr : &rq,
+                                     nope ? nullptr : &rk, true);
             } else {
                 const Spread sk = fp8_spread(tap("k_rot"), e["k_rot"], c.in("k_scale").data, cfg, u);
                 const Spread sv = fp8_spread(v, e["v"], c.in("v_scale").data, cfg, u);
@@ -741,14 +747,28 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             eattn.abs = ab.apart;
             auto h_rest = matmul_bound(attn, eattn, wo, proj, u);
             add_flip_bound(h_rest, attn, wo, c.act_quant);
-            h_rest = h_rest + u.a * h.abs() + u.store(h);
-            e["h"] = h_rest + attn_through_wo(ab, wo, hd, h_rest);
+            // Sandwich norms (Gemma 2/3): each sublayer's output goes through
+            // an RMSNorm before its add, which carries the output's bound as
+            // any norm carries its input's (norm_bound: relative to the
+            // branch's own rms, so a branch that nearly cancels is amplified).
+            auto sandwich = [&](const Tensor& branch, const Tensor& e_branch, const char* w) {
+                auto y = rmsnorm(branch, in(w).reshape({-1}), cfg.norm_eps, cfg.norm_plus_one, f64);
+                return norm_bound(branch, e_branch, in(w).reshape({-1}), cfg.norm_plus_one, cfg.norm_eps, y, u).total(y);
+            };
+            if (cfg.sandwich_norm) {
+                auto e_proj = h_rest + attn_through_wo(ab, wo, hd, h_rest);
+                e["h"] = sandwich(proj, e_proj, "attn_post_norm") + u.a * h.abs() + u.store(h);
+            } else {
+                h_rest = h_rest + u.a * h.abs() + u.store(h);
+                e["h"] = h_rest + attn_through_wo(ab, wo, hd, h_rest);
+            }
             auto f = tap("ffn_in");
             const Bound ef = norm_bound(h, e["h"], in("ffn_norm").reshape({-1}), cfg.norm_plus_one, cfg.norm_eps, f, u);
             e["ffn_in"] = ef.total(f);
             e["ffn_out"] = swiglu_bound(f, ef, in("w1"), in("w3"), in("w2"), cfg.hidden_act, u, c.act_quant);
             auto o = tap("out");
-            e["out"] = e["h"] + e["ffn_out"] + u.a * o.abs() + u.store(o);
+            const Tensor e_ffn = cfg.sandwich_norm ? sandwich(tap("ffn_out"), e["ffn_out"], "ffn_post_norm") : e["ffn_out"];
+            e["out"] = e["h"] + e_ffn + u.a * o.abs() + u.store(o);
             break;
         }
     }

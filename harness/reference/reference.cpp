@@ -97,6 +97,9 @@ std::string Variant::describe() const {
     if (gelu_f16_table) sep() << "gelu through a float16 table (ggml)";
     if (layer_norm) sep() << "layernorm (mean subtracted)";
     if (post_norm) sep() << "post-norm";
+    if (nope) sep() << (*nope ? "RoPE left out (NoPE)" : "RoPE applied on a NoPE layer");
+    if (sandwich == Sandwich::missing) sep() << "sandwich norms missing (no post-sublayer norms)";
+    if (sandwich == Sandwich::after_residual) sep() << "sandwich norms after the residual add";
     if (residual_missing) sep() << "attention residual missing";
     if (paged_block_table_ignored) sep() << "block table ignored (pages consecutive from each sequence's first)";
     if (paged_queries_at_start) sep() << "queries at their sequence's start (top-left)";

@@ -96,6 +96,13 @@ struct Variant {
     std::optional<HiddenAct> hidden_act;  // the FFN gate's activation instead of the config's
     bool layer_norm = false;         // the norms subtract the mean (LayerNorm without bias) before dividing by the rms
     bool post_norm = false;          // h = norm(x + attn(x)), out = norm(h + ffn(h)): post-norm, not pre-norm
+    // Gemma 2/3's sandwich norms (config.sandwich_norm): dropped, or taken
+    // after the residual add, h = rmsnorm(x + attn @ wo, attn_post_norm) (the
+    // original Transformer's place, where HF's Llama name for the pre-FFN norm,
+    // post_attention_layernorm, points a reader).
+    enum class Sandwich { as_config, missing, after_residual };
+    std::optional<bool> nope;  // q and k rotated (false) or not (true) instead of as the config's nope says
+    Sandwich sandwich = Sandwich::as_config;
     bool residual_missing = false;   // h = attn @ wo, the attention residual dropped
     // paged_attention
     bool paged_block_table_ignored = false;  // a sequence's pages read as consecutive from its first

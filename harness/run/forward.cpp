@@ -91,14 +91,16 @@ struct Outer {
     double final_softcap = 0.0;
 };
 
-// The reference's float64 logits of the whole model under config c and the
-// model's outer twists, as the model is or as `engine` computes it.
-DTensor reference_logits(const Source& src, const BlockConfig& c, Outer outer, int64_t layers, int64_t vocab,
-                         const std::vector<int64_t>& ids, const std::vector<int64_t>& pos, Engine engine = {}) {
+// The reference's float64 logits of the whole model under config c (each
+// layer's as `pattern` makes it from c) and the model's outer twists, as the
+// model is or as `engine` computes it.
+DTensor reference_logits(const Source& src, const BlockConfig& c, const config::LayerPattern& pattern, Outer outer,
+                         int64_t layers, int64_t vocab, const std::vector<int64_t>& ids, const std::vector<int64_t>& pos,
+                         Engine engine = {}) {
     DTensor x = embedded(src.embed(ids), outer.multiplier);
     for (int64_t l = 0; l < layers; ++l) {
         const bool q8 = engine.q8_k && l < static_cast<int64_t>(src.q8_k_inputs.size());
-        x = ref::block_f64(x, src.layer(l), pos, c, false,
+        x = ref::block_f64(x, src.layer(l), pos, pattern.layer(c, l), false,
                            q8 ? src.q8_k_inputs[static_cast<size_t>(l)] : std::set<std::string>{}, engine.gelu_f16)
                 .out;
     }
@@ -287,10 +289,12 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
         }
         for (int64_t l = 0; l < s.layers; ++l) {
             const Named w = src.layer(l);
-            const ref::BlockStep step = ref::block_f64(x, w, pos, c);
-            const size_t ih = row(fmt::format("layer {:>2} + attn", l), step.h);
+            const BlockConfig lc = s.layer_block(l);  // the layer's own (a sliding or a full layer)
+            const ref::BlockStep step = ref::block_f64(x, w, pos, lc);
+            const std::string k = s.pattern.kind(l), kind = k.empty() ? "" : " (" + k + ")";
+            const size_t ih = row(fmt::format("layer {:>2} + attn{}", l, kind), step.h);
             const size_t io = row(fmt::format("layer {:>2} + ffn", l), step.out);
-            const BlockWeights bw = model::views(w, c);
+            const BlockWeights bw = model::views(w, lc);
             for (size_t j = 0; j < runners.size(); ++j) {
                 Runner& r = runners[j];
                 if (r.failed) continue;
@@ -299,7 +303,7 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
                 outs[Tap::h] = h.mut();
                 outs[Tap::out] = out.mut();
                 try {
-                    const TapSet wrote = r.impl->block(r.x.view(), bw, p, c, outs);
+                    const TapSet wrote = r.impl->block(r.x.view(), bw, p, lc, outs);
                     if (wrote.has(Tap::h)) rows[ih].err[j] = model::error(model::to_double(h), step.h);
                     rows[io].err[j] = model::error(model::to_double(out), step.out);
                     r.x = std::move(out);
@@ -376,9 +380,10 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
         expect_ok = expect_err <= o.logits_tol;
         if (!expect_ok) {
             const Outer m{s.embedding_multiplier, s.final_logit_softcapping};
-            auto logits_of = [&](const BlockConfig& hc, Outer hm, Engine en) {
-                return rel_error(reference_logits(src, hc, hm, s.layers, s.vocab, ids, pos, en), expected->reference);
+            auto logits_in = [&](const BlockConfig& hc, const config::LayerPattern& hp, Outer hm, Engine en) {
+                return rel_error(reference_logits(src, hc, hp, hm, s.layers, s.vocab, ids, pos, en), expected->reference);
             };
+            auto logits_of = [&](const BlockConfig& hc, Outer hm, Engine en) { return logits_in(hc, s.pattern, hm, en); };
             for (const auto& [id, hc] : diagnose::config_hypotheses(c))
                 if (const double e = logits_of(hc, m, {}); e <= o.logits_tol) explained.emplace_back(id, e);
             // The model's own twists outside the block: Gemma's embedding scale, Gemma 2's logit cap dropped.
@@ -388,6 +393,26 @@ ForwardResult run_forward(const ForwardRequest& o, std::ostream& log) {
             if (m.final_softcap > 0)
                 if (const double e = logits_of(c, {m.multiplier, 0.0}, {}); e <= o.logits_tol)
                     explained.emplace_back("final_softcap_missing", e);
+            // The layers' pattern (Gemma 2/3, gpt-oss): every layer run as a
+            // sliding one, or Gemma 3's local RoPE base not taken.
+            if (std::count(s.pattern.nope.begin(), s.pattern.nope.end(), true) > 0) {
+                config::LayerPattern rotated = s.pattern;
+                rotated.nope.clear();
+                if (const double e = logits_in(c, rotated, m, {}); e <= o.logits_tol)
+                    explained.emplace_back("no_rope_layers_ignored (every layer rotated)", e);
+            }
+            if (!s.pattern.sliding.empty()) {
+                config::LayerPattern every = s.pattern;
+                every.sliding.assign(every.sliding.size(), true);
+                if (const double e = logits_in(c, every, m, {}); e <= o.logits_tol)
+                    explained.emplace_back("layer_types_ignored (every layer sliding)", e);
+                if (s.pattern.local_rope_theta > 0) {
+                    config::LayerPattern global = s.pattern;
+                    global.local_rope_theta = 0;
+                    if (const double e = logits_in(c, global, m, {}); e <= o.logits_tol)
+                        explained.emplace_back("local_rope_base_ignored", e);
+                }
+            }
             // Not a convention but an engine's precision, as llama.cpp's CPU
             // backend computes: K-quant weights multiplied against Q8_K
             // inputs, GeGLU's gate through a float16 table; each, and both.
@@ -488,11 +513,13 @@ nlohmann::json forward_json(const ForwardRequest& o, const ForwardResult& f) {
 std::string forward_table(const ForwardRequest& o, const ForwardResult& f) {
     const std::vector<Stopped> runners = stopped(f);
     std::string out;
-    out += fmt::format("\n{:<18}{:<13}{:>10}{:>9}", "stage", "shape", "mean", "std");
+    size_t width = 18;  // the stage column: "layer 12 + attn (sliding)" where layers differ
+    for (const auto& r : f.rows) width = std::max(width, r.stage.size() + 2);
+    out += fmt::format("\n{:<{}}{:<13}{:>10}{:>9}", "stage", width, "shape", "mean", "std");
     for (const auto& r : runners) out += fmt::format("  {:>20}", r.name + " err (rel)");
     out += "\n";
     for (const auto& r : f.rows) {
-        out += fmt::format("{:<18}{:<13}{:>+10.4f}{:>9.4f}", r.stage, shape_of(r.shape), r.ref.mean, r.ref.std);
+        out += fmt::format("{:<{}}{:<13}{:>+10.4f}{:>9.4f}", r.stage, width, shape_of(r.shape), r.ref.mean, r.ref.std);
         for (const auto& e : r.err)
             out += (e ? fmt::format("  {:>10.2e} ({:>7.1e})", e->max_abs, e->rel) : fmt::format("  {:>20}", "-"));
         out += "\n";
@@ -619,6 +646,7 @@ ForwardRequest resolve_forward(const ForwardFlags& o, std::ostream& log) {
     s.seed = o.seed;
     s.embedding_multiplier = m.embedding_multiplier;
     s.final_logit_softcapping = m.final_logit_softcapping;
+    s.pattern = m.pattern;
     const BlockConfig& c = s.block;
 
     // ---- implementations ---------------------------------------------------------

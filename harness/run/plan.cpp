@@ -236,7 +236,10 @@ Plan make_plan(const Selection& s) {
         // Another draw per layer after the first: with drawn inputs, an op
         // without weights (rope, attention) would otherwise repeat the same cases.
         const uint64_t seed = layer > 0 ? s.seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(layer)) : s.seed;
-        gen::Stream stream{op, seed, s.pin, layer >= 0 ? s.real->slot(layer) : nullptr, s.max_rows};
+        // A checkpoint's layer takes its own config (a sliding or a full layer: ModelConfig::layer_block).
+        std::optional<BlockConfig> pin = s.pin;
+        if (layer >= 0 && pin) pin = s.real->model().pattern.layer(*pin, layer);
+        gen::Stream stream{op, seed, pin, layer >= 0 ? s.real->slot(layer) : nullptr, s.max_rows};
         OpPlan p{op, layer, std::move(stream), {}, {}, 0, 0};
         if (!single) {
             select::PropertySelection ps = select::select_property(p.stream, s.cases, params, s.shard);

@@ -177,7 +177,6 @@ LayerStats RealModel::load(int64_t layer) {
     LayerStats st;
     st.layer = layer;
     st.model_inputs = o_.model_inputs;
-    const BlockConfig& c = model_.block;
     auto t0 = Clock::now();
     try {
         phases::Scope p("read weights");
@@ -195,19 +194,21 @@ LayerStats RealModel::load(int64_t layer) {
     for (size_t i = 0; i < positions.size(); ++i) positions[i] = o_.start + static_cast<int64_t>(i);
     try {
         if (stream_at_ < 0 || stream_at_ > layer) {
+            // x = embed_tokens(ids) * multiplier (Gemma: sqrt(D))
             stream_ = to_double(ckpt_.embedding_rows(tokens_));
+            for (double& v : stream_.data) v *= model_.embedding_multiplier;
             stream_at_ = 0;
         }
         while (stream_at_ < layer) {
             const Named w = ckpt_.layer(stream_at_);
-            stream_ = ref::block_f64(stream_, w, positions, c).out;
+            stream_ = ref::block_f64(stream_, w, positions, model_.layer_block(stream_at_)).out;
             ++stream_at_;
         }
     } catch (const weights::WeightsError& e) {
         throw InputError(e.what());
     }
     // The layer's own activations on that stream.
-    const ref::BlockStep step = ref::block_f64(stream_, s->weights, positions, c, /*all_taps=*/true);
+    const ref::BlockStep step = ref::block_f64(stream_, s->weights, positions, model_.layer_block(layer), /*all_taps=*/true);
     s->acts.clear();
     s->acts["x"] = to_float(stream_);
     for (const char* name : {"attn_in", "q", "rope_in", "q_rot", "k_rot", "v", "ffn_in"})
@@ -270,6 +271,8 @@ std::string RealModel::replay_flags() const {
     if (ov.o_softcap && ov.o_softcap->count()) f += fmt::format(" --attn-softcap {}", ov.softcap);
     if (ov.o_sinks && ov.o_sinks->count()) f += " --attn-sinks " + ov.sinks;
     if (ov.o_plus_one && ov.o_plus_one->count()) f += " --norm-plus-one " + ov.plus_one;
+    if (ov.o_sandwich && ov.o_sandwich->count()) f += " --sandwich-norm " + ov.sandwich;
+    if (ov.o_nope && ov.o_nope->count()) f += " --nope " + ov.nope;
     if (ov.o_hidden_act && ov.o_hidden_act->count()) f += " --hidden-act " + ov.hidden_act;
     if (ov.o_attn_scale && ov.o_attn_scale->count()) f += fmt::format(" --attn-scale {}", ov.attn_scale);
     if (o_.model_inputs) {

@@ -55,27 +55,12 @@ gen::CaseSpec spec_of(const Case& c) {
     };
     s.T = size(Dim::T, 1);
     s.S = size(Dim::S, 1);
-    s.config.head_dim = cfg.head_dim;
-    s.config.n_heads = cfg.n_heads;
-    s.config.n_kv_heads = cfg.n_kv_heads;
+    // Every convention as the case's config has it (a new field needs nothing
+    // here); the sizes then as the inputs have them.
+    s.config = cfg;
     if (info.has_dim(Dim::N)) s.config.n_heads = s.config.n_kv_heads = cfg.head_dim > 0 ? size(Dim::N, 0) / cfg.head_dim : 0;
     s.config.d_model = size(Dim::D, cfg.d_model);
     s.config.ffn_dim = size(Dim::F, cfg.ffn_dim);
-    s.config.rope_layout = cfg.rope_layout;
-    s.config.rope_theta = cfg.rope_theta;
-    s.config.rope_scaling = cfg.rope_scaling;
-    s.config.rotary_dim = cfg.rotary_dim;
-    s.config.qk_norm = cfg.qk_norm;
-    s.config.qkv_bias = cfg.qkv_bias;
-    s.config.sliding_window = cfg.sliding_window;
-    s.config.attn_logit_softcapping = cfg.attn_logit_softcapping;
-    s.config.attn_sinks = cfg.attn_sinks;
-    s.config.attn_scale = cfg.attn_scale;
-    s.config.norm_plus_one = cfg.norm_plus_one;
-    s.config.hidden_act = cfg.hidden_act;
-    s.config.kv_cache_dtype = cfg.kv_cache_dtype;
-    s.config.kv_scale_per_head = cfg.kv_scale_per_head;
-    s.config.norm_eps = cfg.norm_eps;
     for (const PositionSpec& p : info.positions)
         (p.n == Dim::S ? s.kpos : s.pos) = first_position(c, p.name);
     s.prefill = c.prefill;
@@ -197,7 +182,8 @@ bool Dimension::relevant(Op op) const {
 namespace {
 enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary, kHeadDim, kKeys, kQueries,
             kDecodeSteps, kPosShape, kPosOrder, kScores, kScaledContext, kBatch, kPageSize, kSequences, kPagedQueries,
-            kBias, kWindowTrap, kSoftcapTrap, kSinksTrap, kPlusOneTrap, kFp8Trap, kGegluTrap, kAttnScaleTrap };
+            kBias, kWindowTrap, kSoftcapTrap, kSinksTrap, kPlusOneTrap, kFp8Trap, kGegluTrap, kAttnScaleTrap,
+            kSandwichTrap, kNopeTrap };
 
 // Ops whose position arrays need not increase (their result is defined by position alone).
 std::vector<Op> ops_any_order() {
@@ -297,6 +283,10 @@ const std::vector<Dimension>& dimensions() {
         {"ffn gate", {"silu", "gelu_tanh"}, ops_using(kGeglu)},
         // The scores' scale: 1/sqrt(head_dim), or the config's attn_scale (query_pre_attn_scalar^-1/2).
         {"score scale", {"1/sqrt(hd)", "attn_scale"}, ops_using(kAttnScale)},
+        // Gemma 2/3's sandwich norms: off, or on (each sublayer's output normed before its add).
+        {"sandwich norms", {"off", "on"}, ops_using(kSandwichNorm)},
+        // A layer with RoPE, or a NoPE layer (SmolLM3's every 4th, Llama 4's no_rope_layers).
+        {"rope in the layer", {"rotated", "NoPE"}, ops_using(kNope)},
     };
     return d;
 }
@@ -401,13 +391,15 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
             }
             case kGegluTrap: c.push_back(s.config.hidden_act == HiddenAct::gelu_tanh ? 1 : 0); break;
             case kAttnScaleTrap: c.push_back(s.config.attn_scale > 0 ? 1 : 0); break;
+            case kSandwichTrap: c.push_back(s.config.sandwich_norm ? 1 : 0); break;
+            case kNopeTrap: c.push_back(s.config.nope ? 1 : 0); break;
             case kPlusOneTrap: {
                 if (!s.config.norm_plus_one) {
                     c.push_back(0);
                     break;
                 }
                 bool below = false, above = false;
-                for (const char* n : {"weight", "attn_norm", "ffn_norm", "q_norm", "k_norm"})
+                for (const char* n : {"weight", "attn_norm", "ffn_norm", "q_norm", "k_norm", "attn_post_norm", "ffn_post_norm"})
                     if (cs.inputs.count(n))
                         for (float v : cs.inputs.at(n).data) below = below || v < -0.5f, above = above || v > -0.5f;
                 c.push_back(below && above ? 2 : 1);

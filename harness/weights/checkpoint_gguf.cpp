@@ -1,5 +1,6 @@
 // GGUF as the block's weights: llama.cpp's tensor names (llama-arch.cpp) and
 // the configuration from the metadata, each field recorded with its key.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +29,24 @@ constexpr Arch kArchs[] = {
     {"qwen2", RopeLayout::neox, "llama.cpp runs qwen2 with NEOX rope; its converter does not permute attn_q/attn_k", false},
     {"qwen3", RopeLayout::neox, "llama.cpp runs qwen3 with NEOX rope; its converter does not permute attn_q/attn_k", true},
     {"gemma", RopeLayout::neox, "llama.cpp runs gemma with NEOX rope; its converter does not permute attn_q/attn_k", false},
+    {"gemma2", RopeLayout::neox, "llama.cpp runs gemma2 with NEOX rope; its converter does not permute attn_q/attn_k", false},
+    {"gemma3", RopeLayout::neox, "llama.cpp runs gemma3 with NEOX rope; its converter does not permute attn_q/attn_k", true},
+    {"smollm3", RopeLayout::interleaved,
+     "llama.cpp runs smollm3 with NORMAL rope on the converter-permuted attn_q/attn_k", false},
+};
+
+// Served architectures llama.cpp runs whose twists conform does not model:
+// refused saying what, rather than with the generic list.
+struct Unmodelled {
+    const char* name;
+    const char* what;
+};
+constexpr Unmodelled kUnmodelled[] = {
+    {"gpt-oss", "a mixture-of-experts FFN (blk.N.ffn_{gate,up,down}_exps) and an attention output bias, beside the "
+                "sinks, q/k/v biases and sliding / full layers conform models"},
+    {"llama4", "a mixture-of-experts FFN, chunked attention, L2-normed q and k and its NoPE layers' attention "
+               "temperature"},
+    {"gemma3n", "per-layer embeddings, AltUp and laurel blocks around Gemma 3's layers"},
 };
 
 struct Name {
@@ -41,6 +60,7 @@ constexpr Name kLayer[] = {
     {"w1", "ffn_gate.weight", true},          {"w3", "ffn_up.weight", true},       {"w2", "ffn_down.weight", true},
     {"q_norm", "attn_q_norm.weight", false},  {"k_norm", "attn_k_norm.weight", false},
     {"bq", "attn_q.bias", false},             {"bk", "attn_k.bias", false},        {"bv", "attn_v.bias", false},
+    {"attn_post_norm", "post_attention_norm.weight", false}, {"ffn_post_norm", "post_ffw_norm.weight", false},
 };
 
 std::string num(double v) {
@@ -127,9 +147,13 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
     const Arch* arch = nullptr;
     for (const auto& k : kArchs)
         if (a->s == k.name) arch = &k;
+    for (const auto& u : kUnmodelled)
+        if (a->s == u.name)
+            throw WeightsError(path + ": general.architecture: " + a->describe().substr(7) + " has " + u.what +
+                               ", which conform does not model; refused rather than run as another model");
     if (!arch)
         throw WeightsError(path + ": general.architecture: " + a->describe().substr(7) +
-                           " is not supported (llama, qwen2, qwen3, gemma are)");
+                           " is not supported (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3 are)");
     Meta m(c, g, arch->name);
     config::ModelConfig& model = c.model;
     model.name = path;
@@ -161,33 +185,97 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
         m.fail(m.key("rope.dimension_count"), "expected an even number <= key_length " + std::to_string(b.head_dim) +
                                                   ", found " + std::to_string(rotary));
     b.rotary_dim = rotary == b.head_dim ? 0 : rotary;
-    // A sliding window: llama.cpp reads <arch>.attention.sliding_window
-    // (n_swa) only for the architectures that apply one (gemma2/3, phi3,
-    // ...); its llama, qwen2 and qwen3 graphs read no window and attend over
-    // every key, as transformers' llama does. Read, checked and reported
-    // here, never silently taken or silently dropped.
-    if (const GgufValue* w = m.find("attention.sliding_window")) {
-        const auto n = w->integer();
-        if (!n || *n < 0) m.fail(m.key("attention.sliding_window"), "expected a non-negative integer, found " + w->describe());
-        if (*n > 0)
-            c.note("sliding_window: " + std::to_string(*n) + " not used (" + m.key("attention.sliding_window") +
-                   "): llama.cpp's " + arch->name + " graph reads no window and attends over every key, as this "
-                   "model does; a kernel that applies the window differs once a query sees more than " +
-                   std::to_string(*n) + " keys");
+    const std::string_view an = arch->name;
+    const bool gemma2 = an == "gemma2", gemma3 = an == "gemma3", gemma23 = gemma2 || gemma3;
+    if (gemma23) {
+        // Sliding / full layers as llama.cpp's gemma2 / gemma3 load them: n_swa
+        // from attention.sliding_window (gemma2: 4096 if absent; gemma3: no
+        // window if absent), the period from attention.sliding_window_pattern
+        // (2 / 6; layer il slides iff il % p < p - 1, 0: every layer), the
+        // sliding layers' RoPE base rope.freq_base_swa (gemma2: the global
+        // base; gemma3: 10000) and no scaling.
+        int64_t W = gemma2 ? 4096 : 0;
+        if (const GgufValue* w = m.find("attention.sliding_window")) {
+            const auto n = w->integer();
+            if (!n || *n < 0) m.fail(m.key("attention.sliding_window"), "expected a non-negative integer, found " + w->describe());
+            W = *n;
+        } else if (gemma2) {
+            c.note("sliding_window: 4096 (" + m.key("attention.sliding_window") + " absent: llama.cpp's gemma2 default)");
+        }
+        int64_t period = gemma2 ? 2 : 6;
+        if (const GgufValue* p = m.find("attention.sliding_window_pattern")) {
+            const auto n = p->integer();
+            if (!n || *n < 0)
+                m.fail(m.key("attention.sliding_window_pattern"),
+                       "expected a period >= 0, found " + p->describe() + " (a per-layer array is not read)");
+            period = *n;
+        }
+        if (W > 0) {
+            b.sliding_window = W;
+            for (int64_t l = 0; l < model.layers; ++l) model.pattern.sliding.push_back(period == 0 || l % period < period - 1);
+            double local = gemma2 ? b.rope_theta : 10000.0;
+            if (const GgufValue* f = m.find("rope.freq_base_swa")) {
+                if (!f->number() || !(*f->number() > 1)) m.fail(m.key("rope.freq_base_swa"), "expected a number > 1, found " + f->describe());
+                local = widen(*f);
+            }
+            if (local != b.rope_theta) model.pattern.local_rope_theta = local;
+            if (std::count(model.pattern.sliding.begin(), model.pattern.sliding.end(), false) == 0) model.pattern.sliding.clear();
+            c.note("sliding_window: " + std::to_string(W) + " on " +
+                   (model.pattern.empty() ? std::string("every layer") : model.pattern.describe() + " layers") +
+                   " (period " + std::to_string(period) + ", llama.cpp's swa pattern)" +
+                   (model.pattern.local_rope_theta > 0 ? "; sliding layers' RoPE base " + num(model.pattern.local_rope_theta) + ", unscaled" : ""));
+        }
+        // llama.cpp: f_attention_scale = 1/sqrt(n_embd / n_head) for the 27B models
+        // (gemma2 46 layers, gemma3 62), else 1/sqrt(head_dim): query_pre_attn_scalar
+        // is not in the file, it is inferred from the layer count.
+        const bool is_27b = model.layers == (gemma2 ? 46 : 62);
+        if (is_27b && b.d_model / b.n_heads != b.head_dim) b.attn_scale = 1.0 / std::sqrt(static_cast<double>(b.d_model / b.n_heads));
+        c.note(std::string("attention scale: ") + (b.attn_scale > 0 ? "1/sqrt(d_model / n_heads)" : "1/sqrt(head_dim)") +
+               " (llama.cpp's " + arch->name + (is_27b ? " 27B" : "") + " f_attention_scale, by layer count)");
+        // Soft-caps: gemma2 caps the scores (50 unless the key says) and the
+        // logits (30 unless); gemma3 only the logits, and only where the key is.
+        if (gemma2) b.attn_logit_softcapping = m.positive("attn_logit_softcapping", "attn_logit_softcapping", 50.0, "50, llama.cpp's default");
+        if (gemma2 || m.find("final_logit_softcapping"))
+            model.final_logit_softcapping =
+                m.positive("final_logit_softcapping", "final_logit_softcapping", gemma2 ? 30.0 : 0.0, "30, llama.cpp's default");
+        b.sandwich_norm = true;
+        c.note("sandwich norms: on (" + std::string(arch->name) + ": blk.N.post_attention_norm and post_ffw_norm norm each sublayer's output)");
+    } else {
+        // A sliding window: llama.cpp reads <arch>.attention.sliding_window
+        // (n_swa) only for the architectures that apply one (gemma2/3, phi3,
+        // ...); its llama, qwen2 and qwen3 graphs read no window and attend over
+        // every key, as transformers' llama does. Read, checked and reported
+        // here, never silently taken or silently dropped.
+        if (const GgufValue* w = m.find("attention.sliding_window")) {
+            const auto n = w->integer();
+            if (!n || *n < 0) m.fail(m.key("attention.sliding_window"), "expected a non-negative integer, found " + w->describe());
+            if (*n > 0)
+                c.note("sliding_window: " + std::to_string(*n) + " not used (" + m.key("attention.sliding_window") +
+                       "): llama.cpp's " + arch->name + " graph reads no window and attends over every key, as this "
+                       "model does; a kernel that applies the window differs once a query sees more than " +
+                       std::to_string(*n) + " keys");
+        }
+        if (m.find("attention.sliding_window_pattern"))
+            c.note(m.key("attention.sliding_window_pattern") + ": not used (llama.cpp's " + arch->name +
+                   " graph has no sliding-window layers)");
     }
-    if (m.find("attention.sliding_window_pattern"))
-        c.note(m.key("attention.sliding_window_pattern") + ": not used (llama.cpp's " + arch->name +
-               " graph has no sliding-window layers)");
-    if (std::string_view(arch->name) == "gemma") {
-        // llama.cpp's gemma graph: inpL = ggml_scale(inpL, sqrtf(n_embd)); LLM_FFN_GELU with a
+    if (an == "smollm3") {
+        // llama.cpp's smollm3 graph: use_rope = (il + 1) % n_no_rope_layer_step != 0, the step fixed at 4
+        // (not a key): every 4th layer NoPE, as SmolLM3Config's no_rope_layer_interval.
+        for (int64_t l = 0; l < model.layers; ++l) model.pattern.nope.push_back((l + 1) % 4 == 0);
+        if (std::count(model.pattern.nope.begin(), model.pattern.nope.end(), true) == 0) model.pattern.nope.clear();
+        c.note("NoPE layers: every 4th (general.architecture = smollm3: llama.cpp's n_no_rope_layer_step, 4)");
+    }
+    if (an == "gemma" || gemma23) {
+        // llama.cpp's gemma graphs: inpL = ggml_scale(inpL, sqrtf(n_embd)); LLM_FFN_GELU with a
         // parallel gate (GeGLU, ggml_gelu's tanh form); plain RMSNorm on weights its converter
         // stored as 1 + w (GemmaModel.modify_tensors: norm.weight + 1). So the model is GeGLU
         // with the embedding scaled, and norms that scale by w as stored: norm_plus_one off.
         b.hidden_act = HiddenAct::gelu_tanh;
         model.embedding_multiplier = std::sqrt(static_cast<double>(b.d_model));
-        c.note("hidden_act: gelu_tanh (general.architecture = gemma: llama.cpp's gemma FFN is GeGLU)");
-        c.note("embedding x sqrt(d_model) = " + num(model.embedding_multiplier) +
-               " (general.architecture = gemma: llama.cpp scales inpL by sqrtf(n_embd), as GemmaModel does)");
+        c.note("hidden_act: gelu_tanh (general.architecture = " + std::string(an) + ": llama.cpp's Gemma FFN is GeGLU)");
+        c.note("embedding x sqrt(d_model) = " + num(model.embedding_multiplier) + " (general.architecture = " +
+               std::string(an) + ": llama.cpp scales inpL by sqrtf(n_embd), as GemmaModel does)");
         c.note("norms: weights read as stored, scaling by w: llama.cpp's converter stores Gemma's 1 + w "
                "(norm.weight + 1), so norm_plus_one is off for a GGUF Gemma");
     }
@@ -273,9 +361,11 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
             if ((schema == "q_norm" || schema == "k_norm") && !b.qk_norm) continue;
             const bool bias = schema == "bq" || schema == "bk" || schema == "bv";
             if (bias && !b.qkv_bias) continue;
+            const bool post = schema == "attn_post_norm" || schema == "ffn_post_norm";
+            if (post && !b.sandwich_norm) continue;
             std::vector<int64_t> want;
             std::vector<std::string> sym;
-            if (schema == "attn_norm" || schema == "ffn_norm") want = {D}, sym = {"D"};
+            if (schema == "attn_norm" || schema == "ffn_norm" || post) want = {D}, sym = {"D"};
             else if (schema == "q_norm" || schema == "k_norm") want = {hd}, sym = {"hd"};
             else if (schema == "bq") want = {q}, sym = {"H*hd"};
             else if (bias) want = {kv}, sym = {"KV*hd"};
@@ -286,6 +376,7 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
             else want = {D, F}, sym = {"D", "F"};
             const std::string why = schema == "q_norm" || schema == "k_norm" ? "qk_norm is on: every layer has one"
                                     : bias                                   ? "qkv_bias is on: every layer has one"
+                                    : post ? "sandwich norms (" + std::string(arch->name) + "): every layer has one"
                                                                              : implied;
             layer[schema] = get(prefix + n.gguf, n.matrix, want, sym, why);
         }

@@ -2,6 +2,7 @@
 // (modeling_llama.py / modeling_qwen3.py), the configuration from config.json.
 #include <filesystem>
 #include <set>
+#include <string_view>
 
 #include "config/hf_config.h"
 #include "weights/checkpoint_impl.h"
@@ -23,7 +24,18 @@ constexpr Name kLayer[] = {
     {"w2", "mlp.down_proj.weight", true},           {"q_norm", "self_attn.q_norm.weight", false},
     {"k_norm", "self_attn.k_norm.weight", false},   {"bq", "self_attn.q_proj.bias", false},
     {"bk", "self_attn.k_proj.bias", false},          {"bv", "self_attn.v_proj.bias", false},
+    {"attn_post_norm", "post_attention_layernorm.weight", false},
+    {"ffn_post_norm", "post_feedforward_layernorm.weight", false},
 };
+
+// Gemma 2 and 3 (sandwich_norm) name their four norms after where they sit:
+// post_attention_layernorm is the attention's output norm there, and the
+// FFN's input norm is pre_feedforward_layernorm (Llama's
+// post_attention_layernorm is that input norm).
+const char* hf_name(const Name& n, bool sandwich) {
+    if (sandwich && std::string_view(n.schema) == "ffn_norm") return "pre_feedforward_layernorm.weight";
+    return n.hf;
+}
 
 }  // namespace
 
@@ -55,6 +67,9 @@ void open_safetensors(Checkpoint::Impl& c, const std::string& path, const std::s
            " with rotate_half; HF's converter already undid Meta's q/k permutation)");
     if (b.qk_norm) c.note("qk_norm: on (" + arch + " norms q and k per head: self_attn.{q,k}_norm.weight)");
     if (b.qkv_bias) c.note("qkv_bias: on (" + arch + " has q_proj, k_proj, v_proj biases: self_attn.{q,k,v}_proj.bias)");
+    if (b.sandwich_norm)
+        c.note("sandwich norms: on (" + arch + ": post_attention_layernorm and post_feedforward_layernorm norm each "
+               "sublayer's output; pre_feedforward_layernorm is the FFN's input norm)");
     if (st.find("model.layers.0.self_attn.o_proj.bias"))
         throw WeightsError((st.index().empty() ? st.files()[0].path() : st.index()) +
                            ": model.layers.0.self_attn.o_proj.bias: an output projection bias, which the block does "
@@ -92,9 +107,11 @@ void open_safetensors(Checkpoint::Impl& c, const std::string& path, const std::s
             if ((schema == "q_norm" || schema == "k_norm") && !b.qk_norm) continue;
             const bool bias = schema == "bq" || schema == "bk" || schema == "bv";
             if (bias && !b.qkv_bias) continue;
+            const bool post = schema == "attn_post_norm" || schema == "ffn_post_norm";
+            if (post && !b.sandwich_norm) continue;
             std::vector<int64_t> want;
             std::vector<std::string> sym;
-            if (schema == "attn_norm" || schema == "ffn_norm") want = {D}, sym = {"D"};
+            if (schema == "attn_norm" || schema == "ffn_norm" || post) want = {D}, sym = {"D"};
             else if (schema == "q_norm" || schema == "k_norm") want = {hd}, sym = {"hd"};
             else if (schema == "bq") want = {q}, sym = {"H*hd"};
             else if (bias) want = {kv}, sym = {"KV*hd"};
@@ -103,11 +120,13 @@ void open_safetensors(Checkpoint::Impl& c, const std::string& path, const std::s
             else if (schema == "wo") want = {D, q}, sym = {"D", "H*hd"};
             else if (schema == "w1" || schema == "w3") want = {F, D}, sym = {"F", "D"};
             else want = {D, F}, sym = {"D", "F"};
-            layer[schema] = get(prefix + n.hf, n.matrix, want, sym,
+            const std::string hf = prefix + hf_name(n, b.sandwich_norm);
+            layer[schema] = get(hf, n.matrix, want, sym,
                                 schema == "q_norm" || schema == "k_norm" ? arch + " norms q and k per head"
                                 : bias ? arch + " has q, k and v projection biases"
+                                : post ? arch + " norms each sublayer's output (sandwich norms)"
                                        : "num_hidden_layers = " + std::to_string(c.model.layers) + " implies it");
-            used.insert(prefix + n.hf);
+            used.insert(hf);
         }
         c.layers.push_back(std::move(layer));
     }

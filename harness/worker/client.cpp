@@ -478,6 +478,10 @@ void add_weights(std::vector<WireTensor>& in, const BlockWeights& w, const Block
         in.push_back(vector1("bv", w.bv, d));
     }
     if (c.attn_sinks) in.push_back(vector1("sinks", w.sinks, d));
+    if (c.sandwich_norm) {
+        in.push_back(vector1("attn_post_norm", w.attn_post_norm, d));
+        in.push_back(vector1("ffn_post_norm", w.ffn_post_norm, d));
+    }
     if (c.kv_cache_dtype != KvCacheDtype::none) {  // decode's FP8 cache
         in.push_back(vector1("k_scale", w.k_scale, d));
         in.push_back(vector1("v_scale", w.v_scale, d));

@@ -9,6 +9,8 @@
 //   h, ffn_in    = x + attn @ wo, rmsnorm(h, ffn_norm)        GEMM, then the residual add fused into the norm
 //   ffn_out      = (act(ffn_in @ w1) * (ffn_in @ w3)) @ w2   one packed GEMM, one activation pass, one GEMM
 //   out          = h + ffn_out
+// With sandwich_norm (Gemma 2/3), attn @ wo and ffn_out each go through one
+// more rmsnorm (attn_post_norm, ffn_post_norm) before their adds.
 #pragma once
 
 #include <algorithm>
@@ -41,6 +43,8 @@ struct Weights {
     DeviceBuffer<T> k_norm;     // (hd,)
     DeviceBuffer<T> bqkv;       // (Q + 2 KVW,)     [bq | bk | bv], qkv_bias only
     DeviceBuffer<float> sinks;  // (H,)             each head's sink logit, attn_sinks only
+    DeviceBuffer<T> attn_post_norm;  // (D,)        sandwich_norm only
+    DeviceBuffer<T> ffn_post_norm;   // (D,)
     DeviceBuffer<double> inv_freq;  // (rd/2,)     scaled; dynamic NTK's for the call's seq_len tokens
 
     Weights(const Context& ctx, const BlockWeights& w, const BlockConfig& c, int64_t seq_len) {
@@ -72,6 +76,10 @@ struct Weights {
             bqkv = upload<T>(ctx, "bqkv", b.data(), b.size());
         }
         if (c.attn_sinks) sinks = upload<float>(ctx, "sinks", w.sinks.data, sz(c.n_heads));
+        if (c.sandwich_norm) {
+            attn_post_norm = upload<T>(ctx, "attn_post_norm", w.attn_post_norm);
+            ffn_post_norm = upload<T>(ctx, "ffn_post_norm", w.ffn_post_norm);
+        }
         inv_freq = rope_inv_freq(ctx, rope_params(c), seq_len);
     }
 };
@@ -89,6 +97,7 @@ struct RunState {
     DeviceBuffer<T> gu;       // (cap, 2F)          [ffn_in @ w1 | ffn_in @ w3]
     DeviceBuffer<T> g;        // (cap, F)
     DeviceBuffer<T> ffn_out;  // (cap, D)
+    DeviceBuffer<T> post;     // (cap, D)           a sublayer's output after its sandwich norm (sandwich_norm only)
     DeviceBuffer<float> scratch;  // attention's split-K partials, grown on demand
 
     RunState(const Context& ctx, const BlockConfig& c, int64_t cap) {
@@ -104,6 +113,7 @@ struct RunState {
         gu = DeviceBuffer<T>("gate|up", sz(cap * 2 * F), s);
         g = DeviceBuffer<T>("gated", sz(cap * F), s);
         ffn_out = DeviceBuffer<T>("ffn_out", sz(cap * D), s);
+        if (c.sandwich_norm) post = DeviceBuffer<T>("post", sz(cap * D), s);
     }
 };
 
@@ -200,7 +210,8 @@ void forward(const Context& ctx, const Weights<T>& w, const BlockConfig& c, cons
     r.n_kv_heads = KV;
     r.hd = hd;
     r.pos = pos;
-    r.freqs = {w.inv_freq.data(), c.rotary(), scalar::rope_attention_factor(rope_params(c))};
+    // (a NoPE layer rotates no dim: every dim passes through, normed under QK-norm)
+    r.freqs = {w.inv_freq.data(), c.nope ? 0 : c.rotary(), scalar::rope_attention_factor(rope_params(c))};
     r.layout = effective_layout(ctx, c.rope_layout);
     r.q_norm = c.qk_norm ? w.q_norm.data() : nullptr;
     r.k_norm = c.qk_norm ? w.k_norm.data() : nullptr;
@@ -240,16 +251,30 @@ void forward(const Context& ctx, const Weights<T>& w, const BlockConfig& c, cons
     launch_attention<T>(a, plan, s.scratch.data(), ctx);
 
     // h = x + self.o_proj(attn);  ffn_in = self.post_attention_layernorm(h)
+    // (Gemma 2/3: h = x + self.post_attention_layernorm(self.o_proj(attn)); ffn_in = self.pre_feedforward_layernorm(h))
     gemm<T>(ctx, s.attn.data(), w.wo.data(), s.attn_wo.data(), n, Q, D);
-    launch_rmsnorm<T>(x, s.attn_wo.data(), s.h.data(), w.ffn_norm.data(), s.ffn_in.data(), n, D, eps, w_offset, st);
+    const T* attn_branch = s.attn_wo.data();
+    if (c.sandwich_norm) {
+        launch_rmsnorm<T>(s.attn_wo.data(), nullptr, nullptr, w.attn_post_norm.data(), s.post.data(), n, D, eps,
+                          w_offset, st);
+        attn_branch = s.post.data();
+    }
+    launch_rmsnorm<T>(x, attn_branch, s.h.data(), w.ffn_norm.data(), s.ffn_in.data(), n, D, eps, w_offset, st);
 
     // ffn_out = self.w2(act_fn(self.w1(ffn_in)) * self.w3(ffn_in))   (F.silu, or Gemma's gelu_tanh)
     gemm<T>(ctx, s.ffn_in.data(), w.w13.data(), s.gu.data(), n, D, 2 * F);
     launch_swiglu_act<T>(s.gu.data(), s.g.data(), n, F, c.hidden_act, st);
     gemm<T>(ctx, s.g.data(), w.w2.data(), s.ffn_out.data(), n, F, D);
 
-    // out = h + ffn_out
-    launch_add<T>(s.h.data(), s.ffn_out.data(), out, n * D, st);
+    // out = h + ffn_out   (Gemma 2/3: h + self.post_feedforward_layernorm(ffn_out))
+    const T* ffn_branch = s.ffn_out.data();
+    if (c.sandwich_norm) {
+        // (s.post is free again: h has taken the attention branch)
+        launch_rmsnorm<T>(s.ffn_out.data(), nullptr, nullptr, w.ffn_post_norm.data(), s.post.data(), n, D, eps,
+                          w_offset, st);
+        ffn_branch = s.post.data();
+    }
+    launch_add<T>(s.h.data(), ffn_branch, out, n * D, st);
 }
 
 // ---- checks --------------------------------------------------------------------------------

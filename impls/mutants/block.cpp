@@ -65,6 +65,25 @@ struct SwigluGateOnUp : ScalarImpl {
     }
 };
 
+// Gemma 2/3's sandwich norms dropped (a Gemma 1 or Llama block run on a
+// Gemma 2 checkpoint): each sublayer's output added to the stream as it is.
+struct SandwichNormMissing : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    View sublayer_norm(View y, View, const BlockConfig&, MutView) override { return y; }
+};
+
+// RoPE applied on a NoPE layer (a kernel that rotates every layer of
+// SmolLM3 or Llama 4).
+struct NopeIgnored : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void rotate_qk(View q, View k, Positions pos, const BlockWeights& w, const BlockConfig& c, MutView q_rot,
+                   MutView k_rot) override {
+        BlockConfig rotated = c;
+        rotated.nope = false;
+        ScalarImpl::rotate_qk(q, k, pos, w, rotated, q_rot, k_rot);
+    }
+};
+
 // The attention sublayer's residual dropped: h = attn @ wo.
 struct ResidualMissing : ScalarImpl {
     using ScalarImpl::ScalarImpl;
@@ -138,6 +157,12 @@ std::unique_ptr<Implementation> qkv_bias_after_rope(const ImplOptions& o) {
 }
 std::unique_ptr<Implementation> swiglu_gate_on_up(const ImplOptions& o) {
     return detail::make<SwigluGateOnUp>("swiglu_gate_on_up", o);
+}
+std::unique_ptr<Implementation> nope_ignored(const ImplOptions& o) {
+    return detail::make<NopeIgnored>("nope_ignored", o);
+}
+std::unique_ptr<Implementation> sandwich_norm_missing(const ImplOptions& o) {
+    return detail::make<SandwichNormMissing>("sandwich_norm_missing", o);
 }
 std::unique_ptr<Implementation> residual_missing(const ImplOptions& o) {
     return detail::make<ResidualMissing>("residual_missing", o);

@@ -74,6 +74,8 @@ std::unique_ptr<Implementation> gelu_erf_for_tanh(const ImplOptions& o);
 std::unique_ptr<Implementation> geglu_as_swiglu(const ImplOptions& o);
 std::unique_ptr<Implementation> qkv_bias_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> qkv_bias_after_rope(const ImplOptions& o);
+std::unique_ptr<Implementation> sandwich_norm_missing(const ImplOptions& o);
+std::unique_ptr<Implementation> nope_ignored(const ImplOptions& o);
 
 // paged.cpp
 std::unique_ptr<Implementation> paged_block_table_ignored(const ImplOptions& o);

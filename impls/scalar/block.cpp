@@ -4,10 +4,10 @@
 //   attn_in = rmsnorm(x, attn_norm)
 //   q, k, v = attn_in @ [wq | wk | wv] (+ [bq | bk | bv])   one fused product; biases: Qwen2
 //   q, k    = qk_norm(q), qk_norm(k)              Qwen3 only, before RoPE
-//   q_rot, k_rot = rope(q), rope(k)
+//   q_rot, k_rot = rope(q), rope(k)                 (a NoPE layer: q, k)
 //   attn    = attention(q_rot, cache_k, cache_v)  the cache holds k_rot and v
-//   h       = x + attn @ wo
-//   out     = h + swiglu(rmsnorm(h, ffn_norm))
+//   h       = x + post?(attn @ wo)
+//   out     = h + post?(swiglu(rmsnorm(h, ffn_norm)))   post?: Gemma 2/3's sandwich norms
 //
 // block() and decode() run the same forward(): block() is one forward over all
 // T tokens with an empty cache of T rows; decode() is a forward over the
@@ -164,8 +164,9 @@ void ScalarImpl::forward(View x /* (n, D) */, Positions pos /* (n,) */, const Bl
     attention(q_rot, keys, values, pos, key_pos, ap, attn);
 
     // h = x + self.o_proj(attn)
+    // (Gemma 2/3: h = x + self.post_attention_layernorm(self.o_proj(attn)))
     product(attn, w.wo, attn_wo);
-    attention_residual(x, attn_wo, h);
+    attention_residual(x, sublayer_norm(attn_wo, w.attn_post_norm, c, first(s.attn_post, n)), h);
 
     // ---- feed-forward ----
 
@@ -176,7 +177,8 @@ void ScalarImpl::forward(View x /* (n, D) */, Positions pos /* (n,) */, const Bl
     swiglu(ffn_in, w.w1, w.w3, w.w2, swiglu_params(c), ffn_out);
 
     // out = h + ffn_out
-    add(h, ffn_out, out);
+    // (Gemma 2/3: out = h + self.post_feedforward_layernorm(ffn_out))
+    add(h, sublayer_norm(ffn_out, w.ffn_post_norm, c, first(s.ffn_post, n)), out);
 }
 
 // ----------------------------------------------------------------------------
@@ -206,6 +208,11 @@ void ScalarImpl::add_qkv_bias(MutView q, MutView k, MutView v, const BlockWeight
 
 void ScalarImpl::rotate_qk(View q, View k, Positions pos, const BlockWeights&, const BlockConfig& c, MutView q_rot,
                            MutView k_rot) {
+    if (c.nope) {  // a NoPE layer: if self.use_rope: ... (SmolLM3Attention), else q and k as they are
+        std::copy(q.data, q.data + q.size(), q_rot.data);
+        std::copy(k.data, k.data + k.size(), k_rot.data);
+        return;
+    }
     rope(q, pos, rope_params(c), q_rot);
     rope(k, pos, rope_params(c), k_rot);
 }
@@ -232,6 +239,12 @@ void ScalarImpl::cache_round_trip(const BlockWeights& w, const BlockConfig& c, M
 }
 
 void ScalarImpl::attention_residual(View x, View attn_wo, MutView h) { add(x, attn_wo, h); }
+
+View ScalarImpl::sublayer_norm(View y, View w, const BlockConfig& c, MutView normed) {
+    if (!c.sandwich_norm) return y;
+    rmsnorm(y, w, rmsnorm_params(c), normed);
+    return normed;
+}
 
 int64_t ScalarImpl::decode_position(int64_t pos) { return pos; }
 

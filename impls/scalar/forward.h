@@ -28,9 +28,11 @@ struct RunState {
     Tensor k_rot;     // (cap, KV * hd)
     Tensor attn;      // (cap, H * hd)
     Tensor attn_wo;   // (cap, D)         attn @ wo, before the residual
+    Tensor attn_post; // (cap, D)         rmsnorm(attn_wo, attn_post_norm)   (sandwich_norm only)
     Tensor h;         // (cap, D)
     Tensor ffn_in;    // (cap, D)
     Tensor ffn_out;   // (cap, D)
+    Tensor ffn_post;  // (cap, D)         rmsnorm(ffn_out, ffn_post_norm)    (sandwich_norm only)
     Tensor out;       // (cap, D)
 
     RunState(const BlockConfig& c, int64_t cap)
@@ -45,9 +47,11 @@ struct RunState {
           k_rot(cap, c.kv_width()),
           attn(cap, c.q_width()),
           attn_wo(cap, c.d_model),
+          attn_post(c.sandwich_norm ? cap : 0, c.d_model),
           h(cap, c.d_model),
           ffn_in(cap, c.d_model),
           ffn_out(cap, c.d_model),
+          ffn_post(c.sandwich_norm ? cap : 0, c.d_model),
           out(cap, c.d_model) {}
 };
 

@@ -222,6 +222,9 @@ class ScalarImpl : public Implementation {
 
     // h = x + attn_wo
     virtual void attention_residual(View x, View attn_wo, MutView h);
+    // A sublayer's output as its residual add takes it: y itself, or (Gemma
+    // 2/3's sandwich_norm) rmsnorm(y, w) written to `normed`.
+    virtual View sublayer_norm(View y, View w, const BlockConfig& c, MutView normed);
 
     // The position decode() computes the token at pos at (itself).
     virtual int64_t decode_position(int64_t pos);
@@ -340,6 +343,12 @@ inline void check_block_weights(const char* op, const BlockWeights& w, const Blo
     if (c.attn_sinks) {
         expect(w.sinks.data != nullptr, op, "attn_sinks is on but sinks were not given");
         expect_shape(op, "sinks", w.sinks, 1, c.n_heads);
+    }
+    if (c.sandwich_norm) {
+        expect(w.attn_post_norm.data != nullptr && w.ffn_post_norm.data != nullptr, op,
+               "sandwich_norm is on but attn_post_norm / ffn_post_norm were not given");
+        expect_shape(op, "attn_post_norm", w.attn_post_norm, 1, D);
+        expect_shape(op, "ffn_post_norm", w.ffn_post_norm, 1, D);
     }
 }
 

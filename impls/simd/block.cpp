@@ -50,6 +50,10 @@ EngineWeights prepare_weights(ThreadPool& pool, const BlockWeights& w, const Blo
             ew.bqkv.insert(ew.bqkv.end(), v.begin(), v.end());
         }
     if (c.attn_sinks) ew.sinks = stored_vector(w.sinks, e);
+    if (c.sandwich_norm) {
+        ew.attn_post_norm = norm_vector(w.attn_post_norm, e, c.norm_plus_one);
+        ew.ffn_post_norm = norm_vector(w.ffn_post_norm, e, c.norm_plus_one);
+    }
     if (c.kv_cache_dtype != KvCacheDtype::none) {
         const int64_t n = c.kv_scale_per_head ? c.n_kv_heads : 1;
         if (!w.k_scale.data || !w.v_scale.data || w.k_scale.size() != n || w.v_scale.size() != n)
@@ -133,6 +137,7 @@ void forward(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t*
     qr.H = H;
     qr.KV = KV;
     qr.table = ctx.rope.rows(pos, n, rope_for_call(rope_params(c), std::max(ctx.rope_len, rope_seq_len(pos, n))));
+    if (c.nope) qr.table.rd = 0;  // a NoPE layer: no dim is rotated, every dim passes through
     qr.q_norm = c.qk_norm ? w.q_norm.data() : nullptr;
     qr.k_norm = c.qk_norm ? w.k_norm.data() : nullptr;
     qr.eps = eps;
@@ -169,9 +174,19 @@ void forward(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t*
     // attn_wo = self.o_proj(attn)
     matmul(pool, t, s.attn.c(), n, w.wo, {Epilogue::store, s.attn_wo.m(), {}, {}}, s.gemm);
 
-    // h = x + attn_wo; ffn_in = self.post_attention_layernorm(h)
+    // Gemma 2/3: attn_post = self.post_attention_layernorm(attn_wo), what the residual adds
+    CRows attn_branch = s.attn_wo.c();
+    if (c.sandwich_norm) {
+        s.attn_post.resize(e, n, D);
+        rows(pool, n, [&](size_t r0, size_t r1) {
+            kern::rmsnorm_rows(t, s.attn_wo.c(), w.attn_post_norm.data(), D, eps, s.attn_post.m(), r0, r1);
+        });
+        attn_branch = s.attn_post.c();
+    }
+
+    // h = x + attn_wo; ffn_in = self.post_attention_layernorm(h)   (Gemma 2/3: pre_feedforward_layernorm)
     rows(pool, n, [&](size_t r0, size_t r1) {
-        kern::add_rmsnorm_rows(t, x, s.attn_wo.c(), s.h.m(), w.ffn_norm.data(), D, eps, s.ffn_in.m(), r0, r1);
+        kern::add_rmsnorm_rows(t, x, attn_branch, s.h.m(), w.ffn_norm.data(), D, eps, s.ffn_in.m(), r0, r1);
     });
 
     // ---- feed-forward ----
@@ -179,8 +194,26 @@ void forward(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t*
     // gated = act_fn(self.w1(ffn_in)) * self.w3(ffn_in)   (F.silu, or Gemma's gelu_tanh)
     matmul(pool, t, s.ffn_in.c(), n, w.w13, {gate_epilogue(c.hidden_act), s.gated.m(), {}, {}}, s.gemm);
 
-    // out = h + self.w2(gated)   (ffn_out, the product alone, kept for the tap)
-    matmul(pool, t, s.gated.c(), n, w.w2, {Epilogue::residual, s.out.m(), s.h.c(), s.ffn_out.m()}, s.gemm);
+    if (!c.sandwich_norm) {
+        // out = h + self.w2(gated)   (ffn_out, the product alone, kept for the tap)
+        matmul(pool, t, s.gated.c(), n, w.w2, {Epilogue::residual, s.out.m(), s.h.c(), s.ffn_out.m()}, s.gemm);
+        return;
+    }
+    // Gemma 2/3: out = h + self.post_feedforward_layernorm(self.w2(gated)): the
+    // norm needs the whole row, so the product is stored, normed, then added.
+    matmul(pool, t, s.gated.c(), n, w.w2, {Epilogue::store, s.ffn_out.m(), {}, {}}, s.gemm);
+    s.ffn_post.resize(e, n, D);
+    rows(pool, n, [&](size_t r0, size_t r1) {
+        kern::rmsnorm_rows(t, s.ffn_out.c(), w.ffn_post_norm.data(), D, eps, s.ffn_post.m(), r0, r1);
+        std::vector<float> branch(D);
+        for (size_t r = r0; r < r1; ++r) {
+            load(CRows{static_cast<const char*>(s.ffn_post.c().data) + r * D * elem_bytes(e), D, e}, 0,
+                 MutView{branch.data(), 1, static_cast<int64_t>(D)});
+            const float* h = static_cast<const float*>(s.h.c().data) + r * D;
+            float* o = static_cast<float*>(s.out.m().data) + r * D;
+            for (size_t j = 0; j < D; ++j) o[j] = h[j] + branch[j];
+        }
+    });
 }
 
 }  // namespace conform::simd

@@ -8,9 +8,11 @@
 //   cache        = fp8(cache / scale) * scale          decode with an FP8 cache, the new rows
 //   attn         = attention(q_rot, cache)            GQA by index, online softmax
 //   attn_wo      = attn @ wo
-//   h, ffn_in    = x + attn_wo, rmsnorm(h)            one fused pass per row
+//   attn_post    = rmsnorm(attn_wo)                   sandwich_norm only (Gemma 2/3)
+//   h, ffn_in    = x + attn_wo, rmsnorm(h)            one fused pass per row (attn_post for attn_wo)
 //   gated        = silu(ffn_in @ w1) * (ffn_in @ w3)  one product over packed gate/up panels
 //   out          = h + gated @ w2                     residual in the product's epilogue
+//                  h + rmsnorm(gated @ w2)            sandwich_norm: stored, normed, then added
 #pragma once
 
 #include <cstddef>
@@ -31,6 +33,7 @@ struct EngineWeights {
     Elem elem = Elem::f32;
     // Norm weights as f32 (in bf16 mode holding bf16 values): vectors, read once per row.
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
+    std::vector<float> attn_post_norm, ffn_post_norm;  // sandwich_norm only
     std::vector<float> bqkv;  // [bq | bk | bv] as stored, beside wqkv's columns (qkv_bias only)
     std::vector<float> sinks;  // [H] each head's sink logit as stored (attn_sinks only)
     // decode's FP8 cache (config.kv_cache_dtype): each kv head's scale [KV]
@@ -63,7 +66,7 @@ struct KvCache {
 // to 8 bits at each layer would compound; bf16 rounding of out would also be
 // a second rounding on top of attn_wo's and ffn_out's.
 struct RunState {
-    Buffer attn_in, qkv, q_rot, attn, attn_wo, h, ffn_in, gated, ffn_out, out;
+    Buffer attn_in, qkv, q_rot, attn, attn_wo, attn_post, h, ffn_in, gated, ffn_out, ffn_post, out;
     GemmScratch gemm;
 };
 

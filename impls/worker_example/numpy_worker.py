@@ -7,7 +7,8 @@ The arithmetic follows HF transformers (Llama, Qwen3): float32 throughout,
 RoPE angles as HF computes them (inv_freq a float32 buffer, angle =
 float32(pos) * inv_freq in float32), every config field honoured: the rope
 layout, theta, rotary_dim, the five rope_scaling types, qk_norm, qkv_bias, sliding_window,
-attn_logit_softcapping, attn_scale, attn_sinks, norm_plus_one, hidden_act (GeGLU), kv_cache_dtype (FP8), norm_eps, GQA.
+attn_logit_softcapping, attn_scale, attn_sinks, norm_plus_one, sandwich_norm, nope, hidden_act (GeGLU), kv_cache_dtype (FP8),
+norm_eps, GQA.
 
 It announces f32 only; `--dtypes f32,bf16` also offers bf16 (and f16): the
 arithmetic stays float32 and conform_worker rounds the outputs to the dtype.
@@ -346,15 +347,21 @@ def forward(x, positions, w, config, cache, seq_len):
     q, k = t["q"], t["k"]
     if config["qk_norm"]:  # Qwen3: per head, before RoPE; v never
         q, k = qk_norm(q, w["q_norm"], config=config), qk_norm(k, w["k_norm"], config=config)
-    t["q_rot"], t["k_rot"] = rotate(q, positions, config, seq_len), rotate(k, positions, config, seq_len)
+    if config.get("nope"):  # a NoPE layer (SmolLM3, Llama 4): q and k unrotated
+        t["q_rot"], t["k_rot"] = q, k
+    else:
+        t["q_rot"], t["k_rot"] = rotate(q, positions, config, seq_len), rotate(k, positions, config, seq_len)
     # an FP8 cache (decode): what is cached is what the cache gives back
     cache.append(kv_cache_read(t["k_rot"], w.get("k_scale"), config), kv_cache_read(t["v"], w.get("v_scale"), config),
                  positions)
     t["attn"] = attention(t["q_rot"], cache.k, cache.v, positions, cache.pos, config=config, sinks=w.get("sinks"))
-    t["h"] = x + t["attn"] @ w["wo"]
+    # Gemma 2/3's sandwich norms: each sublayer's output normed before its residual add
+    post = config.get("sandwich_norm")
+    proj = t["attn"] @ w["wo"]
+    t["h"] = x + (rmsnorm(proj, w["attn_post_norm"], config=config) if post else proj)
     t["ffn_in"] = rmsnorm(t["h"], w["ffn_norm"], config=config)
     t["ffn_out"] = swiglu(t["ffn_in"], w["w1"], w["w3"], w["w2"], config=config)
-    t["out"] = t["h"] + t["ffn_out"]
+    t["out"] = t["h"] + (rmsnorm(t["ffn_out"], w["ffn_post_norm"], config=config) if post else t["ffn_out"])
     return t
 
 
@@ -367,6 +374,9 @@ def check_block(x, positions, w, config):
         need(all(w.get(b) is not None for b in ("bq", "bk", "bv")), "block: qkv_bias is on but bq, bk, bv are missing")
     if config.get("attn_sinks"):
         need(w.get("sinks") is not None, "block: attn_sinks is on but sinks are missing")
+    if config.get("sandwich_norm"):
+        need(w.get("attn_post_norm") is not None and w.get("ffn_post_norm") is not None,
+             "block: sandwich_norm is on but attn_post_norm, ffn_post_norm are missing")
     if config.get("kv_cache_dtype", "none") != "none":
         need(w.get("k_scale") is not None and w.get("v_scale") is not None,
              "decode: an FP8 cache needs k_scale and v_scale")

@@ -207,6 +207,14 @@ bad plus_one_two 'f["rope_neox/config"].attrs["norm_plus_one"] = np.int64(2)' \
   ':/rope_neox: config/norm_plus_one: expected 0 or 1, found 2'
 bad plus_one_on_rope 'f["rope_neox/config"].attrs["norm_plus_one"] = np.int64(1)' \
   ':/rope_neox: config/norm_plus_one: op rope has no RMSNorm to offset'
+bad sandwich_two 'f["attention_gqa/config"].attrs["sandwich_norm"] = np.int64(2)' \
+  ':/attention_gqa: config/sandwich_norm: expected 0 or 1, found 2'
+bad sandwich_on_attention 'f["attention_gqa/config"].attrs["sandwich_norm"] = np.int64(1)' \
+  ':/attention_gqa: config/sandwich_norm: op attention has no sublayer outputs to norm'
+bad nope_two 'f["attention_gqa/config"].attrs["nope"] = np.int64(2)' \
+  ':/attention_gqa: config/nope: expected 0 or 1, found 2'
+bad nope_on_rope 'f["rope_neox/config"].attrs["nope"] = np.int64(1)' \
+  ':/rope_neox: config/nope: op rope has no layer to leave RoPE out of'
 bad attn_scale_neg 'f["attention_gqa/config"].attrs["attn_scale"] = np.float64(-0.5)' \
   ':/attention_gqa: config/attn_scale: expected a scale >= 0 (0: 1/sqrt(head_dim)), found -0.500000'
 bad attn_scale_on_rope 'f["rope_neox/config"].attrs["attn_scale"] = np.float64(0.25)' \

@@ -163,6 +163,12 @@ PY
   # ...and one from before ABI 1.10 no attn_scale.
   expect 1 "not run: +noop attention: 3 cases unsupported \(built against plugin ABI 1.9, which has no attn_scale" -- \
     --op attention --params attn_scale= --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi19_plugin.so"
+  # ...and one from before ABI 1.11 no sandwich norms.
+  expect 1 "not run: +noop block: 3 cases unsupported \(built against plugin ABI 1.10, which has no sandwich_norm" -- \
+    --op block --params sandwich=1 --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi110_plugin.so"
+  # ...and one from before ABI 1.12 no NoPE layer.
+  expect 1 "not run: +noop decode: 3 cases unsupported \(built against plugin ABI 1.11, which has no nope" -- \
+    --op decode --params nope=1 --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi111_plugin.so"
   # A 1.8 table is offered them, with the scales in its config: noop copies x, so the
   # cases run and fail on their numbers, not on scales missing (noop_decode checks them).
   expect 1 "FAIL noop decode" -- --op decode --params kv_dtype=fp8_e5m2,kv_scale=tensor --cases 3 --no-default-fixtures \

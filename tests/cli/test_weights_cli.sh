@@ -22,7 +22,7 @@ run=(--impl scalar,simd --no-default-fixtures --quiet)
 
 # ---- the gate on real weights -------------------------------------------------
 for m in llama-hf llama-hf-bf16 llama-hf-sharded llama.gguf llama-q8_0.gguf llama3-hf qwen3.gguf qwen2-hf qwen2.gguf \
-         gemma-hf gemma.gguf; do
+         gemma-hf gemma.gguf gemma2-hf gemma2.gguf gemma3-hf gemma3.gguf mistral-hf smollm3-hf smollm3.gguf; do
   expect 0 "^block +scalar" -- --weights "$ck/$m" --layer 1 --cases 8 "${run[@]}" --out "$tmp/r-$m"
 done
 grep -q '"weights"' "$tmp/r-llama-hf/conform.json" || fail "report: no config.weights"
@@ -73,6 +73,63 @@ expect 2 "--final-logit-softcap: expected a cap >= 0" -- forward --weights "$ck/
   --final-logit-softcap -3
 expect 2 "--embedding-multiplier: expected a positive number" -- forward --weights "$ck/gemma-hf" --tokens 1,5 \
   --embedding-multiplier 0
+
+# Gemma 2 (sandwich norms, soft-caps 5 / 10, sliding and full layers alternating) and Gemma 3 (QK-norm,
+# 5 sliding layers with their own RoPE base, then a full one) against llama.cpp's logits on the GGUFs
+# (tests/weights/llamacpp-gemma{2,3}.h5): the HF and GGUF files of each are one model, and what is
+# left once ggml's float16 GELU table is modelled is 4e-7 (Gemma 3) and 9e-6 (Gemma 2: its attention
+# soft-cap's path in llama.cpp; 4e-7 with the cap raised out of reach in the same file).
+for g in gemma2 gemma3; do
+  cpp=${SRC:?}/tests/weights/llamacpp-$g.h5
+  for w in $g.gguf $g-hf; do
+    expect 0 "the reference's logits match it: rel error [0-9.]+e-0[45]" -- forward --weights "$ck/$w" \
+      --tokens 1,5,2,7,3 --impl scalar,simd --expect-logits "$cpp" --logits-tol 1e-3
+  done
+done
+expect 1 "diagnosis: gelu_f16_table: .*\(rel error [0-9.]+e-0[7-9]\)" -- forward --weights "$ck/gemma3.gguf" \
+  --tokens 1,5,2,7,3 --impl scalar --expect-logits "${SRC:?}/tests/weights/llamacpp-gemma3.h5" --logits-tol 1e-6
+expect 1 "diagnosis: gelu_f16_table: .*\(rel error [0-9.]+e-0[6-9]\)" -- forward --weights "$ck/gemma2-hf" \
+  --tokens 1,5,2,7,3 --impl scalar --expect-logits "${SRC:?}/tests/weights/llamacpp-gemma2.h5" --logits-tol 2e-5
+# Mistral v0.1's window: llama.cpp runs its GGUF (a llama conversion) without one, and agrees with that
+# file; against the HF model (window 3 of 5 tokens) its logits are named window_ignored.
+mistral_cpp=${SRC:?}/tests/weights/llamacpp-mistral.h5
+expect 0 "the reference's logits match it: rel error [0-9.]+e-0[7-9]" -- forward --weights "$ck/mistral.gguf" \
+  --tokens 1,5,2,7,3 --impl scalar,simd --expect-logits "$mistral_cpp" --logits-tol 1e-6
+expect 1 "diagnosis: window_ignored: the file's logits are this model with that convention changed" -- forward \
+  --weights "$ck/mistral-hf" --tokens 1,5,2,7,3 --impl scalar,simd --expect-logits "$mistral_cpp" --logits-tol 1e-6
+# SmolLM3 (layer 3 of 4 NoPE) against llama.cpp (tests/weights/llamacpp-smollm3.h5): the HF and GGUF
+# files are one model; an engine that rotates every layer is named.
+smol_cpp=${SRC:?}/tests/weights/llamacpp-smollm3.h5
+for w in smollm3.gguf smollm3-hf; do
+  expect 0 "the reference's logits match it: rel error [0-9.]+e-0[7-9]" -- forward --weights "$ck/$w" \
+    --tokens 1,5,2,7,3 --impl scalar,simd --expect-logits "$smol_cpp" --logits-tol 1e-6
+done
+# (the edited config.json: every layer RoPE; tr joins the file's one-entry-a-line list first)
+tr -d '\n' < "$ck/smollm3-hf/config.json" | sed -E 's/"no_rope_layers": *\[[^]]*\]/"no_rope_layers": [1, 1, 1, 1]/' \
+  > "$tmp/smol-rope.json"
+grep -q '"no_rope_layers": \[1, 1, 1, 1\]' "$tmp/smol-rope.json" || fail "could not edit smollm3-hf's config.json"
+expect 0 "logits: $tmp/smol-rope.h5" -- forward --weights "$ck/smollm3-hf" --tokens 1,5,2,7,3 --impl scalar \
+  --config "$tmp/smol-rope.json" --save-logits "$tmp/smol-rope.h5"
+expect 1 "diagnosis: no_rope_layers_ignored \(every layer rotated\)" -- forward --weights "$ck/smollm3.gguf" \
+  --tokens 1,5,2,7,3 --impl scalar --expect-logits "$tmp/smol-rope.h5"
+# Engines that get one of Gemma 2/3's twists wrong, written here by reading the model so: each named.
+sed_cfg() {  # sed_cfg OUT EXPR: gemma3-hf's config.json edited
+  sed -E "$2" "$ck/gemma3-hf/config.json" > "$1"
+}
+sed_cfg "$tmp/g3-global.json" 's/"rope_local_base_freq": *[0-9.e+]+/"rope_local_base_freq": 1000000.0/'
+sed_cfg "$tmp/g3-allslide.json" 's/"sliding_window_pattern": *6/"layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention"]/'
+grep -q '"rope_local_base_freq": 1000000.0' "$tmp/g3-global.json" || fail "could not edit gemma3-hf's config.json"
+for variant in "global --config $tmp/g3-global.json" "allslide --config $tmp/g3-allslide.json" "nosandwich --sandwich-norm 0"; do
+  set -- $variant
+  expect 0 "logits: $tmp/g3-$1.h5" -- forward --weights "$ck/gemma3-hf" --tokens 1,5,2,7,3 --impl scalar "$2" "$3" \
+    --save-logits "$tmp/g3-$1.h5"
+done
+expect 1 "diagnosis: local_rope_base_ignored" -- forward --weights "$ck/gemma3-hf" --tokens 1,5,2,7,3 --impl scalar \
+  --expect-logits "$tmp/g3-global.h5"
+expect 1 "diagnosis: layer_types_ignored \(every layer sliding\)" -- forward --weights "$ck/gemma3.gguf" --tokens 1,5,2,7,3 \
+  --impl scalar --expect-logits "$tmp/g3-allslide.h5"
+expect 1 "diagnosis: sandwich_norm_missing: the file's logits are this model with that convention changed" -- \
+  forward --weights "$ck/gemma3.gguf" --tokens 1,5,2,7,3 --impl scalar --expect-logits "$tmp/g3-nosandwich.h5"
 # A GeGLU kernel that runs silu fails on Gemma's real layer, named.
 expect 1 "diagnosis: geglu_as_swiglu: matches" -- --weights "$ck/gemma.gguf" --layer 1 --impl geglu_as_swiglu --op block \
   --cases 4 --no-default-fixtures --out "$tmp/geglu"
@@ -95,6 +152,22 @@ grep -q "rope_layout_swapped: matches" "$tmp/out" || { cat "$tmp/out"; fail "the
 expect 1 "diagnosis: window_off_by_one: matches" -- --weights "$ck/gemma-hf" --layer 1 --impl window_off_by_one \
   --op attention --sliding-window 3 --cases 10 --no-default-fixtures --out "$tmp/win"
 grep -qE "replay: .* --sliding-window 3" "$tmp/out" || { cat "$tmp/out"; fail "the replay line lacks --sliding-window"; }
+
+# Gemma 2/3's layers each take their own config: Gemma 3's sliding layers (0-4) a window of 3 and
+# RoPE base 10000, its full layer (5) no window and theta 1e6 — in every case id.
+expect 0 "layer 5:.*weights read" -- --weights "$ck/gemma3-hf" --layers all --op block,attention --cases 3 \
+  --impl scalar,simd --no-default-fixtures --out "$tmp/g3"
+grep -qE '"block\(T=[0-9]+,[^"]*theta=10000,[^"]*window=3,[^"]*sandwich=1,[^"]*layer=0' "$tmp/g3/conform.json" ||
+  fail "gemma3 layer 0: its case ids do not carry the sliding layer's window and base"
+grep -qE '"block\(T=[0-9]+,[^"]*theta=1000000,[^"]*layer=5' "$tmp/g3/conform.json" || fail "gemma3 layer 5: not theta 1e6"
+grep -E '"block\(T=[0-9]+,[^"]*layer=5' "$tmp/g3/conform.json" | grep -q 'window=' && fail "gemma3 layer 5: a full layer has a window"
+# SmolLM3's NoPE layer (3 of 4): its cases say nope=1, and a kernel that rotates it anyway is named.
+expect 1 "diagnosis: nope_ignored: matches" -- --weights "$ck/smollm3.gguf" --layer 3 --impl nope_ignored --op block \
+  --cases 4 --no-default-fixtures --out "$tmp/nope"
+grep -qE '"block\(T=[0-9]+,[^"]*nope=1,[^"]*layer=3' "$tmp/nope/conform.json" || fail "smollm3 layer 3: its case ids lack nope=1"
+# A kernel without Gemma 2's sandwich norms fails on its real layer, named.
+expect 1 "diagnosis: sandwich_norm_missing: matches" -- --weights "$ck/gemma2.gguf" --layer 1 --impl sandwich_norm_missing \
+  --op block --cases 4 --no-default-fixtures --out "$tmp/sandwich"
 
 # Qwen2's biases are used: a kernel that drops them fails on the real layer, and is named.
 expect 1 "diagnosis: qkv_bias_missing: matches" -- --weights "$ck/qwen2-hf" --layer 1 \

@@ -13,6 +13,14 @@
 //   DIR/qwen2-hf/, qwen2.gguf     q, k, v projection biases (k's mean 4), theta 1e6
 //   DIR/gemma-hf/, gemma.gguf     Gemma 1: (1 + w) norms (the GGUF's stored as 1 + w), GeGLU,
 //                                 embedding x sqrt(D), MQA, head_dim 32 != D/H, tied embeddings
+//   DIR/gemma2-hf/, gemma2.gguf   Gemma 2: sandwich norms, soft-caps 5 / 10, sliding (window 3) and
+//                                 full layers alternating, GQA 2, head_dim 32 != D/H, 3 layers
+//   DIR/gemma3-hf/, gemma3.gguf   Gemma 3: QK-norm, 5 sliding layers (window 3, RoPE base 10000)
+//                                 then a full one (theta 1e6), MQA, 6 layers
+//   DIR/mistral-hf/, mistral.gguf Mistral v0.1's window (3) on every layer; the GGUF is llama.cpp's
+//                                 llama conversion, whose graph has no window
+//   DIR/smollm3-hf/, smollm3.gguf SmolLM3: Llama's block with layer 3 of 4 NoPE (no_rope_layers; llama.cpp
+//                                 fixes every 4th), theta 2e6, GQA 2
 //   DIR/llama-k.gguf, llama-k-q4_k_m.gguf, llama-k-q5_k_m.gguf
 //                                 D 256 (K-quant super-blocks need rows of 256), 3 layers;
 //                                 F32, and mixed as llama.cpp's Q4_K_M / Q5_K_M lay them out
@@ -78,6 +86,30 @@ int main(int argc, char** argv) {
     const Model mg = random_model(ge);
     write_hf(mg, path("gemma-hf"));
     write_file(path("gemma.gguf"), gguf_bytes(gguf_doc(mg)));
+
+    ModelSpec g2 = ge;
+    g2.arch = "gemma2", g2.n_kv_heads = 2, g2.layers = 3, g2.window = 3, g2.attn_softcap = 5.0, g2.final_softcap = 10.0;
+    const Model mg2 = random_model(g2);
+    write_hf(mg2, path("gemma2-hf"));
+    write_file(path("gemma2.gguf"), gguf_bytes(gguf_doc(mg2)));
+
+    ModelSpec g3 = ge;
+    g3.arch = "gemma3", g3.layers = 6, g3.window = 3, g3.theta = 1e6;
+    const Model mg3 = random_model(g3);
+    write_hf(mg3, path("gemma3-hf"));
+    write_file(path("gemma3.gguf"), gguf_bytes(gguf_doc(mg3)));
+
+    ModelSpec mi = llama;
+    mi.arch = "mistral", mi.window = 3;
+    const Model mmi = random_model(mi);
+    write_hf(mmi, path("mistral-hf"));
+    write_file(path("mistral.gguf"), gguf_bytes(gguf_doc(mmi)));
+
+    ModelSpec sm = llama;
+    sm.arch = "smollm3", sm.layers = 4, sm.theta = 2e6, sm.eps = 1e-6;
+    const Model msm = random_model(sm);
+    write_hf(msm, path("smollm3-hf"));
+    write_file(path("smollm3.gguf"), gguf_bytes(gguf_doc(msm)));
     ModelSpec lk = llama;
     lk.d_model = 256, lk.head_dim = 64, lk.ffn_dim = 512, lk.layers = 3;
     const Model mk = random_model(lk);

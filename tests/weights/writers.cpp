@@ -165,7 +165,18 @@ std::string hf_arch(const std::string& a) {
     if (a == "qwen3") return "Qwen3ForCausalLM";
     if (a == "qwen2") return "Qwen2ForCausalLM";
     if (a == "gemma") return "GemmaForCausalLM";
+    if (a == "gemma2") return "Gemma2ForCausalLM";
+    if (a == "gemma3") return "Gemma3ForCausalLM";
+    if (a == "mistral") return "MistralForCausalLM";
+    if (a == "smollm3") return "SmolLM3ForCausalLM";
     return "LlamaForCausalLM";
+}
+
+bool gemma_family(const std::string& a) { return a == "gemma" || a == "gemma2" || a == "gemma3"; }
+bool sandwich(const std::string& a) { return a == "gemma2" || a == "gemma3"; }
+// The FFN's input norm: Llama's post_attention_layernorm, Gemma 2/3's pre_feedforward_layernorm.
+std::string ffn_norm_name(const std::string& a) {
+    return sandwich(a) ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
 }
 
 }  // namespace
@@ -220,7 +231,7 @@ Model random_model(const ModelSpec& s) {
     auto lin = [&](int64_t out, int64_t in) { return draw(r, {out, in}, 1.0 / std::sqrt(static_cast<double>(in))); };
     // Gemma stores each norm's scale as its offset from one, and scales its
     // embedding by sqrt(D) (drawn 1/sqrt(D) here, so the stream starts at std 1).
-    const bool gemma = s.arch == "gemma";
+    const bool gemma = gemma_family(s.arch);
     auto norm = [&](int64_t n) { return draw(r, {n}, 0.1, gemma ? 0.0 : 1.0); };
     m.tensors["model.embed_tokens.weight"] = draw(r, {s.vocab, D}, gemma ? 1.0 / std::sqrt(static_cast<double>(D)) : 1.0);
     for (int64_t l = 0; l < s.layers; ++l) {
@@ -230,7 +241,7 @@ Model random_model(const ModelSpec& s) {
         m.tensors[p + "self_attn.k_proj.weight"] = lin(kv, D);
         m.tensors[p + "self_attn.v_proj.weight"] = lin(kv, D);
         m.tensors[p + "self_attn.o_proj.weight"] = lin(D, q);
-        if (s.arch == "qwen3") {
+        if (s.arch == "qwen3" || s.arch == "gemma3") {
             m.tensors[p + "self_attn.q_norm.weight"] = norm(s.head_dim);
             m.tensors[p + "self_attn.k_norm.weight"] = norm(s.head_dim);
         }
@@ -239,10 +250,14 @@ Model random_model(const ModelSpec& s) {
             m.tensors[p + "self_attn.k_proj.bias"] = draw(r, {kv}, 1.0, 4.0);
             m.tensors[p + "self_attn.v_proj.bias"] = draw(r, {kv}, 1.0, -0.5);
         }
-        m.tensors[p + "post_attention_layernorm.weight"] = norm(D);
+        m.tensors[p + ffn_norm_name(s.arch)] = norm(D);
         m.tensors[p + "mlp.gate_proj.weight"] = lin(F, D);
         m.tensors[p + "mlp.up_proj.weight"] = lin(F, D);
         m.tensors[p + "mlp.down_proj.weight"] = lin(D, F);
+        if (sandwich(s.arch)) {  // Gemma 2/3: each sublayer's output normed (drawn after the rest: older models keep their draw)
+            m.tensors[p + "post_attention_layernorm.weight"] = norm(D);
+            m.tensors[p + "post_feedforward_layernorm.weight"] = norm(D);
+        }
     }
     m.tensors["model.norm.weight"] = norm(D);
     if (!s.tie) m.tensors["lm_head.weight"] = lin(s.vocab, D);
@@ -294,7 +309,7 @@ std::string safetensors_bytes(const std::vector<StOut>& tensors, const std::map<
 std::string hf_config_json(const Model& m) {
     const ModelSpec& s = m.spec;
     json j = {{"architectures", {hf_arch(s.arch)}},
-              {"model_type", s.arch},
+              {"model_type", s.arch == "gemma3" ? "gemma3_text" : s.arch},
               {"hidden_size", s.d_model},
               {"num_attention_heads", s.n_heads},
               {"num_key_value_heads", s.n_kv_heads},
@@ -306,10 +321,27 @@ std::string hf_config_json(const Model& m) {
               {"rms_norm_eps", s.eps},
               {"rope_theta", s.theta},
               {"tie_word_embeddings", s.tie},
-              {"hidden_act", s.arch == "gemma" ? "gelu" : "silu"},
+              {"hidden_act", s.arch == "gemma" ? "gelu" : gemma_family(s.arch) ? "gelu_pytorch_tanh" : "silu"},
               {"torch_dtype", "float32"}};
     // Gemma's released config.json files say hidden_act "gelu" and (later) hidden_activation, which GemmaMLP runs.
-    if (s.arch == "gemma") j["hidden_activation"] = "gelu_pytorch_tanh";
+    if (gemma_family(s.arch)) j["hidden_activation"] = "gelu_pytorch_tanh";
+    if (s.arch == "mistral" || sandwich(s.arch)) j["sliding_window"] = s.window;
+    if (sandwich(s.arch)) j["query_pre_attn_scalar"] = s.head_dim;  // as llama.cpp assumes below 27B
+    if (s.arch == "gemma2") {
+        j["attn_logit_softcapping"] = s.attn_softcap;
+        j["final_logit_softcapping"] = s.final_softcap;
+    }
+    if (s.arch == "smollm3") {  // every 4th layer NoPE, as SmolLM3Config's no_rope_layer_interval (and llama.cpp)
+        std::vector<int> use_rope;
+        for (int64_t l = 0; l < s.layers; ++l) use_rope.push_back((l + 1) % 4 != 0);
+        j["no_rope_layers"] = use_rope;
+    }
+    if (s.arch == "gemma3") {
+        j["sliding_window_pattern"] = 6;
+        j["rope_local_base_freq"] = s.local_theta;
+        j["attn_logit_softcapping"] = nullptr;
+        j["final_logit_softcapping"] = nullptr;
+    }
     if (s.scaling.type == RopeScalingType::llama3)
         j["rope_scaling"] = {{"rope_type", "llama3"},
                              {"factor", s.scaling.factor},
@@ -469,7 +501,8 @@ std::vector<float> converter_rope_freqs(double theta, int64_t dim, const RopeSca
 GgufDoc gguf_doc(const Model& m, const GgufOptions& o) {
     const ModelSpec& s = m.spec;
     GgufDoc d;
-    const std::string a = s.arch;
+    // llama.cpp converts Mistral as llama (its llama graph has no sliding window).
+    const std::string a = s.arch == "mistral" ? "llama" : s.arch;
     d.kv.push_back(kv_str("general.architecture", a));
     d.kv.push_back(kv_str("general.name", "conform test " + a));
     if (o.alignment_key) d.kv.push_back(kv_u32("general.alignment", 32));
@@ -479,14 +512,20 @@ GgufDoc gguf_doc(const Model& m, const GgufOptions& o) {
     d.kv.push_back(kv_u32(a + ".feed_forward_length", static_cast<uint32_t>(s.ffn_dim)));
     d.kv.push_back(kv_u32(a + ".attention.head_count", static_cast<uint32_t>(s.n_heads)));
     d.kv.push_back(kv_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads)));
-    if (s.head_dim * s.n_heads != s.d_model || a == "qwen3" || a == "gemma") {
+    if (s.head_dim * s.n_heads != s.d_model || a == "qwen3" || gemma_family(a)) {
         d.kv.push_back(kv_u32(a + ".attention.key_length", static_cast<uint32_t>(s.head_dim)));
         d.kv.push_back(kv_u32(a + ".attention.value_length", static_cast<uint32_t>(s.head_dim)));
     }
-    if (a != "gemma") {  // llama.cpp's gemma converter writes neither: 10000 and key_length, its defaults
+    if (!gemma_family(a)) {  // llama.cpp's gemma converters write neither: 10000 and key_length, its defaults
         d.kv.push_back(kv_f32(a + ".rope.freq_base", static_cast<float>(s.theta)));
         d.kv.push_back(kv_u32(a + ".rope.dimension_count", static_cast<uint32_t>(s.head_dim)));
     }
+    if (a == "gemma3") d.kv.push_back(kv_f32(a + ".rope.freq_base", static_cast<float>(s.theta)));  // the global layers'
+    if (a == "gemma2") {
+        d.kv.push_back(kv_f32(a + ".attn_logit_softcapping", static_cast<float>(s.attn_softcap)));
+        d.kv.push_back(kv_f32(a + ".final_logit_softcapping", static_cast<float>(s.final_softcap)));
+    }
+    if (sandwich(a)) d.kv.push_back(kv_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.window)));
     d.kv.push_back(kv_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(s.eps)));
     if (o.matrices != kGgmlF32 && o.matrices != kGgmlF16 && o.matrices != kGgmlBF16) d.kv.push_back(kv_u32("general.quantization_version", 2));
     if (o.tokens) {
@@ -518,11 +557,11 @@ GgufDoc gguf_doc(const Model& m, const GgufOptions& o) {
         }
         d.tensors.push_back(std::move(g));
     };
-    const bool permute = a == "llama";
+    const bool permute = a == "llama" || a == "smollm3";  // llama.cpp's LlamaModel converter (SmolLM3Model derives it)
     // llama.cpp's gemma converter stores each norm weight as 1 + w (its graph then scales by w).
     auto norm_of = [&](const std::string& hf) {
         HfTensor t = m.tensors.at(hf);
-        if (a == "gemma")
+        if (gemma_family(a))
             for (float& v : t.data) v += 1.0f;
         return t;
     };
@@ -536,16 +575,20 @@ GgufDoc gguf_doc(const Model& m, const GgufOptions& o) {
         add(b + "attn_k.weight", permute ? permute_for_gguf(wk, s.n_kv_heads) : wk, true);
         add(b + "attn_v.weight", m.tensors.at(p + "self_attn.v_proj.weight"), true);
         add(b + "attn_output.weight", m.tensors.at(p + "self_attn.o_proj.weight"), true);
-        if (a == "qwen3") {
-            add(b + "attn_q_norm.weight", m.tensors.at(p + "self_attn.q_norm.weight"), false);
-            add(b + "attn_k_norm.weight", m.tensors.at(p + "self_attn.k_norm.weight"), false);
+        if (a == "qwen3" || a == "gemma3") {
+            add(b + "attn_q_norm.weight", norm_of(p + "self_attn.q_norm.weight"), false);
+            add(b + "attn_k_norm.weight", norm_of(p + "self_attn.k_norm.weight"), false);
         }
         if (a == "qwen2") {
             add(b + "attn_q.bias", m.tensors.at(p + "self_attn.q_proj.bias"), false);
             add(b + "attn_k.bias", m.tensors.at(p + "self_attn.k_proj.bias"), false);
             add(b + "attn_v.bias", m.tensors.at(p + "self_attn.v_proj.bias"), false);
         }
-        add(b + "ffn_norm.weight", norm_of(p + "post_attention_layernorm.weight"), false);
+        add(b + "ffn_norm.weight", norm_of(p + ffn_norm_name(a)), false);
+        if (sandwich(a)) {
+            add(b + "post_attention_norm.weight", norm_of(p + "post_attention_layernorm.weight"), false);
+            add(b + "post_ffw_norm.weight", norm_of(p + "post_feedforward_layernorm.weight"), false);
+        }
         add(b + "ffn_gate.weight", m.tensors.at(p + "mlp.gate_proj.weight"), true);
         add(b + "ffn_up.weight", m.tensors.at(p + "mlp.up_proj.weight"), true);
         add(b + "ffn_down.weight", m.tensors.at(p + "mlp.down_proj.weight"), true);

@@ -34,11 +34,17 @@ struct HfTensor {
 };
 
 struct ModelSpec {
-    std::string arch = "llama";  // llama, qwen2, qwen3, gemma
+    std::string arch = "llama";  // llama, qwen2, qwen3, gemma, gemma2, gemma3, mistral, smollm3
     int64_t d_model = 64, n_heads = 4, n_kv_heads = 2, head_dim = 16, ffn_dim = 96;
     int64_t layers = 2, vocab = 64, max_position = 4096;
     double theta = 10000.0, eps = 1e-5;
     bool tie = false;
+    // mistral, gemma2, gemma3: the sliding window (gemma2 alternates sliding /
+    // full layers from layer 0; gemma3 has every 6th layer full), gemma2's
+    // soft-caps, gemma3's local RoPE base (HF rope_local_base_freq; the GGUF
+    // leaves it to llama.cpp's default, 10000).
+    int64_t window = 0;
+    double attn_softcap = 0, final_softcap = 0, local_theta = 10000.0;
     RopeScaling scaling{};  // llama3 only: written as rope_scaling / rope_freqs.weight
     uint64_t seed = 1;
 };

@@ -1,7 +1,7 @@
 // conform/config.h — the block's configuration and one parameter struct per
 // op. Every convention that real checkpoints disagree on is an explicit field
 // (rope layout, theta, eps, qk_norm, qkv_bias, sliding_window, norm_plus_one,
-// hidden_act, kv_cache_dtype): no implementation may assume a default.
+// sandwich_norm, nope, hidden_act, kv_cache_dtype): no implementation may assume a default.
 #pragma once
 
 #include <cmath>
@@ -193,6 +193,21 @@ struct BlockConfig {
     // stored as its offset from one (zero-initialised) and the 1 + w taken in
     // float32. attn_norm, ffn_norm, q_norm and k_norm alike, and the final norm.
     bool norm_plus_one = false;
+    // Gemma 2 and 3's sandwich norms: each sublayer's output is RMSNormed
+    // (its own weight) before the residual add,
+    //   h   = x + rmsnorm(attn @ wo, attn_post_norm)   HF post_attention_layernorm
+    //   out = h + rmsnorm(ffn_out, ffn_post_norm)      HF post_feedforward_layernorm
+    // beside the pre-norms attn_norm (input_layernorm) and ffn_norm
+    // (pre_feedforward_layernorm). Not the original Transformer's post-norm,
+    // which normalises the residual stream itself. norm_plus_one applies to
+    // them as to every norm. The block's one definition: conform/ops.h.
+    bool sandwich_norm = false;
+    // NoPE: the layer leaves q and k unrotated (q_rot = q, k_rot = k after
+    // any QK-norm) — SmolLM3's every 4th layer and Llama 4's no_rope_layers
+    // (HF: use_rope = no_rope_layers[layer] == 1). Its attention is causal by
+    // position all the same. A model's NoPE layers are its LayerPattern's
+    // (harness/config/presets.h); the block has the switch. block, decode.
+    bool nope = false;
     // The FFN's gate activation (HF hidden_act / Gemma's hidden_activation):
     // SwiGLU (silu) or GeGLU (gelu_tanh), in swiglu, block and decode.
     HiddenAct hidden_act = HiddenAct::silu;
@@ -294,6 +309,8 @@ void for_each_field(Config&& c, F&& f) {
     f(ConfigField{"attn_scale", "attn_scale", "attn_scale", 0, true}, c.attn_scale);
     f(ConfigField{"attn_sinks", "attn_sinks", "sinks", 0, true}, c.attn_sinks);
     f(ConfigField{"norm_plus_one", "norm_plus_one", "plus_one", 0, true}, c.norm_plus_one);
+    f(ConfigField{"sandwich_norm", "sandwich_norm", "sandwich", 0, true}, c.sandwich_norm);
+    f(ConfigField{"nope", "nope", "nope", 0, true}, c.nope);
     f(ConfigField{"hidden_act", "hidden_act", "act", 0, true}, c.hidden_act);
     f(ConfigField{"kv_cache_dtype", "kv_cache_dtype", "kv_dtype", 0, true}, c.kv_cache_dtype);
     f(ConfigField{"kv_scale_per_head", "kv_scale_per_head", "kv_scale", 0, true}, c.kv_scale_per_head);

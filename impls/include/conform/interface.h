@@ -41,6 +41,8 @@ struct BlockWeights {
     View bk;         // [1, KV*hd]  (qkv_bias only)
     View bv;         // [1, KV*hd]  (qkv_bias only)
     View sinks;      // [1, H]      (attn_sinks only) each head's sink logit, in its softmax's denominator
+    View attn_post_norm;  // [1, D]  (sandwich_norm only) h = x + rmsnorm(attn @ wo, attn_post_norm)
+    View ffn_post_norm;   // [1, D]  (sandwich_norm only) out = h + rmsnorm(ffn_out, ffn_post_norm)
     // decode with config.kv_cache_dtype only: the FP8 cache's scales, [1, 1]
     // (per tensor) or [1, KV] (per kv head, config.kv_scale_per_head). Every
     // key and value decode caches, the prefill's too, is stored as

@@ -49,6 +49,8 @@ enum Convention : uint32_t {
     kFp8Cache = 1u << 14,     // an FP8 KV cache (config.kv_cache_dtype: inputs k_scale, v_scale)
     kGeglu = 1u << 15,        // Gemma's GeGLU: the FFN gate through gelu_tanh, not silu (config.hidden_act)
     kAttnScale = 1u << 16,    // a score scale other than 1/sqrt(head_dim) (config.attn_scale: query_pre_attn_scalar)
+    kSandwichNorm = 1u << 17, // each sublayer's output normed before the residual add (config.sandwich_norm: Gemma 2/3)
+    kNope = 1u << 18,         // a layer without RoPE (config.nope: SmolLM3's, Llama 4's NoPE layers)
 };
 
 // The dims a tensor shape is made of. A dim the config fixes (D, F, Q, KVW,
@@ -72,7 +74,7 @@ enum class Dim {
 };
 
 // When an input is there: always, or only where the config turns its twist on.
-enum class Present { always, qk_norm, qkv_bias, attn_sinks, kv_fp8 };
+enum class Present { always, qk_norm, qkv_bias, attn_sinks, kv_fp8, sandwich_norm };
 
 struct TensorSpec {
     const char* name;  // schema name (fixtures/SCHEMA.md)
@@ -91,6 +93,7 @@ struct TensorSpec {
             case Present::qkv_bias: return c.qkv_bias;
             case Present::attn_sinks: return c.attn_sinks;
             case Present::kv_fp8: return c.kv_cache_dtype != KvCacheDtype::none;
+            case Present::sandwich_norm: return c.sandwich_norm;
         }
         return true;
     }
@@ -171,6 +174,8 @@ inline BlockWeights block_weights(CallTensors& t) {
     w.bk = t.in("bk");
     w.bv = t.in("bv");
     w.sinks = t.in("sinks");
+    w.attn_post_norm = t.in("attn_post_norm");
+    w.ffn_post_norm = t.in("ffn_post_norm");
     // decode's FP8 cache (data nullptr without one); a decode case localised
     // through block() brings them too, and its block then has the cache.
     w.k_scale = t.in("k_scale");
@@ -282,14 +287,15 @@ inline const std::vector<OpInfo>& op_table() {
         {"w3", D::D, D::F},  {"w2", D::F, D::D},          {"q_norm", D::one, D::hd, Present::qk_norm},
         {"k_norm", D::one, D::hd, Present::qk_norm},    {"bq", D::one, D::Q, Present::qkv_bias},
         {"bk", D::one, D::KVW, Present::qkv_bias},       {"bv", D::one, D::KVW, Present::qkv_bias},
-        {"sinks", D::one, D::H, Present::attn_sinks}};
+        {"sinks", D::one, D::H, Present::attn_sinks},
+        {"attn_post_norm", D::one, D::D, Present::sandwich_norm}, {"ffn_post_norm", D::one, D::D, Present::sandwich_norm}};
     // decode's: the block's, and an FP8 cache's scales (paged_attention's, Dim::KVS).
     std::vector<TensorSpec> decode_inputs = block_inputs;
     decode_inputs.push_back({"k_scale", D::one, D::KVS, Present::kv_fp8});
     decode_inputs.push_back({"v_scale", D::one, D::KVS, Present::kv_fp8});
     const std::vector<const char*> block_config = {"d_model",    "n_heads", "n_kv_heads", "head_dim", "ffn_dim",
                                                    "rope_layout", "rope_theta", "qk_norm",  "norm_eps", "qkv_bias", "sliding_window",
-                                                   "attn_logit_softcapping", "attn_scale", "attn_sinks", "norm_plus_one", "hidden_act"};
+                                                   "attn_logit_softcapping", "attn_scale", "attn_sinks", "norm_plus_one", "sandwich_norm", "nope", "hidden_act"};
     std::vector<const char*> decode_config = block_config;
     decode_config.push_back("kv_cache_dtype");
     decode_config.push_back("kv_scale_per_head");
@@ -340,10 +346,10 @@ inline const std::vector<OpInfo>& op_table() {
          {17, 17, 0},
          calls::swiglu},
         {Op::block,
-         "h = x + attention(rope(qk_norm?(rmsnorm(x) @ wq + bq?, @ wk + bk?)), @ wv + bv?) @ wo; "
-         "out = h + swiglu(rmsnorm(h))",
+         "h = x + post?(attention(rope?(qk_norm?(rmsnorm(x) @ wq + bq?, @ wk + bk?)), @ wv + bv?) @ wo); "
+         "out = h + post?(swiglu(rmsnorm(h)))  (post?: sandwich_norm's rmsnorm(., attn_post_norm / ffn_post_norm))",
          kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kAttnScale | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias |
-             kSwiglu | kGeglu | kResidual,
+             kSwiglu | kGeglu | kResidual | kSandwichNorm | kNope,
          block_inputs,
          {{"positions", D::T, true}},
          {{"attn_in", D::T, D::D},
@@ -365,7 +371,7 @@ inline const std::vector<OpInfo>& op_table() {
          "block() over the prefill, then one token at a time through the KV cache; an FP8 cache: "
          "attention reads fp8(k_rot / k_scale) * k_scale, likewise v",
          kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kAttnScale | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias |
-             kSwiglu | kGeglu | kResidual | kKvCache | kFp8Cache,
+             kSwiglu | kGeglu | kResidual | kKvCache | kFp8Cache | kSandwichNorm | kNope,
          decode_inputs,
          {{"positions", D::T, true}},
          {{"out", D::T, D::D}},

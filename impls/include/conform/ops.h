@@ -34,15 +34,18 @@ inline std::optional<Op> parse_op(std::string_view s) {
 }
 
 // The intermediate tensors a block materialises, in data-flow order. The
-// order is what first-divergence localisation walks.
+// order is what first-divergence localisation walks. This is the block's one
+// definition; every variant is a config field (conform/config.h) marked here.
 //   attn_in = rmsnorm(x, attn_norm)                      [T, D]
-//   q, k, v = attn_in @ wq, wk, wv                       [T, H*hd], [T, KV*hd], [T, KV*hd]
-//   q_rot, k_rot = rope(qk_norm?(q), qk_norm?(k))        (QK-norm before RoPE)
+//   q, k, v = attn_in @ wq, wk, wv (+ bq, bk, bv)        [T, H*hd], [T, KV*hd], [T, KV*hd]   bias: qkv_bias
+//   q_rot, k_rot = rope?(qk_norm?(q), qk_norm?(k))       (QK-norm before RoPE; nope: no rotation)
 //   attn    = attention(q_rot, k_rot, v)                 [T, H*hd]
-//   h       = x + attn @ wo                              [T, D]
+//   h       = x + post?(attn @ wo)                       [T, D]
 //   ffn_in  = rmsnorm(h, ffn_norm)                       [T, D]
 //   ffn_out = swiglu(ffn_in, w1, w3, w2)                 [T, D]
-//   out     = h + ffn_out                                [T, D]
+//   out     = h + post?(ffn_out)                         [T, D]
+// post?: with sandwich_norm (Gemma 2/3), rmsnorm(., attn_post_norm) and
+// rmsnorm(., ffn_post_norm); the taps attn and ffn_out are before it.
 enum class Tap { attn_in, q, k, v, q_rot, k_rot, attn, h, ffn_in, ffn_out, out };
 
 inline constexpr std::array<Tap, 11> kAllTaps = {Tap::attn_in, Tap::q,    Tap::k, Tap::v,      Tap::q_rot,   Tap::k_rot,

@@ -53,8 +53,10 @@
  * activations of its weight products). 1.8: the FP8 KV cache for decode too
  * (the same config fields; no new one). 1.9: Gemma's GeGLU (the config's
  * hidden_act). 1.10: a score scale other than 1 / sqrt(head_dim) (the
- * config's attn_scale). */
-#define CONFORM_PLUGIN_ABI_MINOR 10u
+ * config's attn_scale). 1.11: Gemma 2/3's sandwich norms (the config's
+ * sandwich_norm, the block weights' attn_post_norm and ffn_post_norm). 1.12:
+ * a layer without RoPE (the config's nope). */
+#define CONFORM_PLUGIN_ABI_MINOR 12u
 #define CONFORM_PLUGIN_MAX_DIMS 4
 
 #if defined(_WIN32)
@@ -256,10 +258,21 @@ typedef struct conform_config {
      * whose table says abi_minor >= 10) ---- */
     double attn_scale; /* attention, paged_attention, block, decode: > 0: scores are (q.k) * attn_scale (Gemma 2/3's
                         * query_pre_attn_scalar^-1/2); 0: (q.k) / sqrt(head_dim) */
+    /* ---- ABI 1.11 (a case with sandwich norms is offered only to a plugin
+     * whose table says abi_minor >= 11) ---- */
+    uint32_t sandwich_norm; /* block, decode: 1: h = x + rmsnorm(attn @ wo, attn_post_norm), out = h +
+                             * rmsnorm(ffn_out, ffn_post_norm) (Gemma 2/3; (1 + w) under norm_plus_one) */
+    uint32_t reserved111;
+    /* ---- ABI 1.12 (a NoPE case is offered only to a plugin whose table
+     * says abi_minor >= 12) ---- */
+    uint32_t nope; /* block, decode: 1: q and k are not rotated (q_rot = q, k_rot = k after any QK-norm): a NoPE
+                    * layer (SmolLM3's every 4th, Llama 4's no_rope_layers); attention stays causal by position */
+    uint32_t reserved112;
 } conform_config;
 
 /* The block's weights, stored [in, out]; q_norm / k_norm have data != NULL
- * iff config->qk_norm; bq / bk / bv (1.3) iff config->qkv_bias. */
+ * iff config->qk_norm; bq / bk / bv (1.3) iff config->qkv_bias;
+ * attn_post_norm / ffn_post_norm (1.11) iff config->sandwich_norm. */
 typedef struct conform_block_weights {
     uint32_t struct_size;
     uint32_t reserved;
@@ -278,6 +291,9 @@ typedef struct conform_block_weights {
     conform_tensor bq;        /* [H*hd] */
     conform_tensor bk;        /* [KV*hd] */
     conform_tensor bv;        /* [KV*hd] */
+    /* ---- ABI 1.11 ---- */
+    conform_tensor attn_post_norm; /* [D] */
+    conform_tensor ffn_post_norm;  /* [D] */
 } conform_block_weights;
 
 /* ---- the table a plugin exports -------------------------------------------- */
