@@ -304,7 +304,8 @@ TEST_CASE("bad configs are refused naming the file and the field", "[config]") {
                Catch::Contains("x.json: layer_types[1]: \"chunked_attention\": Llama 4's chunked attention"));
     CHECK_THAT(refusal(base + ", \"num_local_experts\": 8}"), Catch::Contains("x.json: num_local_experts: 8: a mixture"));
     CHECK_THAT(refusal(base + ", \"no_rope_layers\": [1, 1, 1, 0]}"), Catch::Contains("x.json: no_rope_layers: [1,1,1,0]: layers without RoPE"));
-    CHECK_THAT(refusal(base + ", \"attention_chunk_size\": 8192}"), Catch::Contains("x.json: attention_chunk_size: 8192: chunked attention"));
+    CHECK_THAT(refusal(base + ", \"attention_chunk_size\": 8192}"),
+               Catch::Contains("x.json: attention_chunk_size: 8192: chunked attention: the block models it"));
     CHECK_THAT(refusal(base + ", \"query_pre_attn_scalar\": 144}"), Catch::Contains("x.json: query_pre_attn_scalar: 144"));
     CHECK_THAT(refusal(R"({"model_type": "gemma3"})"), Catch::Contains("x.json: model_type: \"gemma3\" (gemma3) has a vision tower"));
     CHECK_THAT(refusal(R"({"model_type": "gpt_oss"})"), Catch::Contains("x.json: model_type: \"gpt_oss\" (gpt_oss) has a mixture-of-experts FFN"));

@@ -197,6 +197,10 @@ TEST_CASE("cuda block and decode with Gemma 2/3's sandwich norms, every dtype", 
     check_drawn_with([](const BlockConfig& c) { return c.sandwich_norm; }, {Op::block, Op::decode});
 }
 
+TEST_CASE("cuda attention, paged_attention, block and decode with attention chunks, every dtype", "[cuda][chunk]") {
+    check_drawn_with([](const BlockConfig& c) { return c.attention_chunk_size > 0; });
+}
+
 TEST_CASE("cuda block and decode on a NoPE layer, every dtype", "[cuda][nope]") {
     check_drawn_with([](const BlockConfig& c) { return c.nope; }, {Op::block, Op::decode});
 }

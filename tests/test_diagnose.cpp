@@ -178,6 +178,11 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         "nope=1,mag=1,outliers=0,seed=41)",
         "decode(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=interleaved,theta=500000,qk_norm=0,eps=1.0000000000000001e-05,pos=5,"
         "prefill=2,nope=1,mag=1,outliers=0,seed=42)",
+        // Llama 4's chunked attention: chunks of 4 over 12 keys (queries at 6..11), a paged batch, a decode.
+        "attention(T=6,S=12,H=4,KV=2,hd=8,qpos=6,kpos=0,chunk=4,mag=1,outliers=0,seed=43)",
+        "paged_attention(H=4,KV=2,hd=8,P=5,kv=7/12,q=2/3,chunk=3,mag=1,outliers=0,seed=44)",
+        "decode(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,pos=5,"
+        "prefill=2,chunk=4,mag=1,outliers=0,seed=45)",
     };
     auto scalar = test::make("scalar");
     std::set<std::string> distinguished;

@@ -109,7 +109,9 @@ const TwistField kTwistFields[] = {
     {"sliding_window_pattern", "alternating sliding-window layers"},
     {"rope_local_base_freq", "a RoPE base of the sliding layers' own"},
     {"no_rope_layers", "layers without RoPE (NoPE)"},
-    {"attention_chunk_size", "chunked attention"},
+    {"attention_chunk_size", "chunked attention",
+     "the block models it (--attention-chunk-size), but of the architectures read here none applies it (Llama 4 "
+     "does, refused for its mixture-of-experts FFN); refused rather than run as another model"},
     {"num_local_experts", "a mixture-of-experts FFN"},
     {"num_experts", "a mixture-of-experts FFN"},
     {"n_routed_experts", "a mixture-of-experts FFN"},
@@ -431,10 +433,11 @@ ModelConfig resolve(const json& j, const std::string& file) {
             }
             r.fail("layer_types[" + std::to_string(i) + "]",
                    lt[i].dump() + ": " +
-                       (lt[i] == "chunked_attention" ? std::string("Llama 4's chunked attention")
-                                                     : std::string("a layer type")) +
-                       ", which the block does not model (sliding_attention and full_attention are); refused "
-                       "rather than run as another model");
+                       (lt[i] == "chunked_attention"
+                            ? std::string("Llama 4's chunked attention, which the block models (--attention-chunk-size) "
+                                          "but no architecture read here has per layer")
+                            : std::string("a layer type the block does not model")) +
+                       " (sliding_attention and full_attention are read); refused rather than run as another model");
         }
         which = "layer_types";
     } else if (gemma2) {

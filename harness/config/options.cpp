@@ -22,7 +22,7 @@ std::string num(double v) {
 bool ConfigOptions::given() const {
     for (const CLI::Option* opt : {o_preset, o_file, o_d_model, o_heads, o_kv_heads, o_head_dim, o_ffn, o_layers,
                                    o_theta, o_eps, o_layout, o_qk_norm, o_qkv_bias, o_window, o_softcap, o_sinks,
-                                   o_plus_one, o_sandwich, o_nope, o_hidden_act, o_attn_scale, o_embedding_multiplier, o_final_softcap, o_kv_cache_dtype,
+                                   o_plus_one, o_sandwich, o_nope, o_chunk, o_hidden_act, o_attn_scale, o_embedding_multiplier, o_final_softcap, o_kv_cache_dtype,
                                    o_kv_scale})
         if (opt && opt->count() > 0) return true;
     return false;
@@ -47,6 +47,9 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
     o.o_qkv_bias = g->add_option("--qkv-bias", o.qkv_bias, "biases on the q, k and v projections (Qwen2): 0 | 1");
     o.o_window = g->add_option("--sliding-window", o.window,
                                "W: each query sees its last W keys, its own included (HF sliding_window); 0: full causal");
+    o.o_chunk = g->add_option("--attention-chunk-size", o.chunk,
+                              "C: each query sees only the keys of its own chunk of C positions (Llama 4's "
+                              "attention_chunk_size; not a sliding window); 0: none");
     o.o_sinks = g->add_option("--attn-sinks", o.sinks,
                               "a learned sink logit per head in each softmax's denominator (gpt-oss): 0 | 1");
     o.o_softcap = g->add_option("--attn-softcap,--attn-logit-softcapping", o.softcap,
@@ -149,6 +152,12 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
     switch_flag(o.o_plus_one, o.plus_one, "--norm-plus-one", c.norm_plus_one);
     switch_flag(o.o_sandwich, o.sandwich, "--sandwich-norm", c.sandwich_norm);
     switch_flag(o.o_nope, o.nope, "--nope", c.nope);
+    if (o.o_chunk && o.o_chunk->count()) {
+        if (o.chunk < 0) throw ConfigError("--attention-chunk-size: expected a count >= 0, found " + std::to_string(o.chunk));
+        m.overrides.push_back("--attention-chunk-size " + std::to_string(o.chunk) +
+                              (m.name.empty() ? "" : " (was " + std::to_string(c.attention_chunk_size) + ")"));
+        c.attention_chunk_size = o.chunk;
+    }
     if (o.o_window && o.o_window->count()) {
         if (o.window < 0) throw ConfigError("--sliding-window: expected a count >= 0, found " + std::to_string(o.window));
         m.overrides.push_back("--sliding-window " + std::to_string(o.window) +

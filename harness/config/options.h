@@ -2,7 +2,7 @@
 //
 //   --preset NAME    a real checkpoint's numbers (harness/config/presets.cpp)
 //   --config FILE    a Hugging Face config.json (harness/config/hf_config.h)
-//   --d-model --heads --kv-heads --head-dim --ffn --layers --theta --layout --qk-norm --qkv-bias --sliding-window --attn-softcap --attn-sinks --norm-plus-one --sandwich-norm --nope --hidden-act --attn-scale --embedding-multiplier --final-logit-softcap --kv-cache-dtype --kv-scale --eps
+//   --d-model --heads --kv-heads --head-dim --ffn --layers --theta --layout --qk-norm --qkv-bias --sliding-window --attention-chunk-size --attn-softcap --attn-sinks --norm-plus-one --sandwich-norm --nope --hidden-act --attn-scale --embedding-multiplier --final-logit-softcap --kv-cache-dtype --kv-scale --eps
 //                    one number each, overriding
 // applied in that order: the preset, then the file, then each flag given.
 // (A file replaces the preset wholesale: a config.json says every field, by
@@ -26,6 +26,7 @@ struct ConfigOptions {
     double theta = 0, eps = 0;
     std::string layout, qk_norm, qkv_bias, sinks, plus_one, sandwich, nope, hidden_act, kv_cache_dtype, kv_scale;
     int64_t window = 0;
+    int64_t chunk = 0;
     double softcap = 0;
     double embedding_multiplier = 1.0;
     double attn_scale = 0;
@@ -35,7 +36,7 @@ struct ConfigOptions {
                 *o_kv_heads = nullptr, *o_head_dim = nullptr, *o_ffn = nullptr, *o_layers = nullptr,
                 *o_theta = nullptr, *o_eps = nullptr, *o_layout = nullptr, *o_qk_norm = nullptr,
                 *o_qkv_bias = nullptr, *o_window = nullptr, *o_softcap = nullptr,
-                *o_sinks = nullptr, *o_plus_one = nullptr, *o_sandwich = nullptr, *o_nope = nullptr, *o_hidden_act = nullptr, *o_attn_scale = nullptr,
+                *o_sinks = nullptr, *o_plus_one = nullptr, *o_sandwich = nullptr, *o_nope = nullptr, *o_chunk = nullptr, *o_hidden_act = nullptr, *o_attn_scale = nullptr,
                 *o_embedding_multiplier = nullptr, *o_final_softcap = nullptr,
                 *o_kv_cache_dtype = nullptr, *o_kv_scale = nullptr;
 

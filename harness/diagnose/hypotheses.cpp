@@ -249,6 +249,21 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                             W + d, W + d == 1 ? "" : "s", W));
         }
     }
+    if (uses(op, kChunk) && cfg.attention_chunk_size > 0) {
+        const int64_t C = cfg.attention_chunk_size;
+        ref::Variant vc;
+        vc.chunk = 0;
+        add("chunk_ignored", vc,
+            fmt::format("chunked attention ignored: every earlier key seen, where a query sees only the keys of its own "
+                        "chunk of {} (k_pos // {} == q_pos // {}, Llama 4)",
+                        C, C, C));
+        ref::Variant vw;
+        vw.chunk_as_window = true;
+        add("chunk_as_window", vw,
+            fmt::format("the chunk size {} read as a sliding window (k_pos > q_pos - {}): a query past a chunk's start "
+                        "saw the previous chunk's last keys; chunks restart at every multiple of {}",
+                        C, C, C));
+    }
     if (uses(op, kSinks) && cfg.attn_sinks) {
         ref::Variant vs;
         vs.sinks = ref::Variant::Sinks::missing;
@@ -497,6 +512,7 @@ std::vector<std::pair<std::string, BlockConfig>> config_hypotheses(const BlockCo
         if (rest.rotary_full) v.rotary_dim = c.head_dim, rest.rotary_full = false;
         if (rest.qk_norm == ref::Variant::QkNorm::off) v.qk_norm = false, rest.qk_norm = ref::Variant::QkNorm::as_config;
         if (rest.window) v.sliding_window = *rest.window, rest.window.reset();
+        if (rest.chunk) v.attention_chunk_size = *rest.chunk, rest.chunk.reset();
         if (rest.qkv_bias == ref::Variant::QkvBias::missing)
             v.qkv_bias = false, rest.qkv_bias = ref::Variant::QkvBias::as_config;
         if (rest.norm_plus_one) v.norm_plus_one = *rest.norm_plus_one, rest.norm_plus_one.reset();

@@ -265,6 +265,20 @@ void pick_sandwich_norm(CaseSpec& s) { s.config.sandwich_norm = weighted<int>({{
 // Drawn last.
 void pick_nope(CaseSpec& s) { s.config.nope = weighted<int>({{3, 0}, {1, 1}}) == 1; }
 
+// Llama 4's chunked attention in a fifth of the cases, the chunk where
+// kernels break: 1 (a query sees its own key only), 2, half the context,
+// one short of it (the last chunk holds one query), equal or longer (it no
+// longer binds), and on the tiles and pages kernels step by. Drawn last.
+void pick_chunk(CaseSpec& s) {
+    if (weighted<int>({{4, 0}, {1, 1}}) == 0) return;
+    int64_t context = s.op == Op::attention ? s.S + s.kpos : s.T + s.pos;  // the positions the queries reach
+    if (s.op == Op::paged_attention)
+        context = std::max<int64_t>(1, s.kv_lens.empty() ? 1 : *std::max_element(s.kv_lens.begin(), s.kv_lens.end()));
+    const int64_t step = s.op == Op::paged_attention ? std::max<int64_t>(1, s.config.page_size) : 64;
+    s.config.attention_chunk_size =
+        std::max<int64_t>(1, one_of<int64_t>(1, 2, context / 2, context - 1, context, step, step + 1));
+}
+
 // Partial rotary (GPT-NeoX, Phi, GLM: a half or a quarter of the head), then
 // RoPE scaling with the parameters real checkpoints use. Drawn after
 // everything else, so a case without them is the case its seed drew before
@@ -417,6 +431,7 @@ void pin(CaseSpec& s, const BlockConfig& c) {
     if (info.has_dim(Dim::F)) s.config.ffn_dim = c.ffn_dim;
     if (info.reads("qk_norm")) s.config.qk_norm = c.qk_norm;
     if (info.reads("sliding_window")) s.config.sliding_window = c.sliding_window;
+    if (info.reads("attention_chunk_size")) s.config.attention_chunk_size = c.attention_chunk_size;
     if (info.reads("attn_logit_softcapping")) s.config.attn_logit_softcapping = c.attn_logit_softcapping;
     if (info.reads("attn_sinks")) s.config.attn_sinks = c.attn_sinks;
     if (info.reads("attn_scale")) s.config.attn_scale = c.attn_scale;
@@ -570,6 +585,7 @@ CaseSpec make(const Stream& st) {
     if (op_info(op).uses(kAttnScale)) pick_attn_scale(s);
     if (op_info(op).uses(kSandwichNorm)) pick_sandwich_norm(s);
     if (op_info(op).uses(kNope)) pick_nope(s);
+    if (op_info(op).uses(kChunk)) pick_chunk(s);
     if (pinned) pin(s, *pinned);
     if (st.real) take_layer(s, st.real);
     return s;
@@ -614,6 +630,7 @@ void shape_field(const CaseSpec& s, Fields& f) {
 // The sliding window, the soft-cap and the sinks, only when there is one (older ids parse to the same case).
 void window_field(const CaseSpec& s, Fields& f) {
     if (s.config.sliding_window > 0) f.emplace_back("window", std::to_string(s.config.sliding_window));
+    if (s.config.attention_chunk_size > 0) f.emplace_back("chunk", std::to_string(s.config.attention_chunk_size));
     if (s.config.attn_logit_softcapping > 0) f.emplace_back("softcap", num(s.config.attn_logit_softcapping));
     if (s.config.attn_sinks) f.emplace_back("sinks", "1");
     if (s.config.attn_scale > 0) f.emplace_back("attn_scale", num(s.config.attn_scale));
@@ -799,7 +816,7 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
         {"bias", kQkvBias}, {"bias_mean", kQkvBias}, {"window", kWindow}, {"sinks", kSinks},
         {"plus_one", kNormPlusOne}, {"softcap", kSoftcap}, {"P", kPaged}, {"kv", kPaged}, {"q", kPaged},
         {"pool", kPaged}, {"qk_gain", kResidual}, {"kv_dtype", kFp8Cache}, {"kv_scale", kFp8Cache}, {"act", kGeglu}, {"attn_scale", kAttnScale},
-        {"sandwich", kSandwichNorm}, {"nope", kNope}};
+        {"sandwich", kSandwichNorm}, {"nope", kNope}, {"chunk", kChunk}};
     for (const auto& [k, v] : kv)
         for (const auto& [field, bit] : kOwned)
             if (k == field && !op_info(s.op).uses(bit))
@@ -821,6 +838,10 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             else if (k == "qk_norm") s.config.qk_norm = v == "1";
             else if (k == "bias") s.config.qkv_bias = v == "1";
             else if (k == "window") s.config.sliding_window = std::stoll(v);
+            else if (k == "chunk") {
+                s.config.attention_chunk_size = std::stoll(v);
+                if (s.config.attention_chunk_size < 1) return fail("chunk must be a count of positions >= 1, found '" + v + "'");
+            }
             else if (k == "sinks") {
                 if (v != "0" && v != "1") return fail("sinks must be 0 or 1, found '" + v + "'");
                 s.config.attn_sinks = v == "1";

@@ -358,14 +358,19 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
             field = v == 1;
         };
         variant_switch("qkv_bias", "no projections to bias", cfg.qkv_bias);
-        if (has("sliding_window")) {
-            const int64_t v = read_int(ctx, g.get(), "sliding_window", "config/sliding_window");
-            if (v < 0 || v > kMaxSize)
-                ctx.fail("config/sliding_window", "expected a count of keys >= 0 (0: none), found " + std::to_string(v));
-            if (v > 0 && !op_info(op).reads("sliding_window"))
-                ctx.fail("config/sliding_window", std::string("op ") + to_string(op) + " has no attention to window");
-            cfg.sliding_window = v;
-        }
+        // A served variant's count (a window of keys, a chunk of positions): 0 (off) up to the size limit,
+        // and > 0 only on an op that reads it.
+        auto variant_count = [&](const char* name, const char* expected, const char* lacks, int64_t& field) {
+            if (!has(name)) return;
+            const std::string where = std::string("config/") + name;
+            const int64_t v = read_int(ctx, g.get(), name, where);
+            if (v < 0 || v > kMaxSize) ctx.fail(where, std::string("expected ") + expected + ", found " + std::to_string(v));
+            if (v > 0 && !op_info(op).reads(name)) ctx.fail(where, std::string("op ") + to_string(op) + " has " + lacks);
+            field = v;
+        };
+        variant_count("sliding_window", "a count of keys >= 0 (0: none)", "no attention to window", cfg.sliding_window);
+        variant_count("attention_chunk_size", "a chunk of positions >= 0 (0: none)", "no attention to chunk",
+                      cfg.attention_chunk_size);
         variant_switch("attn_sinks", "no softmax to sink", cfg.attn_sinks);
         variant_switch("norm_plus_one", "no RMSNorm to offset", cfg.norm_plus_one);
         variant_switch("sandwich_norm", "no sublayer outputs to norm", cfg.sandwich_norm);

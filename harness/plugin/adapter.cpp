@@ -239,6 +239,7 @@ conform_config config_of(DType dtype, const BlockConfig& c) {
     k.attn_scale = c.attn_scale;
     k.sandwich_norm = c.sandwich_norm ? 1u : 0u;
     k.nope = c.nope ? 1u : 0u;
+    k.attention_chunk_size = c.attention_chunk_size;
     return k;
 }
 conform_config config_only(DType dtype) {
@@ -291,6 +292,7 @@ std::string variant_beyond_abi(const conform_plugin& t, Op op, const BlockConfig
         {kAttnScale, c.attn_scale > 0, 10, "attn_scale", "a score scale other than 1/sqrt(head_dim)"},
         {kSandwichNorm, c.sandwich_norm, 11, "sandwich_norm", "Gemma 2/3's sandwich norms"},
         {kNope, c.nope, 12, "nope", "a layer without RoPE (NoPE)"},
+        {kChunk, c.attention_chunk_size > 0, 13, "attention_chunk_size", "chunked attention"},
     };
     const uint32_t minor = knows_1_1(t) ? t.abi_minor : 0;
     for (const Twist& w : twists)
@@ -408,6 +410,7 @@ class Adapter final : public Implementation {
         c.n_kv_heads = p.n_kv_heads;
         c.head_dim = p.head_dim;
         c.sliding_window = p.sliding_window;
+        c.attention_chunk_size = p.chunk;
         c.attn_logit_softcapping = p.softcap;
         c.attn_scale = p.scale;
         if (p.sinks) c.sinks = call.in("sinks", View{p.sinks, 1, p.n_heads}, true);
@@ -473,6 +476,7 @@ class Adapter final : public Implementation {
         c.head_dim = p.head_dim;
         c.page_size = p.page_size;
         c.sliding_window = p.sliding_window;
+        c.attention_chunk_size = p.chunk;
         c.attn_scale = p.scale;
         c.attn_logit_softcapping = p.softcap;
         if (p.sinks) c.sinks = call.in("sinks", View{p.sinks, 1, p.n_heads}, true);

@@ -121,6 +121,12 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
     // Sliding window: k_pos > q_pos - W as well (the config's W, or the variant's).
     const int64_t W = ctx.v.window.value_or(p.sliding_window);
     if (W > 0) vis = vis.logical_and(k_pos.unsqueeze(0) > q_pos.unsqueeze(1) - W);
+    // Chunked attention (Llama 4): k_pos // C == q_pos // C as well; a
+    // hypothesis drops it, or reads C as a sliding window instead.
+    const int64_t C = ctx.v.chunk.value_or(p.chunk);
+    if (C > 0 && ctx.v.chunk_as_window) vis = vis.logical_and(k_pos.unsqueeze(0) > q_pos.unsqueeze(1) - C);
+    else if (C > 0)
+        vis = vis.logical_and(k_pos.div(C, "floor").unsqueeze(0) == q_pos.div(C, "floor").unsqueeze(1));
     const double inf = std::numeric_limits<double>::infinity();
     scores = scores.masked_fill(vis.logical_not().unsqueeze(0), -inf);
     if (cap > 0 && ctx.v.softcap_after_mask) {

@@ -345,6 +345,7 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
     }
     Tensor vis = k_pos.unsqueeze(0) <= q_pos.unsqueeze(1);  // [T, S]
     if (window > 0) vis = vis.logical_and(k_pos.unsqueeze(0) > q_pos.unsqueeze(1) - window);
+    if (ap.chunk > 0) vis = vis.logical_and(k_pos.div(ap.chunk, "floor").unsqueeze(0) == q_pos.div(ap.chunk, "floor").unsqueeze(1));
     vis = vis.contiguous();
     auto p = torch::empty({H, T, S}, q.options()), pds = torch::empty({H, T, S}, q.options());
     auto growth = torch::empty({H, T, 1}, q.options());

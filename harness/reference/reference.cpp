@@ -81,6 +81,8 @@ std::string Variant::describe() const {
     if (softmax_tile) sep() << "softmax over " << softmax_tile << "-key tiles without rescaling";
     if (kv_ring) sep() << "a decode step sees the last " << kv_ring << " keys";
     if (window) sep() << (*window > 0 ? "sliding window " + std::to_string(*window) : std::string("sliding window ignored"));
+    if (chunk) sep() << (*chunk > 0 ? "attention chunk " + std::to_string(*chunk) : std::string("attention chunks ignored"));
+    if (chunk_as_window) sep() << "attention chunk read as a sliding window";
     if (softcap) sep() << (*softcap > 0 ? "soft-cap " + std::to_string(*softcap) : std::string("soft-cap missing"));
     if (softcap_after_mask) sep() << "soft-cap after the mask (masked keys at -cap)";
     if (sinks == Sinks::missing) sep() << "attention sinks missing";

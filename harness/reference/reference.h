@@ -81,6 +81,8 @@ struct Variant {
     int64_t kv_ring = 0;        // a one-token query (a decode step) sees only the last kv_ring cached keys
 
     std::optional<int64_t> window;  // the sliding window used instead of the config's (0: none, full causal)
+    std::optional<int64_t> chunk;   // the attention chunk used instead of the config's (0: none)
+    bool chunk_as_window = false;   // the chunk size read as a sliding window of that many keys
     std::optional<double> softcap;  // the logit soft-cap used instead of the config's (0: none)
     bool softcap_after_mask = false;  // cap · tanh(s / cap) after the -inf mask: masked keys get logit -cap
     enum class Sinks { faithful, missing, per_kv_head };

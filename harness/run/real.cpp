@@ -268,6 +268,7 @@ std::string RealModel::replay_flags() const {
     if (ov.o_qk_norm && ov.o_qk_norm->count()) f += " --qk-norm " + ov.qk_norm;
     if (ov.o_qkv_bias && ov.o_qkv_bias->count()) f += " --qkv-bias " + ov.qkv_bias;
     if (ov.o_window && ov.o_window->count()) f += fmt::format(" --sliding-window {}", ov.window);
+    if (ov.o_chunk && ov.o_chunk->count()) f += fmt::format(" --attention-chunk-size {}", ov.chunk);
     if (ov.o_softcap && ov.o_softcap->count()) f += fmt::format(" --attn-softcap {}", ov.softcap);
     if (ov.o_sinks && ov.o_sinks->count()) f += " --attn-sinks " + ov.sinks;
     if (ov.o_plus_one && ov.o_plus_one->count()) f += " --norm-plus-one " + ov.plus_one;

@@ -183,7 +183,7 @@ namespace {
 enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary, kHeadDim, kKeys, kQueries,
             kDecodeSteps, kPosShape, kPosOrder, kScores, kScaledContext, kBatch, kPageSize, kSequences, kPagedQueries,
             kBias, kWindowTrap, kSoftcapTrap, kSinksTrap, kPlusOneTrap, kFp8Trap, kGegluTrap, kAttnScaleTrap,
-            kSandwichTrap, kNopeTrap };
+            kSandwichTrap, kNopeTrap, kChunkTrap };
 
 // Ops whose position arrays need not increase (their result is defined by position alone).
 std::vector<Op> ops_any_order() {
@@ -287,6 +287,8 @@ const std::vector<Dimension>& dimensions() {
         {"sandwich norms", {"off", "on"}, ops_using(kSandwichNorm)},
         // A layer with RoPE, or a NoPE layer (SmolLM3's every 4th, Llama 4's no_rope_layers).
         {"rope in the layer", {"rotated", "NoPE"}, ops_using(kNope)},
+        // Llama 4's chunks: none, a chunk that binds (a query past a chunk's start loses keys), or not.
+        {"attention chunk", {"none", "C < keys", "C >= keys"}, ops_using(kChunk)},
     };
     return d;
 }
@@ -305,6 +307,17 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
     const auto& dims = dimensions();
     std::vector<std::vector<int>> out(dims.size());
     auto width_class = [](int64_t w) { return w < 8 ? 0 : (w % 16 != 0 ? 1 : 2); };
+    // A paged batch's longest sequence, in keys.
+    auto paged_keys = [&]() {
+        const auto& kvp = cs.pos("kv_indptr");
+        const auto& last = cs.pos("kv_last_page_len");
+        int64_t keys = 0;
+        for (size_t b = 0; b < last.size(); ++b) {
+            const int64_t n = kvp[b + 1] - kvp[b];
+            keys = std::max(keys, n == 0 ? 0 : (n - 1) * cs.config.page_size + last[b]);
+        }
+        return keys;
+    };
     for (size_t d = 0; d < dims.size(); ++d) {
         if (!dims[d].relevant(s.op)) continue;
         std::vector<int>& c = out[d];
@@ -315,16 +328,7 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
             case kQkNormTrap: c.push_back(s.config.qk_norm ? 1 : 0); break;
             case kWindowTrap: {
                 const int64_t W = s.config.sliding_window;
-                int64_t keys = s.op == Op::attention ? s.S : s.T;  // the most keys a query can reach
-                if (s.op == Op::paged_attention) {
-                    const auto& kvp = cs.pos("kv_indptr");
-                    const auto& last = cs.pos("kv_last_page_len");
-                    keys = 0;
-                    for (size_t b = 0; b < last.size(); ++b) {
-                        const int64_t n = kvp[b + 1] - kvp[b];
-                        keys = std::max(keys, n == 0 ? 0 : (n - 1) * cs.config.page_size + last[b]);
-                    }
-                }
+                const int64_t keys = s.op == Op::paged_attention ? paged_keys() : s.op == Op::attention ? s.S : s.T;
                 c.push_back(W <= 0 ? 0 : W < keys ? 1 : 2);
                 break;
             }
@@ -393,6 +397,23 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
             case kAttnScaleTrap: c.push_back(s.config.attn_scale > 0 ? 1 : 0); break;
             case kSandwichTrap: c.push_back(s.config.sandwich_norm ? 1 : 0); break;
             case kNopeTrap: c.push_back(s.config.nope ? 1 : 0); break;
+            case kChunkTrap: {
+                // Binding: some query has an earlier key in another chunk (a paged sequence's
+                // last query, at kv_len - 1, and its key 0).
+                const int64_t C = s.config.attention_chunk_size;
+                bool binds = false;
+                if (C > 0 && s.op == Op::paged_attention) {
+                    binds = paged_keys() - 1 >= C;
+                } else if (C > 0) {
+                    const bool attn = s.op == Op::attention;
+                    const auto& qp = cs.pos(attn ? "q_positions" : "positions");
+                    const auto& kp = cs.pos(attn ? "k_positions" : "positions");
+                    for (size_t i = 0; i < qp.size() && !binds; ++i)
+                        for (size_t j = 0; j < kp.size() && !binds; ++j) binds = kp[j] <= qp[i] && !same_chunk(kp[j], qp[i], C);
+                }
+                c.push_back(C <= 0 ? 0 : binds ? 1 : 2);
+                break;
+            }
             case kPlusOneTrap: {
                 if (!s.config.norm_plus_one) {
                     c.push_back(0);

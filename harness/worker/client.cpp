@@ -640,6 +640,7 @@ void WorkerImpl::attention(View q, View k, View v, Positions q_pos, Positions k_
     c.n_kv_heads = p.n_kv_heads;
     c.head_dim = p.head_dim;
     c.sliding_window = p.sliding_window;
+    c.attention_chunk_size = p.chunk;
     c.attn_logit_softcapping = p.softcap;
     c.attn_scale = p.scale;
     c.attn_sinks = p.sinks != nullptr;
@@ -692,6 +693,7 @@ void WorkerImpl::paged_attention(View q, View k_cache, View v_cache, const Paged
     c.head_dim = p.head_dim;
     c.page_size = p.page_size;
     c.sliding_window = p.sliding_window;
+    c.attention_chunk_size = p.chunk;
     c.attn_logit_softcapping = p.softcap;
     c.attn_scale = p.scale;
     c.attn_sinks = p.sinks != nullptr;

@@ -138,7 +138,8 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(FlashParams<T
             // S_ij = Qi Kj^T * scale for row r, lane = key; -inf where invisible
             // (k_pos > q_pos, or k_pos <= q_pos - window)
             float s = -INFINITY;
-            if (row_in && key_in && kpos_j[lane] <= qpos_i[r] && (a.window <= 0 || kpos_j[lane] > qpos_i[r] - a.window)) {
+            if (row_in && key_in && kpos_j[lane] <= qpos_i[r] && (a.window <= 0 || kpos_j[lane] > qpos_i[r] - a.window) &&
+                same_chunk(kpos_j[lane], qpos_i[r], a.chunk)) {
                 const float* q = Qi + r * hd;
                 const float* k = Kj + lane * ld;
                 float dot = 0.0f;
@@ -354,6 +355,7 @@ void op_attention(const Context& ctx, View q, View k, View v, Positions q_pos, P
         a.n_kv_heads = KV;
         a.hd = hd;
         a.window = p.sliding_window;
+        a.chunk = p.chunk;
         a.softcap = static_cast<float>(p.softcap);
         a.scale = p.scale;
         a.sinks = p.sinks ? dsinks.data() : nullptr;

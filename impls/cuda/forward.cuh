@@ -244,6 +244,7 @@ void forward(const Context& ctx, const Weights<T>& w, const BlockConfig& c, cons
     a.n_kv_heads = KV;
     a.hd = hd;
     a.window = c.sliding_window;
+    a.chunk = c.attention_chunk_size;
     a.softcap = static_cast<float>(c.attn_logit_softcapping);
     a.scale = c.attn_scale;
     a.sinks = c.attn_sinks ? w.sinks.data() : nullptr;

@@ -54,6 +54,7 @@ struct PagedArgs {
     T* lse = nullptr;                          // [T, H]
     int64_t H = 0, KV = 0, hd = 0, P = 0;
     int64_t window = 0;  // sliding window: a row sees keys pos - window + 1 ..= pos (0: all <= pos)
+    int64_t chunk = 0;   // chunked attention: and keys from floor(pos / chunk) * chunk on only (0: none)
     float softcap = 0.0f;  // > 0: each score s becomes softcap * tanh(s / softcap)
     const float* sinks = nullptr;  // [H] on the device: each head's sink logit, or none
     float scale = 0;
@@ -100,7 +101,8 @@ __global__ void __launch_bounds__(kWarp) paged_decode_kernel(PagedArgs<T> a) {
     const int64_t q_len = a.qo_indptr[b + 1] - a.qo_indptr[b];
     const int64_t pos = kv_len - q_len + (t - a.qo_indptr[b]);  // this row's position in its sequence
     const int64_t seen = pos + 1 < kv_len ? pos + 1 : kv_len;   // keys first .. seen-1 are visible
-    const int64_t first = a.window > 0 && pos - a.window + 1 > 0 ? pos - a.window + 1 : 0;  // the window's first
+    int64_t first = a.window > 0 && pos - a.window + 1 > 0 ? pos - a.window + 1 : 0;  // the window's first
+    if (a.chunk > 0 && (pos / a.chunk) * a.chunk > first) first = (pos / a.chunk) * a.chunk;  // the chunk's (pos >= 0)
     const int64_t kvh = h / (a.H / a.KV), W = a.KV * hd;
     const T* qh = a.q + t * a.H * hd + h * hd;
     float* ol = o + lane * hd;
@@ -226,6 +228,7 @@ void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, 
         a.hd = hd;
         a.P = P;
         a.window = p.sliding_window;
+        a.chunk = p.chunk;
         a.softcap = static_cast<float>(p.softcap);
         a.sinks = p.sinks ? dsinks.data() : nullptr;
         if (fp8) {

@@ -59,6 +59,23 @@ struct Window {
     }
 };
 
+// Llama 4's chunked attention dropped (full causal), or its chunk size
+// taken as a sliding window of that many keys (the other local-attention
+// mask a kernel library offers): a query past a chunk's start then sees the
+// previous chunk's last keys.
+struct NoChunk {
+    template <class Params>
+    void operator()(Params& p) const { p.chunk = 0; }
+};
+struct ChunkAsWindow {
+    template <class Params>
+    void operator()(Params& p) const {
+        if (p.chunk <= 0) return;
+        p.sliding_window = p.sliding_window > 0 ? std::min(p.sliding_window, p.chunk) : p.chunk;
+        p.chunk = 0;
+    }
+};
+
 // Soft-capping dropped (vLLM's first Gemma 2, PR #5908).
 struct NoSoftcap {
     template <class Params>
@@ -252,6 +269,12 @@ std::unique_ptr<Implementation> window_one_too_wide(const ImplOptions& o) {
 }
 std::unique_ptr<Implementation> window_ignored(const ImplOptions& o) {
     return detail::make<WithParams<Window<0, true>>>("window_ignored", o);
+}
+std::unique_ptr<Implementation> chunk_ignored(const ImplOptions& o) {
+    return detail::make<WithParams<NoChunk>>("chunk_ignored", o);
+}
+std::unique_ptr<Implementation> chunk_as_window(const ImplOptions& o) {
+    return detail::make<WithParams<ChunkAsWindow>>("chunk_as_window", o);
 }
 
 }  // namespace conform::mutants

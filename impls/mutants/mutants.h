@@ -47,6 +47,8 @@ std::unique_ptr<Implementation> kv_cache_wraps_early(const ImplOptions& o);
 std::unique_ptr<Implementation> window_off_by_one(const ImplOptions& o);
 std::unique_ptr<Implementation> window_one_too_wide(const ImplOptions& o);
 std::unique_ptr<Implementation> window_ignored(const ImplOptions& o);
+std::unique_ptr<Implementation> chunk_ignored(const ImplOptions& o);
+std::unique_ptr<Implementation> chunk_as_window(const ImplOptions& o);
 std::unique_ptr<Implementation> softcap_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> sink_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> sink_wrong_head(const ImplOptions& o);

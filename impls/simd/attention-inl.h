@@ -127,7 +127,8 @@ HWY_INLINE void AttentionItemsT(const Attn& job, size_t i0, size_t i1) {
             size_t vis[kKeyBlock];  // indices (within the block) of visible keys, ascending
             size_t nvis = 0;
             for (size_t jj = 0; jj < jn; ++jj)
-                if (job.k_pos[j0 + jj] <= qpos && (job.window <= 0 || job.k_pos[j0 + jj] > qpos - job.window))
+                if (job.k_pos[j0 + jj] <= qpos && (job.window <= 0 || job.k_pos[j0 + jj] > qpos - job.window) &&
+                    same_chunk(job.k_pos[j0 + jj], qpos, job.chunk))
                     vis[nvis++] = jj;
             if (nvis == 0) continue;
 

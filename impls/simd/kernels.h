@@ -165,6 +165,7 @@ struct Attn {
     const int64_t* k_pos = nullptr;
     size_t T = 0, S = 0, H = 0, KV = 0, hd = 0;
     int64_t window = 0;  // sliding window: key j visible iff q_pos - window < k_pos[j] <= q_pos (0: causal only)
+    int64_t chunk = 0;   // chunked attention: and k_pos[j] in q_pos's chunk (same_chunk; 0: none)
     float softcap = 0;   // > 0: each score s becomes softcap * tanh(s / softcap) (Gemma 2)
     const float* sinks = nullptr;  // [H]: each head's sink logit, in its softmax's denominator (gpt-oss)
     float scale = 0;     // q·k's multiplier: config.attn_scale, or 1 / sqrt(hd) (attn_job and the block set it)
@@ -190,6 +191,7 @@ struct PagedJob {
     const int64_t* kv_last_page_len = nullptr; // [B]
     size_t T = 0, B = 0, H = 0, KV = 0, hd = 0, P = 0;
     int64_t window = 0;  // sliding window: a row at position pos sees keys pos - window + 1 ..= pos (0: all <= pos)
+    int64_t chunk = 0;   // chunked attention: and keys from floor(pos / chunk) * chunk on only (0: none)
     float softcap = 0;   // > 0: each score s becomes softcap * tanh(s / softcap) (Gemma 2)
     float scale = 0;     // q·k's multiplier: config.attn_scale, or 1 / sqrt(hd) (paged_job sets it)
     const float* sinks = nullptr;  // [H]: each head's sink logit, in its softmax's denominator (gpt-oss)

@@ -71,8 +71,9 @@ HWY_INLINE void PagedSplitT(const PagedJob& job, size_t b, size_t g, size_t c) {
         const size_t t = static_cast<size_t>(q0 + j);
         const int64_t pos = kv_len - q_len + j;
         const int64_t seen_end = std::min(k1, pos + 1);  // keys [seen_begin, seen_end) are visible:
-        // causal, and with a sliding window W only keys > pos - W
-        const int64_t seen_begin = job.window > 0 ? std::max(k0, pos - job.window + 1) : k0;
+        // causal, and with a sliding window W only keys > pos - W, with a chunk C only keys of pos's chunk
+        int64_t seen_begin = job.window > 0 ? std::max(k0, pos - job.window + 1) : k0;
+        if (job.chunk > 0) seen_begin = std::max(seen_begin, chunk_of(pos, job.chunk) * job.chunk);
         for (size_t hh = 0; hh < G; ++hh) {
             const size_t h = g * G + hh;
             PagedPartial part = job.partial(t, h, c);

@@ -104,6 +104,7 @@ Attn attn_job(CRows q, CRows k, CRows v, Positions q_pos, Positions k_pos, const
     a.KV = static_cast<size_t>(p.n_kv_heads);
     a.hd = static_cast<size_t>(p.head_dim);
     a.window = p.sliding_window;
+    a.chunk = p.chunk;
     a.softcap = static_cast<float>(p.softcap);
     a.scale = static_cast<float>(p.score_scale());
     a.sinks = p.sinks;
@@ -129,6 +130,7 @@ PagedJob paged_job(CRows q, int64_t T, CRows k, CRows v, const PagedIndex& idx, 
     job.hd = static_cast<size_t>(p.head_dim);
     job.P = static_cast<size_t>(p.page_size);
     job.window = p.sliding_window;
+    job.chunk = p.chunk;
     job.softcap = static_cast<float>(p.softcap);
     job.scale = static_cast<float>(p.score_scale());
     job.sinks = p.sinks;

@@ -6,7 +6,7 @@
 The arithmetic follows HF transformers (Llama, Qwen3): float32 throughout,
 RoPE angles as HF computes them (inv_freq a float32 buffer, angle =
 float32(pos) * inv_freq in float32), every config field honoured: the rope
-layout, theta, rotary_dim, the five rope_scaling types, qk_norm, qkv_bias, sliding_window,
+layout, theta, rotary_dim, the five rope_scaling types, qk_norm, qkv_bias, sliding_window, attention_chunk_size,
 attn_logit_softcapping, attn_scale, attn_sinks, norm_plus_one, sandwich_norm, nope, hidden_act (GeGLU), kv_cache_dtype (FP8),
 norm_eps, GQA.
 
@@ -184,10 +184,15 @@ def kv_head(h, n_heads, n_kv_heads):
 
 
 def in_window(k_pos, q_pos, config):
-    """Causal, and with a sliding window W only the last W keys: q_pos - W < k_pos <= q_pos."""
-    w = config.get("sliding_window", 0)
+    """Causal, and with a sliding window W only the last W keys: q_pos - W < k_pos <= q_pos; with
+    Llama 4's attention chunks of C only the query's own chunk: k_pos // C == q_pos // C."""
+    w, c = config.get("sliding_window", 0), config.get("attention_chunk_size", 0)
     visible = k_pos <= q_pos
-    return visible & (k_pos > q_pos - w) if w > 0 else visible
+    if w > 0:
+        visible = visible & (k_pos > q_pos - w)
+    if c > 0:
+        visible = visible & (np.floor_divide(k_pos, c) == np.floor_divide(q_pos, c))
+    return visible
 
 
 def score_scale(config):

@@ -62,6 +62,9 @@ def attention(q, k, v, q_positions, k_positions, *, config, sinks=None):
     visible = k_positions[None, :] <= q_positions[:, None]                              # [T, S]
     if config.get("sliding_window", 0) > 0:                         # the last W keys only (Mistral, Gemma 2)
         visible &= k_positions[None, :] > q_positions[:, None] - config["sliding_window"]
+    if config.get("attention_chunk_size", 0) > 0:                   # Llama 4: the query's own chunk only
+        c = config["attention_chunk_size"]
+        visible &= torch.div(k_positions[None, :], c, rounding_mode="floor") == torch.div(q_positions[:, None], c, rounding_mode="floor")
     scale = config.get("attn_scale", 0.0) or 1.0 / math.sqrt(hd)  # Gemma 2/3: query_pre_attn_scalar ** -0.5
     scores = (q @ k.transpose(1, 2)) * scale
     cap = config.get("attn_logit_softcapping", 0.0)

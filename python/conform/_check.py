@@ -33,13 +33,13 @@ __all__ = ["check", "bench", "find_binary", "Nonconformance", "ConformError", "C
 
 # The config fields a kernel may take as keyword arguments (impls/WORKERS.md, "The config").
 CONFIG_FIELDS = ("d_model", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "rope_layout", "rope_theta", "rotary_dim",
-                 "qk_norm", "qkv_bias", "sliding_window", "attn_logit_softcapping", "attn_scale", "attn_sinks", "norm_plus_one",
+                 "qk_norm", "qkv_bias", "sliding_window", "attention_chunk_size", "attn_logit_softcapping", "attn_scale", "attn_sinks", "norm_plus_one",
                  "sandwich_norm", "nope", "hidden_act", "norm_eps", "rope_scaling")
 # check(config={...}): the fields that set a run's conventions and sizes, as conform's flags.
 _CONFIG_FLAGS = {"preset": "--preset", "config": "--config", "d_model": "--d-model", "n_heads": "--heads",
                  "n_kv_heads": "--kv-heads", "head_dim": "--head-dim", "ffn_dim": "--ffn", "rope_theta": "--theta",
                  "rope_layout": "--layout", "qk_norm": "--qk-norm", "qkv_bias": "--qkv-bias",
-                 "sliding_window": "--sliding-window", "attn_logit_softcapping": "--attn-softcap", "attn_sinks": "--attn-sinks",
+                 "sliding_window": "--sliding-window", "attention_chunk_size": "--attention-chunk-size", "attn_logit_softcapping": "--attn-softcap", "attn_sinks": "--attn-sinks",
                  "attn_scale": "--attn-scale", "norm_plus_one": "--norm-plus-one", "sandwich_norm": "--sandwich-norm", "nope": "--nope",
                  "hidden_act": "--hidden-act", "norm_eps": "--eps"}
 _DTYPES = ("f32", "bf16", "f16")

@@ -211,6 +211,10 @@ bad sandwich_two 'f["attention_gqa/config"].attrs["sandwich_norm"] = np.int64(2)
   ':/attention_gqa: config/sandwich_norm: expected 0 or 1, found 2'
 bad sandwich_on_attention 'f["attention_gqa/config"].attrs["sandwich_norm"] = np.int64(1)' \
   ':/attention_gqa: config/sandwich_norm: op attention has no sublayer outputs to norm'
+bad chunk_neg 'f["attention_gqa/config"].attrs["attention_chunk_size"] = np.int64(-4)' \
+  ':/attention_gqa: config/attention_chunk_size: expected a chunk of positions >= 0 (0: none), found -4'
+bad chunk_on_rope 'f["rope_neox/config"].attrs["attention_chunk_size"] = np.int64(4)' \
+  ':/rope_neox: config/attention_chunk_size: op rope has no attention to chunk'
 bad nope_two 'f["attention_gqa/config"].attrs["nope"] = np.int64(2)' \
   ':/attention_gqa: config/nope: expected 0 or 1, found 2'
 bad nope_on_rope 'f["rope_neox/config"].attrs["nope"] = np.int64(1)' \

@@ -35,7 +35,7 @@ required = {"rope_layout_swapped", "rope_theta_default", "rope_angle_low_precisi
             # the served variants (issue 29)
             "qkv_bias_missing", "qkv_bias_after_rope", "window_off_by_one", "window_one_too_wide", "window_ignored",
             "softcap_missing", "softcap_after_mask", "sink_missing", "sink_wrong_head", "norm_plus_one_missing",
-            "norm_plus_one_spurious", "geglu_as_swiglu", "gelu_erf_for_tanh", "attn_scale_ignored", "sandwich_norm_missing", "nope_ignored",
+            "norm_plus_one_spurious", "geglu_as_swiglu", "gelu_erf_for_tanh", "attn_scale_ignored", "sandwich_norm_missing", "nope_ignored", "chunk_ignored", "chunk_as_window",
             # quantised activations (issue 30)
             "act_quant_undeclared"}
 # Named by its effect, not its own name.

@@ -169,6 +169,9 @@ PY
   # ...and one from before ABI 1.12 no NoPE layer.
   expect 1 "not run: +noop decode: 3 cases unsupported \(built against plugin ABI 1.11, which has no nope" -- \
     --op decode --params nope=1 --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi111_plugin.so"
+  # ...and one from before ABI 1.13 no chunked attention.
+  expect 1 "not run: +noop attention: 3 cases unsupported \(built against plugin ABI 1.12, which has no attention_chunk_size" -- \
+    --op attention --params chunk= --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi112_plugin.so"
   # A 1.8 table is offered them, with the scales in its config: noop copies x, so the
   # cases run and fail on their numbers, not on scales missing (noop_decode checks them).
   expect 1 "FAIL noop decode" -- --op decode --params kv_dtype=fp8_e5m2,kv_scale=tensor --cases 3 --no-default-fixtures \

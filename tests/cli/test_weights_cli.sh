@@ -241,6 +241,12 @@ grep -qE '"swiglu\(T=[0-9]+,D=1024,F=3072' "$tmp/fs/conform.json" || fail "--ful
 grep -qE '"phase": *"implementation scalar"' "$tmp/fs/conform.json" || fail "the report has no phases"
 
 # ---- bad input: exit 2, naming the file / tensor / flag ------------------------
+# gpt-oss (sinks, sliding / full layers, q/k/v biases, and a mixture-of-experts FFN with an o_proj bias):
+# refused, saying what conform does not model, before a tensor is read.
+mkdir -p "$tmp/gpt-oss"
+cp "$ck/llama-hf/model.safetensors" "$tmp/gpt-oss/"
+printf '{"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "num_local_experts": 4}' > "$tmp/gpt-oss/config.json"
+expect 2 "model_type: \"gpt_oss\" \(GptOssForCausalLM\) has a mixture-of-experts FFN" -- --weights "$tmp/gpt-oss" --cases 1
 expect 2 "$tmp/nope" -- --weights "$tmp/nope" --cases 1
 head -c 100 "$ck/llama-hf/model.safetensors" > "$tmp/trunc.safetensors"
 expect 2 "trunc.safetensors" -- --weights "$tmp/trunc.safetensors" --cases 1

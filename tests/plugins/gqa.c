@@ -16,6 +16,9 @@ static int32_t fail(char* msg, size_t cap, const char* what) {
     return CONFORM_ERR_INVALID_ARGUMENT;
 }
 
+/* floor(a / b) for b > 0, negative a too (a chunk index). */
+static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a - 1) / b) - 1; }
+
 static int64_t kv_head_of(int64_t h, int64_t n_heads, int64_t n_kv) {
     const int64_t group = n_heads / n_kv;
 #ifdef TILED_ABOVE_GROUP_4
@@ -46,6 +49,9 @@ static int32_t gqa_attention(const conform_config* cfg, const conform_tensor* q,
     const double scale = given > 0 ? given : 1.0 / sqrt((double)hd);
     /* ABI 1.3's sliding window: also k_pos > q_pos - W (0: causal only). */
     const int64_t W = cfg->struct_size >= offsetof(conform_config, sliding_window) + sizeof(int64_t) ? cfg->sliding_window : 0;
+    /* ABI 1.13's chunked attention: also floor(k_pos / C) == floor(q_pos / C) (0: none). */
+    const int64_t C =
+        cfg->struct_size >= offsetof(conform_config, attention_chunk_size) + sizeof(int64_t) ? cfg->attention_chunk_size : 0;
     /* ABI 1.4's soft-cap: score = cap * tanh(score / cap) before the mask (0: none). */
     const double softcap =
         cfg->struct_size >= offsetof(conform_config, attn_logit_softcapping) + sizeof(double) ? cfg->attn_logit_softcapping : 0;
@@ -57,7 +63,8 @@ static int32_t gqa_attention(const conform_config* cfg, const conform_tensor* q,
             double mx = -INFINITY, sum = 0;
             for (int64_t s = 0; s < S; s++) {
                 p[s] = -INFINITY;
-                if (kp[s] > qp[t] || (W > 0 && kp[s] <= qp[t] - W)) continue;
+                if (kp[s] > qp[t] || (W > 0 && kp[s] <= qp[t] - W) || (C > 0 && floor_div(kp[s], C) != floor_div(qp[t], C)))
+                    continue;
                 const float* ks = (const float*)k->data + s * k->strides[0] + g * hd;
                 double dot = 0;
                 for (int64_t d = 0; d < hd; d++) dot += (double)qt[d] * ks[d];

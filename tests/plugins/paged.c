@@ -50,6 +50,9 @@ static int32_t paged_attention(const conform_config* cfg, const conform_tensor* 
     const float scale = given > 0 ? (float)given : 1.0f / sqrtf((float)hd);
     /* ABI 1.3's sliding window: a row at pos sees keys pos - W + 1 ..= pos (0: all up to pos). */
     const int64_t W = cfg->struct_size >= offsetof(conform_config, sliding_window) + sizeof(int64_t) ? cfg->sliding_window : 0;
+    /* ABI 1.13's chunked attention: a row at pos sees keys from (pos / C) * C on only (0: none). */
+    const int64_t C =
+        cfg->struct_size >= offsetof(conform_config, attention_chunk_size) + sizeof(int64_t) ? cfg->attention_chunk_size : 0;
     /* ABI 1.4's sinks (gpt-oss): head h's logit in each row's denominator, no value (NULL: none). */
     const float* sinks =
         cfg->struct_size >= offsetof(conform_config, sinks) + sizeof(conform_tensor) ? (const float*)cfg->sinks.data : NULL;
@@ -83,7 +86,9 @@ static int32_t paged_attention(const conform_config* cfg, const conform_tensor* 
                  * a sequence with no key keeps out 0, lse -inf */
                 float m = sinks && kv_len > 0 ? sinks[h] : -INFINITY, l = sinks && kv_len > 0 ? 1.0f : 0.0f;
                 for (int64_t d = 0; d < hd; ++d) oh[d] = 0.0f;
-                for (int64_t i = W > 0 && pos - W + 1 > 0 ? pos - W + 1 : 0; i <= pos && i < kv_len; ++i) {
+                int64_t first = W > 0 && pos - W + 1 > 0 ? pos - W + 1 : 0;
+                if (C > 0 && (pos / C) * C > first) first = (pos / C) * C;
+                for (int64_t i = first; i <= pos && i < kv_len; ++i) {
                     const int64_t row = (int64_t)ids[kvp[b] + i / P] * P + i % P;
                     const float* k0 = K + row * k_cache->strides[0] + (h / group) * hd;
                     const float* v0 = V + row * v_cache->strides[0] + (h / group) * hd;

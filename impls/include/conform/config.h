@@ -174,6 +174,13 @@ struct BlockConfig {
     // llama.cpp's n_swa (masked iff q - k >= n_swa) and Mistral mean it;
     // FlashAttention's window_size left = W - 1. 0: full causal.
     int64_t sliding_window = 0;
+    // Chunked attention (Llama 4's attention_chunk_size, its RoPE layers):
+    // key j visible to query i iff k_pos[j] <= q_pos[i] and both lie in the
+    // same chunk of C positions, floor(k_pos / C) == floor(q_pos / C) — a
+    // query at the start of a chunk sees its own key only, however long the
+    // context. Not a sliding window of C (which always sees C keys). With a
+    // window as well, both apply. 0: none.
+    int64_t attention_chunk_size = 0;
     // Logit soft-capping (Gemma 2's attn_logit_softcapping, Grok): each score
     // s = q·k / sqrt(hd) becomes cap · tanh(s / cap) before the mask and the
     // softmax, so every logit lies in (-cap, cap). 0: none.
@@ -228,6 +235,22 @@ struct BlockConfig {
     int64_t kv_width() const { return n_kv_heads * head_dim; }
     int64_t group() const { return n_kv_heads > 0 ? n_heads / n_kv_heads : 0; }
 };
+
+// Chunked attention's test (BlockConfig::attention_chunk_size): whether key
+// position k and query position q lie in the same chunk of `chunk`
+// positions (floor division, so negative positions chunk as HF's would).
+// chunk <= 0: always. The CUDA kernels call it too.
+#if defined(__CUDACC__)
+#define CONFORM_HOST_DEVICE __host__ __device__
+#else
+#define CONFORM_HOST_DEVICE
+#endif
+CONFORM_HOST_DEVICE inline int64_t chunk_of(int64_t pos, int64_t chunk) {
+    return pos >= 0 ? pos / chunk : -((-pos - 1) / chunk) - 1;
+}
+CONFORM_HOST_DEVICE inline bool same_chunk(int64_t k, int64_t q, int64_t chunk) {
+    return chunk <= 0 || chunk_of(k, chunk) == chunk_of(q, chunk);
+}
 
 // q·k's multiplier: the config's attn_scale, or 1 / sqrt(head_dim).
 inline double score_scale(double attn_scale, int64_t head_dim) {
@@ -305,6 +328,7 @@ void for_each_field(Config&& c, F&& f) {
     f(ConfigField{"qk_norm", "qk_norm", "qk_norm"}, c.qk_norm);
     f(ConfigField{"qkv_bias", "qkv_bias", "bias", 0, true}, c.qkv_bias);
     f(ConfigField{"sliding_window", "sliding_window", "window", 0, true}, c.sliding_window);
+    f(ConfigField{"attention_chunk_size", "attention_chunk_size", "chunk", 0, true}, c.attention_chunk_size);
     f(ConfigField{"attn_logit_softcapping", "attn_logit_softcapping", "softcap", 0, true}, c.attn_logit_softcapping);
     f(ConfigField{"attn_scale", "attn_scale", "attn_scale", 0, true}, c.attn_scale);
     f(ConfigField{"attn_sinks", "attn_sinks", "sinks", 0, true}, c.attn_sinks);
@@ -359,6 +383,7 @@ struct AttentionParams {
     // denominator (no value). nullptr: none. The caller's memory, [n_heads].
     const float* sinks = nullptr;
     double scale = 0.0;  // BlockConfig::attn_scale: scores are (q·k) · scale; 0: 1 / sqrt(head_dim)
+    int64_t chunk = 0;   // BlockConfig::attention_chunk_size: keys in the query's own chunk only (same_chunk)
     double score_scale() const { return conform::score_scale(scale, head_dim); }
 };
 
@@ -371,6 +396,7 @@ struct PagedAttentionParams {
     int64_t page_size = 0;   // P: the cache's rows are pages of P slots, page p at rows [p*P, (p+1)*P)
     int64_t sliding_window = 0;  // W > 0: a query at position pos sees keys pos - W + 1 ..= pos only
     double softcap = 0.0;        // > 0: score = softcap * tanh(score / softcap), before the mask
+    int64_t chunk = 0;           // C > 0: a query at position pos sees keys from floor(pos / C) * C on only
     const float* sinks = nullptr;  // [n_heads]: each head's sink logit (AttentionParams::sinks); lse counts it
     // BlockConfig::kv_cache_dtype: k_cache and v_cache hold K and V as the
     // engine writes them; the kernel quantises them (the cache write) and
@@ -398,12 +424,14 @@ inline SwigluParams swiglu_params(const BlockConfig& c) { return {c.hidden_act};
 inline AttentionParams attention_params(const BlockConfig& c) {
     AttentionParams p{c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window, c.attn_logit_softcapping};
     p.scale = c.attn_scale;
+    p.chunk = c.attention_chunk_size;
     return p;
 }
 inline PagedAttentionParams paged_attention_params(const BlockConfig& c) {
     PagedAttentionParams p{c.n_heads, c.n_kv_heads, c.head_dim, c.page_size, c.sliding_window, c.attn_logit_softcapping};
     p.kv_cache_dtype = c.kv_cache_dtype;
     p.scale = c.attn_scale;
+    p.chunk = c.attention_chunk_size;
     p.n_kv_scales = c.kv_cache_dtype == KvCacheDtype::none ? 0 : c.kv_scale_per_head ? c.n_kv_heads : 1;
     return p;
 }

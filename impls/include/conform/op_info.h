@@ -51,6 +51,7 @@ enum Convention : uint32_t {
     kAttnScale = 1u << 16,    // a score scale other than 1/sqrt(head_dim) (config.attn_scale: query_pre_attn_scalar)
     kSandwichNorm = 1u << 17, // each sublayer's output normed before the residual add (config.sandwich_norm: Gemma 2/3)
     kNope = 1u << 18,         // a layer without RoPE (config.nope: SmolLM3's, Llama 4's NoPE layers)
+    kChunk = 1u << 19,        // chunked attention (config.attention_chunk_size: Llama 4)
 };
 
 // The dims a tensor shape is made of. A dim the config fixes (D, F, Q, KVW,
@@ -294,7 +295,7 @@ inline const std::vector<OpInfo>& op_table() {
     decode_inputs.push_back({"k_scale", D::one, D::KVS, Present::kv_fp8});
     decode_inputs.push_back({"v_scale", D::one, D::KVS, Present::kv_fp8});
     const std::vector<const char*> block_config = {"d_model",    "n_heads", "n_kv_heads", "head_dim", "ffn_dim",
-                                                   "rope_layout", "rope_theta", "qk_norm",  "norm_eps", "qkv_bias", "sliding_window",
+                                                   "rope_layout", "rope_theta", "qk_norm",  "norm_eps", "qkv_bias", "sliding_window", "attention_chunk_size",
                                                    "attn_logit_softcapping", "attn_scale", "attn_sinks", "norm_plus_one", "sandwich_norm", "nope", "hidden_act"};
     std::vector<const char*> decode_config = block_config;
     decode_config.push_back("kv_cache_dtype");
@@ -327,12 +328,13 @@ inline const std::vector<OpInfo>& op_table() {
          calls::qk_norm},
         {Op::attention,
          "softmax([softcap?(q @ repeat_interleave(k, H/KV).T * (attn_scale or 1/sqrt(hd))) + causal(q_pos, k_pos, "
-         "window), sinks?])[..., :S] @ v",
-         kHeads | kCausal | kWindow | kSoftcap | kSinks | kAttnScale,
+         "window, chunk), sinks?])[..., :S] @ v",
+         kHeads | kCausal | kWindow | kChunk | kSoftcap | kSinks | kAttnScale,
          {{"q", D::T, D::Q}, {"k", D::S, D::KVW}, {"v", D::S, D::KVW}, {"sinks", D::one, D::H, Present::attn_sinks}},
          {{"q_positions", D::T}, {"k_positions", D::S}},
          {{"out", D::T, D::Q}},
-         {"n_heads", "n_kv_heads", "head_dim", "sliding_window", "attn_logit_softcapping", "attn_scale", "attn_sinks"},
+         {"n_heads", "n_kv_heads", "head_dim", "sliding_window", "attention_chunk_size", "attn_logit_softcapping", "attn_scale",
+          "attn_sinks"},
          {2.0, 1e-8, 5e-4, 5e-5},
          {48, 2100, 256},
          calls::attention},
@@ -348,7 +350,7 @@ inline const std::vector<OpInfo>& op_table() {
         {Op::block,
          "h = x + post?(attention(rope?(qk_norm?(rmsnorm(x) @ wq + bq?, @ wk + bk?)), @ wv + bv?) @ wo); "
          "out = h + post?(swiglu(rmsnorm(h)))  (post?: sandwich_norm's rmsnorm(., attn_post_norm / ffn_post_norm))",
-         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kAttnScale | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias |
+         kRope | kHeads | kCausal | kWindow | kChunk | kSoftcap | kSinks | kAttnScale | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias |
              kSwiglu | kGeglu | kResidual | kSandwichNorm | kNope,
          block_inputs,
          {{"positions", D::T, true}},
@@ -370,7 +372,7 @@ inline const std::vector<OpInfo>& op_table() {
         {Op::decode,
          "block() over the prefill, then one token at a time through the KV cache; an FP8 cache: "
          "attention reads fp8(k_rot / k_scale) * k_scale, likewise v",
-         kRope | kHeads | kCausal | kWindow | kSoftcap | kSinks | kAttnScale | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias |
+         kRope | kHeads | kCausal | kWindow | kChunk | kSoftcap | kSinks | kAttnScale | kRmsNorm | kNormPlusOne | kQkNorm | kQkvBias |
              kSwiglu | kGeglu | kResidual | kKvCache | kFp8Cache | kSandwichNorm | kNope,
          decode_inputs,
          {{"positions", D::T, true}},
@@ -382,7 +384,7 @@ inline const std::vector<OpInfo>& op_table() {
         {Op::paged_attention,
          "per sequence b: attention(q[qo_indptr[b]:qo_indptr[b+1]], its pages' k and v, causal bottom-right), "
          "lse = logsumexp([scores, sinks?]); an FP8 cache: k, v = fp8(k / k_scale) * k_scale, likewise v",
-         kHeads | kCausal | kWindow | kSoftcap | kSinks | kAttnScale | kPaged | kFp8Cache,
+         kHeads | kCausal | kWindow | kChunk | kSoftcap | kSinks | kAttnScale | kPaged | kFp8Cache,
          {{"q", D::T, D::Q},
           {"k_cache", D::S, D::KVW, Present::always, true},
           {"v_cache", D::S, D::KVW, Present::always, true},
@@ -394,7 +396,7 @@ inline const std::vector<OpInfo>& op_table() {
           {"kv_indices", D::NP, false, true},
           {"kv_last_page_len", D::B, false, true}},
          {{"out", D::T, D::Q}, {"lse", D::T, D::H, Present::always, false, true}},
-         {"n_heads", "n_kv_heads", "head_dim", "page_size", "sliding_window", "attn_logit_softcapping",
+         {"n_heads", "n_kv_heads", "head_dim", "page_size", "sliding_window", "attention_chunk_size", "attn_logit_softcapping",
           "attn_scale", "attn_sinks", "kv_cache_dtype", "kv_scale_per_head"},
          {2.0, 1e-8, 5e-4, 5e-5},
          {600, 8200, 256},

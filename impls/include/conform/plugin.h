@@ -55,8 +55,9 @@
  * hidden_act). 1.10: a score scale other than 1 / sqrt(head_dim) (the
  * config's attn_scale). 1.11: Gemma 2/3's sandwich norms (the config's
  * sandwich_norm, the block weights' attn_post_norm and ffn_post_norm). 1.12:
- * a layer without RoPE (the config's nope). */
-#define CONFORM_PLUGIN_ABI_MINOR 12u
+ * a layer without RoPE (the config's nope). 1.13: chunked attention (the
+ * config's attention_chunk_size). */
+#define CONFORM_PLUGIN_ABI_MINOR 13u
 #define CONFORM_PLUGIN_MAX_DIMS 4
 
 #if defined(_WIN32)
@@ -268,6 +269,11 @@ typedef struct conform_config {
     uint32_t nope; /* block, decode: 1: q and k are not rotated (q_rot = q, k_rot = k after any QK-norm): a NoPE
                     * layer (SmolLM3's every 4th, Llama 4's no_rope_layers); attention stays causal by position */
     uint32_t reserved112;
+    /* ---- ABI 1.13 (a chunked case is offered only to a plugin whose table
+     * says abi_minor >= 13) ---- */
+    int64_t attention_chunk_size; /* attention, paged_attention, block, decode: C > 0: key j visible to query i iff
+                                   * also floor(k_pos / C) == floor(q_pos / C) (Llama 4's chunked attention; not a
+                                   * sliding window of C); 0: none */
 } conform_config;
 
 /* The block's weights, stored [in, out]; q_norm / k_norm have data != NULL
