@@ -15,9 +15,10 @@
 //
 // Masking: key j is visible to the row's query iff k_pos[j] <= q_pos[t]
 // (causal by position, bottom-right aligned when the queries are the tail of
-// the keys) and, with a sliding window W, k_pos[j] > q_pos[t] - W. The tile
-// skip below stays causal only: a tile wholly before every row's window is
-// still loaded, and each of its keys masked. A row that sees no key at all gets zeros (scalar/attention.cpp).
+// the keys) and, with a sliding window W, k_pos[j] > q_pos[t] - W, with
+// attention chunks of C, same_chunk(k_pos[j], q_pos[t], C). The tile skip
+// below stays causal only: a tile wholly before every row's window or chunk
+// is still loaded, and each of its keys masked. A row that sees no key at all gets zeros (scalar/attention.cpp).
 // T and S need not be multiples of the tiles: rows past T*group and keys past
 // S are explicitly invalid, never read from global memory.
 #include <cmath>
@@ -136,7 +137,7 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(FlashParams<T
             const bool row_in = row0 + r < rows;
 
             // S_ij = Qi Kj^T * scale for row r, lane = key; -inf where invisible
-            // (k_pos > q_pos, or k_pos <= q_pos - window)
+            // (k_pos > q_pos, k_pos <= q_pos - window, or k_pos in another chunk than q_pos)
             float s = -INFINITY;
             if (row_in && key_in && kpos_j[lane] <= qpos_i[r] && (a.window <= 0 || kpos_j[lane] > qpos_i[r] - a.window) &&
                 same_chunk(kpos_j[lane], qpos_i[r], a.chunk)) {
