@@ -8,9 +8,11 @@ namespace {
 
 // ggml's ggml_table_gelu_f16, as ggml-cpu.c fills it: at every float16 a,
 // f16(0.5f*a*(1.0f + tanhf(SQRT_2_OVER_PI*a*(1.0f + GELU_COEF_A*a*a)))) in
-// float32, widened back. Computed the same way here (not from torch's float32
-// gelu, whose other rounding order lands on the other float16 neighbour of a
-// few entries: under Gemma 2's post-FFN norm that was 8.9e-6 of the logits).
+// float32, widened back. Computed the same way here rather than from torch's
+// float32 gelu, whose other rounding order could land an entry on the other
+// float16 neighbour (on the test models it did not: the table is exact
+// either way). What stays approximate is the index: the model rounds its
+// float64 gate to float16 where ggml rounds its float32 one.
 const torch::Tensor& ggml_gelu_table() {
     static const torch::Tensor table = [] {
         const float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;
