@@ -60,6 +60,16 @@ expect 2 "act must be silu or gelu_tanh, found 'gelu'" -- --case 'swiglu(T=1,D=4
 expect 2 "field 'attn_scale' does not apply to op swiglu" -- --case 'swiglu(T=1,D=4,F=4,attn_scale=0.5,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "attn_scale must be a number > 0, found '-1'" -- \
   --case 'attention(T=1,S=1,H=1,KV=1,hd=4,qpos=0,kpos=0,attn_scale=-1,mag=1,outliers=0,seed=1)' --impl scalar
+# Sandwich norms, NoPE and attention chunks: a field on an op without the twist, a bad value, a bad flag.
+expect 2 "field 'nope' does not apply to op rope" -- \
+  --case 'rope(T=1,n=1,hd=4,layout=neox,theta=10000,pos=0,nope=1,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "field 'sandwich' does not apply to op attention" -- \
+  --case 'attention(T=1,S=1,H=1,KV=1,hd=4,qpos=0,kpos=0,sandwich=1,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "chunk must be a count of positions >= 1, found '0'" -- \
+  --case 'attention(T=1,S=1,H=1,KV=1,hd=4,qpos=0,kpos=0,chunk=0,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "--attention-chunk-size: expected a count >= 0, found -3" -- --attention-chunk-size -3 --op attention --cases 1
+expect 2 "--nope: expected 0 or 1, found '2'" -- --nope 2 --op block --cases 1
+expect 2 "--sandwich-norm: expected 0 or 1, found 'yes'" -- --sandwich-norm yes --op block --cases 1
 expect 2 "sinks must be 0 or 1, found '2'" -- --case 'attention(T=1,S=2,H=1,KV=1,hd=4,qpos=1,kpos=0,sinks=2,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "--qkv-bias: expected 0 or 1, found 'maybe'" -- --preset qwen2.5-0.5b --qkv-bias maybe --impl scalar
 printf '{"hidden_size": 4096,' >"$tmp/broken.json"
