@@ -98,6 +98,16 @@ expect 0 "the reference's logits match it: rel error [0-9.]+e-0[7-9]" -- forward
   --tokens 1,5,2,7,3 --impl scalar,simd --expect-logits "$mistral_cpp" --logits-tol 1e-6
 expect 1 "diagnosis: window_ignored: the file's logits are this model with that convention changed" -- forward \
   --weights "$ck/mistral-hf" --tokens 1,5,2,7,3 --impl scalar,simd --expect-logits "$mistral_cpp" --logits-tol 1e-6
+# ONNX Runtime's graph of the HF checkpoints (scripts/ort-checkpoint-logits.js: its GroupQueryAttention
+# with local_window_size, q/k/v biases added by its own Add) is the producer that applies Mistral's window:
+# the HF model agrees with it; an engine whose window is one key wider is named.
+for m in mistral qwen2 llama; do
+  expect 0 "the reference's logits match it: rel error [0-9.]+e-0[7-9]" -- forward --weights "$ck/$m-hf" \
+    --tokens 1,5,2,7,3 --impl scalar,simd --expect-logits "${SRC:?}/tests/weights/ort-$m.h5" --logits-tol 1e-6
+done
+expect 1 "diagnosis: window_off_by_one: the file's logits are this model with that convention changed" -- forward \
+  --weights "$ck/mistral-hf" --tokens 1,5,2,7,3 --impl scalar --expect-logits "${SRC:?}/tests/weights/ort-mistral-window4.h5" \
+  --logits-tol 1e-6
 # SmolLM3 (layer 3 of 4 NoPE) against llama.cpp (tests/weights/llamacpp-smollm3.h5): the HF and GGUF
 # files are one model; an engine that rotates every layer is named.
 smol_cpp=${SRC:?}/tests/weights/llamacpp-smollm3.h5
