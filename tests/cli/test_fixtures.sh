@@ -6,6 +6,7 @@
 #   * `conform generate`: presets, every op, --force, its files pass;
 #   * every bad input gets exit code 2 and a message naming file, case, field;
 #   * --save-failures writes shrunk failures that replay;
+#   * ONNX Runtime's attention fixture passes, and each served-variant mutant fails it, named;
 #   * the repo's fixtures/ runs by default.
 set -uo pipefail
 : "${CONFORM:?path to the conform binary}"
@@ -308,6 +309,19 @@ expect 0 -- --impl scalar --cases 0
 has "(the regression set; --no-default-fixtures skips it)"
 for op in rmsnorm rope qk_norm attention swiglu block decode; do
   grep -qE "^$op +reference " "$tmp/out" || { cat "$tmp/out"; fail "the regression set has no $op case"; }
+done
+# ONNX Runtime's attention with sinks, windows and soft-caps (scripts/ort-attention-fixture.js): the
+# reference, scalar and simd pass it, and an engine with each variant wrong fails it and is named.
+ort=$root/fixtures/attention-ort-sinks-windows.h5
+expect 0 -- --impl scalar,simd --fixtures "$ort" --cases 0 --no-default-fixtures
+has "fixtures: 8 cases of the selected ops from 1 file in $ort"
+grep -qE "^attention +reference +8 +8 " "$tmp/out" || { cat "$tmp/out"; fail "the reference does not pass ORT's attention"; }
+for mutant in window_off_by_one window_one_too_wide window_ignored softcap_missing softcap_after_mask sink_missing \
+              sink_wrong_head; do
+  expect 1 -- --impl "$mutant" --fixtures "$ort" --cases 0 --no-default-fixtures
+  named=$mutant
+  [ "$mutant" = window_one_too_wide ] && named=window_off_by_one  # one key either way is the same name
+  has "diagnosis: $named: matches"
 done
 # Nothing selected is a usage error, never a pass.
 expect 2 -- --impl scalar --cases 0 --no-default-fixtures
