@@ -57,6 +57,13 @@ def protocol_config(attrs, op, inputs):
          "rotary_dim": int(a.get("rotary_dim", 0)) or hd, "qk_norm": bool(a.get("qk_norm", 0)),
          "norm_plus_one": bool(a.get("norm_plus_one", 0)), "norm_eps": float(a.get("norm_eps", 1e-5)),
          "rope_scaling": sc}
+    # the served variants, by the fixture's names (which the protocol shares), where the file has them
+    for key, kind in (("sliding_window", int), ("attention_chunk_size", int), ("attn_logit_softcapping", float),
+                      ("attn_scale", float), ("attn_sinks", bool), ("qkv_bias", bool), ("sandwich_norm", bool),
+                      ("nope", bool), ("hidden_act", text), ("kv_cache_dtype", text), ("kv_scale_per_head", bool),
+                      ("page_size", int)):
+        if key in a:
+            c[key] = kind(a[key])
     # the sizes a single op's inputs imply, as conform fills them in
     if op in ("rmsnorm", "swiglu"):
         c["d_model"] = inputs["x"].shape[1]
