@@ -138,6 +138,27 @@ TEST_CASE("Gemma 2 and 3 read as sandwich norms, their scale and caps, and slidi
                       Catch::Contains("s.json: no_rope_layers[1]: expected 0 (NoPE) or 1 (RoPE), found 2"));
     CHECK_THROWS_WITH(parse_hf_config(smol + R"(, "no_rope_layers": [1, 1]})", "s.json"),
                       Catch::Contains("s.json: no_rope_layers: expected a list of num_hidden_layers = 4"));
+    // gpt-oss: its attention read (biases on q, k, v and o_proj, a sink per head, layer 0 sliding then
+    // alternating, window 128 by default); its experts named, never run as SwiGLU; its default RoPE
+    // (YaRN, truncate: false) refused rather than guessed.
+    const std::string oss = R"({"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 32, "num_hidden_layers": 4,
+        "num_local_experts": 8, "num_experts_per_tok": 2)";
+    const ModelConfig go = parse_hf_config(oss + R"(, "rope_scaling": {"rope_type": "default"}})", "o.json");
+    CHECK(go.block.qkv_bias);
+    CHECK(go.o_bias);
+    CHECK(go.block.attn_sinks);
+    CHECK(go.block.sliding_window == 128);
+    CHECK(go.pattern.sliding == std::vector<bool>{true, false, true, false});
+    CHECK_THAT(go.ffn_unmodelled, Catch::Contains("a mixture of 8 experts, 2 per token"));
+    const ModelConfig go_nb = parse_hf_config(oss + R"(, "attention_bias": false, "rope_scaling": {"rope_type": "default"}})", "o.json");
+    CHECK_FALSE(go_nb.block.qkv_bias);
+    CHECK_FALSE(go_nb.o_bias);
+    CHECK_THROWS_WITH(parse_hf_config(oss + "}", "o.json"),
+                      Catch::Contains("o.json: rope_scaling: absent: GptOssConfig then takes YaRN with truncate: false"));
+    CHECK_THROWS_WITH(parse_hf_config(oss + R"(, "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+        "beta_slow": 1.0, "truncate": false, "original_max_position_embeddings": 4096}})", "o.json"),
+                      Catch::Contains("o.json: rope_scaling.truncate: false is not supported"));
     // Qwen2's window from max_window_layers on.
     const ModelConfig q = parse_hf_config(R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
         "num_key_value_heads": 2, "intermediate_size": 128, "num_hidden_layers": 4, "sliding_window": 16,
@@ -308,7 +329,7 @@ TEST_CASE("bad configs are refused naming the file and the field", "[config]") {
                Catch::Contains("x.json: attention_chunk_size: 8192: chunked attention: the block models it"));
     CHECK_THAT(refusal(base + ", \"query_pre_attn_scalar\": 144}"), Catch::Contains("x.json: query_pre_attn_scalar: 144"));
     CHECK_THAT(refusal(R"({"model_type": "gemma3"})"), Catch::Contains("x.json: model_type: \"gemma3\" (gemma3) has a vision tower"));
-    CHECK_THAT(refusal(R"({"model_type": "gpt_oss"})"), Catch::Contains("x.json: model_type: \"gpt_oss\" (gpt_oss) has a mixture-of-experts FFN"));
+    CHECK_THAT(refusal(R"({"model_type": "qwen3_moe"})"), Catch::Contains("x.json: model_type: \"qwen3_moe\" (qwen3_moe) has Qwen3-MoE's mixture-of-experts FFN"));
     // ... and their "off" values are not twists.
     CHECK_NOTHROW(parse_hf_config(base + R"(, "attention_bias": false, "mlp_bias": false, "attn_logit_softcapping": null,
                                       "layer_types": ["full_attention", "full_attention", "full_attention", "full_attention"],

@@ -544,6 +544,44 @@ TEST_CASE("smollm3: its NoPE layers alike from safetensors (no_rope_layers) and 
     }
 }
 
+TEST_CASE("gpt-oss: its attention alike from safetensors and GGUF (biases, sinks, sliding / full), its experts not read",
+          "[weights]") {
+    TmpDir tmp;
+    ModelSpec s = llama_spec();
+    s.arch = "gpt_oss", s.layers = 4, s.window = 3, s.theta = 150000, s.ffn_dim = 32;
+    const Model m = random_model(s);
+    write_hf(m, tmp / "hf");
+    write_file(tmp / "gptoss.gguf", gguf_bytes(gguf_doc(m)));
+    const Checkpoint hf = Checkpoint::open(tmp / "hf"), gg = Checkpoint::open(tmp / "gptoss.gguf");
+    INFO(lines(hf) + lines(gg));
+    for (const Checkpoint* c : {&hf, &gg}) {
+        const config::ModelConfig& mc = c->model();
+        CHECK(mc.block.qkv_bias);
+        CHECK(mc.o_bias);
+        CHECK(mc.block.attn_sinks);
+        CHECK(mc.block.rope_layout == RopeLayout::neox);
+        CHECK_THAT(mc.ffn_unmodelled, Catch::Contains("a mixture of 4 experts, 2 per token"));
+        for (int64_t l = 0; l < s.layers; ++l) CHECK(mc.layer_block(l).sliding_window == (l % 2 == 0 ? 3 : 0));
+    }
+    for (int64_t l = 0; l < s.layers; ++l) {
+        INFO("layer " << l);
+        const Named a = hf.layer(l), b = gg.layer(l);
+        CHECK(a.size() == b.size());
+        for (const char* w : {"attn_norm", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "sinks"}) {
+            INFO(w);
+            REQUIRE(a.count(w));
+            REQUIRE(b.count(w));
+            CHECK(a.at(w).shape == b.at(w).shape);
+            CHECK(a.at(w).data == b.at(w).data);
+        }
+        for (const char* w : {"ffn_norm", "w1", "w2", "w3"}) CHECK_FALSE(a.count(w));
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        CHECK(a.at("sinks").data == m.tensors.at(p + "self_attn.sinks").data);
+        CHECK(a.at("bo").data == m.tensors.at(p + "self_attn.o_proj.bias").data);
+        CHECK(a.at("sinks").shape == std::vector<int64_t>{1, s.n_heads});
+    }
+}
+
 TEST_CASE("qwen2: q, k, v biases read from safetensors and GGUF and used, an o_proj bias refused", "[weights]") {
     TmpDir tmp;
     ModelSpec s = llama_spec();
@@ -868,13 +906,13 @@ TEST_CASE("GGUF: every malformed-file class refused with file, tensor or key, an
                 for (auto& kv : d.kv)
                     if (kv.key == "general.architecture") kv = kv_str("general.architecture", "mamba");
             },
-            {"general.architecture: 'mamba' is not supported (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3 are)"});
+            {"general.architecture: 'mamba' is not supported (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3 are; gpt-oss's attention)"});
         doc_case(
             [](GgufDoc& d) {
                 for (auto& kv : d.kv)
-                    if (kv.key == "general.architecture") kv = kv_str("general.architecture", "gpt-oss");
+                    if (kv.key == "general.architecture") kv = kv_str("general.architecture", "llama4");
             },
-            {"general.architecture: 'gpt-oss' has a mixture-of-experts FFN (blk.N.ffn_{gate,up,down}_exps)"});
+            {"general.architecture: 'llama4' has a mixture-of-experts FFN"});
         doc_case(
             [](GgufDoc& d) {
                 d.kv.erase(std::remove_if(d.kv.begin(), d.kv.end(),

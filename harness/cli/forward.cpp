@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "core/case.h"
 #include "run/forward.h"
+#include "run/hidden.h"
 #include "run/plan.h"
 #include "weights/error.h"
 
@@ -16,15 +17,42 @@ namespace {
 
 struct ForwardOptions {
     run::ForwardFlags f;
+    std::string expect_hidden;
+    double hidden_tol = 1e-3;
+    CLI::Option* o_hidden_tol = nullptr;
     CLI::Option* o_tokens = nullptr;
     CLI::Option* o_token_count = nullptr;
 };
 
+int usage(const std::string& msg) {
+    std::cerr << "conform forward: " << msg << "\n";
+    return int(kUsage);
+}
+
+// --expect-hidden: the checkpoint's attention sub-layers on the file's own stream (run/hidden.h);
+// the reference alone, from the file's token ids.
+int run_hidden(const ForwardOptions& o) {
+    if (o.f.weights.empty()) return usage("--expect-hidden: needs --weights (the checkpoint whose layers the file ran)");
+    for (const auto& [given, flag] : {std::pair{!o.f.expect_logits.empty(), "--expect-logits"},
+                                      {!o.f.save_logits.empty(), "--save-logits"}, {!o.f.impls.empty(), "--impl"},
+                                      {o.o_tokens->count() > 0, "--tokens"}, {o.o_token_count->count() > 0, "--token-count"},
+                                      {o.f.json, "--json"}})
+        if (given)
+            return usage(std::string(flag) + ": not with --expect-hidden (it checks the reference's attention on the "
+                                             "file's own token ids and stream)");
+    run::HiddenFlags h{o.f.weights, o.expect_hidden, o.hidden_tol, o.f.config};
+    try {
+        const run::HiddenResult r = run::run_hidden_check(h, std::cerr);
+        std::cout << run::hidden_table(r);
+        return r.pass() ? kConform : kNonconformance;
+    } catch (const InputError& e) {
+        return usage(e.what());
+    }
+}
+
 int run_forward(const ForwardOptions& o) {
-    auto usage = [](const std::string& msg) {
-        std::cerr << "conform forward: " << msg << "\n";
-        return int(kUsage);
-    };
+    if (!o.expect_hidden.empty()) return run_hidden(o);
+    if (o.o_hidden_tol->count()) return usage("--hidden-tol: only with --expect-hidden");
     run::ForwardFlags flags = o.f;
     flags.tokens_given = o.o_tokens->count() > 0;
     flags.token_count_given = o.o_token_count->count() > 0;
@@ -74,6 +102,15 @@ Command add_forward(CLI::App& app) {
                     "FILE.h5: the logits the model must give (datasets token_ids, positions, logits or reference; "
                     "fixtures/SCHEMA.md): exit 1 when the reference's differ by more than --logits-tol, with the "
                     "convention change that explains them");
+    sub->add_option("--expect-hidden", o->expect_hidden,
+                    "FILE.h5: an engine's residual stream, layer by layer (token_ids, layers/N/attn_residual, "
+                    "layers/N/out; fixtures/SCHEMA.md): each attention sub-layer is run from the file's own input to "
+                    "it and must give its attn_residual within --hidden-tol; a model whose FFN conform does not "
+                    "compute (gpt-oss's experts) is checked this way");
+    o->o_hidden_tol = sub->add_option("--hidden-tol", o->hidden_tol,
+                                      "relative error (max |diff| / max |file|) each layer may have under "
+                                      "--expect-hidden (default 1e-3)")
+                          ->check(CLI::PositiveNumber);
     sub->add_option("--logits-tol", o->f.logits_tol,
                     "relative error (max |diff| / max |expected|) --expect-logits allows (default 1e-3)")
         ->check(CLI::PositiveNumber);

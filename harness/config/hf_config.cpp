@@ -60,6 +60,11 @@ const HfDefaults kArchitectures[] = {
     // SmolLM3: Llama's block with NoPE layers (no_rope_layers; below).
     {"SmolLM3Config", "SmolLM3ForCausalLM", "smollm3", 128256, 2048, 11008, 36, 16, 4, 0, 32768, 1e-6, 2e6, false, false,
      nullptr},
+    // gpt-oss: its attention is read (q/k/v and o_proj biases, a sink per
+    // head, sliding / full layers); its FFN is a mixture of experts, which
+    // conform does not compute (below: ModelConfig::ffn_unmodelled).
+    {"GptOssConfig", "GptOssForCausalLM", "gpt_oss", 201088, 2880, 2880, 36, 64, 8, 64, 131072, 1e-5, 150000.0, false,
+     true, nullptr},
 };
 
 // Served architectures whose twists the block does not model yet: refused by
@@ -73,8 +78,6 @@ const Unmodelled kUnmodelled[] = {
     // (Gemma 1, 2 and 3's text model are read: every twist of theirs is modelled.)
     {"gemma3", "a vision tower around its text model (Gemma3ForConditionalGeneration); the text model's "
                "config is its text_config, model_type gemma3_text, which conform reads"},
-    {"gpt_oss", "a mixture-of-experts FFN (num_local_experts) and an o_proj bias, beside the attention sinks, "
-                "q/k/v biases and sliding / full layers the block models"},
     {"llama4", "Llama 4's NoPE layers, chunked attention and mixture-of-experts FFN"},
     {"llama4_text", "Llama 4's NoPE layers, chunked attention and mixture-of-experts FFN"},
     {"mixtral", "Mixtral's mixture-of-experts FFN"},
@@ -321,11 +324,11 @@ ModelConfig resolve(const json& j, const std::string& file) {
     // The twists Gemma 2 and 3 apply, read below rather than refused.
     const std::string_view arch_type = arch ? arch->model_type : "";
     const bool gemma2 = arch_type == "gemma2", gemma3 = arch_type == "gemma3_text", gemma23 = gemma2 || gemma3;
-    const bool smollm3 = arch_type == "smollm3";
+    const bool smollm3 = arch_type == "smollm3", gptoss = arch_type == "gpt_oss";
     auto modelled = [&](std::string_view key) {
         const bool either = key == "attn_logit_softcapping" || key == "final_logit_softcapping" || key == "query_pre_attn_scalar";
         return (gemma23 && either) || (gemma3 && (key == "sliding_window_pattern" || key == "rope_local_base_freq")) ||
-               (smollm3 && key == "no_rope_layers");
+               (smollm3 && key == "no_rope_layers") || (gptoss && key == "num_local_experts");
     };
     for (const TwistField& t : kTwistFields) {
         if (!r.present(t.key) || modelled(t.key)) continue;
@@ -376,7 +379,31 @@ ModelConfig resolve(const json& j, const std::string& file) {
     // Qwen2's biases are the architecture's (q, k, v only); Llama's
     // attention_bias puts one on o_proj too, which the block does not model:
     // refused rather than run as a model without it.
-    if (r.present("attention_bias")) {
+    if (gptoss) {
+        // GptOssAttention: q, k, v and o_proj are nn.Linear(bias=attention_bias), True by default;
+        // its sinks are a parameter of every layer. The MoE FFN is read around, never run as SwiGLU.
+        bool bias = true;
+        if (r.present("attention_bias")) {
+            if (!j.at("attention_bias").is_boolean())
+                r.fail("attention_bias", "expected true or false, found " + j.at("attention_bias").dump());
+            bias = j.at("attention_bias").get<bool>();
+        } else {
+            m.defaults.push_back("attention_bias: absent, took true (GptOssConfig's default)");
+        }
+        m.block.qkv_bias = bias;
+        m.o_bias = bias;
+        m.block.attn_sinks = true;
+        auto count = [&](const char* key, int64_t dflt_v) {
+            return r.present(key) ? r.integer(j, key, key) : dflt_v;
+        };
+        const int64_t experts = count("num_local_experts", 128), used = count("num_experts_per_tok", 4);
+        m.ffn_unmodelled = "a mixture of " + std::to_string(experts) + " experts, " + std::to_string(used) +
+                           " per token (GptOssMLP: a router, then experts whose SwiGLU is clamped, with biases): "
+                           "conform reads around it and does not compute it";
+        if (!r.present("rope_scaling") && !r.present("rope_parameters"))
+            r.fail("rope_scaling", "absent: GptOssConfig then takes YaRN with truncate: false, which conform does not "
+                                   "model; refused rather than run with another RoPE");
+    } else if (r.present("attention_bias")) {
         const json& ab = j.at("attention_bias");
         if (!ab.is_boolean()) r.fail("attention_bias", "expected true or false, found " + ab.dump());
         if (ab.get<bool>() && !arch->qkv_bias)
@@ -421,6 +448,9 @@ ModelConfig resolve(const json& j, const std::string& file) {
     } else if (gemma23 && !j.contains("sliding_window")) {
         W = 4096;
         m.defaults.push_back("sliding_window: absent, took 4096 (" + dflt + ")");
+    } else if (gptoss && !j.contains("sliding_window")) {
+        W = 128;
+        m.defaults.push_back("sliding_window: absent, took 128 (" + dflt + ")");
     }
     std::vector<bool> sliding;  // per layer; empty: as the architecture windows every layer (or none)
     std::string which;          // where `sliding` came from
@@ -440,9 +470,10 @@ ModelConfig resolve(const json& j, const std::string& file) {
                        " (sliding_attention and full_attention are read); refused rather than run as another model");
         }
         which = "layer_types";
-    } else if (gemma2) {
+    } else if (gemma2 || gptoss) {
         for (int64_t l = 0; l < m.layers; ++l) sliding.push_back((l + 1) % 2 != 0);
-        which = "Gemma 2's alternation, layer 0 sliding (Gemma2Config's default layer_types)";
+        which = std::string(gemma2 ? "Gemma 2" : "gpt-oss") + "'s alternation, layer 0 sliding (" + arch->cls +
+                "'s default layer_types)";
     } else if (gemma3) {
         int64_t p = 6;
         if (r.present("sliding_window_pattern")) {
@@ -554,7 +585,7 @@ ModelConfig resolve(const json& j, const std::string& file) {
     // ---- conventions ------------------------------------------------------------------
     c.norm_eps = r.positive("rms_norm_eps", arch->eps, dflt);
     c.qk_norm = arch->qk_norm;
-    c.qkv_bias = arch->qkv_bias;
+    c.qkv_bias = gptoss ? m.o_bias : arch->qkv_bias;  // gpt-oss: attention_bias (above)
     c.rope_layout = RopeLayout::neox;  // every HF-format checkpoint: rotate_half
 
     // transformers v5 writes rope_theta and the scaling into one rope_parameters object

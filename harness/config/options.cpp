@@ -96,6 +96,10 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
     if (o.o_file && o.o_file->count()) {
         const std::string replaced = m.name;
         m = load_hf_config(o.file);
+        if (!m.ffn_unmodelled.empty())
+            throw ConfigError(o.file + ": " + m.architecture + "'s FFN is " + m.ffn_unmodelled +
+                              "; its layers are not blocks, so its config does not pin block cases (conform forward "
+                              "--weights CHECKPOINT --expect-hidden FILE checks its attention)");
         if (!replaced.empty()) m.notes.push_back("--config replaced " + replaced);
     }
 

@@ -59,6 +59,14 @@ struct ModelConfig {
     // The logits soft-capped after the LM head, cap * tanh(logits / cap)
     // (Gemma 2's final_logit_softcapping, 30); 0: none. forward applies it.
     double final_logit_softcapping = 0.0;
+    // Where the model's FFN is not the block's: what it is, in a line (gpt-oss:
+    // a mixture of experts); "" when the block's FFN is the model's. Such a
+    // model is read for its attention only (forward --expect-hidden); every
+    // path that would run its layers as blocks refuses it.
+    std::string ffn_unmodelled;
+    // An output-projection bias (gpt-oss's o_proj.bias): h = x + attn @ wo + bo.
+    // Not a block convention: only the attention check (run/hidden.h) adds it.
+    bool o_bias = false;
     std::string name;              // "llama3-8b", or the config file's path
     std::string origin;            // "preset llama3-8b", "config fixtures/configs/x.json"
     std::string architecture;      // "LlamaForCausalLM" (config files), "" for presets

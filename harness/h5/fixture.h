@@ -78,6 +78,19 @@ void write_logits(const std::string& path, const LogitsFile& l, bool force);
 // InputError naming the file and dataset, NaN/Inf included.
 LogitsFile read_logits(const std::string& path);
 
+// An engine's residual stream, layer by layer (fixtures/SCHEMA.md, "Hidden
+// files"; `conform forward --expect-hidden`): token_ids [T], positions [T]
+// (optional), and for each layer l = 0, 1, ... while present
+// layers/l/attn_residual [T, D] (the stream after the attention sub-layer)
+// and layers/l/out [T, D] (the layer's output, the next layer's input).
+// InputError naming the file and dataset, NaN/Inf and shapes included.
+struct HiddenFile {
+    std::vector<int64_t> token_ids, positions;
+    std::vector<DTensor> attn_residual, out;  // by layer
+    std::string producer;                     // the root's `producer` attribute, "" if none
+};
+HiddenFile read_hidden(const std::string& path);
+
 // Input names stored as 1-D datasets ([n] in the file, [1, n] in memory).
 bool is_vector_input(const std::string& name);
 

@@ -487,6 +487,18 @@ File open_file(const Ctx& ctx, const std::string& path) {
     return File(ctx.check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), "", "cannot open as HDF5 (corrupt or truncated?)"));
 }
 
+// A file opened for reading, and its root group.
+struct OpenRoot {
+    File file;
+    Group root;
+    hid_t get() const { return root.get(); }
+};
+OpenRoot open_root(const Ctx& ctx, const std::string& path) {
+    File f = open_file(ctx, path);
+    Group root(ctx.check(H5Gopen2(f.get(), "/", H5P_DEFAULT), "", "cannot open the root group"));
+    return {std::move(f), std::move(root)};
+}
+
 std::string fmt_nonfinite(double v, int64_t row, int64_t col) {
     return std::string(std::isnan(v) ? "NaN" : "Inf") + " at [" + std::to_string(row) + ", " + std::to_string(col) + "]";
 }
@@ -510,8 +522,7 @@ int schema_major(const std::string& s) {
 std::vector<Case> read_fixture_in_process(const std::string& path) {
     const Ctx ctx{path, ""};
     Silence quiet;
-    File f = open_file(ctx, path);
-    Group root(ctx.check(H5Gopen2(f.get(), "/", H5P_DEFAULT), "", "cannot open the root group"));
+    const OpenRoot root = open_root(ctx, path);
 
     if (!has_attr(ctx, root.get(), "conform_schema", "conform_schema"))
         ctx.fail("conform_schema", std::string("missing root attribute (expected \"") + kSchema +
@@ -547,40 +558,77 @@ std::vector<Case> read_fixture_in_process(const std::string& path) {
 }
 
 
-LogitsFile read_logits(const std::string& path) {
-    const Ctx ctx{path, ""};
-    Silence quiet;
-    File f = open_file(ctx, path);
-    Group root(ctx.check(H5Gopen2(f.get(), "/", H5P_DEFAULT), "", "cannot open the root group"));
-    LogitsFile l;
+// The root's token_ids [T] (required) and positions [T] (optional), of a
+// logits or a hidden file.
+void read_tokens(const Ctx& ctx, hid_t root, std::vector<int64_t>& ids, std::vector<int64_t>& positions) {
     auto ints = [&](const std::string& name) {
         Shape s;
-        Dataset ds = open_dataset(ctx, root.get(), name, name, 1, "[T]", Want::integer, s);
+        Dataset ds = open_dataset(ctx, root, name, name, 1, "[T]", Want::integer, s);
         std::vector<int64_t> v(static_cast<size_t>(s.numel));
         ctx.check_status(H5Dread(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), name,
                          "cannot read data");
         return v;
     };
-    if (!link_exists(ctx, root.get(), "token_ids", "token_ids")) ctx.fail("token_ids", "missing dataset (int64 [T])");
-    l.token_ids = ints("token_ids");
-    if (link_exists(ctx, root.get(), "positions", "positions")) l.positions = ints("positions");
+    if (!link_exists(ctx, root, "token_ids", "token_ids")) ctx.fail("token_ids", "missing dataset (int64 [T])");
+    ids = ints("token_ids");
+    if (link_exists(ctx, root, "positions", "positions")) positions = ints("positions");
+}
+
+// A float dataset [T, cols] read as float64: one row per token id, finite;
+// `cols` > 0: exactly that many columns.
+DTensor read_rows(const Ctx& ctx, hid_t root, const std::string& name, const std::string& layout, int64_t T, int64_t cols) {
+    Shape s;
+    Dataset ds = open_dataset(ctx, root, name, name, 2, layout, Want::float_any, s);
+    if (s.dims[0] != T || (cols > 0 && s.dims[1] != cols))
+        ctx.fail(name, "expected shape [" + std::to_string(T) + ", " + (cols > 0 ? std::to_string(cols) : "n") +
+                           "] (one row per token id), found " + shape_str(s.dims));
+    DTensor t;
+    t.shape = s.dims;
+    t.data.resize(static_cast<size_t>(s.numel));
+    ctx.check_status(H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data.data()), name,
+                     "cannot read data");
+    for (size_t i = 0; i < t.data.size(); ++i)
+        if (!std::isfinite(t.data[i]))
+            ctx.fail(name, fmt_nonfinite(t.data[i], static_cast<int64_t>(i) / s.dims[1], static_cast<int64_t>(i) % s.dims[1]));
+    return t;
+}
+
+LogitsFile read_logits(const std::string& path) {
+    const Ctx ctx{path, ""};
+    Silence quiet;
+    const OpenRoot root = open_root(ctx, path);
+    LogitsFile l;
+    read_tokens(ctx, root.get(), l.token_ids, l.positions);
     // An engine's file names its logits `logits`; conform's own, `reference`.
     const std::string name = link_exists(ctx, root.get(), "logits", "logits") ? "logits" : "reference";
     if (!link_exists(ctx, root.get(), name, name)) ctx.fail("logits", "missing dataset (float [T, vocab]; or `reference`)");
-    Shape s;
-    Dataset ds = open_dataset(ctx, root.get(), name, name, 2, "[T, vocab]", Want::float_any, s);
-    l.reference.shape = s.dims;
-    l.reference.data.resize(static_cast<size_t>(s.numel));
-    ctx.check_status(H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, l.reference.data.data()), name,
-                     "cannot read data");
-    if (s.dims[0] != static_cast<int64_t>(l.token_ids.size()))
-        ctx.fail(name, "expected " + std::to_string(l.token_ids.size()) + " rows (one per token id), found " +
-                           shape_str(s.dims));
-    for (size_t i = 0; i < l.reference.data.size(); ++i)
-        if (!std::isfinite(l.reference.data[i]))
-            ctx.fail(name, fmt_nonfinite(l.reference.data[i], static_cast<int64_t>(i) / s.dims[1],
-                                         static_cast<int64_t>(i) % s.dims[1]));
+    l.reference = read_rows(ctx, root.get(), name, "[T, vocab]", static_cast<int64_t>(l.token_ids.size()), 0);
     return l;
+}
+
+HiddenFile read_hidden(const std::string& path) {
+    const Ctx ctx{path, ""};
+    Silence quiet;
+    const OpenRoot root = open_root(ctx, path);
+    HiddenFile h;
+    read_tokens(ctx, root.get(), h.token_ids, h.positions);
+    const int64_t T = static_cast<int64_t>(h.token_ids.size());
+    auto matrix = [&](const std::string& name, int64_t D) { return read_rows(ctx, root.get(), name, "[T, D]", T, D); };
+    if (!link_exists(ctx, root.get(), "layers", "layers")) ctx.fail("layers", "missing group (layers/0/attn_residual, ...)");
+    int64_t D = 0;
+    for (int64_t l = 0;; ++l) {
+        const std::string g = "layers/" + std::to_string(l);
+        if (!link_exists(ctx, root.get(), g, g)) break;
+        for (const char* what : {"attn_residual", "out"})
+            if (!link_exists(ctx, root.get(), g + "/" + what, g + "/" + what))
+                ctx.fail(g + "/" + what, "missing dataset (float [T, D])");
+        h.attn_residual.push_back(matrix(g + "/attn_residual", D));
+        D = h.attn_residual.back().cols();
+        h.out.push_back(matrix(g + "/out", D));
+    }
+    if (h.attn_residual.empty()) ctx.fail("layers/0", "missing group: the file holds no layer");
+    if (has_attr(ctx, root.get(), "producer", "producer")) h.producer = read_string(ctx, root.get(), "producer", "producer");
+    return h;
 }
 
 std::vector<Case> read_fixture(const std::string& path, double timeout_s) {

@@ -33,6 +33,9 @@ constexpr Arch kArchs[] = {
     {"gemma3", RopeLayout::neox, "llama.cpp runs gemma3 with NEOX rope; its converter does not permute attn_q/attn_k", true},
     {"smollm3", RopeLayout::interleaved,
      "llama.cpp runs smollm3 with NORMAL rope on the converter-permuted attn_q/attn_k", false},
+    // Its attention only: the FFN is a mixture of experts (ModelConfig::ffn_unmodelled).
+    {"gpt-oss", RopeLayout::neox, "llama.cpp runs gpt-oss with NEOX rope; its converter does not permute attn_q/attn_k",
+     false},
 };
 
 // Served architectures llama.cpp runs whose twists conform does not model:
@@ -42,8 +45,6 @@ struct Unmodelled {
     const char* what;
 };
 constexpr Unmodelled kUnmodelled[] = {
-    {"gpt-oss", "a mixture-of-experts FFN (blk.N.ffn_{gate,up,down}_exps) and an attention output bias, beside the "
-                "sinks, q/k/v biases and sliding / full layers conform models"},
     {"llama4", "a mixture-of-experts FFN, chunked attention, L2-normed q and k and its NoPE layers' attention "
                "temperature"},
     {"gemma3n", "per-layer embeddings, AltUp and laurel blocks around Gemma 3's layers"},
@@ -61,6 +62,7 @@ constexpr Name kLayer[] = {
     {"q_norm", "attn_q_norm.weight", false},  {"k_norm", "attn_k_norm.weight", false},
     {"bq", "attn_q.bias", false},             {"bk", "attn_k.bias", false},        {"bv", "attn_v.bias", false},
     {"attn_post_norm", "post_attention_norm.weight", false}, {"ffn_post_norm", "post_ffw_norm.weight", false},
+    {"bo", "attn_output.bias", false},        {"sinks", "attn_sinks.weight", false},
 };
 
 std::string num(double v) {
@@ -130,6 +132,34 @@ class Meta {
     std::string arch_;
 };
 
+// Sliding / full layers as llama.cpp loads them where an architecture has a
+// swa pattern (gemma2, gemma3, gpt-oss): the window W (n_swa), the period from
+// attention.sliding_window_pattern (`period` if absent; layer il slides iff
+// il % p < p - 1, 0: every layer), the sliding layers' RoPE base
+// rope.freq_base_swa (`local` if absent), unscaled.
+void swa_layers(Checkpoint::Impl& c, const Meta& m, int64_t W, int64_t period, double local) {
+    config::ModelConfig& model = c.model;
+    if (const GgufValue* p = m.find("attention.sliding_window_pattern")) {
+        const auto n = p->integer();
+        if (!n || *n < 0)
+            m.fail(m.key("attention.sliding_window_pattern"),
+                   "expected a period >= 0, found " + p->describe() + " (a per-layer array is not read)");
+        period = *n;
+    }
+    model.block.sliding_window = W;
+    for (int64_t l = 0; l < model.layers; ++l) model.pattern.sliding.push_back(period == 0 || l % period < period - 1);
+    if (const GgufValue* f = m.find("rope.freq_base_swa")) {
+        if (!f->number() || !(*f->number() > 1)) m.fail(m.key("rope.freq_base_swa"), "expected a number > 1, found " + f->describe());
+        local = widen(*f);
+    }
+    if (local != model.block.rope_theta) model.pattern.local_rope_theta = local;
+    if (std::count(model.pattern.sliding.begin(), model.pattern.sliding.end(), false) == 0) model.pattern.sliding.clear();
+    c.note("sliding_window: " + std::to_string(W) + " on " +
+           (model.pattern.empty() ? std::string("every layer") : model.pattern.describe() + " layers") + " (period " +
+           std::to_string(period) + ", llama.cpp's swa pattern)" +
+           (model.pattern.local_rope_theta > 0 ? "; sliding layers' RoPE base " + num(model.pattern.local_rope_theta) + ", unscaled" : ""));
+}
+
 }  // namespace
 
 void open_gguf(Checkpoint::Impl& c, const std::string& path) {
@@ -153,7 +183,7 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
                                ", which conform does not model; refused rather than run as another model");
     if (!arch)
         throw WeightsError(path + ": general.architecture: " + a->describe().substr(7) +
-                           " is not supported (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3 are)");
+                           " is not supported (llama, qwen2, qwen3, gemma, gemma2, gemma3, smollm3 are; gpt-oss's attention)");
     Meta m(c, g, arch->name);
     config::ModelConfig& model = c.model;
     model.name = path;
@@ -176,7 +206,9 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
     if (const GgufValue* v = m.find("attention.value_length"); v && v->integer() != std::optional<int64_t>(b.head_dim))
         m.fail(m.key("attention.value_length"), "expected key_length " + std::to_string(b.head_dim) +
                                                     " (the block's v heads are head_dim wide), found " + v->describe());
-    b.ffn_dim = m.size("ffn_dim", "feed_forward_length");
+    const bool gptoss = std::string_view(arch->name) == "gpt-oss";
+    // gpt-oss: each expert's width (the block's FFN is not run for it).
+    b.ffn_dim = gptoss ? m.size("ffn_dim", "expert_feed_forward_length") : m.size("ffn_dim", "feed_forward_length");
     model.max_position = m.size("max_position", "context_length");
     b.rope_theta = m.positive("rope_theta", "rope.freq_base", 10000.0, "10000, llama.cpp's default");
     b.norm_eps = m.positive("norm_eps", "attention.layer_norm_rms_epsilon");
@@ -187,7 +219,24 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
     b.rotary_dim = rotary == b.head_dim ? 0 : rotary;
     const std::string_view an = arch->name;
     const bool gemma2 = an == "gemma2", gemma3 = an == "gemma3", gemma23 = gemma2 || gemma3;
-    if (gemma23) {
+    if (gptoss) {
+        // llama.cpp's gpt-oss (models/openai-moe.cpp): n_swa from attention.sliding_window
+        // (required), period 2 unless attention.sliding_window_pattern says, the sliding layers'
+        // RoPE base the global one unless rope.freq_base_swa says; a sink per head; a mixture of
+        // experts, which conform does not compute.
+        const GgufValue* w = m.find("attention.sliding_window");
+        if (!w) m.fail(m.key("attention.sliding_window"), "missing (llama.cpp requires it for gpt-oss)");
+        const auto n = w->integer();
+        if (!n || *n < 1) m.fail(m.key("attention.sliding_window"), "expected a positive integer, found " + w->describe());
+        swa_layers(c, m, *n, 2, b.rope_theta);
+        b.attn_sinks = true;
+        c.note("attention sinks: on (gpt-oss: blk.N.attn_sinks.weight, one logit per head)");
+        const int64_t experts = m.size("experts", "expert_count"), used = m.size("experts_used", "expert_used_count");
+        model.ffn_unmodelled = "a mixture of " + std::to_string(experts) + " experts, " + std::to_string(used) +
+                               " per token (llama.cpp's gpt-oss MoE: a router, experts with a clamped SwiGLU and "
+                               "biases): conform reads around it and does not compute it";
+        c.note("ffn: not read (" + model.ffn_unmodelled + ")");
+    } else if (gemma23) {
         // Sliding / full layers as llama.cpp's gemma2 / gemma3 load them: n_swa
         // from attention.sliding_window (gemma2: 4096 if absent; gemma3: no
         // window if absent), the period from attention.sliding_window_pattern
@@ -202,29 +251,7 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
         } else if (gemma2) {
             c.note("sliding_window: 4096 (" + m.key("attention.sliding_window") + " absent: llama.cpp's gemma2 default)");
         }
-        int64_t period = gemma2 ? 2 : 6;
-        if (const GgufValue* p = m.find("attention.sliding_window_pattern")) {
-            const auto n = p->integer();
-            if (!n || *n < 0)
-                m.fail(m.key("attention.sliding_window_pattern"),
-                       "expected a period >= 0, found " + p->describe() + " (a per-layer array is not read)");
-            period = *n;
-        }
-        if (W > 0) {
-            b.sliding_window = W;
-            for (int64_t l = 0; l < model.layers; ++l) model.pattern.sliding.push_back(period == 0 || l % period < period - 1);
-            double local = gemma2 ? b.rope_theta : 10000.0;
-            if (const GgufValue* f = m.find("rope.freq_base_swa")) {
-                if (!f->number() || !(*f->number() > 1)) m.fail(m.key("rope.freq_base_swa"), "expected a number > 1, found " + f->describe());
-                local = widen(*f);
-            }
-            if (local != b.rope_theta) model.pattern.local_rope_theta = local;
-            if (std::count(model.pattern.sliding.begin(), model.pattern.sliding.end(), false) == 0) model.pattern.sliding.clear();
-            c.note("sliding_window: " + std::to_string(W) + " on " +
-                   (model.pattern.empty() ? std::string("every layer") : model.pattern.describe() + " layers") +
-                   " (period " + std::to_string(period) + ", llama.cpp's swa pattern)" +
-                   (model.pattern.local_rope_theta > 0 ? "; sliding layers' RoPE base " + num(model.pattern.local_rope_theta) + ", unscaled" : ""));
-        }
+        if (W > 0) swa_layers(c, m, W, gemma2 ? 2 : 6, gemma2 ? b.rope_theta : 10000.0);
         // llama.cpp: f_attention_scale = 1/sqrt(n_embd / n_head) for the 27B models
         // (gemma2 46 layers, gemma3 62), else 1/sqrt(head_dim): query_pre_attn_scalar
         // is not in the file, it is inferred from the layer count.
@@ -324,7 +351,10 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
         c.note(std::string("qkv_bias: on (") +
                (has_bias ? "blk.0.attn_{q,k,v}.bias present" : "qwen2 adds biases to q, k and v") +
                ": q = attn_in @ wq + bq ...)");
-    if (g.tensor("blk.0.attn_output.bias"))
+    if (gptoss && g.tensor("blk.0.attn_output.bias")) {
+        model.o_bias = true;
+        c.note("o_bias: on (blk.0.attn_output.bias present: h = x + attn @ wo + bo)");
+    } else if (g.tensor("blk.0.attn_output.bias"))
         throw WeightsError(path + ": blk.0.attn_output.bias: an output projection bias, which the block does not "
                                   "model (its biases are q, k and v's); refused rather than dropped");
 
@@ -363,9 +393,14 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
             if (bias && !b.qkv_bias) continue;
             const bool post = schema == "attn_post_norm" || schema == "ffn_post_norm";
             if (post && !b.sandwich_norm) continue;
+            if (schema == "bo" && !model.o_bias) continue;
+            if (schema == "sinks" && !b.attn_sinks) continue;
+            const bool ffn = schema == "ffn_norm" || schema == "w1" || schema == "w3" || schema == "w2" || schema == "ffn_post_norm";
+            if (ffn && !model.ffn_unmodelled.empty()) continue;
             std::vector<int64_t> want;
             std::vector<std::string> sym;
-            if (schema == "attn_norm" || schema == "ffn_norm" || post) want = {D}, sym = {"D"};
+            if (schema == "attn_norm" || schema == "ffn_norm" || post || schema == "bo") want = {D}, sym = {"D"};
+            else if (schema == "sinks") want = {b.n_heads}, sym = {"H"};
             else if (schema == "q_norm" || schema == "k_norm") want = {hd}, sym = {"hd"};
             else if (schema == "bq") want = {q}, sym = {"H*hd"};
             else if (bias) want = {kv}, sym = {"KV*hd"};
@@ -376,6 +411,8 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
             else want = {D, F}, sym = {"D", "F"};
             const std::string why = schema == "q_norm" || schema == "k_norm" ? "qk_norm is on: every layer has one"
                                     : bias                                   ? "qkv_bias is on: every layer has one"
+                                    : schema == "bo" ? "o_bias is on: every layer has one"
+                                    : schema == "sinks" ? "gpt-oss has a sink per head in every layer"
                                     : post ? "sandwich norms (" + std::string(arch->name) + "): every layer has one"
                                                                              : implied;
             layer[schema] = get(prefix + n.gguf, n.matrix, want, sym, why);

@@ -26,6 +26,7 @@ constexpr Name kLayer[] = {
     {"bk", "self_attn.k_proj.bias", false},          {"bv", "self_attn.v_proj.bias", false},
     {"attn_post_norm", "post_attention_layernorm.weight", false},
     {"ffn_post_norm", "post_feedforward_layernorm.weight", false},
+    {"bo", "self_attn.o_proj.bias", false},           {"sinks", "self_attn.sinks", false},
 };
 
 // Gemma 2 and 3 (sandwich_norm) name their four norms after where they sit:
@@ -70,7 +71,11 @@ void open_safetensors(Checkpoint::Impl& c, const std::string& path, const std::s
     if (b.sandwich_norm)
         c.note("sandwich norms: on (" + arch + ": post_attention_layernorm and post_feedforward_layernorm norm each "
                "sublayer's output; pre_feedforward_layernorm is the FFN's input norm)");
-    if (st.find("model.layers.0.self_attn.o_proj.bias"))
+    const bool attention_only = !c.model.ffn_unmodelled.empty();
+    if (attention_only)
+        c.note("ffn: not read (" + arch + "'s FFN is " + c.model.ffn_unmodelled + "); the attention is: " +
+               (c.model.o_bias ? "q, k, v and o_proj biases, " : "") + "sinks (self_attn.sinks)");
+    if (!c.model.o_bias && st.find("model.layers.0.self_attn.o_proj.bias"))
         throw WeightsError((st.index().empty() ? st.files()[0].path() : st.index()) +
                            ": model.layers.0.self_attn.o_proj.bias: an output projection bias, which the block does "
                            "not model (its biases are q, k and v's); refused rather than dropped");
@@ -109,9 +114,14 @@ void open_safetensors(Checkpoint::Impl& c, const std::string& path, const std::s
             if (bias && !b.qkv_bias) continue;
             const bool post = schema == "attn_post_norm" || schema == "ffn_post_norm";
             if (post && !b.sandwich_norm) continue;
+            if (schema == "bo" && !c.model.o_bias) continue;
+            if (schema == "sinks" && !b.attn_sinks) continue;
+            const bool ffn = schema == "ffn_norm" || schema == "w1" || schema == "w3" || schema == "w2" || schema == "ffn_post_norm";
+            if (ffn && attention_only) continue;
             std::vector<int64_t> want;
             std::vector<std::string> sym;
-            if (schema == "attn_norm" || schema == "ffn_norm" || post) want = {D}, sym = {"D"};
+            if (schema == "attn_norm" || schema == "ffn_norm" || post || schema == "bo") want = {D}, sym = {"D"};
+            else if (schema == "sinks") want = {b.n_heads}, sym = {"H"};
             else if (schema == "q_norm" || schema == "k_norm") want = {hd}, sym = {"hd"};
             else if (schema == "bq") want = {q}, sym = {"H*hd"};
             else if (bias) want = {kv}, sym = {"KV*hd"};
@@ -123,7 +133,8 @@ void open_safetensors(Checkpoint::Impl& c, const std::string& path, const std::s
             const std::string hf = prefix + hf_name(n, b.sandwich_norm);
             layer[schema] = get(hf, n.matrix, want, sym,
                                 schema == "q_norm" || schema == "k_norm" ? arch + " norms q and k per head"
-                                : bias ? arch + " has q, k and v projection biases"
+                                : bias || schema == "bo" ? arch + " has projection biases (attention_bias)"
+                                : schema == "sinks" ? arch + " has a sink logit per head"
                                 : post ? arch + " norms each sublayer's output (sandwich norms)"
                                        : "num_hidden_layers = " + std::to_string(c.model.layers) + " implies it");
             used.insert(hf);

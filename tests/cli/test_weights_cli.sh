@@ -123,6 +123,71 @@ expect 0 "logits: $tmp/smol-rope.h5" -- forward --weights "$ck/smollm3-hf" --tok
   --config "$tmp/smol-rope.json" --save-logits "$tmp/smol-rope.h5"
 expect 1 "diagnosis: no_rope_layers_ignored \(every layer rotated\)" -- forward --weights "$ck/smollm3.gguf" \
   --tokens 1,5,2,7,3 --impl scalar --expect-logits "$tmp/smol-rope.h5"
+# gpt-oss's attention (q/k/v and o_proj biases, a sink per head, sliding / full layers) against llama.cpp's
+# own stream (tests/weights/llamacpp-gptoss.h5: each layer's ffn_inp and l_out through its eval callback):
+# each attention sub-layer from llama.cpp's input to it, the experts left to llama.cpp. The HF and GGUF files
+# are one model. llama.cpp run on the GGUF with one twist removed is named, layer by layer.
+go_cpp=${SRC:?}/tests/weights/llamacpp-gptoss
+for w in gptoss.gguf gptoss-hf; do
+  expect 0 "the reference's attention sub-layers match it: worst rel error [0-9.]+e-0[78]" -- forward \
+    --weights "$ck/$w" --expect-hidden "$go_cpp.h5" --hidden-tol 1e-6
+  grep -qE "^3 +full, sinks +[0-9.]+e-0[78]" "$tmp/out" || { cat "$tmp/out"; fail "$w: layer 3 not checked as full, with sinks"; }
+  grep -qE "^0 +sliding 3, sinks " "$tmp/out" || { cat "$tmp/out"; fail "$w: layer 0 not checked as sliding"; }
+done
+for v in "nosinks:sink_missing" "sinkwronghead:sink_wrong_head" "noobias:o_bias_missing" "nowindow:window_ignored"; do
+  expect 1 "layer 2: diagnosis: ${v#*:} \(" -- forward --weights "$ck/gptoss.gguf" --expect-hidden "$go_cpp-${v%%:*}.h5" \
+    --hidden-tol 1e-6
+done
+expect 1 "layer 0: diagnosis: window_off_by_one \(a window of 3 keys where the config's is 4\)" -- forward \
+  --weights "$ck/gptoss-hf" --expect-hidden "$go_cpp.h5" --hidden-tol 1e-6 --sliding-window 4
+# Any checkpoint reads this way: llama.cpp's stream of the Mistral GGUF (its llama graph, no window) is the
+# GGUF's model, layer by layer, and against the HF model each layer is named window_ignored.
+expect 0 "the reference's attention sub-layers match it: worst rel error [0-9.]+e-0[78]" -- forward \
+  --weights "$ck/mistral.gguf" --expect-hidden "${SRC:?}/tests/weights/llamacpp-mistral-hidden.h5" --hidden-tol 1e-6
+expect 1 "layer 1: diagnosis: window_ignored \(this sliding layer attended every earlier key\)" -- forward \
+  --weights "$ck/mistral-hf" --expect-hidden "${SRC:?}/tests/weights/llamacpp-mistral-hidden.h5" --hidden-tol 1e-6
+# The experts are never run as the block's SwiGLU: every path that would is refused, naming them.
+expect 2 "GptOssForCausalLM's FFN is a mixture of 4 experts, 2 per token .*--expect-hidden FILE" -- forward \
+  --weights "$ck/gptoss-hf" --tokens 1,5,2
+expect 2 "gpt-oss's FFN is a mixture of 4 experts" -- --weights "$ck/gptoss.gguf" --op block --cases 1
+expect 2 "config.json: GptOssForCausalLM's FFN is a mixture of 4 experts" -- --config "$ck/gptoss-hf/config.json" \
+  --op attention --cases 1
+# Bad hidden files and flags: exit 2 naming the file and dataset or flag.
+find_python "numpy, h5py"  # $PY (lib.sh)
+[ -n "$PY" ] || fail "no python3 with h5py and numpy (scripts/setup.sh installs python3-h5py python3-numpy)"
+"$PY" - "$go_cpp.h5" "$tmp/hid" <<'PY' || fail "writing bad hidden files"
+import h5py, numpy as np, shutil, sys
+src, out = sys.argv[1], sys.argv[2]
+def variant(name, edit):
+    shutil.copy(src, f"{out}-{name}.h5")
+    with h5py.File(f"{out}-{name}.h5", "r+") as f:
+        edit(f)
+def nan(f): d = f["layers/1/attn_residual"]; a = d[()]; a[2, 3] = np.nan; d[...] = a
+def narrow(f):
+    for l in range(4):
+        for n in ("attn_residual", "out"):
+            a = f[f"layers/{l}/{n}"][()][:, :32]; del f[f"layers/{l}/{n}"]; f[f"layers/{l}/{n}"] = a
+def token(f): d = f["token_ids"]; a = d[()]; a[1] = 64; d[...] = a
+def noout(f): del f["layers/2/out"]
+def deep(f):
+    for l in range(4, 6):
+        f[f"layers/{l}/attn_residual"] = f["layers/0/attn_residual"][()]
+        f[f"layers/{l}/out"] = f["layers/0/out"][()]
+variant("nan", nan); variant("narrow", narrow); variant("token", token); variant("noout", noout); variant("deep", deep)
+PY
+expect 2 "$tmp/hid-nan.h5: layers/1/attn_residual: .*NaN" -- forward --weights "$ck/gptoss.gguf" --expect-hidden "$tmp/hid-nan.h5"
+expect 2 "$tmp/hid-narrow.h5: layers/0/attn_residual: expected 64 columns \(the model's d_model\), found 32" -- forward --weights "$ck/gptoss.gguf" \
+  --expect-hidden "$tmp/hid-narrow.h5"
+expect 2 "$tmp/hid-token.h5: token_ids\[1\]: 64 is out of the vocabulary \[0, 64\)" -- forward --weights "$ck/gptoss.gguf" \
+  --expect-hidden "$tmp/hid-token.h5"
+expect 2 "$tmp/hid-noout.h5: layers/2/out: missing dataset" -- forward --weights "$ck/gptoss.gguf" --expect-hidden "$tmp/hid-noout.h5"
+expect 2 "$tmp/hid-deep.h5: layers/5: the file holds 6 layers, the model \($ck/gptoss.gguf\) 4" -- forward \
+  --weights "$ck/gptoss.gguf" --expect-hidden "$tmp/hid-deep.h5"
+expect 2 "--impl: not with --expect-hidden" -- forward --weights "$ck/gptoss.gguf" --expect-hidden "$go_cpp.h5" --impl scalar
+expect 2 "--expect-hidden: needs --weights" -- forward --expect-hidden "$go_cpp.h5"
+expect 2 "--hidden-tol: only with --expect-hidden" -- forward --weights "$ck/llama-hf" --tokens 1,2 --hidden-tol 1e-3
+expect 2 "--heads: the checkpoint's weights fix the sizes" -- forward --weights "$ck/gptoss.gguf" --expect-hidden "$go_cpp.h5" \
+  --heads 8
 # Engines that get one of Gemma 2/3's twists wrong, written here by reading the model so: each named.
 sed_cfg() {  # sed_cfg OUT EXPR: gemma3-hf's config.json edited
   sed -E "$2" "$ck/gemma3-hf/config.json" > "$1"
@@ -252,12 +317,12 @@ grep -qE '"swiglu\(T=[0-9]+,D=1024,F=3072' "$tmp/fs/conform.json" || fail "--ful
 grep -qE '"phase": *"implementation scalar"' "$tmp/fs/conform.json" || fail "the report has no phases"
 
 # ---- bad input: exit 2, naming the file / tensor / flag ------------------------
-# gpt-oss (sinks, sliding / full layers, q/k/v biases, and a mixture-of-experts FFN with an o_proj bias):
-# refused, saying what conform does not model, before a tensor is read.
+# gpt-oss without rope_scaling: GptOssConfig's default (YaRN, truncate: false) is not modelled, so refused
+# before a tensor is read.
 mkdir -p "$tmp/gpt-oss"
 cp "$ck/llama-hf/model.safetensors" "$tmp/gpt-oss/"
 printf '{"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "num_local_experts": 4}' > "$tmp/gpt-oss/config.json"
-expect 2 "model_type: \"gpt_oss\" \(GptOssForCausalLM\) has a mixture-of-experts FFN" -- --weights "$tmp/gpt-oss" --cases 1
+expect 2 "config.json: rope_scaling: absent: GptOssConfig then takes YaRN with truncate: false" -- --weights "$tmp/gpt-oss" --cases 1
 expect 2 "$tmp/nope" -- --weights "$tmp/nope" --cases 1
 head -c 100 "$ck/llama-hf/model.safetensors" > "$tmp/trunc.safetensors"
 expect 2 "trunc.safetensors" -- --weights "$tmp/trunc.safetensors" --cases 1

@@ -21,6 +21,9 @@
 //                                 llama conversion, whose graph has no window
 //   DIR/smollm3-hf/, smollm3.gguf SmolLM3: Llama's block with layer 3 of 4 NoPE (no_rope_layers; llama.cpp
 //                                 fixes every 4th), theta 2e6, GQA 2
+//   DIR/gptoss-hf/, gptoss.gguf  gpt-oss's attention: q/k/v and o_proj biases, a sink per head, layers
+//                                 sliding (window 3) / full alternating from layer 0, theta 1.5e5; and a
+//                                 mixture of 4 experts (2 used), which conform reads around, not computes
 //   DIR/llama-k.gguf, llama-k-q4_k_m.gguf, llama-k-q5_k_m.gguf
 //                                 D 256 (K-quant super-blocks need rows of 256), 3 layers;
 //                                 F32, and mixed as llama.cpp's Q4_K_M / Q5_K_M lay them out
@@ -110,6 +113,12 @@ int main(int argc, char** argv) {
     const Model msm = random_model(sm);
     write_hf(msm, path("smollm3-hf"));
     write_file(path("smollm3.gguf"), gguf_bytes(gguf_doc(msm)));
+    ModelSpec go = llama;
+    go.arch = "gpt_oss", go.layers = 4, go.window = 3, go.theta = 150000, go.ffn_dim = 32;
+    const Model mgo = random_model(go);
+    write_hf(mgo, path("gptoss-hf"));
+    write_file(path("gptoss.gguf"), gguf_bytes(gguf_doc(mgo)));
+
     ModelSpec lk = llama;
     lk.d_model = 256, lk.head_dim = 64, lk.ffn_dim = 512, lk.layers = 3;
     const Model mk = random_model(lk);

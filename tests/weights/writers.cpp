@@ -169,6 +169,7 @@ std::string hf_arch(const std::string& a) {
     if (a == "gemma3") return "Gemma3ForCausalLM";
     if (a == "mistral") return "MistralForCausalLM";
     if (a == "smollm3") return "SmolLM3ForCausalLM";
+    if (a == "gpt_oss") return "GptOssForCausalLM";
     return "LlamaForCausalLM";
 }
 
@@ -251,6 +252,24 @@ Model random_model(const ModelSpec& s) {
             m.tensors[p + "self_attn.v_proj.bias"] = draw(r, {kv}, 1.0, -0.5);
         }
         m.tensors[p + ffn_norm_name(s.arch)] = norm(D);
+        if (s.arch == "gpt_oss") {
+            // gpt-oss: every projection has a bias (o_proj too), one sink logit per head, and a
+            // mixture of experts as transformers' GptOssExperts stores it (gate_up_proj [E, D, 2F],
+            // gate and up interleaved along the last dim, used as x @ W; down_proj [E, F, D]).
+            m.tensors[p + "self_attn.q_proj.bias"] = draw(r, {q}, 0.5);
+            m.tensors[p + "self_attn.k_proj.bias"] = draw(r, {kv}, 0.5, 1.0);
+            m.tensors[p + "self_attn.v_proj.bias"] = draw(r, {kv}, 0.5);
+            m.tensors[p + "self_attn.o_proj.bias"] = draw(r, {D}, 0.5);
+            m.tensors[p + "self_attn.sinks"] = draw(r, {s.n_heads}, 1.5);
+            const int64_t E = s.experts;
+            m.tensors[p + "mlp.router.weight"] = lin(E, D);
+            m.tensors[p + "mlp.router.bias"] = draw(r, {E}, 0.5);
+            m.tensors[p + "mlp.experts.gate_up_proj"] = draw(r, {E, D, 2 * F}, 1.0 / std::sqrt(static_cast<double>(D)));
+            m.tensors[p + "mlp.experts.gate_up_proj_bias"] = draw(r, {E, 2 * F}, 0.5);
+            m.tensors[p + "mlp.experts.down_proj"] = draw(r, {E, F, D}, 1.0 / std::sqrt(static_cast<double>(F)));
+            m.tensors[p + "mlp.experts.down_proj_bias"] = draw(r, {E, D}, 0.5);
+            continue;
+        }
         m.tensors[p + "mlp.gate_proj.weight"] = lin(F, D);
         m.tensors[p + "mlp.up_proj.weight"] = lin(F, D);
         m.tensors[p + "mlp.down_proj.weight"] = lin(D, F);
@@ -335,6 +354,20 @@ std::string hf_config_json(const Model& m) {
         std::vector<int> use_rope;
         for (int64_t l = 0; l < s.layers; ++l) use_rope.push_back((l + 1) % 4 != 0);
         j["no_rope_layers"] = use_rope;
+    }
+    if (s.arch == "gpt_oss") {  // layer 0 sliding, then alternating (GptOssConfig's default layer_types)
+        std::vector<std::string> types;
+        for (int64_t l = 0; l < s.layers; ++l) types.push_back(l % 2 == 0 ? "sliding_attention" : "full_attention");
+        j["layer_types"] = types;
+        j["sliding_window"] = s.window;
+        j["attention_bias"] = true;
+        j["num_local_experts"] = s.experts;
+        j["num_experts_per_tok"] = s.experts_used;
+        j["experts_per_token"] = s.experts_used;
+        j["swiglu_limit"] = 7.0;
+        // Plain RoPE, said explicitly: GptOssConfig's default is YaRN (truncate: false).
+        j["rope_scaling"] = {{"rope_type", "default"}};
+        j.erase("hidden_act");
     }
     if (s.arch == "gemma3") {
         j["sliding_window_pattern"] = 6;
@@ -502,7 +535,7 @@ GgufDoc gguf_doc(const Model& m, const GgufOptions& o) {
     const ModelSpec& s = m.spec;
     GgufDoc d;
     // llama.cpp converts Mistral as llama (its llama graph has no sliding window).
-    const std::string a = s.arch == "mistral" ? "llama" : s.arch;
+    const std::string a = s.arch == "mistral" ? "llama" : s.arch == "gpt_oss" ? "gpt-oss" : s.arch;
     d.kv.push_back(kv_str("general.architecture", a));
     d.kv.push_back(kv_str("general.name", "conform test " + a));
     if (o.alignment_key) d.kv.push_back(kv_u32("general.alignment", 32));
@@ -512,7 +545,7 @@ GgufDoc gguf_doc(const Model& m, const GgufOptions& o) {
     d.kv.push_back(kv_u32(a + ".feed_forward_length", static_cast<uint32_t>(s.ffn_dim)));
     d.kv.push_back(kv_u32(a + ".attention.head_count", static_cast<uint32_t>(s.n_heads)));
     d.kv.push_back(kv_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_heads)));
-    if (s.head_dim * s.n_heads != s.d_model || a == "qwen3" || gemma_family(a)) {
+    if (s.head_dim * s.n_heads != s.d_model || a == "qwen3" || gemma_family(a) || a == "gpt-oss") {
         d.kv.push_back(kv_u32(a + ".attention.key_length", static_cast<uint32_t>(s.head_dim)));
         d.kv.push_back(kv_u32(a + ".attention.value_length", static_cast<uint32_t>(s.head_dim)));
     }
@@ -525,7 +558,12 @@ GgufDoc gguf_doc(const Model& m, const GgufOptions& o) {
         d.kv.push_back(kv_f32(a + ".attn_logit_softcapping", static_cast<float>(s.attn_softcap)));
         d.kv.push_back(kv_f32(a + ".final_logit_softcapping", static_cast<float>(s.final_softcap)));
     }
-    if (sandwich(a)) d.kv.push_back(kv_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.window)));
+    if (sandwich(a) || a == "gpt-oss") d.kv.push_back(kv_u32(a + ".attention.sliding_window", static_cast<uint32_t>(s.window)));
+    if (a == "gpt-oss") {  // llama.cpp's gpt-oss: layers alternate sliding / full from layer 0 (its swa period, 2)
+        d.kv.push_back(kv_u32(a + ".expert_count", static_cast<uint32_t>(s.experts)));
+        d.kv.push_back(kv_u32(a + ".expert_used_count", static_cast<uint32_t>(s.experts_used)));
+        d.kv.push_back(kv_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(s.ffn_dim)));
+    }
     d.kv.push_back(kv_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(s.eps)));
     if (o.matrices != kGgmlF32 && o.matrices != kGgmlF16 && o.matrices != kGgmlBF16) d.kv.push_back(kv_u32("general.quantization_version", 2));
     if (o.tokens) {
@@ -583,6 +621,40 @@ GgufDoc gguf_doc(const Model& m, const GgufOptions& o) {
             add(b + "attn_q.bias", m.tensors.at(p + "self_attn.q_proj.bias"), false);
             add(b + "attn_k.bias", m.tensors.at(p + "self_attn.k_proj.bias"), false);
             add(b + "attn_v.bias", m.tensors.at(p + "self_attn.v_proj.bias"), false);
+        }
+        if (a == "gpt-oss") {  // llama.cpp's GptOssModel converter
+            for (const char* w : {"q", "k", "v"})
+                add(b + "attn_" + w + ".bias", m.tensors.at(p + "self_attn." + w + "_proj.bias"), false);
+            add(b + "attn_output.bias", m.tensors.at(p + "self_attn.o_proj.bias"), false);
+            add(b + "attn_sinks.weight", m.tensors.at(p + "self_attn.sinks"), false);
+            add(b + "post_attention_norm.weight", m.tensors.at(p + "post_attention_layernorm.weight"), false);
+            add(b + "ffn_gate_inp.weight", m.tensors.at(p + "mlp.router.weight"), false);
+            add(b + "ffn_gate_inp.bias", m.tensors.at(p + "mlp.router.bias"), false);
+            // gate_up_proj [E, D, 2F] (gate even, up odd along 2F) -> gate, up [E, F, D]; down_proj
+            // [E, F, D] -> [E, D, F]: torch's [out, in] per expert, ne = [in, out, E].
+            const HfTensor& gu = m.tensors.at(p + "mlp.experts.gate_up_proj");
+            const HfTensor& gub = m.tensors.at(p + "mlp.experts.gate_up_proj_bias");
+            const HfTensor& dn = m.tensors.at(p + "mlp.experts.down_proj");
+            const int64_t E = s.experts, D = s.d_model, F = s.ffn_dim;
+            HfTensor gate{{E, F, D}, std::vector<float>(E * F * D)}, up = gate, down{{E, D, F}, std::vector<float>(E * D * F)};
+            HfTensor gate_b{{E, F}, std::vector<float>(E * F)}, up_b = gate_b;
+            for (int64_t e = 0; e < E; ++e)
+                for (int64_t f = 0; f < F; ++f) {
+                    for (int64_t i = 0; i < D; ++i) {
+                        gate.data[(e * F + f) * D + i] = gu.data[(e * D + i) * 2 * F + 2 * f];
+                        up.data[(e * F + f) * D + i] = gu.data[(e * D + i) * 2 * F + 2 * f + 1];
+                        down.data[(e * D + i) * F + f] = dn.data[(e * F + f) * D + i];
+                    }
+                    gate_b.data[e * F + f] = gub.data[e * 2 * F + 2 * f];
+                    up_b.data[e * F + f] = gub.data[e * 2 * F + 2 * f + 1];
+                }
+            add(b + "ffn_gate_exps.weight", gate, false);
+            add(b + "ffn_up_exps.weight", up, false);
+            add(b + "ffn_down_exps.weight", down, false);
+            add(b + "ffn_gate_exps.bias", gate_b, false);
+            add(b + "ffn_up_exps.bias", up_b, false);
+            add(b + "ffn_down_exps.bias", m.tensors.at(p + "mlp.experts.down_proj_bias"), false);
+            continue;
         }
         add(b + "ffn_norm.weight", norm_of(p + ffn_norm_name(a)), false);
         if (sandwich(a)) {

@@ -34,7 +34,7 @@ struct HfTensor {
 };
 
 struct ModelSpec {
-    std::string arch = "llama";  // llama, qwen2, qwen3, gemma, gemma2, gemma3, mistral, smollm3
+    std::string arch = "llama";  // llama, qwen2, qwen3, gemma, gemma2, gemma3, mistral, smollm3, gpt_oss
     int64_t d_model = 64, n_heads = 4, n_kv_heads = 2, head_dim = 16, ffn_dim = 96;
     int64_t layers = 2, vocab = 64, max_position = 4096;
     double theta = 10000.0, eps = 1e-5;
@@ -46,6 +46,8 @@ struct ModelSpec {
     int64_t window = 0;
     double attn_softcap = 0, final_softcap = 0, local_theta = 10000.0;
     RopeScaling scaling{};  // llama3 only: written as rope_scaling / rope_freqs.weight
+    // gpt_oss: its mixture of experts (ffn_dim is each expert's width), which conform reads around.
+    int64_t experts = 4, experts_used = 2;
     uint64_t seed = 1;
 };
 
