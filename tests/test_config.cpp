@@ -676,7 +676,7 @@ TEST_CASE("a pinned configuration fixes every drawn case's conventions and sizes
     c.rope_layout = RopeLayout::interleaved;
     for (Op op : kAllOps)
         for (int i = 0; i < 30; ++i) {
-            const gen::CaseSpec s = gen::draw(gen::Stream{op, 7, c}, i);
+            const gen::CaseSpec s = gen::draw(gen::Stream{op, 7, c, nullptr}, i);
             INFO(gen::canonical_id(s));
             const OpInfo& info = op_info(op);
             if (info.uses(kRope)) {
@@ -693,7 +693,7 @@ TEST_CASE("a pinned configuration fixes every drawn case's conventions and sizes
             CHECK(gen::canonical_id(*gen::parse_case_id(gen::canonical_id(s))) == gen::canonical_id(s));
         }
     // Shrinking stays inside the configuration.
-    const gen::Shrunk sh = gen::shrink(gen::Stream{Op::block, 7, c}, 3, [](const gen::CaseSpec&) { return true; });
+    const gen::Shrunk sh = gen::shrink(gen::Stream{Op::block, 7, c, nullptr}, 3, [](const gen::CaseSpec&) { return true; });
     CHECK(sh.spec.config.head_dim == 128);
     CHECK(sh.spec.config.rope_scaling == c.rope_scaling);
     // An unpinned stream of the same seed draws freely.

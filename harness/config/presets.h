@@ -92,7 +92,7 @@ struct Preset {
     bool tie_embeddings = false;
     double embedding_multiplier = 1.0;
     double final_logit_softcapping = 0.0;
-    LayerPattern pattern;
+    LayerPattern pattern{};  // (initialised here: the table's rows leave it out)
 
     ModelConfig model() const;
 };
