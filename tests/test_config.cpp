@@ -154,11 +154,20 @@ TEST_CASE("Gemma 2 and 3 read as sandwich norms, their scale and caps, and slidi
     const ModelConfig go_nb = parse_hf_config(oss + R"(, "attention_bias": false, "rope_scaling": {"rope_type": "default"}})", "o.json");
     CHECK_FALSE(go_nb.block.qkv_bias);
     CHECK_FALSE(go_nb.o_bias);
-    CHECK_THROWS_WITH(parse_hf_config(oss + "}", "o.json"),
-                      Catch::Contains("o.json: rope_scaling: absent: GptOssConfig then takes YaRN with truncate: false"));
-    CHECK_THROWS_WITH(parse_hf_config(oss + R"(, "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
-        "beta_slow": 1.0, "truncate": false, "original_max_position_embeddings": 4096}})", "o.json"),
-                      Catch::Contains("o.json: rope_scaling.truncate: false is not supported"));
+    CHECK(go.rope_unmodelled.empty());
+    CHECK_THAT(parse_hf_config(oss + "}", "o.json").rope_unmodelled,
+               Catch::Contains("GptOssConfig's default YaRN with truncate: false (rope_scaling absent)"));
+    const ModelConfig go_yarn = parse_hf_config(oss + R"(, "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+        "beta_slow": 1.0, "truncate": false, "original_max_position_embeddings": 4096}})", "o.json");
+    CHECK_THAT(go_yarn.rope_unmodelled, Catch::Contains("YaRN with rope_scaling.truncate false"));
+    // Which ops such a model pins: not those that run its experts or rotate with its YaRN.
+    for (Op op : kAllOps) {
+        INFO(to_string(op));
+        const bool ffn = op == Op::swiglu || op == Op::block || op == Op::decode;
+        const bool rotates = op == Op::rope || op == Op::block || op == Op::decode;
+        CHECK(unmodelled_for(go, op).empty() == !ffn);
+        CHECK(unmodelled_for(go_yarn, op).empty() == !(ffn || rotates));
+    }
     // Qwen2's window from max_window_layers on.
     const ModelConfig q = parse_hf_config(R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
         "num_key_value_heads": 2, "intermediate_size": 128, "num_hidden_layers": 4, "sliding_window": 16,
@@ -460,7 +469,8 @@ Closed closed_form(const ModelConfig& m, double T, double C, double es) {
 
 std::vector<ModelConfig> anatomy_models() {
     std::vector<ModelConfig> ms;
-    for (const auto& p : presets()) ms.push_back(p.model());
+    for (const auto& p : presets())
+        if (unmodelled_for(p.model(), Op::block).empty()) ms.push_back(p.model());
     ModelConfig partial = load_hf_config(kConfigs + "llama3.1-8b.json");
     partial.block.rotary_dim = 32;  // partial rotary: RoPE counts the rotated dims only
     ms.push_back(partial);
@@ -638,7 +648,11 @@ TEST_CASE("anatomy page: the table, every preset and the configuration, embedded
     REQUIRE(end != std::string::npos);
     const nlohmann::json data = nlohmann::json::parse(html.substr(at + open.size(), end - at - open.size()));
     CHECK(data["formulas"] == to_json(formula_table()));
-    CHECK(data["presets"].size() == presets().size());
+    // Every preset whose whole block is the model (gpt-oss's experts are not priced as a dense FFN).
+    const auto whole = std::count_if(presets().begin(), presets().end(),
+                                     [](const Preset& q) { return unmodelled_for(q.model(), Op::block).empty(); });
+    CHECK(data["presets"].size() == static_cast<size_t>(whole));
+    CHECK(whole == static_cast<long>(presets().size()) - 2);
     CHECK(data["initial"]["config"] == config_json(p.model));
     CHECK(data["initial"]["config"]["notes"][0] == "a note with </script> in it");
     CHECK(data["initial"]["tokens"] == 300);

@@ -262,8 +262,11 @@ RopeScaling read_scaling(Reader& r, const json& rs, const std::string& where, in
             s.beta_slow = beta("beta_slow", 1.0);
             if (!(s.beta_fast > s.beta_slow))
                 r.fail(field("beta_fast"), "expected > beta_slow (" + num(s.beta_slow) + "), found " + num(s.beta_fast));
+            // truncate: false (gpt-oss) keeps the ramp's ends unrounded; conform's are floor / ceil.
+            // Read, and the model marked: ops that rotate refuse it, attention on given q, k does not.
             if (Reader::present(rs, "truncate") && rs.at("truncate") == false)
-                r.fail(field("truncate"), "false is not supported (the ramp ends are floor / ceil, truncate = true)");
+                r.m_.rope_unmodelled = "YaRN with " + field("truncate") +
+                                       " false (the ramp's ends unrounded; conform rounds them, floor / ceil)";
             // get_mscale(scale, m) = 0.1 m ln(scale) + 1 for scale > 1, else 1.
             auto mscale = [&](double m) { return s.factor <= 1 ? 1.0 : 0.1 * m * std::log(s.factor) + 1.0; };
             if (Reader::present(rs, "attention_factor")) {
@@ -401,8 +404,7 @@ ModelConfig resolve(const json& j, const std::string& file) {
                            " per token (GptOssMLP: a router, then experts whose SwiGLU is clamped, with biases): "
                            "conform reads around it and does not compute it";
         if (!r.present("rope_scaling") && !r.present("rope_parameters"))
-            r.fail("rope_scaling", "absent: GptOssConfig then takes YaRN with truncate: false, which conform does not "
-                                   "model; refused rather than run with another RoPE");
+            m.rope_unmodelled = "GptOssConfig's default YaRN with truncate: false (rope_scaling absent)";
     } else if (r.present("attention_bias")) {
         const json& ab = j.at("attention_bias");
         if (!ab.is_boolean()) r.fail("attention_bias", "expected true or false, found " + ab.dump());

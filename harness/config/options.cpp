@@ -96,10 +96,6 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
     if (o.o_file && o.o_file->count()) {
         const std::string replaced = m.name;
         m = load_hf_config(o.file);
-        if (!m.ffn_unmodelled.empty())
-            throw ConfigError(o.file + ": " + m.architecture + "'s FFN is " + m.ffn_unmodelled +
-                              "; its layers are not blocks, so its config does not pin block cases (conform forward "
-                              "--weights CHECKPOINT --expect-hidden FILE checks its attention)");
         if (!replaced.empty()) m.notes.push_back("--config replaced " + replaced);
     }
 
@@ -292,6 +288,13 @@ nlohmann::json config_json(const ModelConfig& m) {
 std::optional<ModelConfig> resolve_model(const ConfigOptions& o, std::string* problem) {
     try {
         ModelConfig m = resolve_config(o);
+        // forward's random model and anatomy are the whole block: a model with a part conform does not
+        // compute (gpt-oss's experts, its YaRN) is refused here, by that part.
+        if (const std::string why = unmodelled_for(m, Op::block); !why.empty()) {
+            *problem = m.name + ": " + why + "; a whole block of it is not this model (its attention ops are: " +
+                       "conform --op attention,paged_attention)";
+            return std::nullopt;
+        }
         if (!m.name.empty()) return m;
         *problem = "which model? give --preset NAME or --config FILE (and flags to override)";
     } catch (const ConfigError& e) {

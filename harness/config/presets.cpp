@@ -1,5 +1,7 @@
 #include "config/presets.h"
 
+#include "conform/op_info.h"
+
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -102,7 +104,45 @@ std::string num(double v) {
     return o.str();
 }
 
+// gpt-oss: GQA 8, head_dim 64 != D/H, q/k/v and o_proj biases, a sink per
+// head, layer 0 sliding (128) then alternating. Its experts and its YaRN
+// (truncate: false) are named, not computed: the preset pins the ops that
+// need neither (rmsnorm, attention, paged_attention; config::unmodelled_for).
+Preset gpt_oss(std::string name, std::string source, int64_t layers, int64_t experts) {
+    BlockConfig c = make(2880, 64, 8, 64, 2880, 150000.0, 1e-5, false);
+    c.qkv_bias = true;
+    c.attn_sinks = true;
+    c.sliding_window = 128;
+    // As config.json states it: factor 32 over 4096, betas 32 / 1, and HF's
+    // attention factor for YaRN without one, 0.1 ln(factor) + 1.
+    c.rope_scaling.type = RopeScalingType::yarn;
+    c.rope_scaling.factor = 32.0;
+    c.rope_scaling.original_max_position = 4096;
+    c.rope_scaling.beta_fast = 32.0;
+    c.rope_scaling.beta_slow = 1.0;
+    c.rope_scaling.attention_factor = 0.1 * 1.0 * std::log(32.0) + 1.0;
+    Preset p{std::move(name), std::move(source), c, layers, 201088, 131072, false};
+    p.pattern = every(2, layers);
+    p.o_bias = true;
+    p.ffn_unmodelled = "a mixture of " + std::to_string(experts) +
+                       " experts, 4 per token (GptOssMLP: a router, then experts whose SwiGLU is clamped, with biases): "
+                       "conform reads around it and does not compute it";
+    p.rope_unmodelled = "YaRN with rope_scaling.truncate false (the ramp's ends unrounded; conform rounds them, floor / ceil)";
+    return p;
+}
+
 }  // namespace
+
+std::string unmodelled_for(const ModelConfig& m, Op op) {
+    const OpInfo& info = op_info(op);
+    const std::string who = m.name.empty() ? std::string("the model") : m.name;
+    if (!m.ffn_unmodelled.empty() && info.has_dim(Dim::F))
+        return "op " + std::string(to_string(op)) + " runs the FFN, and " + who + "'s FFN is " + m.ffn_unmodelled;
+    if (!m.rope_unmodelled.empty() && info.reads("rope_theta"))
+        return "op " + std::string(to_string(op)) + " rotates q and k, and " + who + "'s RoPE is " + m.rope_unmodelled +
+               ", which conform does not model";
+    return "";
+}
 
 ModelConfig Preset::model() const {
     ModelConfig m;
@@ -114,6 +154,9 @@ ModelConfig Preset::model() const {
     m.embedding_multiplier = embedding_multiplier;
     m.final_logit_softcapping = final_logit_softcapping;
     m.pattern = pattern;
+    m.ffn_unmodelled = ffn_unmodelled;
+    m.rope_unmodelled = rope_unmodelled;
+    m.o_bias = o_bias;
     m.name = name;
     m.origin = "preset " + name;
     return m;
@@ -144,6 +187,8 @@ const std::vector<Preset>& presets() {
                make(1152, 4, 1, 256, 6912, 1e6, 1e-6, true), 26, 512, 262144, 32768, 1.0),
         gemma3("gemma3-4b", "google/gemma-3-4b-pt's text_config (GQA 2, QK-norm, window 1024, linear RoPE x8 on full layers)",
                make(2560, 8, 4, 256, 10240, 1e6, 1e-6, true), 34, 1024, 262208, 131072, 8.0),
+        gpt_oss("gpt-oss-20b", "openai/gpt-oss-20b (GQA 8, sinks, q/k/v/o biases, sliding 128 / full; experts and YaRN not computed)", 24, 32),
+        gpt_oss("gpt-oss-120b", "openai/gpt-oss-120b (GQA 8, sinks, q/k/v/o biases, sliding 128 / full; experts and YaRN not computed)", 36, 128),
     };
     return table;
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "conform/config.h"
+#include "conform/ops.h"
 
 namespace conform::config {
 
@@ -64,6 +65,10 @@ struct ModelConfig {
     // model is read for its attention only (forward --expect-hidden); every
     // path that would run its layers as blocks refuses it.
     std::string ffn_unmodelled;
+    // Where the model's RoPE is not one conform computes: what it is, in a line
+    // (gpt-oss's YaRN with truncate: false); "" when it is. Ops that rotate
+    // refuse such a model; attention on given q and k does not care.
+    std::string rope_unmodelled;
     // An output-projection bias (gpt-oss's o_proj.bias): h = x + attn @ wo + bo.
     // Not a block convention: only the attention check (run/hidden.h) adds it.
     bool o_bias = false;
@@ -82,6 +87,12 @@ struct ModelConfig {
     BlockConfig layer_block(int64_t l) const { return pattern.layer(block, l); }
 };
 
+// What of model `m` op `op` would run that conform does not compute, or ""
+// when nothing: its FFN for an op with FFN weights (swiglu, block, decode),
+// its RoPE for an op that rotates (rope, block, decode); the op record says
+// which (conform/op_info.h). A caller refuses the pair with this line.
+std::string unmodelled_for(const ModelConfig& m, Op op);
+
 struct Preset {
     std::string name;    // e.g. "llama3-8b"
     std::string source;  // the checkpoint whose config.json the numbers are from
@@ -93,6 +104,9 @@ struct Preset {
     double embedding_multiplier = 1.0;
     double final_logit_softcapping = 0.0;
     LayerPattern pattern{};  // (initialised here: the table's rows leave it out)
+    // As ModelConfig's: what of the model conform does not compute (gpt-oss).
+    std::string ffn_unmodelled{}, rope_unmodelled{};
+    bool o_bias = false;
 
     ModelConfig model() const;
 };

@@ -33,14 +33,24 @@ std::string shell_word(const std::string& s) {
 }
 
 // The picker's first entry, when the configuration is not one of the
+// The presets the page offers: those whose whole block is the model (not
+// gpt-oss, whose experts conform does not compute: its FFN would be priced as
+// a dense SwiGLU).
+std::vector<const config::Preset*> page_presets() {
+    std::vector<const config::Preset*> v;
+    for (const auto& p : config::presets())
+        if (config::unmodelled_for(p.model(), Op::block).empty()) v.push_back(&p);
+    return v;
+}
+
 // presets with flags on top: a config.json (its base the file as read, so
 // the page's command line names the flags changed from it) or flags alone.
 json given_entry(const config::ModelConfig& m, int* choice) {
     const std::string preset_origin = "preset " + m.name;
     if (m.origin == preset_origin) {
-        const auto& ps = config::presets();
+        const auto ps = page_presets();
         for (size_t i = 0; i < ps.size(); ++i)
-            if (ps[i].name == m.name) {
+            if (ps[i]->name == m.name) {
                 *choice = static_cast<int>(i);
                 return nullptr;
             }
@@ -108,8 +118,8 @@ Ridge measured_ridge(double copy_bytes_per_s, double matmul_flops_per_s, int thr
 
 std::string render_anatomy_html(const AnatomyPage& p) {
     json presets = json::array();
-    for (const auto& pr : config::presets())
-        presets.push_back({{"name", pr.name}, {"source", pr.source}, {"config", config::config_json(pr.model())}});
+    for (const config::Preset* pr : page_presets())
+        presets.push_back({{"name", pr->name}, {"source", pr->source}, {"config", config::config_json(pr->model())}});
     int choice = 0;
     const json given = given_entry(p.model, &choice);
     json ridge = {{"flops_per_byte", p.ridge.flops_per_byte}, {"label", p.ridge.label}, {"measured", p.ridge.measured}};

@@ -78,6 +78,7 @@ GateVerdict run_planned(const GateOptions& g, const Resolved& r, const Plan& pla
         log << fmt::format("conform: seed {} ({} property cases per op; --seed {} reproduces this run)\n", s.seed,
                            per_op, s.seed);
         if (r.real) r.real->print_header(log, "conform: ");
+        for (const auto& n : r.notes) log << "conform: " << n << "\n";
         if (r.model) {
             config::print_config(log, *r.model, "conform: ");
             if (!r.real)

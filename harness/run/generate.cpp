@@ -102,6 +102,7 @@ Generated generate_fixture(const GenerateRequest& o) {
         } catch (const config::ConfigError& e) {
             throw InputError(e.what());
         }
+        if (const std::string why = config::unmodelled_for(model, *op); !why.empty()) throw InputError("--op " + o.op + ": " + why);
     }
     BlockConfig cfg = real ? model.block : config::scale_down(model.block, o.scale_down);
     // --scale-down divides the preset's or file's widths, not a width given as a flag.

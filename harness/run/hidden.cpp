@@ -177,6 +177,9 @@ HiddenResult run_hidden_check(const HiddenFlags& f, std::ostream& log) {
     } catch (const config::ConfigError& e) {
         throw InputError(e.what());
     }
+    if (!m.rope_unmodelled.empty())
+        throw InputError(f.weights + ": its RoPE is " + m.rope_unmodelled +
+                         ", which conform does not model: the reference's attention would rotate q and k otherwise");
     HiddenResult r;
     r.weights = f.weights, r.file = f.file, r.producer = file.producer, r.tol = f.tol;
     r.detected = ck.detected();

@@ -112,6 +112,22 @@ Resolved resolve_case_flags(const CaseFlags& f) {
         } catch (const config::ConfigError& e) {
             throw InputError(e.what());
         }
+        // A model with a part conform does not compute (gpt-oss's experts, its YaRN): the ops that
+        // would run it are refused when named, and left out of "every op" with a line saying so.
+        if (s.ops.empty()) {
+            std::string left_out;
+            for (Op op : kAllOps) {
+                const std::string why = config::unmodelled_for(*r.model, op);
+                if (why.empty()) s.ops.push_back(op);
+                else left_out += "\n  " + why;
+            }
+            if (!left_out.empty())
+                r.notes.push_back(r.model->name + ": the ops it pins are run, not these:" + left_out);
+        } else {
+            for (Op op : s.ops)
+                if (const std::string why = config::unmodelled_for(*r.model, op); !why.empty())
+                    throw InputError("--op " + std::string(to_string(op)) + ": " + why);
+        }
         if (!f.full_size)
             while (r.model->block.d_model / r.scale_down > 256) r.scale_down *= 2;
         else

@@ -60,6 +60,7 @@ struct Resolved {
     std::shared_ptr<const config::ModelConfig> model;
     int64_t scale_down = 1;
     std::shared_ptr<RealModel> real;  // --weights
+    std::vector<std::string> notes;   // what the run leaves out and why, a line each, printed before it
 };
 
 // The flags, checked: ops, dtype, seed ('random' draws one), shard (with

@@ -107,6 +107,20 @@ done
   || { cat "$tmp/out"; fail "qwen3-0.6b block"; }
 grep -q "qk_norm=1" "$tmp/q/conform.json" || fail "qwen3 block cases without qk_norm"
 
+# gpt-oss's presets pin the ops that need neither its experts nor its YaRN (truncate: false): every op
+# runs those, and says which it leaves out; an op that needs them is refused when named.
+expect 0 "gpt-oss-20b: the ops it pins are run, not these:" -- --preset gpt-oss-20b --impl scalar --cases 2 \
+  --no-default-fixtures --out "$tmp/go"
+grep -qE "^paged_attention +scalar +2 +2 " "$tmp/out" || { cat "$tmp/out"; fail "gpt-oss-20b: no paged_attention cases"; }
+! grep -qE "^(rope|swiglu|block|decode) " "$tmp/out" || { cat "$tmp/out"; fail "gpt-oss-20b ran an op it does not pin"; }
+grep -q 'window=128,sinks=1' "$tmp/go/conform.json" || fail "gpt-oss-20b cases without its window and sinks"
+expect 2 "--op rope: op rope rotates q and k, and gpt-oss-120b's RoPE is YaRN with rope_scaling.truncate false" -- \
+  --preset gpt-oss-120b --op rope --impl scalar
+expect 2 "--op decode: op decode runs the FFN, and gpt-oss-20b's FFN is a mixture of 32 experts" -- \
+  --preset gpt-oss-20b --op decode --impl scalar
+expect 2 "gpt-oss-20b: op block runs the FFN" -- forward --preset gpt-oss-20b
+expect 2 "--op block: op block runs the FFN" -- generate --preset gpt-oss-20b --op block --out "$tmp/go.h5"
+
 # ---- conform forward ----------------------------------------------------------------
 expect 0 "layer  1 + ffn" -- forward --preset qwen3-0.6b --layers 2 --tokens 4 --impl scalar --vocab 64
 cat "$tmp/out"
