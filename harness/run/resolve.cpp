@@ -114,15 +114,18 @@ Resolved resolve_case_flags(const CaseFlags& f) {
         }
         // A model with a part conform does not compute (gpt-oss's experts, its YaRN): the ops that
         // would run it are refused when named, and left out of "every op" with a line saying so.
-        if (s.ops.empty()) {
+        if (s.ops.empty()) {  // every op: stays "every op" unless the model leaves some out
+            std::vector<Op> pinned;
             std::string left_out;
             for (Op op : kAllOps) {
                 const std::string why = config::unmodelled_for(*r.model, op);
-                if (why.empty()) s.ops.push_back(op);
+                if (why.empty()) pinned.push_back(op);
                 else left_out += "\n  " + why;
             }
-            if (!left_out.empty())
+            if (!left_out.empty()) {
+                s.ops = pinned;
                 r.notes.push_back(r.model->name + ": the ops it pins are run, not these:" + left_out);
+            }
         } else {
             for (Op op : s.ops)
                 if (const std::string why = config::unmodelled_for(*r.model, op); !why.empty())
