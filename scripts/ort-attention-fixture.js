@@ -18,20 +18,7 @@
 const { spawnSync } = require('child_process');
 const ort = require('onnxruntime-node');
 
-// ---- protobuf, the few messages an ONNX model needs ----
-// varint of an int64 (two's complement: a -1 is ten bytes)
-function varint(n) { const b = []; n = BigInt.asUintN(64, BigInt(n)); do { let x = Number(n & 0x7fn); n >>= 7n; if (n) x |= 0x80; b.push(x); } while (n); return b; }
-const key = (f, t) => varint((f << 3) | t);
-const bytesField = (f, bytes) => [...key(f, 2), ...varint(bytes.length), ...bytes];
-const str = (f, s) => bytesField(f, [...Buffer.from(s)]);
-const int = (f, v) => [...key(f, 0), ...varint(v)];
-const f32 = (f, v) => { const b = Buffer.alloc(4); b.writeFloatLE(v); return [...key(f, 5), ...b]; };
-const attrInt = (name, v) => bytesField(5, [...str(1, name), ...int(3, v), ...int(20, 2)]);
-const attrFloat = (name, v) => bytesField(5, [...str(1, name), ...f32(2, v), ...int(20, 1)]);
-const vinfo = (name, elem, rank) =>
-  [...str(1, name), ...bytesField(2, bytesField(1, [...int(1, elem),
-    ...bytesField(2, Array.from({ length: rank }, (_, i) => bytesField(1, str(2, `d${i}`))).flat())]))];
-const FLOAT = 1, INT32 = 6;
+const { bytesField, str, attrInt, attrFloat, vinfo, nodeProto, modelProto, FLOAT, INT32 } = require('./onnx-proto');
 
 // One GroupQueryAttention node: q k v past_key past_value seqlens_k total_sequence_length
 // cos_cache sin_cache position_ids attention_bias head_sink (inputs 0 … 11).
@@ -41,14 +28,13 @@ function gqaModel(c) {
   while (ins[ins.length - 1] === '') ins.pop();
   const attrs = [attrInt('num_heads', c.H), attrInt('kv_num_heads', c.KV), attrFloat('scale', 1 / Math.sqrt(c.hd)),
                  attrInt('local_window_size', c.window || -1), ...(c.softcap ? [attrFloat('softcap', c.softcap)] : [])];
-  const node = bytesField(1, [...ins.flatMap(i => str(1, i)), ...['out', 'present_key', 'present_value'].flatMap(o => str(2, o)),
-                              ...str(4, 'GroupQueryAttention'), ...attrs.flat(), ...str(7, 'com.microsoft')]);
+  const node = bytesField(1, nodeProto(ins, ['out', 'present_key', 'present_value'], 'GroupQueryAttention', attrs,
+                                      'com.microsoft'));
   const inputs = [vinfo('q', FLOAT, 3), vinfo('k', FLOAT, 3), vinfo('v', FLOAT, 3), vinfo('seqlens_k', INT32, 1),
                   vinfo('total_len', INT32, 0), ...(c.past ? [vinfo('past_key', FLOAT, 4), vinfo('past_value', FLOAT, 4)] : []),
                   ...(c.sinks ? [vinfo('sink', FLOAT, 1)] : [])];
   const graph = [...node, ...str(2, 'gqa'), ...inputs.flatMap(i => bytesField(11, i)), ...bytesField(12, vinfo('out', FLOAT, 3))];
-  const opset = (domain, v) => bytesField(8, [...str(1, domain), ...int(2, v)]);
-  return Uint8Array.from([...int(1, 9), ...opset('', 21), ...opset('com.microsoft', 1), ...bytesField(7, graph)]);
+  return modelProto(graph, 21, true);
 }
 
 // ---- inputs: xorshift64 + Box-Muller, rounded to float32 ----

@@ -24,24 +24,13 @@
 // `--window-keys N` runs N keys instead: N = W + 1 or W - 1 is the engine
 // one key off, which conform names window_off_by_one.
 //
-// The model is written here as protobuf by hand (no onnx package needed).
+// The model is protobuf written by hand (scripts/onnx-proto.js: no onnx package needed).
 const fs = require('fs');
 const path = require('path');
 const { spawnSync } = require('child_process');
 const ort = require('onnxruntime-node');
 
-// ---- protobuf, the few messages an ONNX model needs ----
-// varint of an int64 (two's complement: local_window_size -1 is ten bytes)
-function varint(n) { const b = []; n = BigInt.asUintN(64, BigInt(n)); do { let x = Number(n & 0x7fn); n >>= 7n; if (n) x |= 0x80; b.push(x); } while (n); return b; }
-const key = (f, t) => varint((f << 3) | t);
-const bytesField = (f, bytes) => [...key(f, 2), ...varint(bytes.length), ...bytes];
-const str = (f, s) => bytesField(f, [...Buffer.from(s)]);
-const int = (f, v) => [...key(f, 0), ...varint(v)];
-const f32 = (f, v) => { const b = Buffer.alloc(4); b.writeFloatLE(v); return [...key(f, 5), ...b]; };
-const INT_ATTR = 2, FLOAT_ATTR = 1;
-const attrInt = (name, v) => bytesField(5, [...str(1, name), ...int(3, v), ...int(20, INT_ATTR)]);
-const attrFloat = (name, v) => bytesField(5, [...str(1, name), ...f32(2, v), ...int(20, FLOAT_ATTR)]);
-const FLOAT = 1, INT32 = 6, INT64 = 7;
+const { bytesField, str, int, attrInt, attrFloat, vinfo, nodeProto, modelProto, FLOAT, INT32, INT64 } = require('./onnx-proto');
 
 const nodes = [], inits = [];
 let nameCount = 0;
@@ -49,8 +38,7 @@ const fresh = stem => `${stem}_${nameCount++}`;
 // NodeProto: input 1, output 2, op_type 4, attribute 5, domain 7
 function node(op, ins, nOut = 1, attrs = [], domain = '') {
   const outs = Array.from({ length: nOut }, () => fresh(op));
-  nodes.push(bytesField(1, [...ins.flatMap(i => str(1, i)), ...outs.flatMap(o => str(2, o)), ...str(4, op),
-                            ...attrs.flat(), ...(domain ? str(7, domain) : [])]));
+  nodes.push(bytesField(1, nodeProto(ins, outs, op, attrs, domain)));
   return nOut === 1 ? outs[0] : outs;
 }
 // TensorProto: dims 1, data_type 2, name 8, raw_data 9
@@ -62,10 +50,6 @@ function init(stem, type, dims, raw) {
 const initF = (stem, dims, arr) => init(stem, FLOAT, dims, Buffer.from(Float32Array.from(arr).buffer));
 const initI64 = (stem, dims, arr) => init(stem, INT64, dims, Buffer.from(BigInt64Array.from(arr.map(BigInt)).buffer));
 const initI32 = (stem, dims, arr) => init(stem, INT32, dims, Buffer.from(Int32Array.from(arr).buffer));
-// ValueInfoProto with a rank-r tensor type of symbolic dims
-const vinfo = (name, elem, rank) =>
-  [...str(1, name), ...bytesField(2, bytesField(1, [...int(1, elem),
-    ...bytesField(2, Array.from({ length: rank }, (_, i) => bytesField(1, str(2, `d${i}`))).flat())]))];
 
 // ---- the checkpoint: config.json + one F32 model.safetensors ----
 function readCheckpoint(dir) {
@@ -143,8 +127,7 @@ function build(ck, windowKeys) {
   const graph = [...nodes.flat(), ...str(2, 'checkpoint'), ...inits.flat(),
                  ...bytesField(11, vinfo('input_ids', INT64, 2)), ...bytesField(11, vinfo('seqlens_k', INT32, 1)),
                  ...bytesField(11, vinfo('total_len', INT32, 0)), ...bytesField(12, vinfo(out, FLOAT, 3))];
-  const opset = (domain, v) => bytesField(8, [...str(1, domain), ...int(2, v)]);
-  const model = Uint8Array.from([...int(1, 9), ...opset('', 21), ...opset('com.microsoft', 1), ...bytesField(7, graph)]);
+  const model = modelProto(graph, 21, true);
   return { model, out, localWindow, window, vocab: cfg.vocab_size, type: cfg.model_type };
 }
 

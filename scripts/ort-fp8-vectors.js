@@ -8,24 +8,16 @@
 //   mkdir /tmp/ort && cd /tmp/ort && npm install onnxruntime-node --ignore-scripts
 //   NODE_PATH=/tmp/ort/node_modules node scripts/ort-fp8-vectors.js > tests/fp8/ort_vectors.txt
 //
-// The model is two Casts per format, written here as protobuf by hand (no onnx package needed).
+// The model is two Casts per format, as protobuf (scripts/onnx-proto.js: no onnx package needed).
 const ort = require('onnxruntime-node');
 
-function varint(n) { const b = []; n = BigInt(n); do { let x = Number(n & 0x7fn); n >>= 7n; if (n) x |= 0x80; b.push(x); } while (n); return b; }
-const key = (f, t) => varint((f << 3) | t);
-const str = (f, s) => [...key(f, 2), ...varint(Buffer.byteLength(s)), ...Buffer.from(s)];
-const msg = (f, bytes) => [...key(f, 2), ...varint(bytes.length), ...bytes];
-const int = (f, v) => [...key(f, 0), ...varint(v)];
-const attrInt = (name, v) => [...str(1, name), ...int(3, v), ...int(20, 2)];  // AttributeProto, type INT
-const node = (ins, outs, op, attrs) =>
-  [...ins.flatMap(i => str(1, i)), ...outs.flatMap(o => str(2, o)), ...str(4, op), ...attrs.flatMap(a => msg(5, a))];
-const vinfo = (name, elem) => [...str(1, name), ...msg(2, msg(1, [...int(1, elem), ...msg(2, msg(1, str(2, 'n')))]))];
-const FLOAT = 1, E4M3FN = 17, E5M2 = 19;
+const { bytesField, str, attrInt, vinfo, nodeProto, modelProto, FLOAT, FLOAT8E4M3FN, FLOAT8E5M2 } = require('./onnx-proto');
+const cast = (from, to, type) => bytesField(1, nodeProto([from], [to], 'Cast', [attrInt('to', type)]));
 const graph = [
-  ...msg(1, node(['x'], ['a'], 'Cast', [attrInt('to', E4M3FN)])), ...msg(1, node(['a'], ['e4m3'], 'Cast', [attrInt('to', FLOAT)])),
-  ...msg(1, node(['x'], ['b'], 'Cast', [attrInt('to', E5M2)])), ...msg(1, node(['b'], ['e5m2'], 'Cast', [attrInt('to', FLOAT)])),
-  ...str(2, 'fp8'), ...msg(11, vinfo('x', FLOAT)), ...msg(12, vinfo('e4m3', FLOAT)), ...msg(12, vinfo('e5m2', FLOAT))];
-const model = Uint8Array.from([...int(1, 9), ...msg(8, [...str(1, ''), ...int(2, 19)]), ...msg(7, graph)]);
+  ...cast('x', 'a', FLOAT8E4M3FN), ...cast('a', 'e4m3', FLOAT), ...cast('x', 'b', FLOAT8E5M2), ...cast('b', 'e5m2', FLOAT),
+  ...str(2, 'fp8'), ...bytesField(11, vinfo('x', FLOAT, 1)), ...bytesField(12, vinfo('e4m3', FLOAT, 1)),
+  ...bytesField(12, vinfo('e5m2', FLOAT, 1))];
+const model = modelProto(graph, 19);
 
 // The inputs, as tests/fp8/draw.h draws them (integers only, so both sides agree bit for bit).
 function draw() {

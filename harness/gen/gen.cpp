@@ -821,6 +821,15 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
         for (const auto& [field, bit] : kOwned)
             if (k == field && !op_info(s.op).uses(bit))
                 return fail("field '" + k + "' does not apply to op " + std::string(to_string(s.op)));
+    // The conventions an id carries as 0 / 1 (anything else is refused by name).
+    auto switch_field = [](const std::string& k) -> bool BlockConfig::* {
+        static const std::pair<const char*, bool BlockConfig::*> kSwitches[] = {
+            {"sinks", &BlockConfig::attn_sinks}, {"plus_one", &BlockConfig::norm_plus_one},
+            {"sandwich", &BlockConfig::sandwich_norm}, {"nope", &BlockConfig::nope}};
+        for (const auto& [name, field] : kSwitches)
+            if (k == name) return field;
+        return nullptr;
+    };
     try {
         for (const auto& [k, v] : kv) {
             if (k == "T") s.T = std::stoll(v);
@@ -842,21 +851,9 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
                 s.config.attention_chunk_size = std::stoll(v);
                 if (s.config.attention_chunk_size < 1) return fail("chunk must be a count of positions >= 1, found '" + v + "'");
             }
-            else if (k == "sinks") {
-                if (v != "0" && v != "1") return fail("sinks must be 0 or 1, found '" + v + "'");
-                s.config.attn_sinks = v == "1";
-            }
-            else if (k == "plus_one") {
-                if (v != "0" && v != "1") return fail("plus_one must be 0 or 1, found '" + v + "'");
-                s.config.norm_plus_one = v == "1";
-            }
-            else if (k == "sandwich") {
-                if (v != "0" && v != "1") return fail("sandwich must be 0 or 1, found '" + v + "'");
-                s.config.sandwich_norm = v == "1";
-            }
-            else if (k == "nope") {
-                if (v != "0" && v != "1") return fail("nope must be 0 or 1, found '" + v + "'");
-                s.config.nope = v == "1";
+            else if (bool BlockConfig::*flag = switch_field(k)) {
+                if (v != "0" && v != "1") return fail(k + " must be 0 or 1, found '" + v + "'");
+                s.config.*flag = v == "1";
             }
             else if (k == "attn_scale") {
                 s.config.attn_scale = std::stod(v);

@@ -43,6 +43,28 @@ void Checkpoint::Impl::note(const std::string& line) {
     if (log) *log << line << "\n";
 }
 
+LayerTensor layer_tensor(const std::string& schema, const config::ModelConfig& m) {
+    const BlockConfig& b = m.block;
+    const int64_t D = b.d_model, q = b.q_width(), kv = b.kv_width(), F = b.ffn_dim, hd = b.head_dim;
+    const bool qk = schema == "q_norm" || schema == "k_norm";
+    const bool bias = schema == "bq" || schema == "bk" || schema == "bv";
+    const bool post = schema == "attn_post_norm" || schema == "ffn_post_norm";
+    const bool ffn = schema == "ffn_norm" || schema == "w1" || schema == "w3" || schema == "w2" || schema == "ffn_post_norm";
+    if ((qk && !b.qk_norm) || (bias && !b.qkv_bias) || (post && !b.sandwich_norm) || (schema == "bo" && !m.o_bias) ||
+        (schema == "sinks" && !b.attn_sinks) || (ffn && !m.ffn_unmodelled.empty()))
+        return {};
+    if (schema == "attn_norm" || schema == "ffn_norm" || post || schema == "bo") return {true, {D}, {"D"}};
+    if (schema == "sinks") return {true, {b.n_heads}, {"H"}};
+    if (qk) return {true, {hd}, {"hd"}};
+    if (schema == "bq") return {true, {q}, {"H*hd"}};
+    if (bias) return {true, {kv}, {"KV*hd"}};
+    if (schema == "wq") return {true, {q, D}, {"H*hd", "D"}};
+    if (schema == "wk" || schema == "wv") return {true, {kv, D}, {"KV*hd", "D"}};
+    if (schema == "wo") return {true, {D, q}, {"D", "H*hd"}};
+    if (schema == "w1" || schema == "w3") return {true, {F, D}, {"F", "D"}};
+    return {true, {D, F}, {"D", "F"}};  // w2
+}
+
 void expect_shape(const Checkpoint::Impl& c, const StoredTensor& t, const std::vector<int64_t>& want,
                   const std::vector<std::string>& symbols) {
     if (t.shape == want) return;

@@ -371,7 +371,7 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
         throw WeightsError(path + ": tokenizer.ggml.tokens: expected " + std::to_string(model.vocab) +
                            " tokens (token_embd.weight's rows), found " + t->describe());
 
-    const int64_t D = b.d_model, q = b.q_width(), kv = b.kv_width(), F = b.ffn_dim, hd = b.head_dim, V = model.vocab;
+    const int64_t D = b.d_model, V = model.vocab;
     c.embedding = get("token_embd.weight", false, {V, D}, {"vocab", "D"}, "every model has one");
     c.final_norm = get("output_norm.weight", false, {D}, {"D"}, "every model has one");
     if (g.tensor("output.weight")) {
@@ -388,34 +388,17 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
         std::map<std::string, Slot> layer;
         for (const Name& n : kLayer) {
             const std::string schema = n.schema;
-            if ((schema == "q_norm" || schema == "k_norm") && !b.qk_norm) continue;
+            const LayerTensor lt = layer_tensor(schema, model);
+            if (!lt.present) continue;
             const bool bias = schema == "bq" || schema == "bk" || schema == "bv";
-            if (bias && !b.qkv_bias) continue;
             const bool post = schema == "attn_post_norm" || schema == "ffn_post_norm";
-            if (post && !b.sandwich_norm) continue;
-            if (schema == "bo" && !model.o_bias) continue;
-            if (schema == "sinks" && !b.attn_sinks) continue;
-            const bool ffn = schema == "ffn_norm" || schema == "w1" || schema == "w3" || schema == "w2" || schema == "ffn_post_norm";
-            if (ffn && !model.ffn_unmodelled.empty()) continue;
-            std::vector<int64_t> want;
-            std::vector<std::string> sym;
-            if (schema == "attn_norm" || schema == "ffn_norm" || post || schema == "bo") want = {D}, sym = {"D"};
-            else if (schema == "sinks") want = {b.n_heads}, sym = {"H"};
-            else if (schema == "q_norm" || schema == "k_norm") want = {hd}, sym = {"hd"};
-            else if (schema == "bq") want = {q}, sym = {"H*hd"};
-            else if (bias) want = {kv}, sym = {"KV*hd"};
-            else if (schema == "wq") want = {q, D}, sym = {"H*hd", "D"};
-            else if (schema == "wk" || schema == "wv") want = {kv, D}, sym = {"KV*hd", "D"};
-            else if (schema == "wo") want = {D, q}, sym = {"D", "H*hd"};
-            else if (schema == "w1" || schema == "w3") want = {F, D}, sym = {"F", "D"};
-            else want = {D, F}, sym = {"D", "F"};
             const std::string why = schema == "q_norm" || schema == "k_norm" ? "qk_norm is on: every layer has one"
                                     : bias                                   ? "qkv_bias is on: every layer has one"
                                     : schema == "bo" ? "o_bias is on: every layer has one"
                                     : schema == "sinks" ? "gpt-oss has a sink per head in every layer"
                                     : post ? "sandwich norms (" + std::string(arch->name) + "): every layer has one"
                                                                              : implied;
-            layer[schema] = get(prefix + n.gguf, n.matrix, want, sym, why);
+            layer[schema] = get(prefix + n.gguf, n.matrix, lt.shape, lt.symbols, why);
         }
         c.layers.push_back(std::move(layer));
     }

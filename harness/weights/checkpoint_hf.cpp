@@ -71,8 +71,7 @@ void open_safetensors(Checkpoint::Impl& c, const std::string& path, const std::s
     if (b.sandwich_norm)
         c.note("sandwich norms: on (" + arch + ": post_attention_layernorm and post_feedforward_layernorm norm each "
                "sublayer's output; pre_feedforward_layernorm is the FFN's input norm)");
-    const bool attention_only = !c.model.ffn_unmodelled.empty();
-    if (attention_only)
+    if (!c.model.ffn_unmodelled.empty())
         c.note("ffn: not read (" + arch + "'s FFN is " + c.model.ffn_unmodelled + "); the attention is: " +
                (c.model.o_bias ? "q, k, v and o_proj biases, " : "") + "sinks (self_attn.sinks)");
     if (!c.model.o_bias && st.find("model.layers.0.self_attn.o_proj.bias"))
@@ -91,7 +90,7 @@ void open_safetensors(Checkpoint::Impl& c, const std::string& path, const std::s
         return s;
     };
 
-    const int64_t D = b.d_model, q = b.q_width(), kv = b.kv_width(), F = b.ffn_dim, hd = b.head_dim, V = c.model.vocab;
+    const int64_t D = b.d_model, V = c.model.vocab;
     c.embedding = get("model.embed_tokens.weight", false, {V, D}, {"vocab", "D"});
     c.final_norm = get("model.norm.weight", false, {D}, {"D"});
     std::set<std::string> used = {"model.embed_tokens.weight", "model.norm.weight"};
@@ -109,29 +108,12 @@ void open_safetensors(Checkpoint::Impl& c, const std::string& path, const std::s
         std::map<std::string, Slot> layer;
         for (const Name& n : kLayer) {
             const std::string schema = n.schema;
-            if ((schema == "q_norm" || schema == "k_norm") && !b.qk_norm) continue;
+            const LayerTensor lt = layer_tensor(schema, c.model);
+            if (!lt.present) continue;
             const bool bias = schema == "bq" || schema == "bk" || schema == "bv";
-            if (bias && !b.qkv_bias) continue;
             const bool post = schema == "attn_post_norm" || schema == "ffn_post_norm";
-            if (post && !b.sandwich_norm) continue;
-            if (schema == "bo" && !c.model.o_bias) continue;
-            if (schema == "sinks" && !b.attn_sinks) continue;
-            const bool ffn = schema == "ffn_norm" || schema == "w1" || schema == "w3" || schema == "w2" || schema == "ffn_post_norm";
-            if (ffn && attention_only) continue;
-            std::vector<int64_t> want;
-            std::vector<std::string> sym;
-            if (schema == "attn_norm" || schema == "ffn_norm" || post || schema == "bo") want = {D}, sym = {"D"};
-            else if (schema == "sinks") want = {b.n_heads}, sym = {"H"};
-            else if (schema == "q_norm" || schema == "k_norm") want = {hd}, sym = {"hd"};
-            else if (schema == "bq") want = {q}, sym = {"H*hd"};
-            else if (bias) want = {kv}, sym = {"KV*hd"};
-            else if (schema == "wq") want = {q, D}, sym = {"H*hd", "D"};
-            else if (schema == "wk" || schema == "wv") want = {kv, D}, sym = {"KV*hd", "D"};
-            else if (schema == "wo") want = {D, q}, sym = {"D", "H*hd"};
-            else if (schema == "w1" || schema == "w3") want = {F, D}, sym = {"F", "D"};
-            else want = {D, F}, sym = {"D", "F"};
             const std::string hf = prefix + hf_name(n, b.sandwich_norm);
-            layer[schema] = get(hf, n.matrix, want, sym,
+            layer[schema] = get(hf, n.matrix, lt.shape, lt.symbols,
                                 schema == "q_norm" || schema == "k_norm" ? arch + " norms q and k per head"
                                 : bias || schema == "bo" ? arch + " has projection biases (attention_bias)"
                                 : schema == "sinks" ? arch + " has a sink logit per head"

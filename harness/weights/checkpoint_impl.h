@@ -49,6 +49,18 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path);
 void expect_shape(const Checkpoint::Impl& c, const StoredTensor& t, const std::vector<int64_t>& want,
                   const std::vector<std::string>& symbols);
 
+// Layer weight `schema` (attn_norm, wq, ..., bo, sinks) as model `m` has it:
+// whether its layers carry it at all (QK-norm's, the biases, the sinks, the
+// sandwich norms by their conventions; none of the FFN's where the FFN is not
+// the block's, ModelConfig::ffn_unmodelled), and the shape it is stored in
+// ([out, in] for a matrix, [n] for a vector) with the symbols messages name.
+struct LayerTensor {
+    bool present = false;
+    std::vector<int64_t> shape;
+    std::vector<std::string> symbols;
+};
+LayerTensor layer_tensor(const std::string& schema, const config::ModelConfig& m);
+
 // "F32 (3 tensors)", "Q8_0 dequantised to float32 (14 tensors)": one line per
 // encoding among the slots.
 void note_encodings(Checkpoint::Impl& c);
