@@ -1131,3 +1131,51 @@ TEST_CASE("files assembled byte by byte from the format specifications read as t
     CHECK(wv == std::vector<float>{1.0f, 2.0f, -1.0f, 0.0f});
     CHECK(vv[0] == 3.14159274f);
 }
+
+TEST_CASE("gpt-oss: a damaged file is refused naming the file and the key or tensor", "[weights]") {
+    TmpDir tmp;
+    ModelSpec s = llama_spec();
+    s.arch = "gpt_oss", s.layers = 4, s.window = 3, s.theta = 150000, s.ffn_dim = 32;
+    const Model m = random_model(s);
+    const GgufDoc base = gguf_doc(m);
+    int n = 0;
+    auto doc_case = [&](const std::function<void(GgufDoc&)>& edit, std::vector<std::string> parts) {
+        GgufDoc d = base;
+        edit(d);
+        const std::string path = tmp / ("go" + std::to_string(n++) + ".gguf");
+        write_file(path, gguf_bytes(d));
+        parts.insert(parts.begin(), path + ": ");
+        refused(path, parts);
+    };
+    auto drop_key = [](const std::string& key) {
+        return [key](GgufDoc& d) {
+            d.kv.erase(std::remove_if(d.kv.begin(), d.kv.end(), [&](const GgufKv& kv) { return kv.key == key; }), d.kv.end());
+        };
+    };
+    doc_case(drop_key("gpt-oss.attention.sliding_window"),
+             {"gpt-oss.attention.sliding_window: missing (llama.cpp requires it for gpt-oss)"});
+    doc_case(
+        [](GgufDoc& d) {
+            for (auto& kv : d.kv)
+                if (kv.key == "gpt-oss.attention.sliding_window") kv = kv_u32(kv.key, 0);
+        },
+        {"gpt-oss.attention.sliding_window: expected a positive integer, found"});
+    doc_case(drop_key("gpt-oss.expert_count"), {"gpt-oss.expert_count: missing"});
+    doc_case([](GgufDoc& d) { tensor_named(d, "blk.1.attn_sinks.weight").ne = {3}; }, {"blk.1.attn_sinks.weight"});
+    doc_case(
+        [](GgufDoc& d) {
+            d.tensors.erase(std::remove_if(d.tensors.begin(), d.tensors.end(),
+                                           [](const GgufTensorOut& t) { return t.name == "blk.2.attn_output.bias"; }),
+                            d.tensors.end());
+        },
+        {"blk.2.attn_output.bias: missing (o_bias is on: every layer has one)"});
+    // safetensors: a sink per head, and an output bias on every layer
+    Model bad = m;
+    bad.tensors["model.layers.3.self_attn.sinks"] = HfTensor{{3}, {0.f, 0.f, 0.f}};
+    write_hf(bad, tmp / "hf-sinks");
+    refused(tmp / "hf-sinks", {"model.layers.3.self_attn.sinks"});
+    Model nobias = m;
+    nobias.tensors.erase("model.layers.1.self_attn.o_proj.bias");
+    write_hf(nobias, tmp / "hf-nobias");
+    refused(tmp / "hf-nobias", {"model.layers.1.self_attn.o_proj.bias: missing"});
+}
