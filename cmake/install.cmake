@@ -6,7 +6,10 @@ include(CMakePackageConfigHelpers)
 install(TARGETS conform conform-worker RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # LibTorch and friends may live outside the loader's default paths.
 set_target_properties(conform PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
-install(FILES ${PROJECT_SOURCE_DIR}/impls/include/conform/plugin.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/conform)
+# The plugin C ABI: version 2 (plugin.h), the types every version shares, and
+# version 1.x (plugin_v1.h, frozen), which older plugins keep building against.
+install(FILES ${PROJECT_SOURCE_DIR}/impls/include/conform/plugin.h ${PROJECT_SOURCE_DIR}/impls/include/conform/plugin_types.h
+        ${PROJECT_SOURCE_DIR}/impls/include/conform/plugin_v1.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/conform)
 install(FILES ${PROJECT_SOURCE_DIR}/impls/PLUGINS.md ${PROJECT_SOURCE_DIR}/impls/WORKERS.md
         ${PROJECT_SOURCE_DIR}/docs/python-workers.md ${PROJECT_SOURCE_DIR}/docs/pytest.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 # The Python side of the worker protocol, and the example workers to start from.

@@ -53,20 +53,18 @@ const std::vector<ImplEntry>& mutant_implementations() {
     const std::vector<Op> swiglu_ops = ops_using(kSwiglu);
     const std::vector<Op> decode_ops = ops_using(kKvCache);
     const std::vector<Op> fp8_ops = ops_using(kFp8Cache);
-    static const std::vector<ImplEntry> table = {
+    static const std::vector<ImplEntry> table = [&] {
+    std::vector<ImplEntry> t = {
         {"rope_layout_swapped", "RoPE pairs NeoX and interleaved swapped", true, always, rope_layout_swapped, rope_ops},
         {"rope_theta_default", "rope_theta ignored: always 10000", true, always, rope_theta_default, rope_ops},
         {"rope_angle_low_precision", "RoPE angles pos * inv_freq rounded to bf16", true, always,
          rope_angle_low_precision, rope_ops},
-        {"rope_scaling_ignored", "rope_scaling dropped: plain RoPE for a scaled config", true, always,
-         rope_scaling_ignored, rope_ops},
         {"dynamic_ntk_inside_context", "dynamic NTK base always at original_max_position * factor", true, always,
          dynamic_ntk_inside_context, rope_ops},
         {"rope_position_off_by_one", "decode steps rotated at pos + 1", true, always, rope_position_off_by_one,
          decode_ops},
         {"v_rotated", "v rotated like k", true, always, v_rotated, block_ops},
         {"rope_applied_twice", "q and k rotated twice", true, always, rope_applied_twice, block_ops},
-        {"qk_norm_missing", "QK-norm skipped in the block", true, always, qk_norm_missing, block_ops},
         {"qk_norm_after_rope", "QK-norm after RoPE instead of before", true, always, qk_norm_after_rope, block_ops},
         {"qk_norm_always_on", "QK-norm applied whatever the config says", true, always, qk_norm_always_on,
          block_ops},
@@ -91,36 +89,11 @@ const std::vector<ImplEntry>& mutant_implementations() {
          swiglu_ops},
         {"residual_missing", "attention residual dropped: h = attn @ wo", true, always, residual_missing, block_ops},
         // The served variants (issue 29).
-        {"qkv_bias_missing", "Qwen2's q, k, v projection biases dropped", true, always, qkv_bias_missing, block_ops},
         {"qkv_bias_after_rope", "q and k biases added after RoPE", true, always, qkv_bias_after_rope, block_ops},
-        {"sandwich_norm_missing", "Gemma 2/3's post-sublayer (sandwich) norms dropped", true, always,
-         sandwich_norm_missing, ops_using(kSandwichNorm)},
-        {"nope_ignored", "q and k rotated on a NoPE layer (RoPE where the config has none)", true, always, nope_ignored,
-         ops_using(kNope)},
-        {"window_off_by_one", "a sliding window of W - 1 keys (W meant)", true, always, window_off_by_one,
-         ops_using(kWindow)},
-        {"window_one_too_wide", "a sliding window of W + 1 keys (FlashAttention's left = W for W - 1)", true, always,
-         window_one_too_wide, ops_using(kWindow), {}, {}, "window_off_by_one"},
-        {"window_ignored", "the sliding window ignored: full causal", true, always, window_ignored, ops_using(kWindow)},
-        {"chunk_ignored", "chunked attention ignored: full causal", true, always, chunk_ignored, ops_using(kChunk)},
-        {"chunk_as_window", "the attention chunk size read as a sliding window of that many keys", true, always,
-         chunk_as_window, ops_using(kChunk)},
-        {"softcap_missing", "logit soft-capping dropped (scores uncapped)", true, always, softcap_missing,
-         ops_using(kSoftcap)},
         {"softcap_after_mask", "soft-cap after the -inf mask: masked keys read at logit -cap", true, always,
          softcap_after_mask, ops_using(kSoftcap)},
-        {"attn_scale_ignored", "scores scaled by 1/sqrt(head_dim) where the config's attn_scale says otherwise", true,
-         always, attn_scale_ignored, ops_using(kAttnScale)},
-        {"sink_missing", "attention sinks dropped from the softmax's denominator", true, always, sink_missing,
-         ops_using(kSinks)},
         {"sink_wrong_head", "sinks read per kv head (sinks[h / group])", true, always, sink_wrong_head,
          ops_using(kSinks)},
-        {"norm_plus_one_missing", "Gemma's (1 + w) norms scaled by w", true, always, norm_plus_one_missing,
-         ops_using(kNormPlusOne)},
-        {"norm_plus_one_spurious", "(1 + w) norms for a config without Gemma's norms", true, always,
-         norm_plus_one_spurious, ops_using(kNormPlusOne)},
-        {"geglu_as_swiglu", "GeGLU's gate through silu (a Llama FFN kernel on Gemma)", true, always, geglu_as_swiglu,
-         ops_using(kGeglu)},
         {"gelu_erf_for_tanh", "exact (erf) GELU where GeGLU's tanh approximation is meant", true, always,
          gelu_erf_for_tanh, ops_using(kGeglu)},
         {"decode_cache_unrotated_k", "decode steps cache their key before RoPE", true, always,
@@ -159,8 +132,6 @@ const std::vector<ImplEntry>& mutant_implementations() {
         {"paged_empty_unwritten", "rows that see no key (empty sequences) left unwritten", true, always,
          paged_empty_unwritten, {Op::paged_attention}},
         // An FP8 KV cache (sglang, vLLM, FlashInfer issue reports).
-        {"kv_fp8_ignored", "FP8 cache not quantised: attention over K and V as given", true, always, kv_fp8_ignored,
-         fp8_ops},
         {"kv_fp8_scale_ignored", "FP8 cache scales taken as 1.0", true, always, kv_fp8_scale_ignored, fp8_ops},
         {"kv_fp8_k_scale_for_v", "V written and read with K's scale", true, always, kv_fp8_k_scale_for_v, fp8_ops},
         {"kv_fp8_per_head_read_per_tensor", "per-kv-head scales read as one (scale[0])", true, always,
@@ -175,6 +146,12 @@ const std::vector<ImplEntry>& mutant_implementations() {
         {"layer_norm_not_rms", "LayerNorm (mean subtracted) for RMSNorm", true, always, layer_norm_not_rms, norm_ops},
         {"gelu_gate", "GELU on a SwiGLU gate instead of SiLU", true, always, gelu_gate, swiglu_ops},
     };
+    // The twists' bugs as config edits, from their rows (mutants/twist.cpp).
+    for (const TwistMutant& m : twist_mutants())
+        t.push_back({m.name, m.description, true, always,
+                     [m](const ImplOptions& o) { return make_twist_mutant(m, o); }, m.ops, {}, {}, m.named_by});
+    return t;
+    }();
     return table;
 }
 

@@ -329,10 +329,16 @@ class Worker:
                  weight product before it, as llama.cpp's CPU kernels do
                  (act_quant_round_trip below is the exact rounding): conform
                  then builds its low-precision baselines the same way
+    twists:      the twists it computes (`conform list --twists`): names
+                 ("sliding_window", "attn_sinks") or a choice's values
+                 ("hidden_act=gelu_tanh"), for every op; or {op: [...]} per
+                 op. conform offers it only cases whose twists it declares,
+                 and still its --cases N per op; a worker that declares none
+                 is asked the plain Llama cases
     """
 
     def __init__(self, name, dtypes=("f32",), torch=False, description="", device=None, batch_invariant=(),
-                 index_dtype="i64", kv_cache_dtypes=(), activation_quant=None):
+                 index_dtype="i64", kv_cache_dtypes=(), activation_quant=None, twists=()):
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise ValueError("Worker name %r: must match [A-Za-z0-9_.-]+" % (name,))
         dtypes = list(dtypes)
@@ -362,6 +368,17 @@ class Worker:
             raise ValueError("Worker activation_quant %r: each op must be one of %s and each value one of %s"
                              % (activation_quant, ", ".join(WEIGHT_OPS), ", ".join(ACT_QUANTS)))
         self.activation_quant = {op: q for op, q in activation_quant.items() if q != "none"}
+        if isinstance(twists, dict):
+            twists = {op: [t] if isinstance(t, str) else list(t) for op, t in twists.items()}
+            bad = [op for op in twists if op not in OPS]
+            if bad:
+                raise ValueError("Worker twists %r: each op must be one of %s" % (bad, ", ".join(OPS)))
+        else:
+            twists = [twists] if isinstance(twists, str) else list(twists)
+        bad = [t for t in (sum(twists.values(), []) if isinstance(twists, dict) else twists) if not isinstance(t, str)]
+        if bad:
+            raise ValueError("Worker twists %r: each must be a twist's name (conform list --twists)" % (bad,))
+        self.twists = twists  # conform checks the names, and refuses the hello naming an unknown one
         self.batch_invariant = batch_invariant
         self.index_dtype = index_dtype
         self.kv_cache_dtypes = kv_cache_dtypes
@@ -449,6 +466,8 @@ class Worker:
             "index_dtype": self.index_dtype,
             "kv_cache_dtypes": {op: ds for op, ds in self.kv_cache_dtypes.items() if ds and op in self._ops},
             "activation_quant": {op: q for op, q in self.activation_quant.items() if op in self._ops},
+            "twists": ({op: ts for op, ts in self.twists.items() if op in self._ops} if isinstance(self.twists, dict)
+                       else self.twists),
         })
         while True:
             frame = reader.frame()

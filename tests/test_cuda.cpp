@@ -151,67 +151,33 @@ TEST_CASE("cuda block and decode with Qwen2's q, k, v biases (the gemm_bias path
     }
 }
 
-// The gate's own draws that have a twist (`has`, about a quarter of them),
-// three per attention op and dtype, each passing.
-template <class Has>
-void check_drawn_with(Has has, std::initializer_list<Op> ops = {Op::attention, Op::paged_attention, Op::block,
-                                                               Op::decode}) {
-    for (DType d : kDtypes) {
-        auto impl = make_impl(d);
-        for (Op op : ops) {
-            int found = 0;
-            for (int i = 0; found < 3 && i < 200; ++i) {
-                const gen::CaseSpec s = gen::draw(op, kSeed, i);
-                if (!has(s.config)) continue;
-                const Case c = gen::materialize(s);
-                if (!impl->supports(op, c.config).ok) continue;
-                const CaseResult r = test::check(*impl, c, d);
-                INFO(to_string(op) << " " << to_string(d) << " case " << i << "\n" << describe(r));
-                REQUIRE(r.pass);
-                ++found;
+// Every twist of the record (conform/twists.h), on the gate's own draws that
+// have it on: three per op that reads it and dtype, each passing. One loop,
+// not a test per twist: a twist added to the record is tried here with no edit.
+TEST_CASE("cuda: every twist of the record, on the gate's draws that have it, every op that reads it and dtype",
+          "[cuda][twists]") {
+    for (const Twist& t : twist_table()) {
+        if (!t.draw && !t.core) continue;  // drawn where a case has it
+        for (DType d : kDtypes) {
+            auto impl = make_impl(d);
+            for (Op op : kAllOps) {
+                if (!op_info(op).reads(t)) continue;
+                int found = 0;
+                for (int i = 0; found < 3 && i < 400; ++i) {
+                    const gen::CaseSpec s = gen::draw(op, kSeed, i);
+                    if (!twist_on(t, s.config)) continue;
+                    const Case c = gen::materialize(s);
+                    if (!impl->supports(op, c.config).ok) continue;
+                    const CaseResult r = test::check(*impl, c, d);
+                    INFO(t.name << ": " << to_string(op) << " " << to_string(d) << " case " << i << "\n" << describe(r));
+                    REQUIRE(r.pass);
+                    ++found;
+                }
+                INFO(t.name << ": " << to_string(op) << " " << to_string(d));
+                CHECK(found > 0);
             }
-            CHECK(found == 3);
         }
     }
-}
-
-TEST_CASE("cuda attention, paged_attention, block and decode under a soft-cap, every dtype", "[cuda][softcap]") {
-    check_drawn_with([](const BlockConfig& c) { return c.attn_logit_softcapping > 0; });
-}
-
-TEST_CASE("cuda attention, paged_attention, block and decode with attention sinks, every dtype", "[cuda][sinks]") {
-    check_drawn_with([](const BlockConfig& c) { return c.attn_sinks; });
-}
-
-TEST_CASE("cuda rmsnorm, qk_norm, block and decode with Gemma's (1 + w) norms, every dtype", "[cuda][plus_one]") {
-    check_drawn_with([](const BlockConfig& c) { return c.norm_plus_one; },
-                     {Op::rmsnorm, Op::qk_norm, Op::block, Op::decode});
-}
-
-TEST_CASE("cuda attention, paged_attention, block and decode with a score scale (attn_scale), every dtype",
-          "[cuda][attn_scale]") {
-    check_drawn_with([](const BlockConfig& c) { return c.attn_scale > 0; });
-}
-
-TEST_CASE("cuda block and decode with Gemma 2/3's sandwich norms, every dtype", "[cuda][sandwich]") {
-    check_drawn_with([](const BlockConfig& c) { return c.sandwich_norm; }, {Op::block, Op::decode});
-}
-
-TEST_CASE("cuda attention, paged_attention, block and decode with attention chunks, every dtype", "[cuda][chunk]") {
-    check_drawn_with([](const BlockConfig& c) { return c.attention_chunk_size > 0; });
-}
-
-TEST_CASE("cuda block and decode on a NoPE layer, every dtype", "[cuda][nope]") {
-    check_drawn_with([](const BlockConfig& c) { return c.nope; }, {Op::block, Op::decode});
-}
-
-TEST_CASE("cuda swiglu, block and decode with Gemma's GeGLU (gelu_tanh gate), every dtype", "[cuda][geglu]") {
-    check_drawn_with([](const BlockConfig& c) { return c.hidden_act == HiddenAct::gelu_tanh; },
-                     {Op::swiglu, Op::block, Op::decode});
-}
-
-TEST_CASE("cuda attention, paged_attention, block and decode under a sliding window, every dtype", "[cuda][window]") {
-    check_drawn_with([](const BlockConfig& c) { return c.sliding_window > 0; });
 }
 
 TEST_CASE("cuda paged_attention conforms on property cases", "[cuda][paged_attention]") {

@@ -277,7 +277,7 @@ TEST_CASE("case ids: scaling fields only when present, bad ones refused", "[gen]
     refused(head + "scaling=llama3,factor=8,orig=8192," + tail, "missing field 'low_freq'");
     refused(head + "scaling=linear,factor=2,orig=32," + tail, "field 'orig' does not apply to scaling=linear");
     refused(head + "factor=2," + tail, "does not apply to scaling=none");
-    refused(head + "scaling=cubic,factor=2," + tail, "scaling must be");
+    refused(head + "scaling=cubic,factor=2," + tail, "field 'scaling': expected linear, llama3, yarn or dynamic");
     refused(head + "scaling=linear,factor=0.5," + tail, "rope_factor");
     refused(head + "scaling=dynamic,factor=2,orig=0," + tail, "rope_original_max_position");
     refused(head + "rd=5," + tail, "rotary_dim");

@@ -79,7 +79,7 @@ Runner interface_runner(const std::string& name, std::shared_ptr<Implementation>
     }
     r.run = [impl, current, sets, calls] {
         CaseCall& call = (*calls)[*current];
-        op_info(call.c.op).invoke(*impl, call.c.config, call);
+        call_op(*impl, call.c.op, call.c.config, call);
     };
     // NaN in every element: what an implementation leaves unwritten stays NaN,
     // not the last run's answer. And no two runs with the same inputs: a few

@@ -33,6 +33,9 @@ void add_gate_flags(CLI::App& app, GateOptions& g) {
                    "seconds a failure's shrinking may take before the smallest failing case so far is reported "
                    "(default 30; 0: no limit)")
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--require-twists", g.require_twists,
+                   "twists (conform list --twists) each implementation must declare for the ops that read them, "
+                   "comma-separated, or all: an undeclared one fails the run (it is never offered a case with it)");
     add_worker_flags(app, g.workers, true);
 }
 

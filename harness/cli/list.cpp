@@ -2,24 +2,40 @@
 #include <iostream>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "run/plan.h"
 #include "registry.h"
+#include "report/twists.h"
 
 namespace conform::cli {
 
 Command add_list(CLI::App& app) {
     struct Opts {
-        bool ops = false, impls = false;
+        bool ops = false, impls = false, twists = false, json = false, markdown = false;
         WorkerFlags workers;
     };
     auto o = std::make_shared<Opts>();
     CLI::App* sub = app.add_subcommand("list", "implementations (available or why not) and ops");
     sub->add_flag("--ops", o->ops, "only op names, one per line");
     sub->add_flag("--impls", o->impls, "only implementation names, one per line");
+    sub->add_flag("--twists", o->twists, "the twists (conform/twists.h): name, kind, flag, id, ops");
+    sub->add_flag("--json", o->json, "with --twists: every fact of each twist as JSON (what tools read)");
+    sub->add_flag("--markdown", o->markdown, "with --twists: docs/twists.md");
     add_worker_flags(*sub, o->workers, false);
     return {sub, [o] {
+                if (o->twists) {
+                    std::cout << (o->json       ? report::twists_json().dump(2) + "\n"
+                                  : o->markdown ? report::twists_markdown()
+                                                : report::twists_table());
+                    return int(kConform);
+                }
+                if (o->json || o->markdown) {
+                    std::cerr << "conform list: --json and --markdown go with --twists\n";
+                    return int(kUsage);
+                }
                 if (!o->impls) {
                     if (!o->ops) std::cout << "ops:\n";
                     for (Op op : kAllOps) std::cout << (o->ops ? "" : "  ") << to_string(op) << "\n";

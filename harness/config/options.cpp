@@ -21,12 +21,39 @@ std::string num(double v) {
 
 bool ConfigOptions::given() const {
     for (const CLI::Option* opt : {o_preset, o_file, o_d_model, o_heads, o_kv_heads, o_head_dim, o_ffn, o_layers,
-                                   o_theta, o_eps, o_layout, o_qk_norm, o_qkv_bias, o_window, o_softcap, o_sinks,
-                                   o_plus_one, o_sandwich, o_nope, o_chunk, o_hidden_act, o_attn_scale, o_embedding_multiplier, o_final_softcap, o_kv_cache_dtype,
-                                   o_kv_scale})
+                                   o_theta, o_eps, o_layout, o_embedding_multiplier, o_final_softcap})
         if (opt && opt->count() > 0) return true;
+    for (const TwistFlag& t : twists)
+        if (t.given()) return true;
     return false;
 }
+
+std::string ConfigOptions::twist_flags() const {
+    std::string f;
+    for (const TwistFlag& t : twists)
+        if (t.given()) f += std::string(" ") + t.twist->flag + " " + t.text;
+    return f;
+}
+
+namespace {
+
+// A twist's flag's values, for --help: 0 | 1, a count, tensor | head, ...
+std::string flag_values(const Twist& t) {
+    switch (t.kind) {
+        case TwistKind::toggle:
+            return t.spell.empty() ? "0 | 1" : std::string(t.spell[0]) + " | " + t.spell[1];
+        case TwistKind::count: return "a count >= 0 (0: none)";
+        case TwistKind::number: return "a number >= 0 (0: none)";
+        case TwistKind::choice: {
+            std::string v;
+            for (const auto& n : twist_choices(t)) v += (v.empty() ? "" : " | ") + n;
+            return v;
+        }
+    }
+    return "";
+}
+
+}  // namespace
 
 void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what, bool with_layers) {
     CLI::Option_group* g = app.add_option_group(
@@ -43,33 +70,16 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
     o.o_theta = g->add_option("--theta,--rope-theta", o.theta, "RoPE base");
     o.o_layout = g->add_option("--layout,--rope-layout", o.layout,
                                "RoPE pairing: neox (HF) | interleaved (Meta, GGUF)");
-    o.o_qk_norm = g->add_option("--qk-norm", o.qk_norm, "per-head RMSNorm on q and k: 0 | 1");
-    o.o_qkv_bias = g->add_option("--qkv-bias", o.qkv_bias, "biases on the q, k and v projections (Qwen2): 0 | 1");
-    o.o_window = g->add_option("--sliding-window", o.window,
-                               "W: each query sees its last W keys, its own included (HF sliding_window); 0: full causal");
-    o.o_chunk = g->add_option("--attention-chunk-size", o.chunk,
-                              "C: each query sees only the keys of its own chunk of C positions (Llama 4's "
-                              "attention_chunk_size; not a sliding window); 0: none");
-    o.o_sinks = g->add_option("--attn-sinks", o.sinks,
-                              "a learned sink logit per head in each softmax's denominator (gpt-oss): 0 | 1");
-    o.o_softcap = g->add_option("--attn-softcap,--attn-logit-softcapping", o.softcap,
-                                "cap: each attention score s becomes cap * tanh(s / cap) before the mask (Gemma 2's "
-                                "attn_logit_softcapping); 0: none");
-    o.o_attn_scale = g->add_option("--attn-scale", o.attn_scale,
-                                   "the scores' multiplier, q·k · S (Gemma 2/3: query_pre_attn_scalar^-1/2); 0: "
-                                   "1/sqrt(head_dim)");
-    o.o_plus_one = g->add_option("--norm-plus-one", o.plus_one,
-                                 "every RMSNorm scales by (1 + w), its weight stored as an offset from one (Gemma): "
-                                 "0 | 1");
-    o.o_sandwich = g->add_option("--sandwich-norm", o.sandwich,
-                                 "each sublayer's output RMSNormed before its residual add (Gemma 2/3's "
-                                 "post_attention_layernorm, post_feedforward_layernorm): 0 | 1");
-    o.o_nope = g->add_option("--nope", o.nope,
-                             "the layer leaves q and k unrotated (a NoPE layer: SmolLM3's every 4th, Llama 4's "
-                             "no_rope_layers): 0 | 1");
-    o.o_hidden_act = g->add_option("--hidden-act", o.hidden_act,
-                                   "the FFN gate's activation (HF hidden_act): silu (SwiGLU) | gelu_tanh (GeGLU, "
-                                   "Gemma's gelu_pytorch_tanh)");
+    // One flag per twist that has one (conform/twists.h), its help from the row.
+    o.twists.clear();
+    o.twists.reserve(twist_table().size());
+    for (const Twist& t : twist_table()) {
+        if (!*t.flag) continue;
+        o.twists.push_back({&t, "", nullptr});
+        ConfigOptions::TwistFlag& f = o.twists.back();
+        const std::string names = *t.flag_alias ? std::string(t.flag) + "," + t.flag_alias : std::string(t.flag);
+        f.option = g->add_option(names, f.text, std::string(t.summary) + " (" + t.models + "): " + flag_values(t));
+    }
     if (with_layers) {  // the model's, not the block's: where --layers is, a forward is
         o.o_embedding_multiplier = g->add_option("--embedding-multiplier", o.embedding_multiplier,
                                                  "the embedding rows times this before the first block (Gemma: "
@@ -78,11 +88,6 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
                                           "cap: the logits become cap * tanh(logits / cap) after the LM head (Gemma "
                                           "2's final_logit_softcapping); 0: none");
     }
-    o.o_kv_cache_dtype = g->add_option("--kv-cache-dtype", o.kv_cache_dtype,
-                                       "the KV cache's storage, paged_attention's and decode's (vLLM's "
-                                       "kv_cache_dtype): none | fp8_e4m3 | fp8_e5m2 (K and V written as "
-                                       "fp8(x / scale), read as code * scale)");
-    o.o_kv_scale = g->add_option("--kv-scale", o.kv_scale, "an FP8 cache's scales: tensor (one each for K and V) | head (one per kv head)");
     o.o_eps = g->add_option("--eps,--norm-eps", o.eps, "RMSNorm eps");
 }
 
@@ -135,36 +140,29 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
                               (m.name.empty() ? "" : std::string(" (was ") + to_string(c.rope_layout) + ")"));
         c.rope_layout = *l;
     }
-    // A switch flag: 0 | 1 (or on/off, true/false), recorded as an override.
-    auto switch_flag = [&](const CLI::Option* opt, const std::string& v, const char* flag, bool& field) {
-        if (!opt || !opt->count()) return;
-        bool on;
-        if (v == "1" || v == "on" || v == "true") on = true;
-        else if (v == "0" || v == "off" || v == "false") on = false;
-        else throw ConfigError(std::string(flag) + ": expected 0 or 1, found '" + v + "'");
-        m.overrides.push_back(std::string(flag) + " " + (on ? "1" : "0") +
-                              (m.name.empty() ? "" : std::string(" (was ") + (field ? "1" : "0") + ")"));
-        field = on;
-    };
-    switch_flag(o.o_qk_norm, o.qk_norm, "--qk-norm", c.qk_norm);
-    switch_flag(o.o_qkv_bias, o.qkv_bias, "--qkv-bias", c.qkv_bias);
-    switch_flag(o.o_sinks, o.sinks, "--attn-sinks", c.attn_sinks);
-    switch_flag(o.o_plus_one, o.plus_one, "--norm-plus-one", c.norm_plus_one);
-    switch_flag(o.o_sandwich, o.sandwich, "--sandwich-norm", c.sandwich_norm);
-    switch_flag(o.o_nope, o.nope, "--nope", c.nope);
-    if (o.o_chunk && o.o_chunk->count()) {
-        if (o.chunk < 0) throw ConfigError("--attention-chunk-size: expected a count >= 0, found " + std::to_string(o.chunk));
-        m.overrides.push_back("--attention-chunk-size " + std::to_string(o.chunk) +
-                              (m.name.empty() ? "" : " (was " + std::to_string(c.attention_chunk_size) + ")"));
-        c.attention_chunk_size = o.chunk;
+    // Each twist's flag, by its row: a toggle 0 | 1 (or on / off, true / false, or
+    // its own spelling), a count or a number in range, a choice by name;
+    // recorded as an override. One that does not apply (--kv-scale without an
+    // FP8 cache) is refused after all of them are read.
+    for (const ConfigOptions::TwistFlag& f : o.twists) {
+        if (!f.given()) continue;
+        const Twist& t = *f.twist;
+        std::string text = f.text;
+        if (t.kind == TwistKind::toggle && t.spell.empty()) {
+            if (text == "on" || text == "true") text = "1";
+            if (text == "off" || text == "false") text = "0";
+        }
+        std::string why;
+        const auto v = parse_twist_text(t, text, &why);
+        if (!v) throw ConfigError(std::string(t.flag) + ": " + why);
+        const std::string was = twist_text(t, c);
+        set_twist_value(t, c, *v);
+        m.overrides.push_back(std::string(t.flag) + " " + twist_text(t, c) + (m.name.empty() ? "" : " (was " + was + ")"));
     }
-    if (o.o_window && o.o_window->count()) {
-        if (o.window < 0) throw ConfigError("--sliding-window: expected a count >= 0, found " + std::to_string(o.window));
-        m.overrides.push_back("--sliding-window " + std::to_string(o.window) +
-                              (m.name.empty() ? "" : " (was " + std::to_string(c.sliding_window) + ")"));
-        c.sliding_window = o.window;
-    }
-    // A served variant's number: finite and >= 0 (0: off).
+    for (const ConfigOptions::TwistFlag& f : o.twists)
+        if (f.given() && f.twist->applies && !f.twist->applies(c))
+            throw ConfigError(std::string(f.twist->flag) + ": does not apply to this configuration (" + f.twist->lacks + ")");
+    // A number of the model's: finite and >= 0 (0: off).
     auto number_flag = [&](const CLI::Option* opt, double v, const char* flag, const char* expected, double& field) {
         if (!opt || !opt->count()) return;
         if (!(v >= 0) || !std::isfinite(v))
@@ -172,36 +170,14 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
         m.overrides.push_back(std::string(flag) + " " + num(v) + (m.name.empty() ? "" : " (was " + num(field) + ")"));
         field = v;
     };
-    number_flag(o.o_softcap, o.softcap, "--attn-softcap", "a cap >= 0 (0: none)", c.attn_logit_softcapping);
-    number_flag(o.o_attn_scale, o.attn_scale, "--attn-scale", "a scale >= 0 (0: 1/sqrt(head_dim))", c.attn_scale);
     number_flag(o.o_final_softcap, o.final_softcap, "--final-logit-softcap", "a cap >= 0 (0: none)",
                 m.final_logit_softcapping);
-    // A named enum's flag: one of its names.
-    auto enum_flag = [&](const CLI::Option* opt, const std::string& text, const char* flag, const char* expected,
-                         auto& field) {
-        if (!opt || !opt->count()) return;
-        const auto v = parse_named(text, std::decay_t<decltype(field)>{});
-        if (!v) throw ConfigError(std::string(flag) + ": expected " + expected + ", found '" + text + "'");
-        m.overrides.push_back(std::string(flag) + " " + to_string(*v) +
-                              (m.name.empty() ? "" : std::string(" (was ") + to_string(field) + ")"));
-        field = *v;
-    };
-    enum_flag(o.o_hidden_act, o.hidden_act, "--hidden-act", "silu or gelu_tanh", c.hidden_act);
     if (o.o_embedding_multiplier && o.o_embedding_multiplier->count()) {
         if (!(o.embedding_multiplier > 0) || !std::isfinite(o.embedding_multiplier))
             throw ConfigError("--embedding-multiplier: expected a positive number, found " + num(o.embedding_multiplier));
         m.overrides.push_back("--embedding-multiplier " + num(o.embedding_multiplier) +
                               (m.name.empty() ? "" : " (was " + num(m.embedding_multiplier) + ")"));
         m.embedding_multiplier = o.embedding_multiplier;
-    }
-    enum_flag(o.o_kv_cache_dtype, o.kv_cache_dtype, "--kv-cache-dtype", "none, fp8_e4m3 or fp8_e5m2", c.kv_cache_dtype);
-    if (o.o_kv_scale && o.o_kv_scale->count()) {
-        if (o.kv_scale != "tensor" && o.kv_scale != "head")
-            throw ConfigError("--kv-scale: expected tensor or head, found '" + o.kv_scale + "'");
-        if (c.kv_cache_dtype == KvCacheDtype::none)
-            throw ConfigError("--kv-scale: the KV cache has no FP8 dtype (give --kv-cache-dtype fp8_e4m3 or fp8_e5m2)");
-        m.overrides.push_back("--kv-scale " + o.kv_scale);
-        c.kv_scale_per_head = o.kv_scale == "head";
     }
     if (m.name.empty() && !m.overrides.empty()) {
         m.name = "custom";

@@ -2,8 +2,9 @@
 //
 //   --preset NAME    a real checkpoint's numbers (harness/config/presets.cpp)
 //   --config FILE    a Hugging Face config.json (harness/config/hf_config.h)
-//   --d-model --heads --kv-heads --head-dim --ffn --layers --theta --layout --qk-norm --qkv-bias --sliding-window --attention-chunk-size --attn-softcap --attn-sinks --norm-plus-one --sandwich-norm --nope --hidden-act --attn-scale --embedding-multiplier --final-logit-softcap --kv-cache-dtype --kv-scale --eps
-//                    one number each, overriding
+//   --d-model --heads --kv-heads --head-dim --ffn --layers --theta --layout --eps --embedding-multiplier --final-logit-softcap
+//   and each twist's flag (conform/twists.h: --qk-norm --qkv-bias --sliding-window ...)
+//                    one value each, overriding
 // applied in that order: the preset, then the file, then each flag given.
 // (A file replaces the preset wholesale: a config.json says every field, by
 // value or by its class's default.) Older spellings stay as aliases:
@@ -24,24 +25,27 @@ struct ConfigOptions {
     std::string preset, file;
     int64_t d_model = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, layers = 0;
     double theta = 0, eps = 0;
-    std::string layout, qk_norm, qkv_bias, sinks, plus_one, sandwich, nope, hidden_act, kv_cache_dtype, kv_scale;
-    int64_t window = 0;
-    int64_t chunk = 0;
-    double softcap = 0;
+    std::string layout;
     double embedding_multiplier = 1.0;
-    double attn_scale = 0;
     double final_softcap = 0;
+    // Each twist's flag as given, by the twist's name (conform/twists.h), in table order.
+    struct TwistFlag {
+        const Twist* twist = nullptr;
+        std::string text;
+        CLI::Option* option = nullptr;
+        bool given() const { return option && option->count() > 0; }
+    };
+    std::vector<TwistFlag> twists;
 
     CLI::Option *o_preset = nullptr, *o_file = nullptr, *o_d_model = nullptr, *o_heads = nullptr,
                 *o_kv_heads = nullptr, *o_head_dim = nullptr, *o_ffn = nullptr, *o_layers = nullptr,
-                *o_theta = nullptr, *o_eps = nullptr, *o_layout = nullptr, *o_qk_norm = nullptr,
-                *o_qkv_bias = nullptr, *o_window = nullptr, *o_softcap = nullptr,
-                *o_sinks = nullptr, *o_plus_one = nullptr, *o_sandwich = nullptr, *o_nope = nullptr, *o_chunk = nullptr, *o_hidden_act = nullptr, *o_attn_scale = nullptr,
-                *o_embedding_multiplier = nullptr, *o_final_softcap = nullptr,
-                *o_kv_cache_dtype = nullptr, *o_kv_scale = nullptr;
+                *o_theta = nullptr, *o_eps = nullptr, *o_layout = nullptr, *o_embedding_multiplier = nullptr,
+                *o_final_softcap = nullptr;
 
     // Whether any of the flags was given.
     bool given() const;
+    // The twists' flags given, as a command line would repeat them (" --sliding-window 4").
+    std::string twist_flags() const;
 };
 
 // Adds the flags to `app`, in an option group "configuration"; `what` says

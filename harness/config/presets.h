@@ -66,7 +66,7 @@ struct ModelConfig {
     // path that would run its layers as blocks refuses it.
     std::string ffn_unmodelled;
     // Where the model's RoPE is not one conform computes: what it is, in a line
-    // (gpt-oss's YaRN with truncate: false); "" when it is. Ops that rotate
+    // (a scaling no RoPE of conform computes); "" when it is. Ops that rotate
     // refuse such a model; attention on given q and k does not care.
     std::string rope_unmodelled;
     // An output-projection bias (gpt-oss's o_proj.bias): h = x + attn @ wo + bo.

@@ -76,10 +76,8 @@ std::vector<std::string> required_config(Op op) {
 
 std::vector<std::string> optional_config(Op op) {
     std::vector<std::string> v;
-    for (const char* f : op_info(op).config)
-        for_each_field(BlockConfig{}, [&](const ConfigField& cf, const auto&) {
-            if (cf.optional && std::string_view(f) == cf.name) v.push_back(f);
-        });
+    for (const Twist& t : twist_table())
+        if (!t.core && op_info(op).reads(t)) v.push_back(t.name);
     return v;
 }
 

@@ -64,12 +64,6 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         }
         const RopeScaling& sc = cfg.rope_scaling;
         if (sc.type != RopeScalingType::none) {
-            ref::Variant vi;
-            vi.scaling_ignored = true;
-            add("rope_scaling_ignored", vi,
-                fmt::format("rope_scaling ignored or misparsed (`type` vs `rope_type`): plain RoPE, the config says "
-                            "{} scaling with factor {}",
-                            to_string(sc.type), g(sc.factor)));
             if (sc.type == RopeScalingType::dynamic) {
                 ref::Variant vd;
                 vd.dynamic_at_scaled_context = true;
@@ -86,14 +80,6 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                     fmt::format("rope_scaling read as linear (every frequency / {}); the config says {}", g(sc.factor),
                                 to_string(sc.type)));
             }
-        }
-        if (cfg.rotary() < cfg.head_dim) {
-            ref::Variant vr;
-            vr.rotary_full = true;
-            add("partial_rotary_ignored", vr,
-                fmt::format("the whole head rotated (inv_freq over head_dim = {}); the config rotates only the first "
-                            "rotary_dim = {} dims and passes the rest through",
-                            cfg.head_dim, cfg.rotary()));
         }
         ref::Variant va;
         va.rope_angle_bf16 = true;
@@ -160,6 +146,18 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             }
         }
     }
+    // Each twist's bugs (conform/twists.h): a kernel that ignores it (the
+    // field reset, where it is on), and its bugs as config edits.
+    for (const Twist& t : twist_table()) {
+        if (!op_info(op).reads(t)) continue;
+        if (t.ignored && twist_on(t, cfg)) {
+            BlockConfig e = cfg;
+            reset_twist(t, e);
+            add(t.ignored, ref::Variant::with_config(cfg, e), t.ignored_why(cfg));
+        }
+        for (const TwistBug& b : t.bugs)
+            for (const BlockConfig& e : b.as(cfg)) add(b.id, ref::Variant::with_config(cfg, e), b.why(cfg, e));
+    }
     if (uses(op, kResidual)) {
         ref::Variant v;
         v.rope_twice = true;
@@ -175,8 +173,6 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         }
         ref::Variant vq;
         if (cfg.qk_norm) {
-            vq.qk_norm = ref::Variant::QkNorm::off;
-            add("qk_norm_missing", vq, "QK-norm skipped although the config has qk_norm (Qwen3: q_norm, k_norm)");
             vq.qk_norm = ref::Variant::QkNorm::after_rope;
             add("qk_norm_after_rope", vq, "QK-norm applied after RoPE; Qwen3 normalises q and k before rotating them");
             if (cfg.n_heads > 1) {
@@ -191,32 +187,13 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         }
         if (cfg.qkv_bias) {
             ref::Variant vb;
-            vb.qkv_bias = ref::Variant::QkvBias::missing;
-            add("qkv_bias_missing", vb,
-                "q, k and v projection biases dropped (Qwen2: q_proj, k_proj, v_proj have bias=True; GGUF "
-                "attn_q.bias ...)");
             vb.qkv_bias = ref::Variant::QkvBias::after_rope;
             add("qkv_bias_after_rope", vb,
                 "q and k biases added after RoPE: the bias belongs to the projection, so it is rotated with it "
                 "(and normed with it under QK-norm)");
         }
-        if (cfg.nope && uses(op, kNope)) {
-            ref::Variant vn;
-            vn.nope = false;
-            add("nope_ignored", vn,
-                "q and k rotated on a NoPE layer: this layer has no RoPE (SmolLM3's every 4th, Llama 4's "
-                "no_rope_layers), attention sees them unrotated");
-        } else if (uses(op, kNope)) {
-            ref::Variant vn;
-            vn.nope = true;
-            add("rope_missing", vn, "q and k left unrotated (as on a NoPE layer) where this layer has RoPE");
-        }
         if (cfg.sandwich_norm && uses(op, kSandwichNorm)) {
             ref::Variant vs;
-            vs.sandwich = ref::Variant::Sandwich::missing;
-            add("sandwich_norm_missing", vs,
-                "Gemma 2/3's sandwich norms dropped: each sublayer's output added as it is, where it must first go "
-                "through its own RMSNorm (post_attention_layernorm, post_feedforward_layernorm)");
             vs.sandwich = ref::Variant::Sandwich::after_residual;
             add("sandwich_norm_after_residual", vs,
                 "the sandwich norms taken after the residual add (h = norm(x + attn)): they norm the sublayer's "
@@ -231,45 +208,8 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             "post-norm (h = norm(x + attn(x)), out = norm(h + ffn(h))) where the Llama block is pre-norm "
             "(each sublayer reads norm(x), the residual stream is never normed)");
     }
-    if (uses(op, kWindow) && cfg.sliding_window > 0) {
-        const int64_t W = cfg.sliding_window;
-        ref::Variant vw;
-        vw.window = 0;
-        add("window_ignored", vw,
-            fmt::format("the sliding window ignored: every earlier key seen, where a query sees only the last {} "
-                        "(k_pos > q_pos - {})",
-                        W, W));
-        for (int64_t d : {-1, +1}) {
-            if (W + d < 1) continue;
-            vw.window = W + d;
-            add("window_off_by_one", vw,
-                fmt::format("a sliding window of {} key{} where the config's is {}: HF's sliding_window and "
-                            "llama.cpp's n_swa count the query's own key (k_pos > q_pos - W), FlashAttention's "
-                            "window_size left is W - 1",
-                            W + d, W + d == 1 ? "" : "s", W));
-        }
-    }
-    if (uses(op, kChunk) && cfg.attention_chunk_size > 0) {
-        const int64_t C = cfg.attention_chunk_size;
-        ref::Variant vc;
-        vc.chunk = 0;
-        add("chunk_ignored", vc,
-            fmt::format("chunked attention ignored: every earlier key seen, where a query sees only the keys of its own "
-                        "chunk of {} (k_pos // {} == q_pos // {}, Llama 4)",
-                        C, C, C));
-        ref::Variant vw;
-        vw.chunk_as_window = true;
-        add("chunk_as_window", vw,
-            fmt::format("the chunk size {} read as a sliding window (k_pos > q_pos - {}): a query past a chunk's start "
-                        "saw the previous chunk's last keys; chunks restart at every multiple of {}",
-                        C, C, C));
-    }
     if (uses(op, kSinks) && cfg.attn_sinks) {
         ref::Variant vs;
-        vs.sinks = ref::Variant::Sinks::missing;
-        add("sink_missing", vs,
-            "attention sinks dropped: each head's sink logit belongs in its softmax's denominator (gpt-oss: "
-            "softmax(cat([scores, sinks])) with the sink's column dropped)");
         if (cfg.n_kv_heads < cfg.n_heads) {
             vs.sinks = ref::Variant::Sinks::per_kv_head;
             add("sink_wrong_head", vs,
@@ -286,10 +226,6 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             v.kv_fp8 = bug;
             add(id, v, std::move(what));
         };
-        kv("kv_fp8_ignored", K::ignored,
-           fmt::format("the KV cache not quantised: attention over K and V as given, where the config stores them as "
-                       "{} (code = fp8(x / scale), read as code * scale)",
-                       dt));
         kv("kv_fp8_scale_ignored", K::scale_ignored,
            fmt::format("the {} cache's scales taken as 1.0 (sglang #20705): K and V must be written as fp8(x / scale) "
                        "and read as code * scale",
@@ -311,26 +247,9 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         kv("kv_fp8_dequant_twice", K::dequant_twice,
            "the cache dequantised twice: read as code * scale * scale, where it is code * scale once");
     }
-    if (uses(op, kNormPlusOne)) {
-        ref::Variant vn;
-        vn.norm_plus_one = !cfg.norm_plus_one;
-        if (cfg.norm_plus_one)
-            add("norm_plus_one_missing", vn,
-                "the norms scale by w where the config's (Gemma's) scale by 1 + w: its RMSNorm weights are stored "
-                "as offsets from one (GemmaRMSNorm: output * (1.0 + weight))");
-        else
-            add("norm_plus_one_spurious", vn,
-                "the norms scale by 1 + w (Gemma's RMSNorm) where the config's scale by w");
-    }
     if (uses(op, kSoftcap) && cfg.attn_logit_softcapping > 0) {
         const double cap = cfg.attn_logit_softcapping;
         ref::Variant vc;
-        vc.softcap = 0.0;
-        add("softcap_missing", vc,
-            fmt::format("logit soft-capping missing: the scores go to the softmax as they are, where the config "
-                        "caps them to {0} * tanh(s / {0}) (Gemma 2's attn_logit_softcapping)",
-                        cap));
-        vc.softcap.reset();
         vc.softcap_after_mask = true;
         add("softcap_after_mask", vc,
             fmt::format("soft-cap applied after the mask: tanh turns each masked key's -inf into a logit of -{}, so "
@@ -359,15 +278,6 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         const double right = score_scale(cfg.attn_scale, hd);
         const std::string right_is = cfg.attn_scale > 0 ? fmt::format("the config's attn_scale {}", g(cfg.attn_scale))
                                                         : fmt::format("1/sqrt(head_dim) = 1/sqrt({})", hd);
-        if (cfg.attn_scale > 0 && uses(op, kAttnScale)) {
-            ref::Variant v;
-            v.scale = 1.0 / std::sqrt(double(hd));
-            if (std::abs(*v.scale / right - 1) >= 1e-12)
-                add("attn_scale_ignored", v,
-                    fmt::format("scores scaled by 1/sqrt(head_dim) = 1/sqrt({}) where the config's attn_scale is {} "
-                                "(Gemma 2/3's query_pre_attn_scalar^-1/2)",
-                                hd, g(cfg.attn_scale)));
-        }
         std::vector<std::pair<double, std::string>> scales = {
             {1.0 / std::sqrt(double(H * hd)), fmt::format("1/sqrt(n_heads * head_dim) = 1/sqrt({})", H * hd)},
             {1.0, "1 (no scale)"},
@@ -483,16 +393,6 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         else
             add("gelu_gate", vg, "GELU on the gate (a GELU MLP's activation) where SwiGLU uses SiLU");
     }
-    if (uses(op, kGeglu)) {
-        ref::Variant va;
-        va.hidden_act = cfg.hidden_act == HiddenAct::gelu_tanh ? HiddenAct::silu : HiddenAct::gelu_tanh;
-        if (cfg.hidden_act == HiddenAct::gelu_tanh)
-            add("geglu_as_swiglu", va,
-                "SiLU on the gate where the config's FFN is GeGLU (Gemma's hidden_activation gelu_pytorch_tanh): a "
-                "Llama FFN kernel");
-        else
-            add("swiglu_as_geglu", va, "gelu_tanh on the gate (Gemma's GeGLU) where the config's FFN is SwiGLU");
-    }
     return h;
 }
 
@@ -502,25 +402,15 @@ std::vector<std::pair<std::string, BlockConfig>> config_hypotheses(const BlockCo
     block.config = c;
     std::vector<std::pair<std::string, BlockConfig>> out;
     for (const Hypothesis& h : hypotheses(block)) {
-        // The variant's config-expressible fields moved into the config; any other left means it is not a config.
+        // A twist's bug is a config already; the RoPE's layout and base move
+        // into one. Any other knob left means the hypothesis is not a config.
         ref::Variant rest = h.variant;
-        BlockConfig v = c;
+        BlockConfig v = rest.config.value_or(c);
+        rest.config.reset();
+        rest.edited.clear();
         std::string value;
         if (rest.layout) v.rope_layout = *rest.layout, rest.layout.reset();
         if (rest.theta) value = fmt::format(" (theta {})", g(*rest.theta)), v.rope_theta = *rest.theta, rest.theta.reset();
-        if (rest.scaling_ignored) v.rope_scaling = RopeScaling{}, rest.scaling_ignored = false;
-        if (rest.rotary_full) v.rotary_dim = c.head_dim, rest.rotary_full = false;
-        if (rest.qk_norm == ref::Variant::QkNorm::off) v.qk_norm = false, rest.qk_norm = ref::Variant::QkNorm::as_config;
-        if (rest.window) v.sliding_window = *rest.window, rest.window.reset();
-        if (rest.chunk) v.attention_chunk_size = *rest.chunk, rest.chunk.reset();
-        if (rest.qkv_bias == ref::Variant::QkvBias::missing)
-            v.qkv_bias = false, rest.qkv_bias = ref::Variant::QkvBias::as_config;
-        if (rest.norm_plus_one) v.norm_plus_one = *rest.norm_plus_one, rest.norm_plus_one.reset();
-        if (rest.nope) v.nope = *rest.nope, rest.nope.reset();
-        if (rest.sandwich == ref::Variant::Sandwich::missing)
-            v.sandwich_norm = false, rest.sandwich = ref::Variant::Sandwich::as_config;
-        if (rest.hidden_act) v.hidden_act = *rest.hidden_act, rest.hidden_act.reset();
-        if (rest.scale && h.id == "attn_scale_ignored") v.attn_scale = 0, rest.scale.reset();
         if (!rest.faithful() || h.variant.faithful()) continue;
         out.emplace_back(h.id + value, v);
     }

@@ -64,6 +64,7 @@ struct CaseSpec {
     // N(0, 1) per channel. Qwen2's k biases reach tens; a bias with a large
     // mean shifts every score of a row (bq) or every output (bv), where a
     // dropped bias cannot hide as noise.
+    // (The drawn mean of a twist's tensors: its row's mean_id, "bias_mean".)
     double bias_mean = 0.0;
     int64_t outliers = 0;    // input channels scaled x50 (outlier channels)
     // paged_attention: the batch, one entry per sequence: its keys (all in
@@ -134,10 +135,13 @@ struct Stream {
     uint64_t seed = 0;
     std::optional<BlockConfig> pin;
     // A checkpoint's layer the cases take (the pin is then its config).
-    std::shared_ptr<const RealLayer> real;
+    std::shared_ptr<const RealLayer> real = nullptr;
     // > 0: at most this many rows (tokens) in the ops with weights (block,
     // decode, swiglu) — a full-size block costs T · 2 · params flops per pass.
     int64_t max_rows = 0;
+    // The twists the implementations it is drawn for declare (conform/twists.h):
+    // an undeclared one is left off in every case (unless the pin has it on).
+    TwistSet twists = TwistSet::all();
 };
 
 // n positions from start in a shape:

@@ -348,62 +348,49 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
             if (v != 0 && v != 1) ctx.fail("config/qk_norm", "expected 0 or 1, found " + std::to_string(v));
             cfg.qk_norm = v == 1;
         }
-        // A served variant's switch: 0 or 1, and 1 only on an op that has what it switches.
-        auto variant_switch = [&](const char* name, const char* lacks, bool& field) {
-            if (!has(name)) return;
-            const std::string where = std::string("config/") + name;
-            const int64_t v = read_int(ctx, g.get(), name, where);
-            if (v != 0 && v != 1) ctx.fail(where, "expected 0 or 1, found " + std::to_string(v));
-            if (v == 1 && !op_info(op).reads(name)) ctx.fail(where, std::string("op ") + to_string(op) + " has " + lacks);
-            field = v == 1;
-        };
-        variant_switch("qkv_bias", "no projections to bias", cfg.qkv_bias);
-        // A served variant's count (a window of keys, a chunk of positions): 0 (off) up to the size limit,
-        // and > 0 only on an op that reads it.
-        auto variant_count = [&](const char* name, const char* expected, const char* lacks, int64_t& field) {
-            if (!has(name)) return;
-            const std::string where = std::string("config/") + name;
-            const int64_t v = read_int(ctx, g.get(), name, where);
-            if (v < 0 || v > kMaxSize) ctx.fail(where, std::string("expected ") + expected + ", found " + std::to_string(v));
-            if (v > 0 && !op_info(op).reads(name)) ctx.fail(where, std::string("op ") + to_string(op) + " has " + lacks);
-            field = v;
-        };
-        variant_count("sliding_window", "a count of keys >= 0 (0: none)", "no attention to window", cfg.sliding_window);
-        variant_count("attention_chunk_size", "a chunk of positions >= 0 (0: none)", "no attention to chunk",
-                      cfg.attention_chunk_size);
-        variant_switch("attn_sinks", "no softmax to sink", cfg.attn_sinks);
-        variant_switch("norm_plus_one", "no RMSNorm to offset", cfg.norm_plus_one);
-        variant_switch("sandwich_norm", "no sublayer outputs to norm", cfg.sandwich_norm);
-        variant_switch("nope", "no layer to leave RoPE out of", cfg.nope);
-        // A served variant's number: finite and >= 0 (0: off), and > 0 only on an op that reads it.
-        auto variant_number = [&](const char* name, const char* expected, const char* lacks, double& field) {
-            if (!has(name)) return;
-            const std::string where = std::string("config/") + name;
-            const double v = read_float(ctx, g.get(), name, where);
-            if (!std::isfinite(v) || v < 0) ctx.fail(where, std::string("expected ") + expected + ", found " + std::to_string(v));
-            if (v > 0 && !op_info(op).reads(name)) ctx.fail(where, std::string("op ") + to_string(op) + " has " + lacks);
-            field = v;
-        };
-        variant_number("attn_logit_softcapping", "a cap >= 0 (0: none)", "no attention scores to cap",
-                       cfg.attn_logit_softcapping);
-        variant_number("attn_scale", "a scale >= 0 (0: 1/sqrt(head_dim))", "no attention scores to scale", cfg.attn_scale);
-        // A served variant's named value: one of its names, and other than "off" only on an op that reads it.
-        auto variant_enum = [&](const char* name, const char* expected, const char* lacks, auto& field) {
-            if (!has(name)) return;
-            using V = std::decay_t<decltype(field)>;
-            const std::string where = std::string("config/") + name;
-            const std::string v = read_string(ctx, g.get(), name, where);
-            const auto e = parse_named(v, V{});
-            if (!e) ctx.fail(where, std::string("expected ") + expected + ", found \"" + v + "\"");
-            if (*e != V{} && !op_info(op).reads(name)) ctx.fail(where, std::string("op ") + to_string(op) + " has " + lacks);
-            field = *e;
-        };
-        variant_enum("hidden_act", "\"silu\" or \"gelu_tanh\"", "no FFN gate", cfg.hidden_act);
-        variant_enum("kv_cache_dtype", "\"none\", \"fp8_e4m3\" or \"fp8_e5m2\"", "no KV cache to store in FP8",
-                     cfg.kv_cache_dtype);
-        variant_switch("kv_scale_per_head", "no KV cache to scale", cfg.kv_scale_per_head);
-        if (cfg.kv_scale_per_head && cfg.kv_cache_dtype == KvCacheDtype::none)
-            ctx.fail("config/kv_scale_per_head", "set without an FP8 kv_cache_dtype: there are no scales");
+        // The twists (conform/twists.h), each by its kind: a toggle 0 or 1, a
+        // count or a number in its range, a choice by name; on only on an op
+        // that reads it, and only where it applies.
+        for (const Twist& t : twist_table()) {
+            if (t.core || !has(t.h5)) continue;
+            const std::string where = std::string("config/") + t.h5;
+            double v = 0;
+            std::optional<double> parsed;
+            // (A toggle is stored 0 / 1 whatever ids and flags spell it.)
+            const std::string expected =
+                "expected " + (t.kind == TwistKind::toggle ? std::string("0 or 1") : twist_expected(t)) + ", found ";
+            switch (t.kind) {
+                case TwistKind::toggle:
+                case TwistKind::count: {
+                    const int64_t x = read_int(ctx, g.get(), t.h5, where);
+                    const bool ok = t.kind == TwistKind::toggle ? x == 0 || x == 1 : x == 0 || (x >= t.lo && x <= t.hi);
+                    if (!ok) ctx.fail(where, expected + std::to_string(x));
+                    parsed = static_cast<double>(x);
+                    break;
+                }
+                case TwistKind::number: {
+                    const double x = read_float(ctx, g.get(), t.h5, where);
+                    if (!std::isfinite(x) || x < 0 || (x != 0 && (x < t.lo || x > t.hi))) ctx.fail(where, expected + std::to_string(x));
+                    parsed = x;
+                    break;
+                }
+                case TwistKind::choice: {
+                    const std::string x = read_string(ctx, g.get(), t.h5, where);
+                    parsed = parse_twist_text(t, x, nullptr);
+                    if (!parsed) ctx.fail(where, expected + "\"" + x.substr(0, 64) + "\"");
+                    break;
+                }
+            }
+            v = *parsed;
+            BlockConfig probe = cfg;
+            set_twist_value(t, probe, v);
+            if (twist_on(t, probe) && !op_info(op).reads(t))
+                ctx.fail(where, std::string("op ") + to_string(op) + " has " + t.lacks);
+            cfg = probe;
+        }
+        for (const Twist& t : twist_table())
+            if (!t.core && t.applies && twist_on(t, cfg) && !t.applies(cfg))
+                ctx.fail(std::string("config/") + t.h5, std::string("set where it does not apply (") + t.lacks + ")");
         if (has("norm_eps")) cfg.norm_eps = read_float(ctx, g.get(), "norm_eps", "config/norm_eps");
         read_rope_extras(ctx, g.get(), cfg);
     } else if (!required.empty()) {

@@ -82,11 +82,7 @@ struct Writer {
     void config(hid_t case_group, Op op, const BlockConfig& cfg) const {
         const std::vector<std::string> fields = required_config(op);
         bool optional_on = false;  // swiglu has no required field, but GeGLU's hidden_act is one to write
-        for (const auto& f : optional_config(op))
-            for_each_field(cfg, [&](const ConfigField& cf, const auto& v) {
-                using V = std::decay_t<decltype(v)>;
-                optional_on = optional_on || (f == cf.name && v != V{});
-            });
+        for (const auto& f : optional_config(op)) optional_on = optional_on || twist_on(*find_twist(f), cfg);
         if (fields.empty() && !optional_on) return;
         Group g = group(case_group, "config");
         // One attribute per field, as conform/config.h's table names it.
@@ -104,11 +100,10 @@ struct Writer {
             });
             if (!written) throw std::logic_error("write_fixture: config field " + f + " has no writer");
         }
-        // A served variant's field only when it is on: files without it stay what they were.
+        // A twist's field only when it is on: files without it stay what they were.
         for (const auto& f : optional_config(op))
             for_each_field(cfg, [&](const ConfigField& cf, const auto& v) {
-                using V = std::decay_t<decltype(v)>;
-                if (f == cf.name && v != V{}) write(cf.h5, v);
+                if (f == cf.name && twist_on(*find_twist(f), cfg)) write(cf.h5, v);
             });
         // RoPE scaling and partial rotary only when a case has them: files
         // without them stay what they were.

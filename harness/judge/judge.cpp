@@ -85,7 +85,7 @@ ImplOutputs run_impl(Implementation& impl, const Case& c) {
             outs.emplace_back(name, shape[0], shape[1]);
         }
         for (Guarded& g : outs) call.outputs[g.name] = g.view();
-        const TapSet written = op_info(c.op).invoke(impl, cfg, call);
+        const TapSet written = call_op(impl, c.op, cfg, call);
         // Only outputs it claims to have written are compared; the rest must be untouched.
         std::vector<Guarded> kept;
         for (Guarded& g : outs) {

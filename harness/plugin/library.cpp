@@ -13,10 +13,15 @@ namespace conform::plugin {
 namespace {
 
 
-// ABI 1 is the first version, so today's table is exactly its size. When a
-// field is appended, this stays the size of version 1's fields: a table that
-// size or larger has everything version 1 needs.
-constexpr size_t kAbi1TableSize = offsetof(conform_plugin, abi_minor);
+// The first fields every version's table shares: its version and its size.
+struct Head {
+    uint32_t abi_version;
+    uint32_t struct_size;
+};
+
+// Version 1's table is at least 1.0's fields; version 2's, its own.
+constexpr size_t kAbi1TableSize = offsetof(conform_v1_plugin, abi_minor);
+constexpr size_t kAbi2TableSize = sizeof(conform_plugin);
 
 bool valid_name(const char* s) {
     if (s == nullptr || *s == '\0') return false;
@@ -30,29 +35,22 @@ bool valid_name(const char* s) {
     return true;
 }
 
-// What is wrong with a table, or "".
-std::string check_table(const conform_plugin* t) {
-    if (t == nullptr) return CONFORM_PLUGIN_ENTRY_SYMBOL "() returned NULL";
-    // The version first: nothing else in the table can be read under another version's layout.
-    if (t->abi_version != CONFORM_PLUGIN_ABI_VERSION)
-        return "built against plugin ABI version " + std::to_string(t->abi_version) +
-               ", but this conform speaks version " + std::to_string(CONFORM_PLUGIN_ABI_VERSION) +
-               "; rebuild it against this conform's conform/plugin.h";
-    if (t->struct_size < kAbi1TableSize)
-        return "its conform_plugin table claims " + std::to_string(t->struct_size) + " bytes (struct_size), fewer than the " +
-               std::to_string(kAbi1TableSize) + " of ABI version 1; set struct_size = sizeof(conform_plugin)";
-    if (!valid_name(t->name))
-        return "its name must be 1 to 64 characters of [A-Za-z0-9_.-], found " +
-               (t->name ? "'" + std::string(t->name) + "'" : std::string("NULL"));
-    if (!(t->dtypes & (CONFORM_DTYPE_BIT(CONFORM_DTYPE_F32) | CONFORM_DTYPE_BIT(CONFORM_DTYPE_BF16) |
-                       CONFORM_DTYPE_BIT(CONFORM_DTYPE_F16))))
+// What is wrong with a library's table, or "": its name, dtypes, ops, and
+// what it declares (activation_quant; version 2's twists), asked now so that
+// a bad answer is a load error, not a failed case.
+std::string check_table(const Library& l) {
+    if (!valid_name(l.name.empty() ? nullptr : l.name.c_str()))
+        return "its name must be 1 to 64 characters of [A-Za-z0-9_.-], found '" + l.name + "'";
+    if (!(l.dtypes & (CONFORM_DTYPE_BIT(CONFORM_DTYPE_F32) | CONFORM_DTYPE_BIT(CONFORM_DTYPE_BF16) |
+                      CONFORM_DTYPE_BIT(CONFORM_DTYPE_F16))))
         return "its table declares no dtype it runs in (dtypes = CONFORM_DTYPE_BIT(CONFORM_DTYPE_F32) | ...)";
-    if (ops_of(*t).empty()) return "its table implements no op (every op function is NULL)";
+    if (ops_of(l).empty()) return "its table implements no op (every op function is NULL)";
     for (Op op : kAllOps) {
-        if (!implements(*t, op)) continue;
+        if (!implements(l, op)) continue;
         ActQuant q = ActQuant::none;
         try {
-            q = declared_act_quant(*t, op);
+            q = declared_act_quant(l, op);
+            (void)declared_twists(l, op);
         } catch (const ImplError& e) {
             return std::string("its table's ") + e.what();
         }
@@ -85,21 +83,47 @@ std::shared_ptr<const Library> open_library(const std::string& path) {
     if (sym == nullptr)
         throw LibraryError(path + ": not a conform plugin: it exports no " CONFORM_PLUGIN_ENTRY_SYMBOL
                                  " (define it with CONFORM_PLUGIN_EXPORT, extern \"C\" in C++; see impls/PLUGINS.md)");
-    conform_plugin_get_fn get;
+    using Get = const void* (*)();
+    Get get;
     static_assert(sizeof get == sizeof sym, "function and object pointers differ in size");
     std::memcpy(&get, &sym, sizeof get);
-    const conform_plugin* table = get();
-    const std::string wrong = check_table(table);
-    if (!wrong.empty()) throw LibraryError(path + ": " + wrong);
-
+    const void* table = get();
+    if (table == nullptr) throw LibraryError(path + ": " CONFORM_PLUGIN_ENTRY_SYMBOL "() returned NULL");
+    // The version first: nothing else in the table can be read under another version's layout.
+    Head head;
+    std::memcpy(&head, table, sizeof head);
     auto lib = std::make_shared<Library>();
     lib->path = path;
+    lib->abi = head.abi_version;
+    if (head.abi_version == 1) {
+        if (head.struct_size < kAbi1TableSize)
+            throw LibraryError(path + ": its conform_plugin table claims " + std::to_string(head.struct_size) +
+                               " bytes (struct_size), fewer than the " + std::to_string(kAbi1TableSize) +
+                               " of ABI version 1; set struct_size = sizeof(conform_plugin)");
+        lib->table_v1 = static_cast<const conform_v1_plugin*>(table);
+        lib->name = lib->table_v1->name ? lib->table_v1->name : "";
+        lib->description = lib->table_v1->description ? lib->table_v1->description : "";
+        lib->dtypes = lib->table_v1->dtypes;
+    } else if (head.abi_version == CONFORM_PLUGIN_ABI_VERSION) {
+        if (head.struct_size < kAbi2TableSize)
+            throw LibraryError(path + ": its conform_plugin table claims " + std::to_string(head.struct_size) +
+                               " bytes (struct_size), fewer than the " + std::to_string(kAbi2TableSize) +
+                               " of ABI version 2; set struct_size = sizeof(conform_plugin)");
+        lib->table = static_cast<const conform_plugin*>(table);
+        lib->name = lib->table->name ? lib->table->name : "";
+        lib->description = lib->table->description ? lib->table->description : "";
+        lib->dtypes = lib->table->dtypes;
+    } else {
+        throw LibraryError(path + ": built against plugin ABI version " + std::to_string(head.abi_version) +
+                           ", but this conform speaks versions 1 (conform/plugin_v1.h) and " +
+                           std::to_string(CONFORM_PLUGIN_ABI_VERSION) + " (conform/plugin.h); rebuild it against " +
+                           "this conform's conform/plugin.h");
+    }
+    const std::string wrong = check_table(*lib);
+    if (!wrong.empty()) throw LibraryError(path + ": " + wrong);
     // Never dlclose'd: a plugin may leave thread-local destructors, atexit
     // handlers or runtime state behind that would then point into unmapped code.
     lib->handle = handle;
-    lib->table = table;
-    lib->name = table->name;
-    lib->description = table->description ? table->description : "";
     return lib;
 }
 

@@ -110,7 +110,7 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
     const int64_t sd = ctx.v.score_dims > 0 ? std::min(ctx.v.score_dims, head_dim) : head_dim;
     auto scores = grouped(qh.narrow(-1, 0, sd), kh.narrow(-1, 0, sd).transpose(1, 2)) * scale;  // [H, T, S]
     // Gemma 2: attn_weights = tanh(attn_weights / softcap) * softcap, before the mask.
-    const double cap = ctx.v.softcap.value_or(p.softcap);
+    const double cap = p.softcap;
     auto capped = [&](const torch::Tensor& s) { return (s / cap).tanh() * cap; };
     if (cap > 0 && !ctx.v.softcap_after_mask) scores = capped(scores);
     // The keys a query can reach at all: in the cache at its step (and the ring's).
@@ -118,14 +118,12 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
     if (ctx.v.kv_ring > 0 && T == 1 && S > ctx.v.kv_ring)  // a one-token step reads a ring of the last kv_ring keys
         reach = reach.logical_and(torch::arange(S, torch::kInt64).unsqueeze(0) >= S - ctx.v.kv_ring);
     auto vis = visible(q_pos, k_pos, ctx.v.mask).logical_and(reach);  // [T, S]
-    // Sliding window: k_pos > q_pos - W as well (the config's W, or the variant's).
-    const int64_t W = ctx.v.window.value_or(p.sliding_window);
+    // Sliding window: k_pos > q_pos - W as well.
+    const int64_t W = p.sliding_window;
     if (W > 0) vis = vis.logical_and(k_pos.unsqueeze(0) > q_pos.unsqueeze(1) - W);
-    // Chunked attention (Llama 4): k_pos // C == q_pos // C as well; a
-    // hypothesis drops it, or reads C as a sliding window instead.
-    const int64_t C = ctx.v.chunk.value_or(p.chunk);
-    if (C > 0 && ctx.v.chunk_as_window) vis = vis.logical_and(k_pos.unsqueeze(0) > q_pos.unsqueeze(1) - C);
-    else if (C > 0)
+    // Chunked attention (Llama 4): k_pos // C == q_pos // C as well.
+    const int64_t C = p.chunk;
+    if (C > 0)
         vis = vis.logical_and(k_pos.div(C, "floor").unsqueeze(0) == q_pos.div(C, "floor").unsqueeze(1));
     const double inf = std::numeric_limits<double>::infinity();
     scores = scores.masked_fill(vis.logical_not().unsqueeze(0), -inf);
@@ -139,7 +137,7 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
     // softmax over it; probs[..., :-1], the sink's column dropped: a logit
     // every row sees, with no value.
     torch::Tensor sink;  // [H, 1, 1]
-    if (sinks.defined() && ctx.v.sinks != Variant::Sinks::missing) {
+    if (sinks.defined()) {
         auto sh = sinks.reshape({n_heads}).to(scores.scalar_type());
         if (ctx.v.sinks == Variant::Sinks::per_kv_head)  // the bug: head h reads its kv head's sink, sinks[h / n_rep]
             sh = sh.index_select(0, torch::arange(n_heads, torch::kInt64).div(n_rep, "floor"));

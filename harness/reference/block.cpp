@@ -41,13 +41,10 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
         tap["q"] = add_bias(tap["q"], "bq");
         tap["k"] = add_bias(tap["k"], "bk");
     }
-    if (c.qkv_bias && v.qkv_bias != Bias::missing) tap["v"] = add_bias(tap["v"], "bv");
+    if (c.qkv_bias) tap["v"] = add_bias(tap["v"], "bv");
 
     // QK-norm (Qwen3): per head, on the projections, before RoPE.
-    const bool norm_on = (v.qk_norm == Variant::QkNorm::as_config || v.qk_norm == Variant::QkNorm::after_rope ||
-                          v.qk_norm == Variant::QkNorm::all_heads)
-                             ? c.qk_norm
-                             : v.qk_norm == Variant::QkNorm::on_unit_weights;
+    const bool norm_on = v.qk_norm == Variant::QkNorm::on_unit_weights || c.qk_norm;
     // (unit weights: 1, or an offset of 0 from it under Gemma's norms)
     const auto unit = c.norm_plus_one ? torch::zeros({hd}, x.options()) : torch::ones({hd}, x.options());
     auto qn_w = c.qk_norm ? in.at("q_norm") : unit;
@@ -78,7 +75,7 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
     const Ctx& rctx = v.rope_pos_from_start && decode_from < T ? ctx_rows : ctx;
     auto rot = [&](const torch::Tensor& t) { return rope(t, rope_pos, rope_params(c), rctx); };
     // A NoPE layer (SmolLM3, Llama 4): q and k go to attention unrotated.
-    const bool nope = v.nope.value_or(c.nope);
+    const bool nope = c.nope;
     auto rot_qk = [&](const torch::Tensor& t) { return nope ? t : rot(t); };
 
     auto q = before ? norm_q(tap["q"]) : tap["q"];

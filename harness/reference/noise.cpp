@@ -634,7 +634,7 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             // 50u relative, against 2.29e-6 allowed with sqrt(S). The bound
             // taken is the worst case of any order, (S − 1)·u relative; the
             // same relative error of the denominator moves out by (S − 1)·u·|o|.
-            const auto seqs = paged_seqs(c);
+            const auto seqs = paged_seqs(c, c.config);
             auto q = in("q"), kc = float_view(c.in("k_cache")), vc = float_view(c.in("v_cache"));
             const int64_t Tq = q.size(0), H = cfg.n_heads;
             auto out = torch::zeros_like(q), lse = torch::zeros({Tq, H}, q.options());

@@ -72,14 +72,14 @@ torch::Tensor gather_rows(const torch::Tensor& pool, const std::vector<int64_t>&
 
 }  // namespace
 
-PagedSeqs paged_seqs(const Case& c) {
+PagedSeqs paged_seqs(const Case& c, const BlockConfig& config) {
     PagedSeqs s{c.pos("qo_indptr"), c.pos("kv_indptr"), c.pos("kv_indices"), c.pos("kv_last_page_len"),
-                c.config.page_size, c.in("k_cache").rows() / std::max<int64_t>(1, c.config.page_size)};
-    if (c.config.kv_cache_dtype != KvCacheDtype::none) {
-        s.cache = c.config.kv_cache_dtype;
+                config.page_size, c.in("k_cache").rows() / std::max<int64_t>(1, config.page_size), KvCacheDtype::none, {}, {}, 0};
+    if (config.kv_cache_dtype != KvCacheDtype::none) {
+        s.cache = config.kv_cache_dtype;
         s.k_scale = c.in("k_scale").data;
         s.v_scale = c.in("v_scale").data;
-        s.head_dim = c.config.head_dim;
+        s.head_dim = config.head_dim;
     }
     return s;
 }

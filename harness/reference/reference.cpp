@@ -33,12 +33,34 @@ const char* to_string(Precision p) {
 
 bool Variant::faithful() const { return describe().empty(); }
 
+Variant Variant::with_config(const BlockConfig& meant, const BlockConfig& computed) {
+    Variant v;
+    v.config = computed;
+    // Every field that differs, as "name=value" (the config's table names them).
+    std::map<std::string, std::string> was;
+    for_each_field(meant, [&](const ConfigField& f, const auto& x) {
+        std::ostringstream o;
+        if constexpr (is_named_enum<std::decay_t<decltype(x)>>) o << to_string(x);
+        else o << x;
+        was[f.name] = o.str();
+    });
+    for_each_field(computed, [&](const ConfigField& f, const auto& x) {
+        std::ostringstream o;
+        if constexpr (is_named_enum<std::decay_t<decltype(x)>>) o << to_string(x);
+        else o << x;
+        if (was[f.name] != o.str()) v.edited += (v.edited.empty() ? "" : ", ") + std::string(f.name) + "=" + o.str();
+    });
+    if (v.edited.empty()) v.edited = "the config as it was";
+    return v;
+}
+
 std::string Variant::describe() const {
     std::ostringstream o;
     auto sep = [&]() -> std::ostringstream& {
         if (o.tellp() > 0) o << ", ";
         return o;
     };
+    if (config) sep() << "config " << edited;
     if (layout) sep() << "rope_layout=" << to_string(*layout);
     if (theta) sep() << "rope_theta=" << *theta;
     if (rope_angle_bf16) sep() << "rope angles rounded to bf16";
@@ -49,16 +71,13 @@ std::string Variant::describe() const {
     if (scaling) sep() << "rope_scaling=" << to_string(scaling->type) << "(factor " << scaling->factor << ")";
     if (rope_pos_shift) sep() << "positions shifted by " << rope_pos_shift;
     if (decode_pos_shift) sep() << "decode positions shifted by " << decode_pos_shift;
-    if (scaling_ignored) sep() << "rope_scaling ignored (plain RoPE)";
     if (scaling_type) sep() << "rope_scaling type=" << to_string(*scaling_type);
     if (dynamic_at_scaled_context) sep() << "dynamic NTK base at seq_len = original_max_position * factor";
-    if (rotary_full) sep() << "rotary_dim=head_dim (whole head rotated)";
     if (rope_twice) sep() << "rope applied twice";
     if (v_rotated) sep() << "v rotated";
     if (k_unrotated) sep() << "decode keys cached unrotated";
     switch (qk_norm) {
         case QkNorm::as_config: break;
-        case QkNorm::off: sep() << "qk_norm off"; break;
         case QkNorm::on_unit_weights: sep() << "qk_norm on (unit weights)"; break;
         case QkNorm::after_rope: sep() << "qk_norm after rope"; break;
         case QkNorm::all_heads: sep() << "qk_norm over all heads at once"; break;
@@ -66,7 +85,6 @@ std::string Variant::describe() const {
     if (gqa_tiled) sep() << "kv heads tiled (h % n_kv)";
     switch (qkv_bias) {
         case QkvBias::as_config: break;
-        case QkvBias::missing: sep() << "q, k, v projection biases dropped"; break;
         case QkvBias::after_rope: sep() << "q and k biases added after rope"; break;
     }
     switch (mask) {
@@ -80,27 +98,18 @@ std::string Variant::describe() const {
     if (score_dims) sep() << "scores over the first " << score_dims << " dims";
     if (softmax_tile) sep() << "softmax over " << softmax_tile << "-key tiles without rescaling";
     if (kv_ring) sep() << "a decode step sees the last " << kv_ring << " keys";
-    if (window) sep() << (*window > 0 ? "sliding window " + std::to_string(*window) : std::string("sliding window ignored"));
-    if (chunk) sep() << (*chunk > 0 ? "attention chunk " + std::to_string(*chunk) : std::string("attention chunks ignored"));
-    if (chunk_as_window) sep() << "attention chunk read as a sliding window";
-    if (softcap) sep() << (*softcap > 0 ? "soft-cap " + std::to_string(*softcap) : std::string("soft-cap missing"));
     if (softcap_after_mask) sep() << "soft-cap after the mask (masked keys at -cap)";
-    if (sinks == Sinks::missing) sep() << "attention sinks missing";
     if (sinks == Sinks::per_kv_head) sep() << "sinks read per kv head (sinks[h / group])";
     if (scale) sep() << "scale=" << *scale;
     if (softmax_no_max) sep() << "softmax without max subtraction";
     if (empty_row_nan) sep() << "NaN for a query that sees no key";
     if (rms_eps_outside) sep() << "rmsnorm eps outside sqrt";
     if (rms_mean_abs) sep() << "rmsnorm mean|x|";
-    if (norm_plus_one) sep() << (*norm_plus_one ? "norms scaled by (1 + w)" : "norms scaled by w (not 1 + w)");
     if (swiglu_gate_on_up) sep() << "activation on the up branch";
     if (gelu_gate) sep() << "exact (erf) gelu gate";
-    if (hidden_act) sep() << "hidden_act=" << to_string(*hidden_act);
     if (gelu_f16_table) sep() << "gelu through a float16 table (ggml)";
     if (layer_norm) sep() << "layernorm (mean subtracted)";
     if (post_norm) sep() << "post-norm";
-    if (nope) sep() << (*nope ? "RoPE left out (NoPE)" : "RoPE applied on a NoPE layer");
-    if (sandwich == Sandwich::missing) sep() << "sandwich norms missing (no post-sublayer norms)";
     if (sandwich == Sandwich::after_residual) sep() << "sandwich norms after the residual add";
     if (residual_missing) sep() << "attention residual missing";
     if (paged_block_table_ignored) sep() << "block table ignored (pages consecutive from each sequence's first)";
@@ -111,7 +120,6 @@ std::string Variant::describe() const {
     if (lse_base2) sep() << "lse in base 2";
     switch (kv_fp8) {
         case KvFp8::faithful: break;
-        case KvFp8::ignored: sep() << "FP8 cache not quantised"; break;
         case KvFp8::scale_ignored: sep() << "FP8 cache scales taken as 1"; break;
         case KvFp8::k_scale_for_v: sep() << "FP8 cache: V with K's scale"; break;
         case KvFp8::per_tensor_read: sep() << "FP8 cache: per-head scales read per tensor"; break;
@@ -217,7 +225,8 @@ NamedD run(const Case& c, const Options& o) {
     Ctx ctx{dt, acc, o.order, o.variant, o.act_quant};
     auto in = [&](const std::string& n) { return to_torch(c.in(n), o.precision); };
     auto pos = [&](const std::string& n) { return to_torch(c.pos(n)); };
-    const BlockConfig& cfg = c.config;
+    // A twist's bug as a config edit: the same op on the same tensors, another config.
+    const BlockConfig& cfg = o.variant.config ? *o.variant.config : c.config;
 
     NamedD out;
     auto put = [&](const std::string& name, const torch::Tensor& t) { out[name] = to_dtensor(t, o.precision); };
@@ -235,7 +244,7 @@ NamedD run(const Case& c, const Options& o) {
         case Op::paged_attention: {
             // The pool stays where it is: each sequence's rows are gathered from it and converted alone.
             auto [y, lse] = paged_attention(in("q"), float_view(c.in("k_cache")), float_view(c.in("v_cache")),
-                                            o.precision, paged_seqs(c), cfg,
+                                            o.precision, paged_seqs(c, cfg), cfg,
                                             cfg.attn_sinks ? in("sinks") : torch::Tensor(), ctx);
             put("out", y);
             put("lse", lse);

@@ -34,6 +34,14 @@ enum class Order { library, sequential };
 
 // One convention changed with respect to the case's config. Default = faithful.
 struct Variant {
+    // The reference run with this config instead of the case's: a twist's bug
+    // as a config edit (conform/twists.h: ignored, W ± 1, a chunk read as a
+    // window, ...). `edited` says what changed, for describe().
+    std::optional<BlockConfig> config;
+    std::string edited;
+    // The variant whose config is `computed` where the case meant `meant`.
+    static Variant with_config(const BlockConfig& meant, const BlockConfig& computed);
+
     std::optional<RopeLayout> layout;  // the other pairing
     std::optional<double> theta;       // a different base
     bool rope_angle_bf16 = false;      // pos * inv_freq rounded to bf16 before cos/sin
@@ -44,15 +52,14 @@ struct Variant {
     std::optional<RopeScaling> scaling;  // a scaling applied in place of the config's (present though the config has none)
     int64_t rope_pos_shift = 0;        // every rotation at pos + shift
     int64_t decode_pos_shift = 0;      // decode: tokens after the prefill rotated at pos + shift
-    bool scaling_ignored = false;      // rope_scaling dropped: plain RoPE (no attention factor either)
     std::optional<RopeScalingType> scaling_type;  // the config's scaling parameters read as another type
     bool dynamic_at_scaled_context = false;  // dynamic NTK's base at seq_len = original_max_position * factor, always
-    bool rotary_full = false;          // partial rotary ignored: the whole head rotated (inv_freq over head_dim)
     bool rope_twice = false;           // q and k rotated twice
     bool v_rotated = false;            // v rotated like k
     bool k_unrotated = false;          // decode: keys of tokens after the prefill cached (and read) unrotated
 
-    enum class QkNorm { as_config, off, on_unit_weights, after_rope, all_heads };  // all_heads: one RMS over H*hd
+    // (QK-norm dropped is a config edit: the qk_norm twist's.) all_heads: one RMS over H*hd
+    enum class QkNorm { as_config, on_unit_weights, after_rope, all_heads };
     QkNorm qk_norm = QkNorm::as_config;
 
     bool gqa_tiled = false;  // query head h reads kv head h % KV instead of h / group
@@ -67,9 +74,9 @@ struct Variant {
     // gelu_tanh (0 at a <= -10, a at a >= 10). llama.cpp's gemma on the CPU.
     bool gelu_f16_table = false;
 
-    // Qwen2's projection biases (config.qkv_bias): dropped, or added to the
-    // rotated q and k (a fused rope kernel that takes the bias last).
-    enum class QkvBias { as_config, missing, after_rope };
+    // Qwen2's projection biases (config.qkv_bias) added to the rotated q and
+    // k (a fused rope kernel that takes the bias last). (Dropped: a config edit.)
+    enum class QkvBias { as_config, after_rope };
     QkvBias qkv_bias = QkvBias::as_config;
 
     // <=, all, <, <= +1; by index instead of position: key j visible to query
@@ -80,30 +87,23 @@ struct Variant {
     int64_t softmax_tile = 0;   // softmax over key tiles of this size whose running max never rescales the sums
     int64_t kv_ring = 0;        // a one-token query (a decode step) sees only the last kv_ring cached keys
 
-    std::optional<int64_t> window;  // the sliding window used instead of the config's (0: none, full causal)
-    std::optional<int64_t> chunk;   // the attention chunk used instead of the config's (0: none)
-    bool chunk_as_window = false;   // the chunk size read as a sliding window of that many keys
-    std::optional<double> softcap;  // the logit soft-cap used instead of the config's (0: none)
     bool softcap_after_mask = false;  // cap · tanh(s / cap) after the -inf mask: masked keys get logit -cap
-    enum class Sinks { faithful, missing, per_kv_head };
-    Sinks sinks = Sinks::faithful;  // missing: no sink in the denominator; per_kv_head: head h reads sinks[h / group]
+    enum class Sinks { faithful, per_kv_head };
+    Sinks sinks = Sinks::faithful;  // per_kv_head: head h reads sinks[h / group] (none at all: a config edit)
     std::optional<double> scale;   // instead of 1/sqrt(head_dim)
     bool softmax_no_max = false;   // exp(score) without subtracting the row max: float32's inf / NaN pattern
     bool empty_row_nan = false;    // a query that sees no key gets NaN (a masked torch softmax), not zeros
     bool rms_eps_outside = false;  // x / (sqrt(mean(x^2)) + eps)
     bool rms_mean_abs = false;     // mean(|x|) in place of mean(x^2)
-    std::optional<bool> norm_plus_one;  // every norm's (1 + w) on or off instead of as the config says
     bool swiglu_gate_on_up = false;  // (x@w1) * act(x@w3)
     bool gelu_gate = false;          // gelu(x@w1) * (x@w3), exact (erf) GELU: a GELU MLP's gate
-    std::optional<HiddenAct> hidden_act;  // the FFN gate's activation instead of the config's
     bool layer_norm = false;         // the norms subtract the mean (LayerNorm without bias) before dividing by the rms
     bool post_norm = false;          // h = norm(x + attn(x)), out = norm(h + ffn(h)): post-norm, not pre-norm
     // Gemma 2/3's sandwich norms (config.sandwich_norm): dropped, or taken
     // after the residual add, h = rmsnorm(x + attn @ wo, attn_post_norm) (the
     // original Transformer's place, where HF's Llama name for the pre-FFN norm,
     // post_attention_layernorm, points a reader).
-    enum class Sandwich { as_config, missing, after_residual };
-    std::optional<bool> nope;  // q and k rotated (false) or not (true) instead of as the config's nope says
+    enum class Sandwich { as_config, after_residual };  // (dropped: a config edit)
     Sandwich sandwich = Sandwich::as_config;
     bool residual_missing = false;   // h = attn @ wo, the attention residual dropped
     // paged_attention
@@ -118,7 +118,8 @@ struct Variant {
     // scale; per-head scales read as one (scale[0] for every head); rounded
     // toward zero; not saturating (past the max: NaN / inf); the scale
     // multiplied in twice on the read.
-    enum class KvFp8 { faithful, ignored, scale_ignored, k_scale_for_v, per_tensor_read, truncated, unsaturated, dequant_twice };
+    // (Not quantised at all: a config edit, the kv_cache_dtype twist's.)
+    enum class KvFp8 { faithful, scale_ignored, k_scale_for_v, per_tensor_read, truncated, unsaturated, dequant_twice };
     KvFp8 kv_fp8 = KvFp8::faithful;
 
     bool faithful() const;

@@ -30,7 +30,7 @@ torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
         y = xf * torch::rsqrt(variance + eps);
     }
     // Gemma scales in float32 and rounds once; Llama rounds before the weight.
-    if (ctx.v.norm_plus_one.value_or(plus_one)) return (y * (1.0 + weight.to(y.scalar_type()))).to(input_dtype);
+    if (plus_one) return (y * (1.0 + weight.to(y.scalar_type()))).to(input_dtype);
     return weight * y.to(input_dtype);
 }
 

@@ -78,7 +78,7 @@ double dynamic_base(double base, int64_t dim, double seq_len, const RopeScaling&
 torch::Tensor inv_freq_of(const RopeParams& p, int64_t max_pos, const Ctx& ctx, torch::Dtype adt) {
     const int64_t dim = p.rotary();
     const RopeScaling& s = ctx.v.scaling ? *ctx.v.scaling : p.scaling;
-    const RopeScalingType type = ctx.v.scaling_ignored ? RopeScalingType::none : ctx.v.scaling_type.value_or(s.type);
+    const RopeScalingType type = ctx.v.scaling_type.value_or(s.type);
     switch (type) {
         case RopeScalingType::none: return default_inv_freq(dim, p.theta, adt);
         case RopeScalingType::linear: return default_inv_freq(dim, p.theta, adt) / s.factor;
@@ -97,7 +97,6 @@ torch::Tensor inv_freq_of(const RopeParams& p, int64_t max_pos, const Ctx& ctx, 
 
 // HF LlamaRotaryEmbedding.forward: cos = emb.cos() * self.attention_scaling (yarn's attention factor; 1 otherwise).
 double attention_scaling(const RopeParams& p, const Ctx& ctx) {
-    if (ctx.v.scaling_ignored) return 1.0;
     const RopeScaling& s = ctx.v.scaling ? *ctx.v.scaling : p.scaling;
     return ctx.v.scaling_type.value_or(s.type) == RopeScalingType::yarn ? s.attention_factor : 1.0;
 }
@@ -172,7 +171,6 @@ double rope_attention_factor(const RopeParams& p, const Ctx& ctx) { return atten
 torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, RopeParams p, const Ctx& ctx) {
     p.layout = ctx.v.layout.value_or(p.layout);
     p.theta = ctx.v.theta.value_or(p.theta);
-    if (ctx.v.rotary_full) p.rotary_dim = 0;
     const int64_t hd = p.head_dim, rd = p.rotary();
     const int64_t T = x.size(0), n = x.size(1) / hd;
     auto freqs = angles(positions, p, ctx);

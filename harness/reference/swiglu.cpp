@@ -39,7 +39,7 @@ torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& w1, const torc
                      HiddenAct act, const Ctx& ctx) {
     auto gate = matmul(linear_input(x, "w1", ctx), w1, ctx);  // [T, F]
     auto up = matmul(linear_input(x, "w3", ctx), w3, ctx);    // [T, F]
-    const HiddenAct a = ctx.v.hidden_act.value_or(act);
+    const HiddenAct a = act;
     const auto act_fn = [&](const torch::Tensor& t) {
         if (ctx.v.gelu_gate) return torch::gelu(t);  // exact (erf) GELU
         if (a == HiddenAct::gelu_tanh && ctx.v.gelu_f16_table) {

@@ -87,7 +87,7 @@ struct CacheRead {
     CacheRead(KvCacheDtype d, const std::vector<float>& own_scale, int64_t head_dim, int64_t W, const Variant& v,
               const std::vector<float>* k_scale = nullptr) {
         using K = Variant::KvFp8;
-        if (d == KvCacheDtype::none || v.kv_fp8 == K::ignored) return;
+        if (d == KvCacheDtype::none) return;
         dtype = d;
         const std::vector<float>& own = k_scale && v.kv_fp8 == K::k_scale_for_v ? *k_scale : own_scale;
         scale.resize(static_cast<size_t>(W));
@@ -128,7 +128,8 @@ struct PagedSeqs {
     std::vector<float> k_scale, v_scale;
     int64_t head_dim = 0;
 };
-PagedSeqs paged_seqs(const Case& c);
+// The batch of a case, its cache as `config` has it (the case's, or a variant's).
+PagedSeqs paged_seqs(const Case& c, const BlockConfig& config);
 struct PagedSeq {
     int64_t q_begin = 0, q_len = 0, kv_len = 0;
     torch::Tensor q, k, v;        // [q_len, H*hd], [kv_len, KV*hd] x2

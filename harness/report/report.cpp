@@ -24,7 +24,7 @@
 namespace conform {
 
 bool RunReport::all_pass() const {
-    if (!nothing_ran.empty()) return false;
+    if (!nothing_ran.empty() || !missing_twists.empty()) return false;
     for (const auto& c : results)
         if (!c.pass) return false;
     return true;
@@ -166,6 +166,12 @@ void print_summary(std::ostream& os, const RunReport& r) {
     for (const auto& n : r.not_run)
         os << fmt::format("not run:   {} {}: {} case{} unsupported ({})\n", n.impl, n.op, n.cases,
                           n.cases == 1 ? "" : "s", n.reason);
+    for (const auto& n : r.not_offered) {
+        std::string ts;
+        for (const auto& t : n.twists) ts += (ts.empty() ? "" : ", ") + t;
+        os << fmt::format("not offered: {} {}: {} (undeclared twists: no case with one on)\n", n.impl, n.op, ts);
+    }
+    for (const auto& m : r.missing_twists) os << "FAIL: --require-twists: " << m << " is not declared\n";
     for (const auto& w : r.workers)
         if (w.restarts > 0)
             os << fmt::format("restarted: {} {} time{} in {} calls (each after it crashed, hung or broke the protocol, "
@@ -313,6 +319,9 @@ nlohmann::json to_json(const RunReport& r) {
     auto& ws = j["workers"] = nlohmann::json::array();
     for (const auto& w : r.workers)
         ws.push_back({{"impl", w.impl}, {"calls", w.calls}, {"repeats", w.repeats}, {"restarts", w.restarts}});
+    auto& no = j["not_offered"] = nlohmann::json::array();
+    for (const auto& n : r.not_offered) no.push_back({{"impl", n.impl}, {"op", n.op}, {"twists", n.twists}});
+    if (!r.missing_twists.empty()) j["missing_twists"] = r.missing_twists;
     auto& none = j["nothing_ran"] = nlohmann::json::array();
     for (const auto& n : r.nothing_ran) {
         none.push_back({{"impl", n.impl}, {"reason", n.reason}});

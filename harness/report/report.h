@@ -40,6 +40,17 @@ struct RunReport {
     };
     std::vector<NothingRan> nothing_ran;
     void add_nothing_ran(const std::string& impl, const std::string& op = "");
+    // The twists an implementation does not declare (conform/twists.h), per
+    // op of the run that reads them: it was offered no case with one on, and
+    // its property cases were drawn without them. Listed, never silent.
+    struct NotOffered {
+        std::string impl, op;
+        std::vector<std::string> twists;
+    };
+    std::vector<NotOffered> not_offered;
+    // --require-twists: each twist asked for that an implementation does not
+    // declare for an op that reads it ("impl op: twist"); the run does not pass.
+    std::vector<std::string> missing_twists;
     // Each worker's calls, repeats and restarts: a worker restarted after a
     // crash between cases (in a supports request) fails no case, and must
     // not pass in silence.

@@ -162,8 +162,12 @@ double gqa_vs_mha(Implementation* impl, const BlockConfig& c, const std::vector<
     if (impl) {
         Tensor a(T, H * hd), b(T, H * hd);
         const Positions p{pos.data(), T};
-        impl->attention(q.view(), k.view(), v.view(), p, p, {H, KV, hd}, a.mut());
-        impl->attention(q.view(), k_rep.view(), v_rep.view(), p, p, {H, H, hd}, b.mut());
+        BlockConfig gqa_c, mha_c;  // plain causal attention: the heads alone
+        gqa_c.n_heads = mha_c.n_heads = mha_c.n_kv_heads = H;
+        gqa_c.n_kv_heads = KV;
+        gqa_c.head_dim = mha_c.head_dim = hd;
+        impl->attention(q.view(), k.view(), v.view(), p, p, attention_params(gqa_c), a.mut());
+        impl->attention(q.view(), k_rep.view(), v_rep.view(), p, p, attention_params(mha_c), b.mut());
         return model::error(model::to_double(a), model::to_double(b)).max_abs;
     }
     Case gqa;

@@ -17,8 +17,32 @@ namespace conform::run {
 
 namespace {
 
-GateVerdict run_planned(const GateOptions& g, const Resolved& r, const Plan& plan,
+GateVerdict run_planned(const GateOptions& g, const Resolved& r, Plan& plan, const std::vector<const Twist*>& required,
                         const std::vector<std::string>& formats, OutDir& out_dir, std::ostream& out, std::ostream& err);
+
+// --require-twists: twist names (conform/twists.h), or all.
+std::vector<const Twist*> required_twists(const std::string& list) {
+    std::vector<const Twist*> out;
+    if (list.empty()) return out;
+    if (list == "all") {
+        for (const Twist& t : twist_table()) out.push_back(&t);
+        return out;
+    }
+    size_t start = 0;
+    while (start <= list.size()) {
+        const size_t comma = std::min(list.find(',', start), list.size());
+        const std::string name = list.substr(start, comma - start);
+        const Twist* t = find_twist(name);
+        if (!t) {
+            std::string known;
+            for (const Twist& r : twist_table()) known += (known.empty() ? "" : ", ") + std::string(r.name);
+            throw InputError("--require-twists: unknown twist '" + name.substr(0, 64) + "' (twists: " + known + ", or all)");
+        }
+        out.push_back(t);
+        start = comma + 1;
+    }
+    return out;
+}
 
 }  // namespace
 
@@ -35,12 +59,13 @@ GateVerdict run_gate(const GateOptions& g, std::ostream& out, std::ostream& err)
 
     if (!parse_diagnose_mode(g.diagnose))
         throw InputError("--diagnose: expected all, first or none, found '" + g.diagnose + "'");
+    const std::vector<const Twist*> required = required_twists(g.require_twists);
     Resolved r = resolve_case_flags(g.cases);
     r.impls.options.simd_target = g.simd_target;
     r.impls.options.threads = g.threads;
     apply_worker_flags(g.workers, r.impls);
     // The plan first: every fixture file is read before any worker exists.
-    const Plan plan = make_plan(r.selection);
+    Plan plan = make_plan(r.selection);
     // --out opened, and its report files noted, before any worker exists: the
     // reports go through that descriptor, and whatever a worker does to the
     // directory meanwhile is found afterwards (report/out_dir.h).
@@ -53,7 +78,7 @@ GateVerdict run_gate(const GateOptions& g, std::ostream& out, std::ostream& err)
     const bool foreign = r.impls.isolate || r.impls.has_workers();
     if (foreign) out_dir->snapshot();
     try {
-        return run_planned(g, r, plan, formats, *out_dir, out, err);
+        return run_planned(g, r, plan, required, formats, *out_dir, out, err);
     } catch (...) {
         // The run ends here (a worker that could not start, ...): no report
         // of this run is written, so none that a worker forged may stay.
@@ -64,11 +89,12 @@ GateVerdict run_gate(const GateOptions& g, std::ostream& out, std::ostream& err)
 
 namespace {
 
-GateVerdict run_planned(const GateOptions& g, const Resolved& r, const Plan& plan,
+GateVerdict run_planned(const GateOptions& g, const Resolved& r, Plan& plan, const std::vector<const Twist*>& required,
                         const std::vector<std::string>& formats, OutDir& out_dir, std::ostream& out, std::ostream& err) {
     std::ostream& log = g.json ? err : out;
     const bool chatty = !g.quiet && !g.json;
     ImplSet impls = choose_implementations(r.impls);
+    plan_for(plan, impls);  // each implementation's cases within the twists it declares
     if (!g.quiet)
         for (const auto& s : impls.skipped) log << "skipping " << s << "\n";
     const Selection& s = plan.selection;
@@ -112,6 +138,7 @@ GateVerdict run_planned(const GateOptions& g, const Resolved& r, const Plan& pla
     ro.force = g.force;
     ro.diagnose = *parse_diagnose_mode(g.diagnose);
     ro.shrink.max_seconds = g.shrink_time;
+    ro.require_twists = required;
     if (s.dtype != DType::f32) ro.replay_flags += std::string(" --dtype ") + to_string(s.dtype);
     if (!g.simd_target.empty()) ro.replay_flags += " --simd-target " + g.simd_target;
     if (g.threads > 0) ro.replay_flags += " --threads " + std::to_string(g.threads);

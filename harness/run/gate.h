@@ -27,6 +27,7 @@ struct GateOptions {
     std::string diagnose = "first";  // --diagnose all|first|none (run/runner.h, DiagnoseMode)
     double shrink_time = 30;         // --shrink-time: seconds per failure shrunk (0: no limit)
     WorkerFlags workers;             // --impl-lib, --impl-cmd, their limits, --isolate
+    std::string require_twists;      // --require-twists a,b | all: each implementation must declare them
 };
 
 enum class GateVerdict {

@@ -240,7 +240,7 @@ Plan make_plan(const Selection& s) {
         std::optional<BlockConfig> pin = s.pin;
         if (layer >= 0 && pin) pin = s.real->model().pattern.layer(*pin, layer);
         gen::Stream stream{op, seed, pin, layer >= 0 ? s.real->slot(layer) : nullptr, s.max_rows};
-        OpPlan p{op, layer, std::move(stream), {}, {}, 0, 0};
+        OpPlan p{op, layer, std::move(stream), {}, {}, 0, 0, {}};
         if (!single) {
             select::PropertySelection ps = select::select_property(p.stream, s.cases, params, s.shard);
             p.picks = std::move(ps.picks);
@@ -266,6 +266,43 @@ Plan make_plan(const Selection& s) {
         throw InputError("the selection has no case: " + std::to_string(s.cases) +
                          " property cases per op and no fixture case of the selected ops (--cases N, --fixtures PATH)");
     return plan;
+}
+
+void plan_for(Plan& plan, const ImplSet& impls) {
+    const Selection& s = plan.selection;
+    if (!s.case_id.empty()) return;  // one case, offered to each implementation that declares its twists
+    const select::ParamFilter params(s.params);
+    std::vector<OpPlan> out;
+    for (OpPlan& p : plan.ops) {
+        // The implementations by what they declare for this op, in the order they were named.
+        std::vector<std::pair<TwistSet, std::vector<std::string>>> spaces;
+        for (const Chosen& c : impls.impls) {
+            const TwistSet declared = c.impl->twists(p.op);
+            auto it = std::find_if(spaces.begin(), spaces.end(), [&](const auto& sp) { return sp.first == declared; });
+            if (it == spaces.end()) spaces.push_back({declared, {c.name}});
+            else it->second.push_back(c.name);
+        }
+        if (spaces.size() <= 1 && (spaces.empty() || spaces[0].first == p.stream.twists)) {
+            out.push_back(std::move(p));
+            continue;
+        }
+        for (auto& [declared, names] : spaces) {
+            OpPlan q = p;
+            q.impls = names;
+            if (declared != p.stream.twists) {
+                q.stream.twists = declared;
+                select::PropertySelection ps = select::select_property(q.stream, s.cases, params, s.shard);
+                q.picks = std::move(ps.picks);
+                q.outside = std::move(ps.outside);
+                q.matched = ps.matched;
+                q.drawn = ps.drawn;
+            }
+            out.push_back(std::move(q));
+        }
+    }
+    plan.ops = std::move(out);
+    plan.total_cases = static_cast<int>(plan.fixtures.cases.size());
+    for (const OpPlan& p : plan.ops) plan.total_cases += static_cast<int>(p.picks.size());
 }
 
 }  // namespace conform::run

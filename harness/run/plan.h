@@ -10,6 +10,7 @@
 // implementation this machine cannot run: exit 3).
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -109,11 +110,16 @@ struct FixtureSelection {
 struct OpPlan {
     Op op;
     int64_t layer = -1;                 // --weights: the checkpoint layer its cases take
-    gen::Stream stream;                 // what a property case of this op is drawn from (and shrunk in)
+    gen::Stream stream;                 // what a property case of this op is drawn from (and shrunk in): its
+                                        // twists the declared ones of the implementations it is for
     std::vector<select::Pick> picks;    // property cases in this shard
     std::vector<select::Pick> outside;  // matching cases of the other shards (the first failure's rule)
     int matched = 0;                    // property cases matching --params, before sharding
     int drawn = 0;                      // draws looked at
+    std::vector<std::string> impls;     // the implementations it is drawn for; empty: every one
+    bool for_impl(const std::string& name) const {
+        return impls.empty() || std::find(impls.begin(), impls.end(), name) != impls.end();
+    }
 };
 
 struct Plan {
@@ -126,6 +132,13 @@ struct Plan {
 
 // Throws InputError with the message for the user (exit 2).
 Plan make_plan(const Selection& s);
+
+// Asked only what it declares: an op whose implementations declare different
+// twists (Implementation::twists) is drawn once per declaration, each with
+// the run's --cases, from the same seed — so an undeclared twist costs an
+// implementation no case, and implementations that declare every twist run
+// the cases they always did. A --case replay stays one case for all.
+void plan_for(Plan& plan, const ImplSet& impls);
 
 // The repo's regression fixtures directory, spelled "fixtures" when run from
 // the source tree; "" when there is none.

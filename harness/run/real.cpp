@@ -272,17 +272,7 @@ std::string RealModel::replay_flags() const {
     if (ov.o_layout && ov.o_layout->count()) f += " --layout " + ov.layout;
     if (ov.o_theta && ov.o_theta->count()) f += fmt::format(" --theta {}", ov.theta);
     if (ov.o_eps && ov.o_eps->count()) f += fmt::format(" --eps {}", ov.eps);
-    if (ov.o_qk_norm && ov.o_qk_norm->count()) f += " --qk-norm " + ov.qk_norm;
-    if (ov.o_qkv_bias && ov.o_qkv_bias->count()) f += " --qkv-bias " + ov.qkv_bias;
-    if (ov.o_window && ov.o_window->count()) f += fmt::format(" --sliding-window {}", ov.window);
-    if (ov.o_chunk && ov.o_chunk->count()) f += fmt::format(" --attention-chunk-size {}", ov.chunk);
-    if (ov.o_softcap && ov.o_softcap->count()) f += fmt::format(" --attn-softcap {}", ov.softcap);
-    if (ov.o_sinks && ov.o_sinks->count()) f += " --attn-sinks " + ov.sinks;
-    if (ov.o_plus_one && ov.o_plus_one->count()) f += " --norm-plus-one " + ov.plus_one;
-    if (ov.o_sandwich && ov.o_sandwich->count()) f += " --sandwich-norm " + ov.sandwich;
-    if (ov.o_nope && ov.o_nope->count()) f += " --nope " + ov.nope;
-    if (ov.o_hidden_act && ov.o_hidden_act->count()) f += " --hidden-act " + ov.hidden_act;
-    if (ov.o_attn_scale && ov.o_attn_scale->count()) f += fmt::format(" --attn-scale {}", ov.attn_scale);
+    f += ov.twist_flags();
     if (o_.model_inputs) {
         f += " --inputs model";
         if (!o_.tokens.empty()) {

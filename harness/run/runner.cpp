@@ -80,7 +80,7 @@ class Executor {
                 // however many fixture cases of it pass (their answers are
                 // in files a worker can read).
                 for (const OpPlan& p : plan_.ops) {
-                    if (p.picks.empty() || !offers(c, p.op)) continue;
+                    if (p.picks.empty() || !offers(c, p.op) || !p.for_impl(c.name)) continue;
                     const bool judged = std::any_of(rep.results.begin(), rep.results.end(), [&](const CaseResult& r) {
                         return r.impl == c.name && r.op == p.op && r.origin == "property";
                     });
@@ -95,6 +95,7 @@ class Executor {
                 const auto& st = c.worker->stats();
                 rep.workers.push_back({c.name, st.calls, st.repeats, st.restarts});
             }
+        twists_not_offered();
         rep.seconds = since(t0);
         rep.phases = phases::take();  // and what the plan spent reading fixtures before
         return std::move(out_);
@@ -108,6 +109,35 @@ class Executor {
         if (!c.worker) return true;
         const auto& ops = c.worker->hello().ops;
         return std::find(ops.begin(), ops.end(), op) != ops.end();
+    }
+
+    // Per implementation and op of the run, the twists it does not declare
+    // (never offered), and those --require-twists asked for among them.
+    void twists_not_offered() {
+        RunReport& rep = out_.report;
+        for (const auto& c : impls_.impls)
+            for (const std::string& name : rep.ops) {
+                const Op op = *parse_op(name);
+                if (!offers(c, op)) continue;
+                const TwistSet declared = c.impl->twists(op);
+                RunReport::NotOffered n{c.name, name, {}};
+                for (const Twist& t : twist_table())
+                    if (op_info(op).reads(t) && !declared.declares(t)) n.twists.push_back(t.name);
+                for (const Twist* t : o_.require_twists)
+                    if (op_info(op).reads(*t) && !declared.declares(*t))
+                        rep.missing_twists.push_back(c.name + " " + name + ": " + t->name);
+                if (!n.twists.empty()) rep.not_offered.push_back(std::move(n));
+            }
+    }
+
+    // Whether a case is offered to an implementation: every twist on in it declared.
+    bool offered(Chosen& impl, const Case& c) {
+        const Twist* t = undeclared_twist(c.op, c.config, impl.impl->twists(c.op));
+        if (!t) return true;
+        out_.report.add_not_run(impl.name, to_string(c.op),
+                                std::string("not offered: the case has ") + t->name + " on, which " + impl.name +
+                                    " does not declare (its twists)");
+        return false;
     }
 
     void tick() {
@@ -128,7 +158,7 @@ class Executor {
         for (const select::Pick& pick : p.outside) {
             if (pick.index >= index) break;
             Case c = property_case(pick.spec, sel_.dtype);
-            if (!impl.impl->supports(p.op, c.config).ok) continue;
+            if (undeclared_twist(c.op, c.config, impl.impl->twists(c.op)) || !impl.impl->supports(p.op, c.config).ok) continue;
             declared_for(c, *impl.impl);
             const Truth t = reference_truth(c, sel_.dtype);
             if (!t.beyond_declared.empty()) continue;
@@ -168,6 +198,7 @@ class Executor {
             // One truth per activation quantisation the implementations declare (most: none).
             std::map<ActQuant, std::unique_ptr<Truth>> truths;
             for (Chosen& impl : impls_.impls) {
+                if (!p.for_impl(impl.name) || !offered(impl, c)) continue;
                 if (const Support sup = impl.impl->supports(p.op, c.config); !sup.ok) {
                     out_.report.add_not_run(impl.name, to_string(p.op), sup.reason);
                     continue;
@@ -245,6 +276,7 @@ class Executor {
             if (file_case.op != op) continue;
             std::unique_ptr<Truth> truth;  // the undeclared one, also the reference's row below
             for (Chosen& impl : impls_.impls) {
+                if (!offered(impl, file_case)) continue;
                 if (const Support sup = impl.impl->supports(op, file_case.config); !sup.ok) {
                     out_.report.add_not_run(impl.name, to_string(op), sup.reason);
                     continue;

@@ -40,6 +40,8 @@ struct RunOptions {
     std::string replay_flags;   // appended to every replay command (" --dtype bf16 --simd-target avx2")
     // --weights: called as each checkpoint layer is loaded, with its weights' and stream's statistics.
     std::function<void(const LayerStats&)> on_layer;
+    // --require-twists: twists every implementation must declare for the ops that read them.
+    std::vector<const Twist*> require_twists;
 };
 
 struct Outcome {

@@ -182,8 +182,7 @@ bool Dimension::relevant(Op op) const {
 namespace {
 enum Trap { kLayout, kTheta, kMaxPos, kQkNormTrap, kHeadsTrap, kWidths, kScaling, kRotary, kHeadDim, kKeys, kQueries,
             kDecodeSteps, kPosShape, kPosOrder, kScores, kScaledContext, kBatch, kPageSize, kSequences, kPagedQueries,
-            kBias, kWindowTrap, kSoftcapTrap, kSinksTrap, kPlusOneTrap, kFp8Trap, kGegluTrap, kAttnScaleTrap,
-            kSandwichTrap, kNopeTrap, kChunkTrap };
+            kTwistDims };  // then one per twist row with a dimension (conform/twists.h)
 
 // Ops whose position arrays need not increase (their result is defined by position alone).
 std::vector<Op> ops_any_order() {
@@ -217,8 +216,18 @@ std::vector<Op> ops_with_positions() {
     return out;
 }
 
+// The twists' rows with a dimension, in the order their draws were added.
+std::vector<const Twist*> twist_dims() {
+    std::vector<const Twist*> r;
+    for (const Twist& t : twist_table())
+        if (t.dim) r.push_back(&t);
+    std::stable_sort(r.begin(), r.end(), [](const Twist* a, const Twist* b) { return a->draw_rank < b->draw_rank; });
+    return r;
+}
+
 const std::vector<Dimension>& dimensions() {
-    static const std::vector<Dimension> d = {
+    static const std::vector<Dimension> d = [] {
+    std::vector<Dimension> d = {
         {"layout", {"neox", "interleaved"}, ops_using(kRope)},
         {"theta", {"1e4", "5e5", ">=1e6", "other"}, ops_using(kRope)},
         {"max position", {"<512", "<4096", "<32768", ">=32768"}, ops_with_positions()},
@@ -260,36 +269,18 @@ const std::vector<Dimension>& dimensions() {
         {"page size", {"1", "5-16", "64-256"}, ops_using(kPaged)},
         {"sequences", {"empty", "page boundary", ">=8191 keys"}, ops_using(kPaged)},
         {"paged queries", {"decode", "chunk over a prefix", "prefill"}, ops_using(kPaged)},
-        // Qwen2's projection biases: none, or with a mean near zero, or a
-        // large one (a shift of every score or output a dropped bias cannot hide).
-        {"qkv bias", {"none", "mean ~0", "large mean"}, ops_using(kQkvBias)},
-        // A sliding window that binds (fewer keys than a query could reach) or not.
-        {"sliding window", {"none", "W < keys", "W >= keys"}, ops_using(kWindow)},
-        // A soft-cap near the scores' scale σ (tanh bends them; a cap after the
-        // mask makes masked keys count), or far above it (Gemma 2's 50 over ~1).
-        {"soft-cap", {"none", "cap < 4 sigma", "cap >= 4 sigma"}, ops_using(kSoftcap)},
-        // Attention sinks: none, or per head against the case's largest
-        // score's scale σ: one that takes most of a softmax (> 2σ) and one
-        // that gives way (< -2σ) in the same case.
-        {"sinks", {"none", "on", "high and low heads"}, ops_using(kSinks)},
-        // Gemma's norms: off, on, or on with scales 1 + w both under and over
-        // 1/2 in one case (offsets on both sides of -1/2): trained Gemma
-        // norms are far from 1, and a kernel tried only near 1 is not tried on them.
-        {"norm (1 + w)", {"off", "on", "offsets both sides of -1/2"}, ops_using(kNormPlusOne)},
-        // An FP8 KV cache: none, each format, and a case whose scales make
-        // some written values saturate (a write that does not saturate shows).
-        {"fp8 cache", {"none", "e4m3", "e5m2", "values saturate"}, ops_using(kFp8Cache)},
-        // The FFN gate's activation: SwiGLU's silu or GeGLU's gelu_tanh (Gemma).
-        {"ffn gate", {"silu", "gelu_tanh"}, ops_using(kGeglu)},
-        // The scores' scale: 1/sqrt(head_dim), or the config's attn_scale (query_pre_attn_scalar^-1/2).
-        {"score scale", {"1/sqrt(hd)", "attn_scale"}, ops_using(kAttnScale)},
-        // Gemma 2/3's sandwich norms: off, or on (each sublayer's output normed before its add).
-        {"sandwich norms", {"off", "on"}, ops_using(kSandwichNorm)},
-        // A layer with RoPE, or a NoPE layer (SmolLM3's every 4th, Llama 4's no_rope_layers).
-        {"rope in the layer", {"rotated", "NoPE"}, ops_using(kNope)},
-        // Llama 4's chunks: none, a chunk that binds (a query past a chunk's start loses keys), or not.
-        {"attention chunk", {"none", "C < keys", "C >= keys"}, ops_using(kChunk)},
     };
+    // Each twist's, from its row: its classes (off / on unless it says), the ops that read it.
+    for (const Twist* t : twist_dims()) {
+        Dimension dim{t->dim, {}, {}};
+        for (const char* c : t->classes) dim.classes.push_back(c);
+        if (dim.classes.empty()) dim.classes = {"off", "on"};
+        for (Op op : kAllOps)
+            if (op_info(op).reads(*t)) dim.ops.push_back(op);
+        d.push_back(std::move(dim));
+    }
+    return d;
+    }();
     return d;
 }
 
@@ -300,6 +291,85 @@ int64_t max_position(const Case& c) {
             m = std::max(m, v);
     return m;
 }
+
+namespace {
+
+// What a twist's classifier sees of a case (conform/twists.h TwistSample).
+class Sample final : public TwistSample {
+   public:
+    Sample(const Case& c, const gen::CaseSpec& s, int64_t keys) : c_(c), s_(s), keys_(keys) {}
+    const BlockConfig& config() const override { return c_.config; }
+    Op op() const override { return c_.op; }
+    int64_t keys() const override { return keys_; }
+    // σ as the generator scales the scores (gen::score_scale): a drawn case's
+    // id says; a fixture's scores are taken at ~1.
+    double sigma() const override {
+        const auto drawn = gen::parse_case_id(c_.id);
+        return drawn ? gen::score_scale(*drawn) : 1.0;
+    }
+    const std::vector<float>* input(const char* name) const override {
+        const auto it = c_.inputs.find(name);
+        return it == c_.inputs.end() ? nullptr : &it->second.data;
+    }
+    bool some_causal_pair(bool (*hidden)(int64_t, int64_t, double), double param) const override {
+        if (c_.op == Op::paged_attention) {  // each sequence's last query sees its every key
+            const auto& kvp = c_.pos("kv_indptr");
+            const auto& last = c_.pos("kv_last_page_len");
+            for (size_t b = 0; b < last.size(); ++b) {
+                const int64_t n = kvp[b + 1] - kvp[b], kv = n == 0 ? 0 : (n - 1) * c_.config.page_size + last[b];
+                for (int64_t k = 0; k < kv; ++k)
+                    if (hidden(k, kv - 1, param)) return true;
+            }
+            return false;
+        }
+        const bool attn = c_.op == Op::attention;
+        const auto& qp = c_.pos(attn ? "q_positions" : "positions");
+        const auto& kp = c_.pos(attn ? "k_positions" : "positions");
+        for (int64_t q : qp)
+            for (int64_t k : kp)
+                if (k <= q && hidden(k, q, param)) return true;
+        return false;
+    }
+    // What the cache write divides by its scale: decode's own k_rot and v
+    // (the reference's block taps), a paged batch's owned rows.
+    double cache_saturation() const override {
+        const KvCacheDtype d = c_.config.kv_cache_dtype;
+        if (d == KvCacheDtype::none || !c_.inputs.count("k_scale")) return 0;
+        const double top = fp8_format(d).max;
+        const int64_t hd = c_.config.head_dim;
+        double worst = 0;
+        auto see = [&](float x, const Tensor& sc, int64_t col) {
+            const float scale = sc.data[static_cast<size_t>(sc.numel() == 1 ? 0 : col / hd)];
+            worst = std::max(worst, std::fabs(static_cast<double>(x) / scale) / top);
+        };
+        if (c_.op == Op::decode) {
+            ref::Options o;
+            o.decode_taps = true;
+            const NamedD taps = ref::run(c_, o);
+            for (const auto& [tap, scale] : {std::pair<const char*, const char*>{"k_rot", "k_scale"}, {"v", "v_scale"}}) {
+                const DTensor& t = taps.at(tap);
+                for (size_t i = 0; i < t.data.size(); ++i)
+                    see(static_cast<float>(t.data[i]), c_.in(scale), static_cast<int64_t>(i) % t.cols());
+            }
+            return worst;
+        }
+        for (const char* pool : {"k_cache", "v_cache"}) {
+            const Tensor& t = c_.in(pool);
+            const Tensor& sc = c_.in(std::string(pool) == "k_cache" ? "k_scale" : "v_scale");
+            for_each_owned_row(c_, [&](int64_t, int64_t r) {
+                for (int64_t j = 0; j < t.cols(); ++j) see(t.data[static_cast<size_t>(r * t.cols() + j)], sc, j);
+            });
+        }
+        return worst;
+    }
+
+   private:
+    const Case& c_;
+    const gen::CaseSpec& s_;
+    int64_t keys_;
+};
+
+}  // namespace
 
 std::vector<std::vector<int>> classes_of(const Case& cs) {
     const gen::CaseSpec s = spec_of(cs);
@@ -318,125 +388,23 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
         }
         return keys;
     };
+    const std::vector<const Twist*> twists = twist_dims();
+    const Sample sample(cs, s, cs.op == Op::paged_attention ? paged_keys() : cs.op == Op::attention ? s.S : s.T);
     for (size_t d = 0; d < dims.size(); ++d) {
         if (!dims[d].relevant(s.op)) continue;
         std::vector<int>& c = out[d];
+        if (d >= kTwistDims) {  // a twist's: its row's classifier
+            const Twist& t = *twists[d - kTwistDims];
+            const uint32_t mask = t.classify ? t.classify(sample) : twist_on(t, cs.config) ? 2u : 1u;
+            for (int i = 0; i < 32; ++i)
+                if (mask & (1u << i)) c.push_back(i);
+            continue;
+        }
         switch (static_cast<Trap>(d)) {
             case kLayout: c.push_back(s.config.rope_layout == RopeLayout::neox ? 0 : 1); break;
             case kTheta: c.push_back(s.config.rope_theta == 10000.0 ? 0 : s.config.rope_theta == 500000.0 ? 1 : s.config.rope_theta >= 1e6 ? 2 : 3); break;
             case kMaxPos: c.push_back(max_pos < 512 ? 0 : max_pos < 4096 ? 1 : max_pos < 32768 ? 2 : 3); break;
             case kQkNormTrap: c.push_back(s.config.qk_norm ? 1 : 0); break;
-            case kWindowTrap: {
-                const int64_t W = s.config.sliding_window;
-                const int64_t keys = s.op == Op::paged_attention ? paged_keys() : s.op == Op::attention ? s.S : s.T;
-                c.push_back(W <= 0 ? 0 : W < keys ? 1 : 2);
-                break;
-            }
-            case kSoftcapTrap: {
-                // σ as the generator scales the scores (gen.cpp pick_softcap):
-                // a drawn case's id says; a fixture's scores are taken at ~1.
-                const auto drawn = s.config.attn_logit_softcapping > 0 ? gen::parse_case_id(cs.id) : std::nullopt;
-                const double sigma = drawn ? gen::score_scale(*drawn) : 1.0;
-                const double cap = s.config.attn_logit_softcapping;
-                c.push_back(cap <= 0 ? 0 : cap < 4 * sigma ? 1 : 2);
-                break;
-            }
-            case kSinksTrap: {
-                if (!s.config.attn_sinks || !cs.inputs.count("sinks")) {
-                    c.push_back(0);
-                    break;
-                }
-                const auto drawn = gen::parse_case_id(cs.id);
-                const double sigma = drawn ? gen::score_scale(*drawn) : 1.0;
-                bool high = false, low = false;
-                for (float v : cs.inputs.at("sinks").data) high = high || v > 2 * sigma, low = low || v < -2 * sigma;
-                c.push_back(high && low ? 2 : 1);
-                break;
-            }
-            case kFp8Trap: {
-                const KvCacheDtype d = s.config.kv_cache_dtype;
-                if (d == KvCacheDtype::none || !cs.inputs.count("k_scale")) {
-                    c.push_back(0);
-                    break;
-                }
-                c.push_back(d == KvCacheDtype::fp8_e4m3 ? 1 : 2);
-                // Saturating: a value of the batch's own rows past max * its scale.
-                const double top = fp8_format(d).max;
-                const int64_t hd = cs.config.head_dim;
-                bool saturates = false;
-                if (cs.op == Op::decode) {
-                    // decode caches what it computes: the reference's k_rot and v (its block taps).
-                    ref::Options o;
-                    o.decode_taps = true;
-                    const NamedD taps = ref::run(cs, o);
-                    for (const auto& [tap, scale] : {std::pair<const char*, const char*>{"k_rot", "k_scale"}, {"v", "v_scale"}}) {
-                        const DTensor& t = taps.at(tap);
-                        const Tensor& sc = cs.in(scale);
-                        for (size_t i = 0; i < t.data.size() && !saturates; ++i) {
-                            const float s = sc.data[static_cast<size_t>(sc.numel() == 1 ? 0 : (static_cast<int64_t>(i) % t.cols()) / hd)];
-                            saturates = std::fabs(static_cast<float>(t.data[i]) / s) > top;
-                        }
-                    }
-                    if (saturates) c.push_back(3);
-                    break;
-                }
-                for (const char* pool : {"k_cache", "v_cache"}) {
-                    const Tensor& t = cs.in(pool);
-                    const Tensor& sc = cs.in(std::string(pool) == "k_cache" ? "k_scale" : "v_scale");
-                    for_each_owned_row(cs, [&](int64_t, int64_t r) {
-                        for (int64_t j = 0; j < t.cols() && !saturates; ++j) {
-                            const float scale = sc.data[static_cast<size_t>(sc.numel() == 1 ? 0 : j / hd)];
-                            saturates = std::fabs(t.data[static_cast<size_t>(r * t.cols() + j)] / scale) > top;
-                        }
-                    });
-                }
-                if (saturates) c.push_back(3);
-                break;
-            }
-            case kGegluTrap: c.push_back(s.config.hidden_act == HiddenAct::gelu_tanh ? 1 : 0); break;
-            case kAttnScaleTrap: c.push_back(s.config.attn_scale > 0 ? 1 : 0); break;
-            case kSandwichTrap: c.push_back(s.config.sandwich_norm ? 1 : 0); break;
-            case kNopeTrap: c.push_back(s.config.nope ? 1 : 0); break;
-            case kChunkTrap: {
-                // Binding: some query has an earlier key in another chunk (a paged sequence's
-                // last query, at kv_len - 1, and its key 0).
-                const int64_t C = s.config.attention_chunk_size;
-                bool binds = false;
-                if (C > 0 && s.op == Op::paged_attention) {
-                    binds = paged_keys() - 1 >= C;
-                } else if (C > 0) {
-                    const bool attn = s.op == Op::attention;
-                    const auto& qp = cs.pos(attn ? "q_positions" : "positions");
-                    const auto& kp = cs.pos(attn ? "k_positions" : "positions");
-                    for (size_t i = 0; i < qp.size() && !binds; ++i)
-                        for (size_t j = 0; j < kp.size() && !binds; ++j) binds = kp[j] <= qp[i] && !same_chunk(kp[j], qp[i], C);
-                }
-                c.push_back(C <= 0 ? 0 : binds ? 1 : 2);
-                break;
-            }
-            case kPlusOneTrap: {
-                if (!s.config.norm_plus_one) {
-                    c.push_back(0);
-                    break;
-                }
-                bool below = false, above = false;
-                for (const char* n : {"weight", "attn_norm", "ffn_norm", "q_norm", "k_norm", "attn_post_norm", "ffn_post_norm"})
-                    if (cs.inputs.count(n))
-                        for (float v : cs.inputs.at(n).data) below = below || v < -0.5f, above = above || v > -0.5f;
-                c.push_back(below && above ? 2 : 1);
-                break;
-            }
-            case kBias: {
-                // The biases' mean as the tensors have it (a checkpoint's and a fixture's too).
-                double sum = 0;
-                int64_t n = 0;
-                for (const char* b : {"bq", "bk", "bv"})
-                    if (auto it = cs.inputs.find(b); it != cs.inputs.end())
-                        for (float v : it->second.data) sum += v, ++n;
-                const double mean = n > 0 ? sum / static_cast<double>(n) : 0.0;
-                c.push_back(!s.config.qkv_bias ? 0 : std::abs(mean) < 1.0 ? 1 : 2);
-                break;
-            }
             case kHeadsTrap:
                 c.push_back(s.config.n_kv_heads == s.config.n_heads      ? 0
                             : s.config.n_kv_heads == 1            ? 3
@@ -509,6 +477,7 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
                 c.erase(std::unique(c.begin(), c.end()), c.end());
                 break;
             }
+            case kTwistDims: break;  // the twists' dimensions: above
             case kPosShape:
             case kPosOrder: {
                 // Every position input of the case.

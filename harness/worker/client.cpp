@@ -158,6 +158,33 @@ Hello parse_hello(const json& h) {
             throw ProtocolError(where + "index_dtype: expected \"i64\" or \"i32\", found " + clean_text(h["index_dtype"].dump(), 100));
         out.index_dtype = *w;
     }
+    // What it computes: `twists`, a list of twist names ("sliding_window") or
+    // values ("hidden_act=gelu_tanh") for every op, or an object of op → list.
+    auto declare = [&](Op op, const json& list, const std::string& field) {
+        if (!list.is_array()) throw ProtocolError(where + field + ": not an array of twist names");
+        if (std::find(out.ops.begin(), out.ops.end(), op) == out.ops.end())
+            throw ProtocolError(where + field + ": the worker does not implement " + to_string(op));
+        TwistSet& set = out.twists.try_emplace(op, TwistSet::none()).first->second;
+        for (const auto& d : list) {
+            std::string why;
+            if (!d.is_string() || !set.declare(d.get<std::string>(), &why))
+                throw ProtocolError(where + field + ": " + (d.is_string() ? why : "not a string: " + clean_text(d.dump(), 100)));
+        }
+    };
+    if (h.contains("twists")) {
+        const json& tw = h["twists"];
+        if (tw.is_array()) {
+            for (Op op : out.ops) declare(op, tw, "twists");
+        } else if (tw.is_object()) {
+            for (const auto& [name, list] : tw.items()) {
+                const auto op = parse_op(name);
+                if (!op) throw ProtocolError(where + "twists: " + clean_text(name, 60) + " is not an op (" + op_names() + ")");
+                declare(*op, list, "twists." + name);
+            }
+        } else {
+            throw ProtocolError(where + "twists: not an array or an object");
+        }
+    }
     if (h.contains("kv_cache_dtypes")) {
         // A list: paged_attention's (the form from before decode had a cache); an object: per op.
         const json& kc = h["kv_cache_dtypes"];
@@ -171,6 +198,10 @@ Hello parse_hello(const json& h) {
                 if (std::find(out.ops.begin(), out.ops.end(), op) == out.ops.end())
                     throw ProtocolError(where + field + ": the worker does not implement " + to_string(op));
                 out.kv_cache_dtypes[op].push_back(*k);
+                // The form from before `twists`: the cache's dtype, and its scales either way.
+                TwistSet& set = out.twists.try_emplace(op, TwistSet::none()).first->second;
+                set.add(*find_twist("kv_cache_dtype"), static_cast<double>(*k));
+                set.add(*find_twist("kv_scale_per_head"));
             }
         };
         if (kc.is_array()) {
@@ -454,50 +485,19 @@ void deliver(const std::vector<WireTensor>& got, const std::vector<Want>& want, 
 
 namespace {
 
-WireTensor matrix(const char* name, View v, DType d) { return to_wire(name, v.data, {v.rows, v.cols}, wire_of(d)); }
-WireTensor vector1(const char* name, View v, DType d) { return to_wire(name, v.data, {v.size()}, wire_of(d)); }
-WireTensor positions(const char* name, Positions p) { return to_wire(name, p.data, p.n); }
 
-void add_weights(std::vector<WireTensor>& in, const BlockWeights& w, const BlockConfig& c, DType d) {
-    in.push_back(vector1("attn_norm", w.attn_norm, d));
-    in.push_back(matrix("wq", w.wq, d));
-    in.push_back(matrix("wk", w.wk, d));
-    in.push_back(matrix("wv", w.wv, d));
-    in.push_back(matrix("wo", w.wo, d));
-    in.push_back(vector1("ffn_norm", w.ffn_norm, d));
-    in.push_back(matrix("w1", w.w1, d));
-    in.push_back(matrix("w3", w.w3, d));
-    in.push_back(matrix("w2", w.w2, d));
-    if (c.qk_norm) {
-        in.push_back(vector1("q_norm", w.q_norm, d));
-        in.push_back(vector1("k_norm", w.k_norm, d));
-    }
-    if (c.qkv_bias) {
-        in.push_back(vector1("bq", w.bq, d));
-        in.push_back(vector1("bk", w.bk, d));
-        in.push_back(vector1("bv", w.bv, d));
-    }
-    if (c.attn_sinks) in.push_back(vector1("sinks", w.sinks, d));
-    if (c.sandwich_norm) {
-        in.push_back(vector1("attn_post_norm", w.attn_post_norm, d));
-        in.push_back(vector1("ffn_post_norm", w.ffn_post_norm, d));
-    }
-    if (c.kv_cache_dtype != KvCacheDtype::none) {  // decode's FP8 cache
-        in.push_back(vector1("k_scale", w.k_scale, d));
-        in.push_back(vector1("v_scale", w.v_scale, d));
-    }
-}
+// One call's tensors as a typed method has them (a worker called through
+// rmsnorm(), attention(), ... rather than whole): schema names to views.
+using NamedCall = NamedTensors;
 
-// A single op's config: the sizes its inputs imply, the op's parameters.
-BlockConfig single(const RopeParams& p, int64_t cols) {
-    BlockConfig c;
-    c.head_dim = p.head_dim;
-    c.n_heads = c.n_kv_heads = p.head_dim > 0 ? cols / p.head_dim : 0;
-    c.rope_layout = p.layout;
-    c.rope_theta = p.theta;
-    c.rope_scaling = p.scaling;
-    c.rotary_dim = p.rotary_dim;
-    return c;
+// The block's weights by schema name (a twist's only when the config has it on).
+void add_weights(NamedCall& n, const BlockWeights& w) {
+    const std::pair<const char*, View> named[] = {
+        {"attn_norm", w.attn_norm}, {"wq", w.wq}, {"wk", w.wk}, {"wv", w.wv}, {"wo", w.wo}, {"ffn_norm", w.ffn_norm},
+        {"w1", w.w1}, {"w3", w.w3}, {"w2", w.w2}, {"q_norm", w.q_norm}, {"k_norm", w.k_norm}, {"bq", w.bq},
+        {"bk", w.bk}, {"bv", w.bv}, {"sinks", w.sinks}, {"attn_post_norm", w.attn_post_norm},
+        {"ffn_post_norm", w.ffn_post_norm}, {"k_scale", w.k_scale}, {"v_scale", w.v_scale}};
+    for (const auto& [name, v] : named) n.ins[name] = v;
 }
 
 }  // namespace
@@ -505,14 +505,6 @@ BlockConfig single(const RopeParams& p, int64_t cols) {
 Support WorkerImpl::supports(Op op, const BlockConfig& config) const {
     if (std::find(hello_.ops.begin(), hello_.ops.end(), op) == hello_.ops.end())
         return Support::no(hello_.name + " does not implement " + to_string(op));
-    // A cache dtype it did not declare: a worker from before FP8 caches gets the cases it always got.
-    if (op_info(op).uses(kFp8Cache) && config.kv_cache_dtype != KvCacheDtype::none) {
-        const auto it = hello_.kv_cache_dtypes.find(op);
-        if (it == hello_.kv_cache_dtypes.end() ||
-            std::find(it->second.begin(), it->second.end(), config.kv_cache_dtype) == it->second.end())
-            return Support::no(hello_.name + " declares no " + to_string(config.kv_cache_dtype) + " KV cache for " +
-                               to_string(op) + " (its hello's kv_cache_dtypes)");
-    }
     State& s = *s_;
     if (s.dead && spec_.kind == WorkerSpec::Kind::attached)
         return Support::no("the attached worker (" + spec_.flag() + ") stopped serving earlier and cannot be restarted: " +
@@ -609,107 +601,122 @@ void WorkerImpl::invoke(Call& c) {
     for (const auto& t : got) c.returned.push_back(t.name);
 }
 
-void WorkerImpl::rmsnorm(View x, View w, const RmsNormParams& p, MutView out) {
-    BlockConfig c;
-    c.d_model = x.cols;
-    c.norm_eps = p.eps;
-    c.norm_plus_one = p.plus_one;
-    Call call{Op::rmsnorm, c, {matrix("x", x, dtype_), vector1("weight", w, dtype_)}, {{"out", out}}};
+bool WorkerImpl::call(Op op, const BlockConfig& c, CallTensors& t, TapSet& written) {
+    const OpInfo& info = op_info(op);
+    std::vector<WireTensor> in;
+    for (const TensorSpec& spec : info.inputs) {
+        if (!spec.present(c)) continue;
+        const View v = t.in(spec.name);
+        if (!v.data) throw ImplError(std::string(to_string(op)) + ": input '" + spec.name + "' missing from the call");
+        // A [1, n] vector travels as [n] (a norm's weight, a bias, the sinks, the scales).
+        in.push_back(spec.rows == Dim::one ? to_wire(spec.name, v.data, {v.size()}, wire_of(dtype_))
+                                           : to_wire(spec.name, v.data, {v.rows, v.cols}, wire_of(dtype_)));
+    }
+    for (const PositionSpec& spec : info.positions) {
+        const Positions p = t.pos(spec.name);
+        in.push_back(to_wire(spec.name, p.data, p.n, spec.index ? hello_.index_dtype : Wire::i64));
+    }
+    std::vector<Want> want;
+    for (const TensorSpec& spec : info.outputs)
+        if (const MutView m = t.out(spec.name); m.data) want.push_back({spec.name, m});
+    Call call{op, c, std::move(in), std::move(want)};
+    if (info.uses(kKvCache)) call.extra["prefill"] = t.prefill();
     invoke(call);
+    for (Tap tap : kAllTaps)
+        if (tap != Tap::out && std::find(call.returned.begin(), call.returned.end(), to_string(tap)) != call.returned.end())
+            written.add(tap);
+    return true;
+}
+
+// The typed methods (a caller that does not go through call_op): the same
+// call, its config the params' own (each params struct keeps the config it
+// came from).
+namespace {
+const BlockConfig& config_of(const BlockConfig* c, const char* op) {
+    if (!c) throw ImplError(std::string(op) + ": called without its config (make the params with " + op + "_params(config))");
+    return *c;
+}
+}  // namespace
+
+void WorkerImpl::rmsnorm(View x, View w, const RmsNormParams& p, MutView out) {
+    NamedCall n;
+    n.ins = {{"x", x}, {"weight", w}};
+    n.outs = {{"out", out}};
+    TapSet ts;
+    call(Op::rmsnorm, config_of(p.config, "rmsnorm"), n, ts);
 }
 
 void WorkerImpl::rope(View x, Positions pos, const RopeParams& p, MutView out) {
-    Call call{Op::rope, single(p, x.cols), {matrix("x", x, dtype_), positions("positions", pos)}, {{"out", out}}};
-    invoke(call);
+    NamedCall n;
+    n.ins = {{"x", x}};
+    n.positions = {{"positions", pos}};
+    n.outs = {{"out", out}};
+    TapSet ts;
+    call(Op::rope, config_of(p.config, "rope"), n, ts);
 }
 
 void WorkerImpl::qk_norm(View x, View w, const QkNormParams& p, MutView out) {
-    BlockConfig c;
-    c.head_dim = p.head_dim;
-    c.n_heads = c.n_kv_heads = p.head_dim > 0 ? x.cols / p.head_dim : 0;
-    c.norm_eps = p.eps;
-    c.norm_plus_one = p.plus_one;
-    Call call{Op::qk_norm, c, {matrix("x", x, dtype_), vector1("weight", w, dtype_)}, {{"out", out}}};
-    invoke(call);
+    NamedCall n;
+    n.ins = {{"x", x}, {"weight", w}};
+    n.outs = {{"out", out}};
+    TapSet ts;
+    call(Op::qk_norm, config_of(p.config, "qk_norm"), n, ts);
 }
 
 void WorkerImpl::attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
                            MutView out) {
-    BlockConfig c;
-    c.n_heads = p.n_heads;
-    c.n_kv_heads = p.n_kv_heads;
-    c.head_dim = p.head_dim;
-    c.sliding_window = p.sliding_window;
-    c.attention_chunk_size = p.chunk;
-    c.attn_logit_softcapping = p.softcap;
-    c.attn_scale = p.scale;
-    c.attn_sinks = p.sinks != nullptr;
-    Call call{Op::attention, c,
-              {matrix("q", q, dtype_), matrix("k", k, dtype_), matrix("v", v, dtype_), positions("q_positions", q_pos),
-               positions("k_positions", k_pos)},
-              {{"out", out}}};
-    if (p.sinks) call.inputs.push_back(vector1("sinks", View{p.sinks, 1, p.n_heads}, dtype_));
-    invoke(call);
+    NamedCall n;
+    n.ins = {{"q", q}, {"k", k}, {"v", v}};
+    if (p.sinks) n.ins["sinks"] = View{p.sinks, 1, p.n_heads};
+    n.positions = {{"q_positions", q_pos}, {"k_positions", k_pos}};
+    n.outs = {{"out", out}};
+    TapSet ts;
+    call(Op::attention, config_of(p.config, "attention"), n, ts);
 }
 
 void WorkerImpl::swiglu(View x, View w1, View w3, View w2, const SwigluParams& p, MutView out) {
-    BlockConfig c;
-    c.d_model = x.cols;
-    c.ffn_dim = w1.cols;
-    c.hidden_act = p.act;
-    Call call{Op::swiglu, c,
-              {matrix("x", x, dtype_), matrix("w1", w1, dtype_), matrix("w3", w3, dtype_), matrix("w2", w2, dtype_)},
-              {{"out", out}}};
-    invoke(call);
+    NamedCall n;
+    n.ins = {{"x", x}, {"w1", w1}, {"w3", w3}, {"w2", w2}};
+    n.outs = {{"out", out}};
+    TapSet ts;
+    call(Op::swiglu, config_of(p.config, "swiglu"), n, ts);
 }
 
 TapSet WorkerImpl::block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) {
-    Call call{Op::block, c, {matrix("x", x, dtype_), positions("positions", pos)}, {}};
-    add_weights(call.inputs, w, c, dtype_);
-    for (Tap t : kAllTaps)
-        if (out[t].data) call.want.push_back({to_string(t), out[t]});
-    invoke(call);
+    NamedCall n;
+    add_weights(n, w);
+    n.ins["x"] = x;
+    n.positions = {{"positions", pos}};
+    for (Tap t : kAllTaps) n.outs[to_string(t)] = out[t];
     TapSet ts;
-    for (Tap t : kAllTaps)
-        if (t != Tap::out && std::find(call.returned.begin(), call.returned.end(), to_string(t)) != call.returned.end())
-            ts.add(t);
+    call(Op::block, c, n, ts);
     return ts;
 }
 
 void WorkerImpl::decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c,
                         MutView out) {
-    Call call{Op::decode, c, {matrix("x", x, dtype_), positions("positions", pos)}, {{"out", out}}};
-    add_weights(call.inputs, w, c, dtype_);
-    call.extra["prefill"] = prefill;
-    invoke(call);
+    NamedCall n;
+    add_weights(n, w);
+    n.ins["x"] = x;
+    n.positions = {{"positions", pos}};
+    n.outs = {{"out", out}};
+    n.pre = prefill;
+    TapSet ts;
+    call(Op::decode, c, n, ts);
 }
 
 void WorkerImpl::paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx,
                                  const PagedAttentionParams& p, MutView out, MutView lse) {
-    auto index = [&](const char* name, Positions x) { return to_wire(name, x.data, x.n, hello_.index_dtype); };
-    BlockConfig c;
-    c.n_heads = p.n_heads;
-    c.n_kv_heads = p.n_kv_heads;
-    c.head_dim = p.head_dim;
-    c.page_size = p.page_size;
-    c.sliding_window = p.sliding_window;
-    c.attention_chunk_size = p.chunk;
-    c.attn_logit_softcapping = p.softcap;
-    c.attn_scale = p.scale;
-    c.attn_sinks = p.sinks != nullptr;
-    c.kv_cache_dtype = p.kv_cache_dtype;
-    c.kv_scale_per_head = p.kv_cache_dtype != KvCacheDtype::none && p.n_kv_scales > 1;
-    Call call{Op::paged_attention, c,
-              {matrix("q", q, dtype_), matrix("k_cache", k_cache, dtype_), matrix("v_cache", v_cache, dtype_),
-               index("qo_indptr", idx.qo_indptr), index("kv_indptr", idx.kv_indptr),
-               index("kv_indices", idx.kv_indices), index("kv_last_page_len", idx.kv_last_page_len)},
-              {{"out", out}, {"lse", lse}}};
-    if (p.sinks) call.inputs.push_back(vector1("sinks", View{p.sinks, 1, p.n_heads}, dtype_));
-    if (p.kv_cache_dtype != KvCacheDtype::none) {
-        call.inputs.push_back(vector1("k_scale", View{p.k_scale, 1, p.n_kv_scales}, dtype_));
-        call.inputs.push_back(vector1("v_scale", View{p.v_scale, 1, p.n_kv_scales}, dtype_));
-    }
-    invoke(call);
+    NamedCall n;
+    n.ins = {{"q", q}, {"k_cache", k_cache}, {"v_cache", v_cache}};
+    if (p.sinks) n.ins["sinks"] = View{p.sinks, 1, p.n_heads};
+    if (p.k_scale) n.ins["k_scale"] = View{p.k_scale, 1, p.n_kv_scales};
+    if (p.v_scale) n.ins["v_scale"] = View{p.v_scale, 1, p.n_kv_scales};
+    n.positions = {{"qo_indptr", idx.qo_indptr}, {"kv_indptr", idx.kv_indptr}, {"kv_indices", idx.kv_indices},
+              {"kv_last_page_len", idx.kv_last_page_len}};
+    n.outs = {{"out", out}, {"lse", lse}};
+    TapSet ts;
+    call(Op::paged_attention, config_of(p.config, "paged_attention"), n, ts);
 }
 
 }  // namespace conform::worker

@@ -79,6 +79,10 @@ struct Hello {
     // form, {"op": [...]}, names each op.
     std::map<Op, std::vector<KvCacheDtype>> kv_cache_dtypes;
     std::map<Op, ActQuant> activation_quant;    // what it does to its weight products' activations (absent: none)
+    // The twists it computes, per op (conform/twists.h): the hello's `twists`
+    // (a list for every op, or {"op": [...]}), and its kv_cache_dtypes. An op
+    // absent: none (a worker that says nothing is offered the plain cases).
+    std::map<Op, TwistSet> twists;
 };
 
 // conform-worker, beside the running conform (or $CONFORM_WORKER_BINARY).
@@ -112,6 +116,14 @@ class WorkerImpl final : public Implementation {
         const auto it = hello_.activation_quant.find(op);
         return it == hello_.activation_quant.end() ? ActQuant::none : it->second;
     }
+    // As its hello declares (absent: none).
+    TwistSet twists(Op op) const override {
+        const auto it = hello_.twists.find(op);
+        return it == hello_.twists.end() ? TwistSet::none() : it->second;
+    }
+    // Every call whole: the config and the op's tensors by schema name, as
+    // the op's row lists them (so a twist reaches a worker with no code here).
+    bool call(Op op, const BlockConfig& c, CallTensors& t, TapSet& written) override;
     void rmsnorm(View x, View w, const RmsNormParams& p, MutView out) override;
     void rope(View x, Positions pos, const RopeParams& p, MutView out) override;
     void qk_norm(View x, View w, const QkNormParams& p, MutView out) override;

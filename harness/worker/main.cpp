@@ -61,9 +61,9 @@ ServerInfo plugin_info(std::shared_ptr<const plugin::Library> lib) {
     info.name = lib->name;
     info.description = lib->description;
     for (Op op : kAllOps)
-        if (plugin::implements(*lib->table, op)) info.ops.push_back(op);
+        if (plugin::implements(*lib, op)) info.ops.push_back(op);
     for (DType d : {DType::f32, DType::bf16, DType::f16})
-        if (lib->table->dtypes & CONFORM_DTYPE_BIT(plugin::dtype_code(d))) info.dtypes.push_back(d);
+        if (lib->dtypes & CONFORM_DTYPE_BIT(plugin::dtype_code(d))) info.dtypes.push_back(d);
     info.supports = true;  // the adapter answers: ABI limits, then the plugin's own supports()
     info.make = [lib](DType d) { return plugin::make_adapter(lib, d); };
     info.kernel_seconds = plugin::last_kernel_seconds;  // the plugin's function alone, not the adapter's checks

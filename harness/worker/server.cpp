@@ -99,7 +99,7 @@ class Server {
 
    private:
     void hello() {
-        json ops = json::array(), dtypes = json::array(), invariant = json::array(), caches = json::object(),
+        json ops = json::array(), dtypes = json::array(), invariant = json::array(), twists = json::object(),
              quant = json::object();
         for (Op op : info_.ops) ops.push_back(to_string(op));
         for (DType d : info_.dtypes) dtypes.push_back(to_string(d));
@@ -114,26 +114,14 @@ class Server {
             for (Op op : info_.ops)
                 if (has_weight_products(op) && first.activation_quant(op) != ActQuant::none)
                     quant[to_string(op)] = to_string(first.activation_quant(op));
-            // The FP8 caches each op with a cache takes, asked on a small config.
-            for (Op op : info_.ops) {
-                if (!op_info(op).uses(kFp8Cache)) continue;
-                json list = json::array();
-                for (KvCacheDtype d : {KvCacheDtype::fp8_e4m3, KvCacheDtype::fp8_e5m2}) {
-                    BlockConfig c;
-                    c.d_model = c.ffn_dim = 4;
-                    c.n_heads = c.n_kv_heads = 1;
-                    c.head_dim = 2;
-                    c.page_size = op == Op::paged_attention ? 1 : 0;
-                    c.kv_cache_dtype = d;
-                    if (first.supports(op, c).ok) list.push_back(to_string(d));
-                }
-                if (!list.empty()) caches[to_string(op)] = list;
-            }
+            // The twists it computes, per op (conform/twists.h): an in-repo
+            // implementation's every one, a plugin's its table's.
+            for (Op op : info_.ops) twists[to_string(op)] = first.twists(op).entries();
         } catch (const std::exception&) {
         }
         write_frame(out_, {{"type", "hello"}, {"protocol", kProtocol}, {"name", info_.name},
                            {"description", info_.description}, {"ops", ops}, {"dtypes", dtypes},
-                           {"supports", info_.supports}, {"batch_invariant", invariant}, {"kv_cache_dtypes", caches},
+                           {"supports", info_.supports}, {"batch_invariant", invariant}, {"twists", twists},
                            {"activation_quant", quant}},
                     {}, nullptr);
     }
@@ -298,7 +286,7 @@ class Server {
                                              std::map<std::string, Input>& in,
                                              std::vector<std::unique_ptr<Output>>& outs) {
         RequestCall call(op, h, in, outs);
-        const TapSet ts = op_info(op).invoke(impl, c, call);
+        const TapSet ts = call_op(impl, op, c, call);
         std::vector<std::string> written;
         for (const auto& o : outs)
             if (wrote(ts, o->name())) written.push_back(o->name());

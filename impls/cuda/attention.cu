@@ -139,15 +139,15 @@ __global__ void __launch_bounds__(kThreads) flash_attention_kernel(FlashParams<T
             // S_ij = Qi Kj^T * scale for row r, lane = key; -inf where invisible
             // (k_pos > q_pos, k_pos <= q_pos - window, or k_pos in another chunk than q_pos)
             float s = -INFINITY;
-            if (row_in && key_in && kpos_j[lane] <= qpos_i[r] && (a.window <= 0 || kpos_j[lane] > qpos_i[r] - a.window) &&
-                same_chunk(kpos_j[lane], qpos_i[r], a.chunk)) {
+            if (row_in && key_in && a.visible(kpos_j[lane], qpos_i[r])) {  // the variant's mask
                 const float* q = Qi + r * hd;
                 const float* k = Kj + lane * ld;
                 float dot = 0.0f;
                 for (int64_t d = 0; d < hd; ++d) dot += q[d] * k[d];
                 s = dot * p.scale;
                 // Gemma 2's soft-cap on the visible scores: cap * tanh(s / cap), never on the -inf mask
-                if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
+                const float cap = static_cast<float>(a.softcap);
+                if (cap > 0.0f) s = cap * tanhf(s / cap);
             }
 
             // m_ij = rowmax(S_ij). No visible key in this tile: the row is unchanged.
@@ -355,11 +355,8 @@ void op_attention(const Context& ctx, View q, View k, View v, Positions q_pos, P
         a.n_heads = H;
         a.n_kv_heads = KV;
         a.hd = hd;
-        a.window = p.sliding_window;
-        a.chunk = p.chunk;
-        a.softcap = static_cast<float>(p.softcap);
-        a.scale = p.scale;
-        a.sinks = p.sinks ? dsinks.data() : nullptr;
+        static_cast<AttentionVariant&>(a) = p;
+        a.sinks = p.sinks ? dsinks.data() : nullptr;  // the device's copy
         a.gqa_tiled = ctx.faults.gqa_tiled;
         launch_attention<St>(a, plan, scratch.data(), ctx);
         ctx.sync("attention");

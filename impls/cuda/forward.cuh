@@ -243,10 +243,7 @@ void forward(const Context& ctx, const Weights<T>& w, const BlockConfig& c, cons
     a.n_heads = H;
     a.n_kv_heads = KV;
     a.hd = hd;
-    a.window = c.sliding_window;
-    a.chunk = c.attention_chunk_size;
-    a.softcap = static_cast<float>(c.attn_logit_softcapping);
-    a.scale = c.attn_scale;
+    static_cast<AttentionVariant&>(a) = attention_variant(c);
     a.sinks = c.attn_sinks ? w.sinks.data() : nullptr;
     a.gqa_tiled = ctx.faults.gqa_tiled;
     launch_attention<T>(a, plan, s.scratch.data(), ctx);

@@ -83,8 +83,10 @@ void launch_qkv_rope_cache(const QkvRopeArgs<T>& a, cudaStream_t s);
 
 // ---- attention.cu ------------------------------------------------------------------
 
+// The mask, the logits' transform and the sinks (device memory here) are the
+// variant's (conform/config.h AttentionVariant), host and device alike.
 template <typename T>
-struct AttentionArgs {
+struct AttentionArgs : AttentionVariant {
     const T* q = nullptr;  // [T, H*hd], row stride q_stride
     const T* k = nullptr;  // [S, KV*hd]
     const T* v = nullptr;  // [S, KV*hd]
@@ -94,11 +96,6 @@ struct AttentionArgs {
     int64_t tokens = 0, keys = 0;  // T queries, S keys
     int64_t q_stride = 0, kv_stride = 0, out_stride = 0;
     int64_t n_heads = 0, n_kv_heads = 0, hd = 0;
-    int64_t window = 0;      // sliding window: also k_pos > q_pos - window (0: causal only)
-    int64_t chunk = 0;       // chunked attention: also floor(k_pos / chunk) == floor(q_pos / chunk) (0: none)
-    float softcap = 0.0f;    // > 0: each visible score s becomes softcap * tanh(s / softcap)
-    const float* sinks = nullptr;  // [n_heads] on the device: each head's sink logit (gpt-oss), or none
-    double scale = 0.0;      // config.attn_scale: S = Q K^T * scale; 0: 1 / sqrt(hd)
     bool gqa_tiled = false;  // Faults::gqa_tiled
 };
 

@@ -41,7 +41,7 @@ namespace conform::cuda {
 namespace {
 
 template <typename T>
-struct PagedArgs {
+struct PagedArgs : AttentionVariant {  // the mask, the transform, the sinks (device memory)
     const T* q = nullptr;                      // [T, H*hd]
     const T* k = nullptr;                      // [pages*P, KV*hd]
     const T* v = nullptr;
@@ -53,11 +53,7 @@ struct PagedArgs {
     T* out = nullptr;                          // [T, H*hd]
     T* lse = nullptr;                          // [T, H]
     int64_t H = 0, KV = 0, hd = 0, P = 0;
-    int64_t window = 0;  // sliding window: a row sees keys pos - window + 1 ..= pos (0: all <= pos)
-    int64_t chunk = 0;   // chunked attention: and keys from floor(pos / chunk) * chunk on only (0: none)
-    float softcap = 0.0f;  // > 0: each score s becomes softcap * tanh(s / softcap)
-    const float* sinks = nullptr;  // [H] on the device: each head's sink logit, or none
-    float scale = 0;
+    float qk_scale = 0;  // q·k's multiplier, resolved (attn_scale, or 1 / sqrt(hd))
     // An FP8 cache: k8, v8 [pages*P, KV*hd] codes (k, v unused), read as
     // k_lut[kvh * 256 + code]; nullptr without one.
     const uint8_t* k8 = nullptr;
@@ -101,14 +97,14 @@ __global__ void __launch_bounds__(kWarp) paged_decode_kernel(PagedArgs<T> a) {
     const int64_t q_len = a.qo_indptr[b + 1] - a.qo_indptr[b];
     const int64_t pos = kv_len - q_len + (t - a.qo_indptr[b]);  // this row's position in its sequence
     const int64_t seen = pos + 1 < kv_len ? pos + 1 : kv_len;   // keys first .. seen-1 are visible
-    int64_t first = a.window > 0 && pos - a.window + 1 > 0 ? pos - a.window + 1 : 0;  // the window's first
-    if (a.chunk > 0 && (pos / a.chunk) * a.chunk > first) first = (pos / a.chunk) * a.chunk;  // the chunk's (pos >= 0)
+    const int64_t first = a.first_key(pos);  // the first key the window and the chunk leave it (the variant's mask)
     const int64_t kvh = h / (a.H / a.KV), W = a.KV * hd;
     const T* qh = a.q + t * a.H * hd + h * hd;
     float* ol = o + lane * hd;
     for (int64_t d = 0; d < hd; ++d) ol[d] = 0.0f;
 
     // ---- this lane's keys, online softmax ----
+    const float cap = static_cast<float>(a.softcap);  // the variant's, as the kernel computes with it
     float m = -INFINITY, l = 0.0f;
     for (int64_t i = first + lane; i < seen; i += kWarp) {
         const int64_t row = a.kv_indices[a.kv_indptr[b] + i / P] * P + i % P;
@@ -120,8 +116,8 @@ __global__ void __launch_bounds__(kWarp) paged_decode_kernel(PagedArgs<T> a) {
         auto value = [&](int64_t d) { return v8 ? a.v_lut[kvh * 256 + v8[d]] : to_f32(vi[d]); };
         float s = 0.0f;
         for (int64_t d = 0; d < hd; ++d) s += to_f32(qh[d]) * key(d);
-        s *= a.scale;
-        if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);  // Gemma 2's soft-cap, before the softmax
+        s *= a.qk_scale;
+        if (cap > 0.0f) s = cap * tanhf(s / cap);  // Gemma 2's soft-cap, before the softmax
         const float m_new = fmaxf(m, s), c = expf(m - m_new), p = expf(s - m_new);
         l = l * c + p;
         for (int64_t d = 0; d < hd; ++d) ol[d] = ol[d] * c + p * value(d);
@@ -227,17 +223,15 @@ void op_paged_attention(const Context& ctx, View q, View k_cache, View v_cache, 
         a.KV = KV;
         a.hd = hd;
         a.P = P;
-        a.window = p.sliding_window;
-        a.chunk = p.chunk;
-        a.softcap = static_cast<float>(p.softcap);
-        a.sinks = p.sinks ? dsinks.data() : nullptr;
+        static_cast<AttentionVariant&>(a) = p;
+        a.sinks = p.sinks ? dsinks.data() : nullptr;  // the device's copy
         if (fp8) {
             a.k8 = dk8.data();
             a.v8 = dv8.data();
             a.k_lut = dklut.data();
             a.v_lut = dvlut.data();
         }
-        a.scale = static_cast<float>(p.score_scale());  // attn_scale, or 1 / sqrt(hd)
+        a.qk_scale = static_cast<float>(p.score_scale());  // attn_scale, or 1 / sqrt(hd)
         const size_t smem = static_cast<size_t>(kWarp * hd) * sizeof(float);  // 32 KiB at head_dim 256
         const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(H));
         CUDA_LAUNCH((paged_decode_kernel<St>), grid, kWarp, smem, ctx.stream, a);

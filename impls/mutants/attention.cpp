@@ -27,73 +27,11 @@ struct WithRules : ScalarImpl {
     }
 };
 
-// Runs the scalar attention with its parameters edited by Edit (a callable on
-// AttentionParams and PagedAttentionParams alike), for every caller (op,
-// block, paged).
-template <class Edit>
-struct WithParams : ScalarImpl {
-    using ScalarImpl::ScalarImpl;
-    void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,
-                   MutView out) override {
-        AttentionParams b = p;
-        Edit{}(b);
-        ScalarImpl::attention(q, k, v, q_pos, k_pos, b, out);
-    }
-    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
-                         MutView out, MutView lse) override {
-        PagedAttentionParams b = p;
-        Edit{}(b);
-        ScalarImpl::paged_attention(q, k_cache, v_cache, idx, b, out, lse);
-    }
-};
 
-// Sliding window read another way: `Shift` more keys (tokenspeed #578: 127
-// keys for gpt-oss's 128, a window of W - 1; FlashAttention's window_size
-// left = W passed where W - 1 was meant: W + 1), or (Ignored) full causal
-// (zml #763, whose tests ran windows off).
-template <int64_t Shift, bool Ignored>
-struct Window {
-    template <class Params>
-    void operator()(Params& p) const {
-        p.sliding_window = Ignored || p.sliding_window <= 0 ? 0 : std::max<int64_t>(1, p.sliding_window + Shift);
-    }
-};
 
-// Llama 4's chunked attention dropped (full causal), or its chunk size
-// taken as a sliding window of that many keys (the other local-attention
-// mask a kernel library offers): a query past a chunk's start then sees the
-// previous chunk's last keys.
-struct NoChunk {
-    template <class Params>
-    void operator()(Params& p) const { p.chunk = 0; }
-};
-struct ChunkAsWindow {
-    template <class Params>
-    void operator()(Params& p) const {
-        if (p.chunk <= 0) return;
-        p.sliding_window = p.sliding_window > 0 ? std::min(p.sliding_window, p.chunk) : p.chunk;
-        p.chunk = 0;
-    }
-};
 
-// Soft-capping dropped (vLLM's first Gemma 2, PR #5908).
-struct NoSoftcap {
-    template <class Params>
-    void operator()(Params& p) const { p.softcap = 0; }
-};
 
-// The config's score scale ignored: 1/sqrt(head_dim) always (Gemma 2 27B's
-// query_pre_attn_scalar 144 run with head_dim 128's 1/sqrt(128), as early ports did).
-struct NoAttnScale {
-    template <class Params>
-    void operator()(Params& p) const { p.scale = 0; }
-};
 
-// Attention sinks dropped (vllm-metal PR #550: never wired).
-struct NoSinks {
-    template <class Params>
-    void operator()(Params& p) const { p.sinks = nullptr; }
-};
 
 // Sinks indexed by the kv head, as a kernel looping over kv groups might.
 AttentionRules sink_per_kv_head() {
@@ -246,35 +184,11 @@ std::unique_ptr<Implementation> kv_cache_wraps_early(const ImplOptions& o) {
     return detail::make<KvCacheWrapsEarly>("kv_cache_wraps_early", o);
 }
 
-std::unique_ptr<Implementation> sink_missing(const ImplOptions& o) {
-    return detail::make<WithParams<NoSinks>>("sink_missing", o);
-}
 std::unique_ptr<Implementation> sink_wrong_head(const ImplOptions& o) {
     return detail::make<WithRules<sink_per_kv_head>>("sink_wrong_head", o);
 }
-std::unique_ptr<Implementation> softcap_missing(const ImplOptions& o) {
-    return detail::make<WithParams<NoSoftcap>>("softcap_missing", o);
-}
-std::unique_ptr<Implementation> attn_scale_ignored(const ImplOptions& o) {
-    return detail::make<WithParams<NoAttnScale>>("attn_scale_ignored", o);
-}
 std::unique_ptr<Implementation> softcap_after_mask(const ImplOptions& o) {
     return detail::make<WithRules<softcap_masked_keys>>("softcap_after_mask", o);
-}
-std::unique_ptr<Implementation> window_off_by_one(const ImplOptions& o) {
-    return detail::make<WithParams<Window<-1, false>>>("window_off_by_one", o);
-}
-std::unique_ptr<Implementation> window_one_too_wide(const ImplOptions& o) {
-    return detail::make<WithParams<Window<+1, false>>>("window_one_too_wide", o);
-}
-std::unique_ptr<Implementation> window_ignored(const ImplOptions& o) {
-    return detail::make<WithParams<Window<0, true>>>("window_ignored", o);
-}
-std::unique_ptr<Implementation> chunk_ignored(const ImplOptions& o) {
-    return detail::make<WithParams<NoChunk>>("chunk_ignored", o);
-}
-std::unique_ptr<Implementation> chunk_as_window(const ImplOptions& o) {
-    return detail::make<WithParams<ChunkAsWindow>>("chunk_as_window", o);
 }
 
 }  // namespace conform::mutants

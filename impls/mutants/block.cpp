@@ -30,12 +30,6 @@ struct DecodeCacheUnrotatedK : ScalarImpl {
     }
 };
 
-// ANEForge #253: Qwen2's q, k, v projection biases dropped (a Llama kernel
-// run on a Qwen2 checkpoint).
-struct QkvBiasMissing : ScalarImpl {
-    using ScalarImpl::ScalarImpl;
-    void add_qkv_bias(MutView, MutView, MutView, const BlockWeights&, const BlockConfig&) override {}
-};
 
 // The q and k biases added to the rotated q and k (a fused RoPE kernel that
 // takes the bias as a last step); v's is where it belongs.
@@ -65,24 +59,7 @@ struct SwigluGateOnUp : ScalarImpl {
     }
 };
 
-// Gemma 2/3's sandwich norms dropped (a Gemma 1 or Llama block run on a
-// Gemma 2 checkpoint): each sublayer's output added to the stream as it is.
-struct SandwichNormMissing : ScalarImpl {
-    using ScalarImpl::ScalarImpl;
-    View sublayer_norm(View y, View, const BlockConfig&, MutView) override { return y; }
-};
 
-// RoPE applied on a NoPE layer (a kernel that rotates every layer of
-// SmolLM3 or Llama 4).
-struct NopeIgnored : ScalarImpl {
-    using ScalarImpl::ScalarImpl;
-    void rotate_qk(View q, View k, Positions pos, const BlockWeights& w, const BlockConfig& c, MutView q_rot,
-                   MutView k_rot) override {
-        BlockConfig rotated = c;
-        rotated.nope = false;
-        ScalarImpl::rotate_qk(q, k, pos, w, rotated, q_rot, k_rot);
-    }
-};
 
 // The attention sublayer's residual dropped: h = attn @ wo.
 struct ResidualMissing : ScalarImpl {
@@ -135,11 +112,6 @@ struct GeluErfForTanh : ScalarImpl {
     }
 };
 
-// A Llama FFN kernel run on Gemma: silu whatever config.hidden_act says.
-struct GegluAsSwiglu : ScalarImpl {
-    using ScalarImpl::ScalarImpl;
-    scalar::Activation gate_activation(HiddenAct) const override { return scalar::silu; }
-};
 
 }  // namespace
 
@@ -149,20 +121,11 @@ std::unique_ptr<Implementation> rope_position_off_by_one(const ImplOptions& o) {
 std::unique_ptr<Implementation> decode_cache_unrotated_k(const ImplOptions& o) {
     return detail::make<DecodeCacheUnrotatedK>("decode_cache_unrotated_k", o);
 }
-std::unique_ptr<Implementation> qkv_bias_missing(const ImplOptions& o) {
-    return detail::make<QkvBiasMissing>("qkv_bias_missing", o);
-}
 std::unique_ptr<Implementation> qkv_bias_after_rope(const ImplOptions& o) {
     return detail::make<QkvBiasAfterRope>("qkv_bias_after_rope", o);
 }
 std::unique_ptr<Implementation> swiglu_gate_on_up(const ImplOptions& o) {
     return detail::make<SwigluGateOnUp>("swiglu_gate_on_up", o);
-}
-std::unique_ptr<Implementation> nope_ignored(const ImplOptions& o) {
-    return detail::make<NopeIgnored>("nope_ignored", o);
-}
-std::unique_ptr<Implementation> sandwich_norm_missing(const ImplOptions& o) {
-    return detail::make<SandwichNormMissing>("sandwich_norm_missing", o);
 }
 std::unique_ptr<Implementation> residual_missing(const ImplOptions& o) {
     return detail::make<ResidualMissing>("residual_missing", o);
@@ -177,9 +140,6 @@ std::unique_ptr<Implementation> matmul_accumulates_bf16(const ImplOptions& o) {
 std::unique_ptr<Implementation> gelu_gate(const ImplOptions& o) { return detail::make<GeluGate>("gelu_gate", o); }
 std::unique_ptr<Implementation> gelu_erf_for_tanh(const ImplOptions& o) {
     return detail::make<GeluErfForTanh>("gelu_erf_for_tanh", o);
-}
-std::unique_ptr<Implementation> geglu_as_swiglu(const ImplOptions& o) {
-    return detail::make<GegluAsSwiglu>("geglu_as_swiglu", o);
 }
 
 }  // namespace conform::mutants

@@ -8,11 +8,15 @@
 // them and name its id in the diagnosis. They are never in the default gate;
 // registry.cpp lists them, with the ops each bug reaches.
 //
-// One file per family: rope.cpp, attention.cpp, norm.cpp, block.cpp, paged.cpp.
+// One file per family: rope.cpp, attention.cpp, norm.cpp, block.cpp, paged.cpp;
+// and twist.cpp, the twists' bugs as config edits, from their rows.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "scalar/scalar.h"
 
@@ -24,7 +28,6 @@ std::unique_ptr<Implementation> rope_theta_default(const ImplOptions& o);
 std::unique_ptr<Implementation> rope_angle_low_precision(const ImplOptions& o);
 std::unique_ptr<Implementation> rope_applied_twice(const ImplOptions& o);
 std::unique_ptr<Implementation> v_rotated(const ImplOptions& o);
-std::unique_ptr<Implementation> rope_scaling_ignored(const ImplOptions& o);
 std::unique_ptr<Implementation> dynamic_ntk_inside_context(const ImplOptions& o);
 std::unique_ptr<Implementation> rope_cos_sin_bf16(const ImplOptions& o);
 std::unique_ptr<Implementation> rope_inv_freq_bf16(const ImplOptions& o);
@@ -37,32 +40,21 @@ std::unique_ptr<Implementation> gqa_tiled_above_group_4(const ImplOptions& o);
 std::unique_ptr<Implementation> causal_mask_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> causal_mask_off_by_one(const ImplOptions& o);
 std::unique_ptr<Implementation> attention_scale_wrong(const ImplOptions& o);
-std::unique_ptr<Implementation> attn_scale_ignored(const ImplOptions& o);
 std::unique_ptr<Implementation> softmax_no_max_subtraction(const ImplOptions& o);
 std::unique_ptr<Implementation> masked_row_nan(const ImplOptions& o);
 std::unique_ptr<Implementation> causal_mask_by_index(const ImplOptions& o);
 std::unique_ptr<Implementation> head_dim_truncated(const ImplOptions& o);
 std::unique_ptr<Implementation> softmax_tile_not_rescaled(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_cache_wraps_early(const ImplOptions& o);
-std::unique_ptr<Implementation> window_off_by_one(const ImplOptions& o);
-std::unique_ptr<Implementation> window_one_too_wide(const ImplOptions& o);
-std::unique_ptr<Implementation> window_ignored(const ImplOptions& o);
-std::unique_ptr<Implementation> chunk_ignored(const ImplOptions& o);
-std::unique_ptr<Implementation> chunk_as_window(const ImplOptions& o);
-std::unique_ptr<Implementation> softcap_missing(const ImplOptions& o);
-std::unique_ptr<Implementation> sink_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> sink_wrong_head(const ImplOptions& o);
 std::unique_ptr<Implementation> softcap_after_mask(const ImplOptions& o);
 
 // norm.cpp
-std::unique_ptr<Implementation> qk_norm_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> qk_norm_after_rope(const ImplOptions& o);
 std::unique_ptr<Implementation> qk_norm_always_on(const ImplOptions& o);
 std::unique_ptr<Implementation> rmsnorm_eps_outside_sqrt(const ImplOptions& o);
 std::unique_ptr<Implementation> rmsnorm_mean_not_squared(const ImplOptions& o);
 std::unique_ptr<Implementation> layer_norm_not_rms(const ImplOptions& o);
-std::unique_ptr<Implementation> norm_plus_one_missing(const ImplOptions& o);
-std::unique_ptr<Implementation> norm_plus_one_spurious(const ImplOptions& o);
 
 // block.cpp
 std::unique_ptr<Implementation> rope_position_off_by_one(const ImplOptions& o);
@@ -73,11 +65,7 @@ std::unique_ptr<Implementation> matmul_accumulates_bf16(const ImplOptions& o);
 std::unique_ptr<Implementation> act_quant_undeclared(const ImplOptions& o);
 std::unique_ptr<Implementation> gelu_gate(const ImplOptions& o);
 std::unique_ptr<Implementation> gelu_erf_for_tanh(const ImplOptions& o);
-std::unique_ptr<Implementation> geglu_as_swiglu(const ImplOptions& o);
-std::unique_ptr<Implementation> qkv_bias_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> qkv_bias_after_rope(const ImplOptions& o);
-std::unique_ptr<Implementation> sandwich_norm_missing(const ImplOptions& o);
-std::unique_ptr<Implementation> nope_ignored(const ImplOptions& o);
 
 // paged.cpp
 std::unique_ptr<Implementation> paged_block_table_ignored(const ImplOptions& o);
@@ -87,13 +75,24 @@ std::unique_ptr<Implementation> paged_queries_at_start(const ImplOptions& o);
 std::unique_ptr<Implementation> paged_partial_page_dropped(const ImplOptions& o);
 std::unique_ptr<Implementation> paged_lse_base2(const ImplOptions& o);
 std::unique_ptr<Implementation> paged_empty_unwritten(const ImplOptions& o);
-std::unique_ptr<Implementation> kv_fp8_ignored(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_scale_ignored(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_k_scale_for_v(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_per_head_read_per_tensor(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_truncated(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_unsaturated(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_dequant_twice(const ImplOptions& o);
+
+// twist.cpp: one mutant per twist bug its row marks (the twist ignored, or
+// read as a bug computes it), named by the bug (named_by where one bug has
+// two mutants: window_one_too_wide is window_off_by_one's W + 1).
+struct TwistMutant {
+    std::string name, description;
+    std::vector<Op> ops;  // the ops that read the twist
+    std::function<std::optional<BlockConfig>(const BlockConfig&)> edit;  // nullopt: the case as it is
+    std::string named_by = {};
+};
+std::vector<TwistMutant> twist_mutants();
+std::unique_ptr<Implementation> make_twist_mutant(const TwistMutant& m, const ImplOptions& o);
 
 namespace detail {
 

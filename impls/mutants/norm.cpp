@@ -91,35 +91,9 @@ struct LayerNormNotRms : ScalarImpl {
     std::vector<float> buf_;
 };
 
-// Gemma's norms (1 + w) taken as Llama's (w): every norm of the block and
-// both norm ops, as a kernel ported from Llama that never learnt the offset
-// (Liger-Kernel #74) — or, with ON, a Gemma kernel run for a Llama config.
-template <bool ON>
-struct NormPlusOne : ScalarImpl {
-    using ScalarImpl::ScalarImpl;
-    void rmsnorm(View x, View w, const RmsNormParams& p, MutView out) override {
-        RmsNormParams q = p;
-        q.plus_one = ON;
-        ScalarImpl::rmsnorm(x, w, q, out);
-    }
-    void qk_norm(View x, View w, const QkNormParams& p, MutView out) override {
-        QkNormParams q = p;
-        q.plus_one = ON;
-        ScalarImpl::qk_norm(x, w, q, out);
-    }
-};
 
 }  // namespace
 
-std::unique_ptr<Implementation> norm_plus_one_missing(const ImplOptions& o) {
-    return detail::make<NormPlusOne<false>>("norm_plus_one_missing", o);
-}
-std::unique_ptr<Implementation> norm_plus_one_spurious(const ImplOptions& o) {
-    return detail::make<NormPlusOne<true>>("norm_plus_one_spurious", o);
-}
-std::unique_ptr<Implementation> qk_norm_missing(const ImplOptions& o) {
-    return detail::make<QkNormMissing>("qk_norm_missing", o);
-}
 std::unique_ptr<Implementation> qk_norm_after_rope(const ImplOptions& o) {
     return detail::make<QkNormAfterRope>("qk_norm_after_rope", o);
 }

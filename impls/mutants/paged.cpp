@@ -94,11 +94,6 @@ PagedRules empty_unwritten() {
 
 // An FP8 KV cache written or read wrongly (scalar::KvCacheRules), the
 // silent bugs of serving engines' FP8 caches.
-PagedRules fp8_ignored() {  // the cache dtype dropped: attention over K and V unquantised
-    PagedRules r;
-    r.cache.quantise = false;
-    return r;
-}
 PagedRules fp8_scale_ignored() {  // scales fallen back to 1.0 (sglang #20705, #18818)
     PagedRules r;
     r.cache.scale = [](const PagedAttentionParams&, bool, int64_t) { return 1.0f; };
@@ -132,9 +127,6 @@ PagedRules fp8_dequant_twice() {  // the scale applied in the read and again aft
 
 }  // namespace
 
-std::unique_ptr<Implementation> kv_fp8_ignored(const ImplOptions& o) {
-    return detail::make<WithPagedRules<fp8_ignored>>("kv_fp8_ignored", o);
-}
 std::unique_ptr<Implementation> kv_fp8_scale_ignored(const ImplOptions& o) {
     return detail::make<WithPagedRules<fp8_scale_ignored>>("kv_fp8_scale_ignored", o);
 }

@@ -31,16 +31,6 @@ struct RopeThetaDefault : ScalarImpl {
     }
 };
 
-// Class 5 (mlx-vlm #1710, unsloth #6197): rope_scaling dropped (or read from
-// a key the config does not use), so a long-context model runs plain RoPE.
-struct RopeScalingIgnored : ScalarImpl {
-    using ScalarImpl::ScalarImpl;
-    RopeParams rope_for_call(const RopeParams& p, int64_t seq_len) override {
-        RopeParams plain = p;
-        plain.scaling = RopeScaling{};
-        return ScalarImpl::rope_for_call(plain, seq_len);
-    }
-};
 
 // Class 6 (vLLM #3488): dynamic NTK's base computed once for the whole scaled
 // context, max_len = original_max_position * factor, so it applies inside the
@@ -154,9 +144,6 @@ std::unique_ptr<Implementation> rope_applied_twice(const ImplOptions& o) {
     return detail::make<RopeAppliedTwice>("rope_applied_twice", o);
 }
 std::unique_ptr<Implementation> v_rotated(const ImplOptions& o) { return detail::make<VRotated>("v_rotated", o); }
-std::unique_ptr<Implementation> rope_scaling_ignored(const ImplOptions& o) {
-    return detail::make<RopeScalingIgnored>("rope_scaling_ignored", o);
-}
 std::unique_ptr<Implementation> dynamic_ntk_inside_context(const ImplOptions& o) {
     return detail::make<DynamicNtkInsideContext>("dynamic_ntk_inside_context", o);
 }

@@ -39,9 +39,9 @@ static int32_t example_rmsnorm(const conform_config* cfg, const conform_tensor* 
     if (weight->dtype != CONFORM_DTYPE_F32 || weight->ndim != 1 || weight->shape[0] != D || weight->strides[0] != 1)
         return fail(msg, msg_cap, CONFORM_ERR_INVALID_ARGUMENT, "rmsnorm: weight must be float32 [D]");
     const float eps = (float)cfg->norm_eps;
-    /* ABI 1.5: Gemma's norms scale by (1 + w), the weight stored as its offset from one. */
-    const float w_offset =
-        cfg->struct_size >= offsetof(conform_config, norm_plus_one) + sizeof(uint32_t) && cfg->norm_plus_one ? 1.0f : 0.0f;
+    /* The twist norm_plus_one (declared below): Gemma's norms scale by (1 + w),
+     * the weight stored as its offset from one. */
+    const float w_offset = conform_param_int(cfg, "norm_plus_one", 0) ? 1.0f : 0.0f;
     const float* w = (const float*)weight->data;
     for (int64_t t = 0; t < T; t++) {
         const float* xt = (const float*)x->data + t * x->strides[0];
@@ -57,15 +57,15 @@ static int32_t example_rmsnorm(const conform_config* cfg, const conform_tensor* 
 /* ---- rope ---------------------------------------------------------------------
  * The first rotary_dim dims of every head of every row rotated by the row's
  * position (pairs formed inside them), the rest passed through. Angles in
- * double. RoPE scaling is not implemented: supports() declines it, so conform
- * reports those cases as not run instead of failing them. */
+ * double. RoPE scaling is not implemented: the table does not declare the
+ * twist rope_scaling, so conform draws its rope cases without it. */
 static int32_t example_rope(const conform_config* cfg, const conform_tensor* x, const conform_tensor* positions,
                             const conform_tensor* out, char* msg, size_t msg_cap) {
     const int64_t hd = cfg->head_dim;
     if (hd <= 0 || hd % 2 != 0) return fail(msg, msg_cap, CONFORM_ERR_INVALID_ARGUMENT, "rope: head_dim must be even");
     if (x->ndim != 2 || x->shape[1] % hd != 0)
         return fail(msg, msg_cap, CONFORM_ERR_INVALID_ARGUMENT, "rope: x must be [T, n * head_dim]");
-    const int64_t rd = cfg->rotary_dim > 0 ? cfg->rotary_dim : hd;  /* ABI 1.1 */
+    const int64_t rd = cfg->rotary_dim > 0 ? cfg->rotary_dim : hd;  /* the twist rotary_dim, declared */
     if (rd % 2 != 0 || rd > hd) return fail(msg, msg_cap, CONFORM_ERR_INVALID_ARGUMENT, "rope: rotary_dim must be even, <= head_dim");
     const int64_t T = x->shape[0], n_heads = x->shape[1] / hd, half = rd / 2;
     if (!is_matrix(x, T, n_heads * hd) || !is_matrix(out, T, n_heads * hd))
@@ -100,14 +100,11 @@ static int32_t example_rope(const conform_config* cfg, const conform_tensor* x, 
     return CONFORM_OK;
 }
 
-/* Which configs it takes: no RoPE scaling (the config says which, ABI 1.1). */
-static int32_t example_supports(uint32_t op, const conform_config* cfg, char* msg, size_t msg_cap) {
-    if (op == CONFORM_OP_ROPE && cfg->rope_scaling != CONFORM_ROPE_SCALING_NONE)
-        return fail(msg, msg_cap, CONFORM_ERR_UNSUPPORTED, "the example does not implement RoPE scaling");
-    return CONFORM_OK;
-}
-
 /* ---- the table ------------------------------------------------------------------ */
+
+/* The twists these kernels compute (`conform list --twists`): conform offers
+ * them only cases whose twists are all here, and still --cases of each op. */
+static const char* const example_twists[] = {"norm_plus_one", "rotary_dim", NULL};
 
 CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void) {
     /* Ops left out (qk_norm, attention, ...) are NULL: conform skips them. */
@@ -122,10 +119,9 @@ CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void) {
         .description = "plain C99 RoPE and RMSNorm (impls/plugin_example)",
 #endif
         .dtypes = CONFORM_DTYPE_BIT(CONFORM_DTYPE_F32),
-        .supports = example_supports,
+        .twists = example_twists,
         .rmsnorm = example_rmsnorm,
         .rope = example_rope,
-        .abi_minor = CONFORM_PLUGIN_ABI_MINOR,
     };
     return &table;
 }

@@ -56,8 +56,7 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
                 rules.visible_index ? rules.visible_index(j, t, S, T) : rules.visible(k_pos[j], q_pos[t]);
             // if sliding_window: mask |= k_pos <= q_pos - sliding_window
             // if attention_chunk_size: mask |= k_pos // chunk != q_pos // chunk   (Llama 4)
-            return causal_ok && (p.sliding_window <= 0 || k_pos[j] > q_pos[t] - p.sliding_window) &&
-                   same_chunk(k_pos[j], q_pos[t], p.chunk);
+            return causal_ok && p.in_window(k_pos[j], q_pos[t]);
         };
         auto seen = [&](int64_t j) { return masked_read || visible(j); };
         for (int64_t h = 0; h < H; h++) {

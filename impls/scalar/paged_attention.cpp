@@ -45,15 +45,13 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
     detail::expect_shape("paged_attention", "v_cache", v_cache, k_cache.rows, W);
     detail::expect_shape("paged_attention", "out", out, T, H * hd);
     detail::expect_shape("paged_attention", "lse", lse, T, H);
-    AttentionParams ap{H, KV, hd, p.sliding_window, p.softcap, p.sinks};
-    ap.scale = p.scale;
-    ap.chunk = p.chunk;
+    AttentionParams ap(H, KV, hd, p);  // the variant: mask, transform, sinks
     const AttentionRules& ar = rules.attention;
     const float cap = static_cast<float>(p.softcap);
     const bool masked_read = ar.softcap_after_mask && cap > 0;  // the bug: masked keys at logit -cap
     // Whether key position k is visible to query position q: the rules' causal test, inside the window and the chunk.
     auto sees = [&](int64_t k, int64_t qp) {
-        return ar.visible(k, qp) && (p.sliding_window <= 0 || k > qp - p.sliding_window) && same_chunk(k, qp, p.chunk);
+        return ar.visible(k, qp) && p.in_window(k, qp);
     };
     const float scale = static_cast<float>(ar.scale(ap));  // attn_scale, or 1 / sqrt(hd)
     const int64_t sd = ar.score_dims > 0 ? std::min(ar.score_dims, hd) : hd;

@@ -95,7 +95,7 @@ HWY_INLINE void AttentionItemsT(const Attn& job, size_t i0, size_t i1) {
     const size_t N = hn::Lanes(df);
     const size_t hd = job.hd, hdp = PaddedHeadDim(hd);
     const size_t G = job.H / job.KV;
-    const float scale = job.scale;  // config.attn_scale, or 1 / sqrt(hd)
+    const float scale = static_cast<float>(job.score_scale(static_cast<int64_t>(job.hd)));  // attn_scale, or 1 / sqrt(hd)
     const float neg_inf = -std::numeric_limits<float>::infinity();
 
     // Scratch, [G][hdp] for q and acc, [kKeyBlock][hdp] for k and v, [G][kKeyBlock] for s / p.
@@ -127,9 +127,7 @@ HWY_INLINE void AttentionItemsT(const Attn& job, size_t i0, size_t i1) {
             size_t vis[kKeyBlock];  // indices (within the block) of visible keys, ascending
             size_t nvis = 0;
             for (size_t jj = 0; jj < jn; ++jj)
-                if (job.k_pos[j0 + jj] <= qpos && (job.window <= 0 || job.k_pos[j0 + jj] > qpos - job.window) &&
-                    same_chunk(job.k_pos[j0 + jj], qpos, job.chunk))
-                    vis[nvis++] = jj;
+                if (job.visible(job.k_pos[j0 + jj], qpos)) vis[nvis++] = jj;  // causal, window, chunk
             if (nvis == 0) continue;
 
             const float* krow[kKeyBlock];
@@ -144,7 +142,7 @@ HWY_INLINE void AttentionItemsT(const Attn& job, size_t i0, size_t i1) {
                 float* sh = s + h * kKeyBlock;
                 float block_max = neg_inf;
                 for (size_t n = 0; n < nvis; ++n) sh[n] = Dot(q + h * hdp, krow[n], hdp) * scale;
-                if (job.softcap > 0) SoftCap(sh, nvis, job.softcap);  // before the softmax; masked keys never enter
+                if (job.softcap > 0) SoftCap(sh, nvis, static_cast<float>(job.softcap));  // before the softmax; masked keys never enter
                 for (size_t n = 0; n < nvis; ++n) block_max = std::max(block_max, sh[n]);
                 const float m_new = std::max(m[h], block_max);
                 const float c = std::exp(m[h] - m_new);  // m[h] = -inf: exp(-inf) = 0

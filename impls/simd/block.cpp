@@ -164,10 +164,7 @@ void forward(EngineContext& ctx, const EngineWeights& w, CRows x, const int64_t*
     a.H = H;
     a.KV = KV;
     a.hd = hd;
-    a.window = c.sliding_window;
-    a.chunk = c.attention_chunk_size;
-    a.softcap = static_cast<float>(c.attn_logit_softcapping);
-    a.scale = static_cast<float>(score_scale(c.attn_scale, c.head_dim));
+    static_cast<AttentionVariant&>(a) = attention_variant(c);
     a.sinks = c.attn_sinks ? w.sinks.data() : nullptr;
     a.out = s.attn.m();
     attention(pool, t, a);

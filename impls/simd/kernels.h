@@ -156,19 +156,15 @@ void qkv_rope_rows(Target t, const QkvRope& job, size_t r0, size_t r1);
 
 // ---- attention (attention-inl.h) -----------------------------------------------
 
-// q, k, v and out share one Elem.
-struct Attn {
+// q, k, v and out share one Elem. The mask, the logits' transform and the
+// sinks are the variant's (conform/config.h AttentionVariant).
+struct Attn : AttentionVariant {
     CRows q;  // [T][H hd]
     CRows k;  // [S][KV hd]
     CRows v;  // [S][KV hd]
     const int64_t* q_pos = nullptr;
     const int64_t* k_pos = nullptr;
     size_t T = 0, S = 0, H = 0, KV = 0, hd = 0;
-    int64_t window = 0;  // sliding window: key j visible iff q_pos - window < k_pos[j] <= q_pos (0: causal only)
-    int64_t chunk = 0;   // chunked attention: and k_pos[j] in q_pos's chunk (same_chunk; 0: none)
-    float softcap = 0;   // > 0: each score s becomes softcap * tanh(s / softcap) (Gemma 2)
-    const float* sinks = nullptr;  // [H]: each head's sink logit, in its softmax's denominator (gpt-oss)
-    float scale = 0;     // q·k's multiplier: config.attn_scale, or 1 / sqrt(hd) (attn_job and the block set it)
     MRows out;  // [T][H hd]
 };
 
@@ -182,7 +178,7 @@ struct PagedPartial {
     float* acc;
 };
 
-struct PagedJob {
+struct PagedJob : AttentionVariant {
     CRows q;     // [T][H hd]
     CRows k, v;  // [pages * P][KV hd]
     const int64_t* qo_indptr = nullptr;        // [B + 1]
@@ -190,11 +186,6 @@ struct PagedJob {
     const int64_t* kv_indices = nullptr;       // [pages listed]
     const int64_t* kv_last_page_len = nullptr; // [B]
     size_t T = 0, B = 0, H = 0, KV = 0, hd = 0, P = 0;
-    int64_t window = 0;  // sliding window: a row at position pos sees keys pos - window + 1 ..= pos (0: all <= pos)
-    int64_t chunk = 0;   // chunked attention: and keys from floor(pos / chunk) * chunk on only (0: none)
-    float softcap = 0;   // > 0: each score s becomes softcap * tanh(s / softcap) (Gemma 2)
-    float scale = 0;     // q·k's multiplier: config.attn_scale, or 1 / sqrt(hd) (paged_job sets it)
-    const float* sinks = nullptr;  // [H]: each head's sink logit, in its softmax's denominator (gpt-oss)
     // An FP8 cache: k and v hold one byte per value (the codes the cache
     // write stored), and kv head g reads code c as lut[g * 256 + c] = c's
     // value * g's scale (the dequantisation, tabled). nullptr: no FP8 cache.

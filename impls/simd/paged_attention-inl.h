@@ -57,7 +57,7 @@ HWY_INLINE void PagedSplitT(const PagedJob& job, size_t b, size_t g, size_t c) {
     const DF df;
     const size_t N = hn::Lanes(df);
     const size_t hd = job.hd, hdp = PaddedHeadDim(hd), G = job.H / job.KV, P = job.P;
-    const float scale = job.scale;  // config.attn_scale, or 1 / sqrt(hd)
+    const float scale = static_cast<float>(job.score_scale(static_cast<int64_t>(job.hd)));  // attn_scale, or 1 / sqrt(hd)
     const int64_t q0 = job.qo_indptr[b], q_len = job.qo_indptr[b + 1] - q0;
     const int64_t kv_len = job.kv_len(b);
     const int64_t k0 = static_cast<int64_t>(c * job.split), k1 = std::min<int64_t>(kv_len, k0 + static_cast<int64_t>(job.split));
@@ -71,9 +71,8 @@ HWY_INLINE void PagedSplitT(const PagedJob& job, size_t b, size_t g, size_t c) {
         const size_t t = static_cast<size_t>(q0 + j);
         const int64_t pos = kv_len - q_len + j;
         const int64_t seen_end = std::min(k1, pos + 1);  // keys [seen_begin, seen_end) are visible:
-        // causal, and with a sliding window W only keys > pos - W, with a chunk C only keys of pos's chunk
-        int64_t seen_begin = job.window > 0 ? std::max(k0, pos - job.window + 1) : k0;
-        if (job.chunk > 0) seen_begin = std::max(seen_begin, chunk_of(pos, job.chunk) * job.chunk);
+        // causal, and from the first key the window and the chunk leave it (the variant's mask)
+        const int64_t seen_begin = std::max(k0, job.first_key(pos));
         for (size_t hh = 0; hh < G; ++hh) {
             const size_t h = g * G + hh;
             PagedPartial part = job.partial(t, h, c);
@@ -89,7 +88,8 @@ HWY_INLINE void PagedSplitT(const PagedJob& job, size_t b, size_t g, size_t c) {
                 const float* k = KvRow<TKV>(job.k, job.k_lut, row, g, hd, hdp, kb);
                 s[i - k0] = Dot(q, k, hdp) * scale;
             }
-            if (job.softcap > 0) SoftCap(s + (seen_begin - k0), static_cast<size_t>(seen_end - seen_begin), job.softcap);
+            if (job.softcap > 0)
+                SoftCap(s + (seen_begin - k0), static_cast<size_t>(seen_end - seen_begin), static_cast<float>(job.softcap));
             for (int64_t i = seen_begin; i < seen_end; ++i) m = std::max(m, s[i - k0]);
             float l = 0.0f;
             for (int64_t i = seen_begin; i < seen_end; ++i) l += (s[i - k0] = std::exp(s[i - k0] - m));

@@ -103,11 +103,7 @@ Attn attn_job(CRows q, CRows k, CRows v, Positions q_pos, Positions k_pos, const
     a.H = static_cast<size_t>(p.n_heads);
     a.KV = static_cast<size_t>(p.n_kv_heads);
     a.hd = static_cast<size_t>(p.head_dim);
-    a.window = p.sliding_window;
-    a.chunk = p.chunk;
-    a.softcap = static_cast<float>(p.softcap);
-    a.scale = static_cast<float>(p.score_scale());
-    a.sinks = p.sinks;
+    static_cast<AttentionVariant&>(a) = p;  // the mask, the transform, the sinks
     a.out = out;
     return a;
 }
@@ -129,11 +125,7 @@ PagedJob paged_job(CRows q, int64_t T, CRows k, CRows v, const PagedIndex& idx, 
     job.KV = static_cast<size_t>(p.n_kv_heads);
     job.hd = static_cast<size_t>(p.head_dim);
     job.P = static_cast<size_t>(p.page_size);
-    job.window = p.sliding_window;
-    job.chunk = p.chunk;
-    job.softcap = static_cast<float>(p.softcap);
-    job.scale = static_cast<float>(p.score_scale());
-    job.sinks = p.sinks;
+    static_cast<AttentionVariant&>(job) = p;  // the mask, the transform, the sinks
     job.out = out;
     return job;
 }

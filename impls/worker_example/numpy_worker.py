@@ -433,9 +433,14 @@ def supports(op, config, dtype):
     return True, ""
 
 
+# Every twist (`conform list --twists`): these kernels compute them all.
+TWISTS = ("qk_norm", "rotary_dim", "rope_scaling", "qkv_bias", "sliding_window", "attention_chunk_size",
+          "attn_logit_softcapping", "attn_sinks", "attn_scale", "norm_plus_one", "sandwich_norm", "nope", "hidden_act",
+          "kv_cache_dtype", "kv_scale_per_head")
+
+
 def make_worker(name="numpy", description="float32 numpy, HF conventions", dtypes=("f32",)):
-    w = Worker(name, dtypes=dtypes, description=description,
-               kv_cache_dtypes={"paged_attention": tuple(FP8), "decode": tuple(FP8)})
+    w = Worker(name, dtypes=dtypes, description=description, twists=TWISTS)
     for op, fn in OPS.items():
         w.op(op)(fn)
     w.supports(supports)

@@ -5,9 +5,9 @@
 
 Needs torch (Debian: apt-get install python3-torch). CPU tensors; for a GPU
 kernel, move them with .cuda() inside the op and return the result: the
-client brings it back. RoPE honours layout, theta and rotary_dim; scaled RoPE
-(rope_scaling other than none) is declined through supports(), so conform
-reports those cases as not run instead of failing them.
+client brings it back. RoPE honours layout, theta and rotary_dim; it does
+not scale RoPE, so it does not declare rope_scaling, and conform draws its
+rope cases without it (`conform list --twists`: what may be declared).
 """
 
 import math
@@ -19,15 +19,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 from conform_worker import Worker  # noqa: E402
 
-w = Worker("torch_cpu", dtypes=["f32"], torch=True, description="PyTorch on the CPU: rope, rmsnorm, attention")
-
-
-@w.supports
-def supports(op, config, dtype):
-    kind = config["rope_scaling"]["type"]
-    if op == "rope" and kind != "none":
-        return False, f"rope_scaling {kind} is not implemented here"
-    return True, ""
+# The twists these kernels compute: conform offers them those, and no case
+# with any other (scaled RoPE, say) on.
+w = Worker("torch_cpu", dtypes=["f32"], torch=True, description="PyTorch on the CPU: rope, rmsnorm, attention",
+           twists=["norm_plus_one", "rotary_dim", "sliding_window", "attention_chunk_size", "attn_scale",
+                   "attn_logit_softcapping", "attn_sinks"])
 
 
 @w.op("rmsnorm")

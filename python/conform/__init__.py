@@ -15,8 +15,8 @@ compiled kernels and its imports. docs/pytest.md is the tutorial;
 `conform.pytest` is the pytest plugin (a `conform` fixture).
 """
 
-from ._check import (ConformError, ConformNotFound, Nonconformance, Report, bench, check, find_binary,
+from ._check import (ConformError, ConformNotFound, Nonconformance, Report, bench, check, find_binary, twists,
                      CONFIG_FIELDS, OPS)
 
-__all__ = ["check", "bench", "find_binary", "Nonconformance", "ConformError", "ConformNotFound", "Report", "OPS",
-           "CONFIG_FIELDS"]
+__all__ = ["check", "bench", "find_binary", "twists", "Nonconformance", "ConformError", "ConformNotFound", "Report",
+           "OPS", "CONFIG_FIELDS"]

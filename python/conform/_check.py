@@ -29,19 +29,18 @@ import threading
 import conform_worker
 from conform_worker import OPS, Worker
 
-__all__ = ["check", "bench", "find_binary", "Nonconformance", "ConformError", "ConformNotFound", "Report", "CONFIG_FIELDS"]
+__all__ = ["check", "bench", "find_binary", "twists", "Nonconformance", "ConformError", "ConformNotFound", "Report",
+           "CONFIG_FIELDS"]
 
-# The config fields a kernel may take as keyword arguments (impls/WORKERS.md, "The config").
+# The core config fields a kernel may take as keyword arguments (impls/WORKERS.md,
+# "The config"); each twist's field comes too, by its name (twists()).
 CONFIG_FIELDS = ("d_model", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "rope_layout", "rope_theta", "rotary_dim",
-                 "qk_norm", "qkv_bias", "sliding_window", "attention_chunk_size", "attn_logit_softcapping", "attn_scale", "attn_sinks", "norm_plus_one",
-                 "sandwich_norm", "nope", "hidden_act", "norm_eps", "rope_scaling")
-# check(config={...}): the fields that set a run's conventions and sizes, as conform's flags.
-_CONFIG_FLAGS = {"preset": "--preset", "config": "--config", "d_model": "--d-model", "n_heads": "--heads",
-                 "n_kv_heads": "--kv-heads", "head_dim": "--head-dim", "ffn_dim": "--ffn", "rope_theta": "--theta",
-                 "rope_layout": "--layout", "qk_norm": "--qk-norm", "qkv_bias": "--qkv-bias",
-                 "sliding_window": "--sliding-window", "attention_chunk_size": "--attention-chunk-size", "attn_logit_softcapping": "--attn-softcap", "attn_sinks": "--attn-sinks",
-                 "attn_scale": "--attn-scale", "norm_plus_one": "--norm-plus-one", "sandwich_norm": "--sandwich-norm", "nope": "--nope",
-                 "hidden_act": "--hidden-act", "norm_eps": "--eps"}
+                 "norm_eps", "rope_scaling", "page_size")
+# check(config={...}): the core fields that set a run's conventions and sizes, as
+# conform's flags; a twist's field sets it by its own flag (twists()).
+_CORE_FLAGS = {"preset": "--preset", "config": "--config", "d_model": "--d-model", "n_heads": "--heads",
+               "n_kv_heads": "--kv-heads", "head_dim": "--head-dim", "ffn_dim": "--ffn", "rope_theta": "--theta",
+               "rope_layout": "--layout", "norm_eps": "--eps"}
 _DTYPES = ("f32", "bf16", "f16")
 
 
@@ -138,6 +137,27 @@ def find_binary(binary=None):
                           ". Build it (scripts/setup.sh) and set CONFORM_BIN=/path/to/build/conform or put it on PATH")
 
 
+_TWISTS = {}
+
+
+def twists(binary=None):
+    """The twist record as the conform binary has it (`conform list --twists
+    --json`): a list of dicts with each twist's name, kind, flag, id, the ops
+    that read it, the tensors it brings and the bugs diagnosis names. What a
+    kernel may declare with check(..., twists=[...]) or Worker(twists=...)."""
+    exe = find_binary(binary)
+    if exe not in _TWISTS:
+        try:
+            out = subprocess.run([exe, "list", "--twists", "--json"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise ConformError("conform.twists: %s list --twists --json did not run: %s" % (exe, e))
+        if out.returncode != 0:
+            raise ConformError("conform.twists: %s list --twists --json exited %d: %s" % (exe, out.returncode,
+                                                                                          out.stderr.strip()))
+        _TWISTS[exe] = json.loads(out.stdout)["twists"]
+    return _TWISTS[exe]
+
+
 # ---- the implementation, as conform_worker serves it ------------------------------
 
 def _adapt(fn, op, state):
@@ -175,15 +195,16 @@ _NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def _worker_for(fn, ops, name, dtype, torch, device, state, batch_invariant=(), index_dtype="i64", kv_cache_dtypes=(),
-                activation_quant=None):
+                activation_quant=None, twists=()):
     if isinstance(fn, Worker):
-        if torch or device is not None or batch_invariant or index_dtype != "i64" or kv_cache_dtypes or activation_quant:
-            raise ValueError("conform.check: torch=, device=, batch_invariant=, index_dtype=, kv_cache_dtypes= and "
-                             "activation_quant= belong to the Worker(...) given, not to check()")
+        if (torch or device is not None or batch_invariant or index_dtype != "i64" or kv_cache_dtypes or activation_quant
+                or twists):
+            raise ValueError("conform.check: torch=, device=, batch_invariant=, index_dtype=, kv_cache_dtypes=, "
+                             "activation_quant= and twists= belong to the Worker(...) given, not to check()")
         # Its kernels take config=, as a worker's do; only the in-call flag is ours.
         w = Worker(fn.name, dtypes=fn.dtypes, torch=fn.torch, description=fn.description, device=fn.device,
                    batch_invariant=fn.batch_invariant, index_dtype=fn.index_dtype, kv_cache_dtypes=fn.kv_cache_dtypes,
-                   activation_quant=fn.activation_quant)
+                   activation_quant=fn.activation_quant, twists=fn.twists)
         for o, k in fn._ops.items():
             w.op(o)(_adapt(k, o, state))
         w._supports = fn._supports
@@ -209,7 +230,7 @@ def _worker_for(fn, ops, name, dtype, torch, device, state, batch_invariant=(), 
         name = _NAME_BAD.sub("_", name)[:64] if name and name != "<lambda>" else "python"
     w = Worker(name, dtypes=[dtype], torch=torch, device=device, batch_invariant=batch_invariant,
                index_dtype=index_dtype, kv_cache_dtypes=kv_cache_dtypes, activation_quant=activation_quant,
-               description="served from the calling process (conform.check, pid %d)" % os.getpid())
+               twists=twists, description="served from the calling process (conform.check, pid %d)" % os.getpid())
     for o, k in table.items():
         w.op(o)(_adapt(k, o, state))
     return w
@@ -229,7 +250,7 @@ class _JudgeGone(BaseException):
     the worker's own `except Exception` does not answer it as the kernel's error."""
 
 
-def _config_args(config):
+def _config_args(config, exe):
     if config is None:
         return []
     if isinstance(config, str):
@@ -239,11 +260,13 @@ def _config_args(config):
     if not isinstance(config, dict):
         raise TypeError("conform.check: config must be a preset name, a config.json path or a dict of fields, "
                         "found %s" % type(config).__name__)
+    flags = dict(_CORE_FLAGS)
+    flags.update({t["name"]: t["flag"] for t in twists(exe) if t["flag"]})
     args = []
     for k, v in config.items():
-        flag = _CONFIG_FLAGS.get(k)
+        flag = flags.get(k)
         if flag is None:
-            raise ValueError("conform.check: config field %r is not one conform sets (%s)" % (k, ", ".join(_CONFIG_FLAGS)))
+            raise ValueError("conform.check: config field %r is not one conform sets (%s)" % (k, ", ".join(flags)))
         if isinstance(v, bool):
             v = int(v)
         args += [flag, str(v)]
@@ -272,7 +295,7 @@ def _ops_of(fn, op):
 
 def check(fn, op=None, *, cases=None, dtype="f32", seed=None, fixtures=None, config=None, case=None, name=None,
           torch=False, device=None, timeout=120.0, binary=None, out=None, args=(), echo=False, batch_invariant=(),
-          index_dtype="i64", kv_cache_dtypes=(), activation_quant=None):
+          index_dtype="i64", kv_cache_dtypes=(), activation_quant=None, twists=()):
     """Judge `fn` with conform; return the report, or raise Nonconformance.
 
     fn        a kernel for `op` (a function), a dict {op: function}, or a conform_worker.Worker.
@@ -294,6 +317,9 @@ def check(fn, op=None, *, cases=None, dtype="f32", seed=None, fixtures=None, con
     out       directory for conform's reports (default: a temporary one, kept only on failure).
     args      further conform flags, e.g. ["--diagnose", "all"].
     echo      also print conform's output as it runs (to stderr).
+    twists    the twists the kernel computes (conform.twists(): "sliding_window", "attn_sinks",
+              "hidden_act=gelu_tanh", ...; or {op: [...]}): it is offered only cases whose twists
+              it declares, and still `cases` of each op; none declared: the plain Llama cases.
     batch_invariant, index_dtype, kv_cache_dtypes, activation_quant
               as conform_worker.Worker takes them: the ops whose rows the kernel promises are the
               same bit for bit in any batch (paged_attention's relations then judged so),
@@ -306,7 +332,7 @@ def check(fn, op=None, *, cases=None, dtype="f32", seed=None, fixtures=None, con
     ops = _ops_of(fn, op)
     state = _State()
     worker = _worker_for(fn, ops, name, dtype, torch, device, state, batch_invariant, index_dtype, kv_cache_dtypes,
-                         activation_quant)
+                         activation_quant, twists)
     exe = find_binary(binary)
 
     own_out = out is None
@@ -323,7 +349,7 @@ def check(fn, op=None, *, cases=None, dtype="f32", seed=None, fixtures=None, con
     elif fixtures is not None:
         paths = [fixtures] if isinstance(fixtures, (str, os.PathLike)) else list(fixtures)
         flags += ["--fixtures", ",".join(os.fspath(p) for p in paths)]
-    flags += _config_args(config)
+    flags += _config_args(config, exe)
     flags += ["--call-timeout", repr(float(timeout))]
     flags += [str(a) for a in args]
     code, stdout, stderr, interrupted, cmd = _judge(worker, state, exe, [], flags, echo)
@@ -433,8 +459,9 @@ def bench(fn, op=None, *, dtype="f32", config=None, name=None, torch=False, devi
     ops = _ops_of(fn, op)
     state = _State()
     worker = _worker_for(fn, ops, name, dtype, torch, device, state)
-    flags = ["--op", ",".join(ops), "--dtype", dtype] + _config_args(config) + [str(a) for a in args]
-    code, stdout, stderr, _, cmd = _judge(worker, state, find_binary(binary), ["bench"], flags, echo)
+    exe = find_binary(binary)
+    flags = ["--op", ",".join(ops), "--dtype", dtype] + _config_args(config, exe) + [str(a) for a in args]
+    code, stdout, stderr, _, cmd = _judge(worker, state, exe, ["bench"], flags, echo)
     if code != 0:
         raise ConformError("conform.bench: conform exited with status %s: %s\n  command: %s" %
                            (code, stderr.strip() or stdout.strip() or "(no output)",

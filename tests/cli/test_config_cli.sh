@@ -42,35 +42,35 @@ expect 2 "which model" -- anatomy
 # ---- bad configs: exit 2, file and field ----------------------------------------
 printf '{"hidden_size": 4096, "rope_scaling": {"rope_type": "longrope", "factor": 2}}' >"$tmp/longrope.json"
 expect 2 "longrope.json: rope_scaling.rope_type: 'longrope' is not supported" -- --config "$tmp/longrope.json" --impl scalar
-expect 2 "--sliding-window: expected a count >= 0, found -2" -- --preset mistral-7b --sliding-window -2 --impl scalar
-expect 2 "--attn-softcap: expected a cap >= 0 (0: none), found -50" -- --preset llama3-8b --attn-softcap -50 --impl scalar
-expect 2 "--attn-softcap: expected a cap >= 0 (0: none), found nan" -- --preset llama3-8b --attn-softcap nan --impl scalar
+expect 2 "--sliding-window: expected a count of keys >= 0 (0: none), found '-2'" -- --preset mistral-7b --sliding-window -2 --impl scalar
+expect 2 "--attn-softcap: expected a cap >= 0 (0: none), found '-50'" -- --preset llama3-8b --attn-softcap -50 --impl scalar
+expect 2 "--attn-softcap: expected a cap >= 0 (0: none), found 'nan'" -- --preset llama3-8b --attn-softcap nan --impl scalar
 expect 2 "--attn-sinks: expected 0 or 1, found 'yes please'" -- --preset llama3-8b --attn-sinks 'yes please' --impl scalar
 # A case id's served-variant fields: on an op without attention, or out of range.
 expect 2 "field 'softcap' does not apply to op rmsnorm" -- --case 'rmsnorm(T=1,D=4,eps=1e-05,softcap=5,mag=1,outliers=0,seed=1)' --impl scalar
-expect 2 "softcap must be a number >= 0, found '-5'" -- --case 'attention(T=1,S=2,H=1,KV=1,hd=4,qpos=1,kpos=0,softcap=-5,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "field 'softcap': expected a cap >= 0 (0: none), found '-5'" -- --case 'attention(T=1,S=2,H=1,KV=1,hd=4,qpos=1,kpos=0,softcap=-5,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "--norm-plus-one: expected 0 or 1, found 'gemma'" -- --preset llama3-8b --norm-plus-one gemma --impl scalar
-expect 2 "--hidden-act: expected silu or gelu_tanh, found 'gelu'" -- --preset llama3-8b --hidden-act gelu --impl scalar
+expect 2 "--hidden-act: expected \"silu\" or \"gelu_tanh\", found 'gelu'" -- --preset llama3-8b --hidden-act gelu --impl scalar
 expect 2 "--attn-scale: expected a scale >= 0" -- --preset llama3-8b --attn-scale -1 --impl scalar
 expect 2 "field 'plus_one' does not apply to op swiglu" -- --case 'swiglu(T=1,D=4,F=4,plus_one=1,mag=1,outliers=0,seed=1)' --impl scalar
-expect 2 "plus_one must be 0 or 1, found '3'" -- --case 'rmsnorm(T=1,D=4,eps=1.0000000000000001e-05,plus_one=3,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "field 'plus_one': expected 0 or 1, found '3'" -- --case 'rmsnorm(T=1,D=4,eps=1.0000000000000001e-05,plus_one=3,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "field 'sinks' does not apply to op swiglu" -- --case 'swiglu(T=1,D=4,F=4,sinks=1,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "field 'act' does not apply to op rmsnorm" -- --case 'rmsnorm(T=1,D=4,eps=1e-05,act=gelu_tanh,mag=1,outliers=0,seed=1)' --impl scalar
-expect 2 "act must be silu or gelu_tanh, found 'gelu'" -- --case 'swiglu(T=1,D=4,F=4,act=gelu,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "field 'act': expected \"silu\" or \"gelu_tanh\", found 'gelu'" -- --case 'swiglu(T=1,D=4,F=4,act=gelu,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "field 'attn_scale' does not apply to op swiglu" -- --case 'swiglu(T=1,D=4,F=4,attn_scale=0.5,mag=1,outliers=0,seed=1)' --impl scalar
-expect 2 "attn_scale must be a number > 0, found '-1'" -- \
+expect 2 "field 'attn_scale': expected a scale >= 0 (0: 1/sqrt(head_dim)), found '-1'" -- \
   --case 'attention(T=1,S=1,H=1,KV=1,hd=4,qpos=0,kpos=0,attn_scale=-1,mag=1,outliers=0,seed=1)' --impl scalar
 # Sandwich norms, NoPE and attention chunks: a field on an op without the twist, a bad value, a bad flag.
 expect 2 "field 'nope' does not apply to op rope" -- \
   --case 'rope(T=1,n=1,hd=4,layout=neox,theta=10000,pos=0,nope=1,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "field 'sandwich' does not apply to op attention" -- \
   --case 'attention(T=1,S=1,H=1,KV=1,hd=4,qpos=0,kpos=0,sandwich=1,mag=1,outliers=0,seed=1)' --impl scalar
-expect 2 "chunk must be a count of positions >= 1, found '0'" -- \
+expect 2 "field 'chunk': 0 is its off value, and an id carries it only when on" -- \
   --case 'attention(T=1,S=1,H=1,KV=1,hd=4,qpos=0,kpos=0,chunk=0,mag=1,outliers=0,seed=1)' --impl scalar
-expect 2 "--attention-chunk-size: expected a count >= 0, found -3" -- --attention-chunk-size -3 --op attention --cases 1
+expect 2 "--attention-chunk-size: expected a chunk of positions >= 0 (0: none), found '-3'" -- --attention-chunk-size -3 --op attention --cases 1
 expect 2 "--nope: expected 0 or 1, found '2'" -- --nope 2 --op block --cases 1
 expect 2 "--sandwich-norm: expected 0 or 1, found 'yes'" -- --sandwich-norm yes --op block --cases 1
-expect 2 "sinks must be 0 or 1, found '2'" -- --case 'attention(T=1,S=2,H=1,KV=1,hd=4,qpos=1,kpos=0,sinks=2,mag=1,outliers=0,seed=1)' --impl scalar
+expect 2 "field 'sinks': expected 0 or 1, found '2'" -- --case 'attention(T=1,S=2,H=1,KV=1,hd=4,qpos=1,kpos=0,sinks=2,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "--qkv-bias: expected 0 or 1, found 'maybe'" -- --preset qwen2.5-0.5b --qkv-bias maybe --impl scalar
 printf '{"hidden_size": 4096,' >"$tmp/broken.json"
 expect 2 "broken.json: not valid JSON" -- anatomy --config "$tmp/broken.json"

@@ -147,7 +147,7 @@ fp8_bad 'f["case_0/config"].attrs["kv_cache_dtype"] = "fp4"' \
   'config/kv_cache_dtype: expected "none", "fp8_e4m3" or "fp8_e5m2", found "fp4"'
 fp8_bad 'f["case_0/config"].attrs["kv_scale_per_head"] = np.int64(2)' "config/kv_scale_per_head: expected 0 or 1, found 2"
 fp8_bad 'f["case_0/config"].attrs["kv_cache_dtype"] = "none"' \
-  "config/kv_scale_per_head: set without an FP8 kv_cache_dtype"
+  "config/kv_scale_per_head: set where it does not apply (no FP8 KV cache to scale"
 # decode's FP8 cache: a fixture round-trips (scalar, simd), its scales are checked as paged's are.
 expect_tail=()
 expect 0 "wrote" -- generate --op decode --d-model 32 --heads 4 --kv-heads 2 --head-dim 8 --ffn 48 --tokens 6 \
@@ -163,22 +163,22 @@ expect 2 "field 'kv_dtype' does not apply to op block" -- \
 expect 1 "kv_fp8_k_scale_for_v" -- \
   --case 'decode(T=3,D=16,H=2,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=0,eps=1e-05,pos=0,prefill=1,kv_dtype=fp8_e4m3,kv_scale=head,mag=1,outliers=0,seed=3)' \
   --impl kv_fp8_k_scale_for_v
-expect 2 "kv_dtype must be fp8_e4m3 or fp8_e5m2, found 'fp4'" -- \
+expect 2 "field 'kv_dtype': expected \"none\", \"fp8_e4m3\" or \"fp8_e5m2\", found 'fp4'" -- \
   --case 'paged_attention(H=1,KV=1,hd=4,P=4,kv=1,q=1,kv_dtype=fp4,kv_scale=tensor,mag=1,outliers=0,seed=1)' --impl scalar
-expect 2 "kv_scale must be head or tensor, found 'row'" -- \
+expect 2 "field 'kv_scale': expected tensor or head, found 'row'" -- \
   --case 'paged_attention(H=1,KV=1,hd=4,P=4,kv=1,q=1,kv_dtype=fp8_e5m2,kv_scale=row,mag=1,outliers=0,seed=1)' --impl scalar
-expect 2 "kv_dtype and kv_scale come together" -- \
+expect 2 "field 'kv_scale' does not apply to this case: no FP8 KV cache to scale" -- \
   --case 'paged_attention(H=1,KV=1,hd=4,P=4,kv=1,q=1,kv_scale=head,mag=1,outliers=0,seed=1)' --impl scalar
 expect 2 "field 'kv_dtype' does not apply to op attention" -- \
   --case 'attention(T=1,S=2,H=1,KV=1,hd=4,qpos=1,kpos=0,kv_dtype=fp8_e4m3,mag=1,outliers=0,seed=1)' --impl scalar
-expect 2 "kv-cache-dtype: expected none, fp8_e4m3 or fp8_e5m2, found 'int8'" -- \
+expect 2 "kv-cache-dtype: expected \"none\", \"fp8_e4m3\" or \"fp8_e5m2\", found 'int8'" -- \
   --preset llama3-8b --kv-cache-dtype int8 --op paged_attention --impl scalar
-expect 2 "kv-scale: the KV cache has no FP8 dtype" -- --preset llama3-8b --kv-scale head --op paged_attention --impl scalar
+expect 2 "kv-scale: does not apply to this configuration (no FP8 KV cache to scale: it needs an FP8 kv_cache_dtype)" -- --preset llama3-8b --kv-scale head --op paged_attention --impl scalar
 # A cache bug through the gate: failed and named.
 expect 1 "kv_fp8_k_scale_for_v: matches" -- --op paged_attention --impl kv_fp8_k_scale_for_v --cases 40
 # An FP8 case: through the numpy worker (it declares both caches); not offered to a worker
 # that declares none (paged_declared.py), nor to a plugin (no ABI carries the cache yet).
-expect 1 "not run: .*paged_declared declares no fp8_e5m2 KV cache" -- \
+expect 1 "not run: .*not offered: the case has kv_cache_dtype on, which paged_declared does not declare" -- \
   --case 'paged_attention(H=4,KV=2,hd=8,P=4,kv=9/0/5,q=2/0/5,kv_dtype=fp8_e5m2,kv_scale=head,mag=1,outliers=0,seed=7)' \
   --impl-cmd "/usr/bin/python3 $SRC/tests/workers/paged_declared.py"
 

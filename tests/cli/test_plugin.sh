@@ -20,6 +20,10 @@
 #                             it fails, named precision_downgrade; a
 #                             declaration that is no CONFORM_ACT_QUANT_* is
 #                             refused at load (exit 2)
+#   test_plugin.sh abi        a correct plugin of every op built against ABI
+#                             1.0, 1.1, 1.13 and 2 gets 100 property cases of
+#                             each op within what it declares, on three seeds,
+#                             and passes
 #   test_plugin.sh gqa        attention in C passes; its twin that maps query
 #                             heads h % n_kv only for groups above 4 fails,
 #                             named gqa_head_mapping_tiled, on a case whose
@@ -28,7 +32,7 @@
 # Environment (tests/plugins/CMakeLists.txt sets it): CONFORM, CONFORM_SOURCE_DIR,
 # CONFORM_BINARY_DIR, BAD_PLUGIN_DIR, CMAKE, CTEST, CC, CXX.
 set -uo pipefail
-mode=${1:?usage: test_plugin.sh example|contract|dtypes|install|gqa|quant}
+mode=${1:?usage: test_plugin.sh example|contract|dtypes|install|gqa|quant|abi}
 : "${CONFORM:?}" "${CONFORM_SOURCE_DIR:?}" "${CONFORM_BINARY_DIR:?}" "${BAD_PLUGIN_DIR:?}" "${CMAKE:?}" "${CTEST:?}" "${CC:?}"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $tmp, fail, expect
 
@@ -59,20 +63,24 @@ assert r["pass"] is True, "report says the example does not conform"
 assert r["impls"] == ["example", "reference"], r["impls"]  # the fixtures' own check runs as `reference`
 ops = {c["op"] for c in r["cases"] if c["impl"] == "example"}
 assert ops == {"rope", "rmsnorm"}, ops
-# ABI 1.1 passes rotary_dim and the scaling: partial-rotary cases run; the
-# example declines scaled ones through supports(), and they are counted.
+# It declares rotary_dim and norm_plus_one, not rope_scaling: its 40 rope
+# cases are drawn without scaling, partial-rotary ones among them; the
+# fixtures' scaled cases are not offered, and listed so.
 import re
 rope = [c for c in r["cases"] if c["op"] == "rope" and c["impl"] == "example"]
 ran = len([c for c in rope if c["origin"] == "property"])
-assert ran >= 10
+assert ran == 40, ran
 assert any(re.search(r"rd=\d+", c["case_id"]) for c in rope), "no partial-rotary case reached the plugin"
 assert not any("scaling=" in c["case_id"] for c in rope), "a scaled case ran"
 nr = [n for n in r["not_run"] if n["impl"] == "example" and n["op"] == "rope"]
-assert len(nr) == 1 and nr[0]["cases"] >= 1 and "does not implement RoPE scaling" in nr[0]["reason"], r["not_run"]
+assert len(nr) == 1 and nr[0]["cases"] >= 1 and "not offered: the case has rope_scaling on" in nr[0]["reason"], r["not_run"]
+no = [n for n in r["not_offered"] if n["impl"] == "example"]
+assert no == [{"impl": "example", "op": "rope", "twists": ["rope_scaling"]}], no
 # The regression fixtures run for plugins too.
 assert any(c["origin"] == "fixture" for c in rope), "the fixtures did not run"
 PY
-  grep -qE "^not run: +example rope: [0-9]+ cases? unsupported \(" "$tmp/out" || fail "the unsupported rope cases are not reported"
+  grep -qE "^not run: +example rope: [0-9]+ cases? unsupported \(not offered" "$tmp/out" || fail "the cases not offered are not reported"
+  grep -qE "^not offered: example rope: rope_scaling" "$tmp/out" || fail "the undeclared twist is not listed"
   # Plugins never run inside conform: --no-isolate is refused, saying why.
   expect 2 "no-isolate: plugins and commands always run in a sandboxed worker process" -- --impl-lib "$good" --no-isolate
   # A plugin's name is an implementation name like any other.
@@ -130,7 +138,7 @@ PY
   check_case input_write "rope wrote into its input 'x' \(inputs are read-only\)"
 
   # Libraries conform cannot use: exit 2, naming the file and the problem.
-  expect 2 "libbad_plugin_abi.so: built against plugin ABI version 7, but this conform speaks version 1" -- \
+  expect 2 "libbad_plugin_abi.so: built against plugin ABI version 7, but this conform speaks versions 1" -- \
     --impl-lib "$(bad abi)"
   expect 2 "libbad_plugin_no_symbol.so: not a conform plugin: it exports no conform_plugin_get" -- \
     --impl-lib "$(bad no_symbol)"
@@ -141,37 +149,50 @@ PY
   expect 2 "libbad_plugin_abi.so: built against plugin ABI version 7" -- list --impl-lib "$(bad abi)"
   expect 2 "unknown implementation 'nope' .*the workers given are: bad" -- --impl-lib "$(bad crash)" --impl nope
 
-  # A table from before ABI 1.3 has no qkv_bias: offered no biased case (not run, never passed).
-  expect 1 "not run: +noop block: 3 cases unsupported \(built against plugin ABI 1.2, which has no qkv_bias" -- \
-    --op block --params bias=1 --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi12_plugin.so"
-  # ...and one from before ABI 1.4 has no soft-cap.
-  expect 1 "not run: +noop attention: 3 cases unsupported \(built against plugin ABI 1.3, which has no attn_logit_softcapping" -- \
-    --op attention --params softcap= --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi13_plugin.so"
-  expect 1 "not run: +noop attention: 3 cases unsupported \(built against plugin ABI 1.3, which has no sinks" -- \
-    --op attention --params sinks=1 --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi13_plugin.so"
-  # ...and one from before ABI 1.5 has no norm_plus_one.
-  expect 1 "not run: +noop rmsnorm: 3 cases unsupported \(built against plugin ABI 1.4, which has no norm_plus_one" -- \
-    --op rmsnorm --params plus_one=1 --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi14_plugin.so"
-  # ...and one from before ABI 1.8 no FP8 cache in decode (it had one in paged_attention);
-  # through the sandbox, in its hello's words (conform-worker declares what the table supports).
-  expect 1 "not run: +noop decode: 3 cases unsupported \(noop declares no fp8_e4m3 KV cache for decode" -- \
-    --op decode --params kv_dtype=fp8_e4m3,kv_scale=head --cases 3 --no-default-fixtures \
-    --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi17_plugin.so"
-  # ...and one from before ABI 1.9 no GeGLU.
-  expect 1 "not run: +noop swiglu: 3 cases unsupported \(built against plugin ABI 1.8, which has no hidden_act" -- \
-    --op swiglu --params act=gelu_tanh --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi18_plugin.so"
-  # ...and one from before ABI 1.10 no attn_scale.
-  expect 1 "not run: +noop attention: 3 cases unsupported \(built against plugin ABI 1.9, which has no attn_scale" -- \
-    --op attention --params attn_scale= --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi19_plugin.so"
-  # ...and one from before ABI 1.11 no sandwich norms.
-  expect 1 "not run: +noop block: 3 cases unsupported \(built against plugin ABI 1.10, which has no sandwich_norm" -- \
-    --op block --params sandwich=1 --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi110_plugin.so"
-  # ...and one from before ABI 1.12 no NoPE layer.
-  expect 1 "not run: +noop decode: 3 cases unsupported \(built against plugin ABI 1.11, which has no nope" -- \
-    --op decode --params nope=1 --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi111_plugin.so"
-  # ...and one from before ABI 1.13 no chunked attention.
-  expect 1 "not run: +noop attention: 3 cases unsupported \(built against plugin ABI 1.12, which has no attention_chunk_size" -- \
-    --op attention --params chunk= --cases 3 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_abi112_plugin.so"
+  # A table built against 1.x is offered the twists its minor had fields for,
+  # and no other: one build (noop.c, its minor from $NOOP_ABI_MINOR) for every
+  # minor, each run listing what it was not offered (the report's not_offered).
+  for minor in 0 1 2 3 4 5 6 7 8 9 10 11 12 13; do
+    NOOP_ABI_MINOR=$minor "$CONFORM" --op all --cases 2 --no-default-fixtures --impl-lib "$BAD_PLUGIN_DIR/libnoop_plugin.so" \
+      --out "$tmp/minor$minor" >"$tmp/out" 2>&1
+    python3 - "$tmp/minor$minor/conform.json" $minor <<'PY' || { cat "$tmp/out"; fail "noop as ABI 1.$minor"; }
+import json, sys
+r, minor = json.load(open(sys.argv[1])), int(sys.argv[2])
+# The twist record's rows and the minor that brought each (decode's FP8 cache: 1.8).
+brought = {"qk_norm": 0, "rotary_dim": 1, "rope_scaling": 1, "qkv_bias": 3, "sliding_window": 3,
+           "attn_logit_softcapping": 4, "attn_sinks": 4, "norm_plus_one": 5, "kv_cache_dtype": 6,
+           "kv_scale_per_head": 6, "hidden_act": 9, "attn_scale": 10, "sandwich_norm": 11, "nope": 12,
+           "attention_chunk_size": 13}
+ops = {"rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode"}
+for n in r["not_offered"]:
+    assert n["impl"] == "noop" and n["op"] in ops, n
+    for t in n["twists"]:
+        need = 8 if n["op"] == "decode" and t.startswith("kv_") else brought.get(t, 99)
+        assert need > minor, "1.%d knew %s for %s, and was not offered it" % (minor, t, n["op"])
+listed = {(n["op"], t) for n in r["not_offered"] for t in n["twists"]}
+reads = {"qk_norm": {"block", "decode"}, "rotary_dim": {"rope", "block", "decode"}, "rope_scaling": {"rope", "block", "decode"},
+         "qkv_bias": {"block", "decode"}, "norm_plus_one": {"rmsnorm", "qk_norm", "block", "decode"},
+         "sandwich_norm": {"block", "decode"}, "nope": {"block", "decode"}, "hidden_act": {"swiglu", "block", "decode"},
+         "kv_cache_dtype": {"decode"}, "kv_scale_per_head": {"decode"}}
+for t, m in brought.items():
+    for op in reads.get(t, {"attention", "block", "decode"}):
+        need = 8 if op == "decode" and t.startswith("kv_") else m
+        assert (need > minor) == ((op, t) in listed), "1.%d: %s %s listed %s" % (minor, op, t, (op, t) in listed)
+# Every property case it ran has only twists its minor knew (its cases are drawn within them).
+import re
+for c in r["cases"]:
+    if c["impl"] != "noop": continue
+    cid = c["case_id"]
+    for key, t in (("bias=", "qkv_bias"), ("window=", "sliding_window"), ("softcap=", "attn_logit_softcapping"),
+                   ("sinks=", "attn_sinks"), ("plus_one=", "norm_plus_one"), ("kv_dtype=", "kv_cache_dtype"),
+                   ("act=", "hidden_act"), ("attn_scale=", "attn_scale"), ("sandwich=", "sandwich_norm"),
+                   ("nope=", "nope"), ("chunk=", "attention_chunk_size"), ("scaling=", "rope_scaling"),
+                   ("rd=", "rotary_dim"), ("qk_norm=1", "qk_norm")):
+        if re.search(r"[(,]" + re.escape(key), cid):
+            need = 8 if c["op"] == "decode" and t.startswith("kv_") else brought[t]
+            assert need <= minor, "1.%d was offered %s: %s" % (minor, t, cid)
+PY
+  done
   # A 1.8 table is offered them, with the scales in its config: noop copies x, so the
   # cases run and fail on their numbers, not on scales missing (noop_decode checks them).
   expect 1 "FAIL noop decode" -- --op decode --params kv_dtype=fp8_e5m2,kv_scale=tensor --cases 3 --no-default-fixtures \
@@ -259,6 +280,41 @@ assert r.passed
   (cd "$tmp/ex" && "$CTEST" --output-on-failure) >"$tmp/ctest.log" 2>&1 || { cat "$tmp/ctest.log"; fail "the example's own ctest"; }
   grep -q "100% tests passed" "$tmp/ctest.log" || { cat "$tmp/ctest.log"; fail "the example's ctest ran no test"; }
   grep -q "conform_DIR:PATH=$prefix" "$tmp/ex/CMakeCache.txt" || fail "the example did not find conform under $prefix"
+  ;;
+
+abi)
+  # A correct plugin of every op (conform's scalar kernels behind the C ABI):
+  # built against ABI 1.0, 1.1 and 1.13 (one build, its minor from the
+  # environment) and against ABI 2 (every twist listed, read by name), each
+  # gets its --cases property cases of every op it has, within what it
+  # declares, on three seeds, and passes.
+  v1=$BAD_PLUGIN_DIR/libscalar_v1_plugin.so v2=$BAD_PLUGIN_DIR/libscalar_v2_plugin.so
+  for seed in 20261129 1 424242; do
+    for minor in 0 1 13; do
+      export SCALAR_PLUGIN_ABI_MINOR=$minor
+      expect 0 "block +scalar-v1" -- --impl-lib "$v1" --op all --seed $seed \
+        --no-default-fixtures --out "$tmp/v1-$minor-$seed"
+      python3 - "$tmp/v1-$minor-$seed/conform.json" $minor <<'PY' || fail "scalar-v1 as ABI 1.$minor, seed $seed"
+import json, sys
+r, minor = json.load(open(sys.argv[1])), int(sys.argv[2])
+ops = ["rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode"] + (["paged_attention"] if minor >= 2 else [])
+for op in ops:
+    n = sum(1 for c in r["cases"] if c["impl"] == "scalar-v1" and c["op"] == op and c["origin"] == "property")
+    assert n == 100, "%s: %d property cases judged, not 100" % (op, n)
+# Nothing declined but an op a 1.0 / 1.1 table has no function for.
+assert r["pass"] and all(n["op"] not in ops for n in r["not_run"]), r["not_run"]
+PY
+    done
+    expect 0 "block +scalar-v2" -- --impl-lib "$v2" --op all --seed $seed --out "$tmp/v2-$seed"
+    python3 - "$tmp/v2-$seed/conform.json" <<'PY' || fail "scalar-v2, seed $seed"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for op in ["rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode", "paged_attention"]:
+    n = sum(1 for c in r["cases"] if c["impl"] == "scalar-v2" and c["op"] == op and c["origin"] == "property")
+    assert n == 100, "%s: %d property cases judged, not 100" % (op, n)
+assert r["pass"] and not r["not_offered"], r["not_offered"]
+PY
+  done
   ;;
 
 gqa)

@@ -44,8 +44,8 @@ expect 2 "selects no case" -- --impl scalar --op rmsnorm --cases 3 --no-default-
 # ---- sharding: bad specs ----------------------------------------------------------------
 # qk_gain (the block's score scale) in a case id: the block and decode only, a positive number.
 blk='block(T=2,D=4,H=1,KV=1,hd=4,F=4,layout=neox,theta=10000,qk_norm=0,eps=1e-05,pos=0'
-expect 2 "qk_gain must be a positive number, found '-4'" -- --impl scalar --case "$blk,qk_gain=-4,mag=1,outliers=0,seed=1)"
-expect 2 "qk_gain must be a positive number, found 'inf'" -- --impl scalar --case "$blk,qk_gain=inf,mag=1,outliers=0,seed=1)"
+expect 2 "field 'qk_gain': expected a finite number > 0 and <= 1e+30, found '-4'" -- --impl scalar --case "$blk,qk_gain=-4,mag=1,outliers=0,seed=1)"
+expect 2 "field 'qk_gain': expected a finite number > 0 and <= 1e+30, found 'inf'" -- --impl scalar --case "$blk,qk_gain=inf,mag=1,outliers=0,seed=1)"
 expect 2 "field 'qk_gain' does not apply to op rmsnorm" -- --impl scalar --case 'rmsnorm(T=1,D=4,eps=1e-05,qk_gain=4,mag=1,outliers=0,seed=1)'
 expect 0 -- --impl scalar --case "$blk,qk_gain=16,mag=1,outliers=0,seed=1)" --out "$tmp/gain"
 expect 2 "INDEX counts from 0" -- --impl scalar --shard 3/3

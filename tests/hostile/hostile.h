@@ -12,7 +12,7 @@
 #ifndef CONFORM_HOSTILE_H
 #define CONFORM_HOSTILE_H
 
-#include <conform/plugin.h>
+#include <conform/plugin_v1.h>  /* built against ABI 1.x, which keeps loading */
 
 #include <errno.h>
 #include <fcntl.h>

@@ -14,7 +14,7 @@
  *
  * rmsnorm is correct in every build, so a run reaches rope for the right reason.
  */
-#include <conform/plugin.h>
+#include <conform/plugin_v1.h>  /* built against ABI 1.x, which keeps loading */
 
 #include <math.h>
 #include <stddef.h>

@@ -4,7 +4,7 @@
  * large groups that maps h % n_kv there (TinyLlama's 32/4, Llama 3 70B's
  * 64/8): correct on every group up to 4, wrong above. conform must fail it
  * and name gqa_head_mapping_tiled (../cli/test_plugin.sh gqa). */
-#include <conform/plugin.h>
+#include <conform/plugin_v1.h>  /* built against ABI 1.x, which keeps loading */
 
 #include <math.h>
 #include <stddef.h>

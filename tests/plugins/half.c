@@ -5,7 +5,7 @@
  * independent implementation), and CONFORM_ERR_UNSUPPORTED from supports()
  * meaning "skip", not "fail".
  */
-#include <conform/plugin.h>
+#include <conform/plugin_v1.h>  /* built against ABI 1.x, which keeps loading */
 
 #include <math.h>
 #include <stddef.h>

@@ -4,15 +4,17 @@
  * the worker round trip itself: `conform bench --impl-lib libnoop_plugin.so`
  * times a call whose kernel is one memcpy, so the time is the pipes, the
  * copies and the checks (BENCHMARKS.md, "Isolation and workers"). */
-#include <conform/plugin.h>
+#include <conform/plugin_v1.h>  /* built against ABI 1.x, which keeps loading */
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-/* NOOP_ABI_MINOR: the minor version the table claims (an older plugin's). */
-#ifndef NOOP_ABI_MINOR
-#define NOOP_ABI_MINOR CONFORM_PLUGIN_ABI_MINOR
-#endif
+/* The minor version the table claims: 1.13, or the environment's
+ * NOOP_ABI_MINOR (0 to 13), so that one build stands for a plugin built
+ * against any 1.x (cli/test_plugin.sh contract: each minor is offered the
+ * twists it had fields for, and no other). */
+#include <stdlib.h>
 
 static int32_t copy(const conform_tensor* from, const conform_tensor* out) {
     memcpy(out->data, from->data, (size_t)(out->shape[0] * out->shape[1]) * sizeof(float));
@@ -54,8 +56,7 @@ static int32_t noop_block(const conform_config* c, const conform_tensor* x, cons
 static int32_t noop_decode(const conform_config* c, const conform_tensor* x, const conform_block_weights* w,
                            const conform_tensor* p, int64_t prefill, const conform_tensor* out, char* m, size_t n) {
     (void)w, (void)p, (void)prefill;
-#if NOOP_ABI_MINOR >= 8
-    if (c->kv_cache_dtype != CONFORM_KV_CACHE_NONE) {
+    if (c->struct_size >= sizeof(conform_config) && c->kv_cache_dtype != CONFORM_KV_CACHE_NONE) {
         const conform_tensor* s[2] = {&c->k_scale, &c->v_scale};
         for (int i = 0; i < 2; ++i) {
             const int64_t len = s[i]->ndim == 1 ? s[i]->shape[0] : -1;
@@ -65,14 +66,11 @@ static int32_t noop_decode(const conform_config* c, const conform_tensor* x, con
             }
         }
     }
-#else
-    (void)c, (void)m, (void)n;
-#endif
     return copy(x, out);
 }
 
 CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void) {
-    static const conform_plugin table = {
+    static conform_plugin table = {
         .abi_version = CONFORM_PLUGIN_ABI_VERSION,
         .struct_size = sizeof(conform_plugin),
         .name = "noop",
@@ -85,7 +83,13 @@ CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void) {
         .swiglu = noop_swiglu,
         .block = noop_block,
         .decode = noop_decode,
-        .abi_minor = NOOP_ABI_MINOR,
+        .abi_minor = CONFORM_PLUGIN_ABI_MINOR,
     };
+    const char* minor = getenv("NOOP_ABI_MINOR");
+    if (minor && *minor) {
+        table.abi_minor = (uint32_t)atoi(minor);
+        /* A 1.0 table ends before abi_minor; a 1.1 one before paged_attention. */
+        if (table.abi_minor == 0) table.struct_size = (uint32_t)offsetof(conform_plugin, abi_minor);
+    }
     return &table;
 }

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "conform/plugin.h"
+#include "conform/plugin_v1.h"  /* built against ABI 1.x, which keeps loading */
 
 /* ABI 1.6's FP8 cache: x as the cache stores it, fp8(x) back in float —
  * round to nearest even (nearbyintf), saturating at the format's max. */
@@ -73,7 +73,8 @@ static int32_t paged_attention(const conform_config* cfg, const conform_tensor* 
     for (int64_t b = 0; b < B; ++b) {
         const int64_t n = kvp[b + 1] - kvp[b], q_len = qo[b + 1] - qo[b];
 #ifdef PAGED_LAST_PAGE_BUG
-        const int64_t kv_len = n * P;
+        const int64_t kv_len = n * P; /* the bug: every last page read whole */
+        (void)last;
 #else
         const int64_t kv_len = n == 0 ? 0 : (n - 1) * P + last[b];
 #endif

@@ -9,7 +9,7 @@
  *   Q8_BAD_ANSWER  activation_quant answers 7: refused when it is loaded.
  * Written from ggml's block format (quantize_row_q8_0_ref), not with
  * conform/dtype.h: an independent producer of the same rounding. */
-#include <conform/plugin.h>
+#include <conform/plugin_v1.h>  /* built against ABI 1.x, which keeps loading */
 
 #include <math.h>
 #include <stdio.h>

@@ -585,14 +585,13 @@ def torch_available():
 
 @unittest.skipUnless(torch_available(), "torch not importable (Debian: apt-get install python3-torch)")
 class TorchWorker(WorkerTest):
-    def test_torch_worker_agrees_with_numpy_and_declines_scaled_rope(self):
+    def test_torch_worker_agrees_with_numpy_and_declares_no_scaled_rope(self):
         j = self.spawn(EXAMPLES / "torch_worker.py")
         h = j.hello()
-        self.assertEqual((h["name"], h["ops"], h["supports"]), ("torch_cpu", ["rmsnorm", "rope", "attention"], True))
-        scaled = config(rope_scaling=dict(config()["rope_scaling"], type="llama3", factor=8.0, original_max_position=64))
-        j.send(frame({"type": "supports", "id": 1, "op": "rope", "dtype": "f32", "config": scaled}))
-        a, _ = j.recv()
-        self.assertEqual((a["ok"], "llama3" in a["reason"]), (False, True), a)
+        self.assertEqual((h["name"], h["ops"], h["supports"]), ("torch_cpu", ["rmsnorm", "rope", "attention"], False))
+        # Scaled RoPE is not among the twists it declares: conform never offers it such a case.
+        self.assertIn("rotary_dim", h["twists"])
+        self.assertNotIn("rope_scaling", h["twists"])
         rng = np.random.default_rng(3)
         for layout, rd in (("neox", 8), ("interleaved", 8), ("neox", 4)):
             c = config(rope_layout=layout, rotary_dim=rd)

@@ -267,7 +267,8 @@ inline double score_scale(double attn_scale, int64_t head_dim) {
 // those that carry every field (worker JSON) read it here. Each codec is one
 // loop over for_each_field with an overload per field type (int64_t, double,
 // bool, and the named enums: RopeLayout, RopeScalingType, KvCacheDtype, HiddenAct); which ops read a field is their row
-// in conform/op_info.h. A new field is a member above and one line below.
+// in conform/op_info.h. A core field is a member above and one line in
+// for_each_field (conform/twists.h); a twist is a member and its row there.
 struct ConfigField {
     const char* name;
     const char* h5;
@@ -298,55 +299,15 @@ constexpr uint32_t kScaled = bit(RopeScalingType::linear) | bit(RopeScalingType:
                              bit(RopeScalingType::dynamic);
 }  // namespace config_fields
 
-// f(const ConfigField&, field&) for every field, in the order ids and
-// attributes write them. Config: BlockConfig or const BlockConfig.
-template <class Config, class F>
-void for_each_field(Config&& c, F&& f) {
-    using namespace config_fields;
-    using T = RopeScalingType;
-    f(ConfigField{"d_model", "d_model", "D"}, c.d_model);
-    f(ConfigField{"n_heads", "n_heads", "H"}, c.n_heads);
-    f(ConfigField{"n_kv_heads", "n_kv_heads", "KV"}, c.n_kv_heads);
-    f(ConfigField{"head_dim", "head_dim", "hd"}, c.head_dim);
-    f(ConfigField{"ffn_dim", "ffn_dim", "F"}, c.ffn_dim);
-    f(ConfigField{"rope_layout", "rope_layout", "layout"}, c.rope_layout);
-    f(ConfigField{"rope_theta", "rope_theta", "theta"}, c.rope_theta);
-    f(ConfigField{"rotary_dim", "rotary_dim", "rd"}, c.rotary_dim);
-    f(ConfigField{"rope_scaling.type", "rope_scaling", "scaling"}, c.rope_scaling.type);
-    f(ConfigField{"rope_scaling.factor", "rope_factor", "factor", kScaled}, c.rope_scaling.factor);
-    f(ConfigField{"rope_scaling.low_freq_factor", "rope_low_freq_factor", "low_freq", bit(T::llama3)},
-      c.rope_scaling.low_freq_factor);
-    f(ConfigField{"rope_scaling.high_freq_factor", "rope_high_freq_factor", "high_freq", bit(T::llama3)},
-      c.rope_scaling.high_freq_factor);
-    f(ConfigField{"rope_scaling.original_max_position", "rope_original_max_position", "orig",
-                  bit(T::llama3) | bit(T::yarn) | bit(T::dynamic)},
-      c.rope_scaling.original_max_position);
-    f(ConfigField{"rope_scaling.beta_fast", "rope_beta_fast", "beta_fast", bit(T::yarn)}, c.rope_scaling.beta_fast);
-    f(ConfigField{"rope_scaling.beta_slow", "rope_beta_slow", "beta_slow", bit(T::yarn)}, c.rope_scaling.beta_slow);
-    f(ConfigField{"rope_scaling.attention_factor", "rope_attention_factor", "attn_factor", bit(T::yarn)},
-      c.rope_scaling.attention_factor);
-    f(ConfigField{"qk_norm", "qk_norm", "qk_norm"}, c.qk_norm);
-    f(ConfigField{"qkv_bias", "qkv_bias", "bias", 0, true}, c.qkv_bias);
-    f(ConfigField{"sliding_window", "sliding_window", "window", 0, true}, c.sliding_window);
-    f(ConfigField{"attention_chunk_size", "attention_chunk_size", "chunk", 0, true}, c.attention_chunk_size);
-    f(ConfigField{"attn_logit_softcapping", "attn_logit_softcapping", "softcap", 0, true}, c.attn_logit_softcapping);
-    f(ConfigField{"attn_scale", "attn_scale", "attn_scale", 0, true}, c.attn_scale);
-    f(ConfigField{"attn_sinks", "attn_sinks", "sinks", 0, true}, c.attn_sinks);
-    f(ConfigField{"norm_plus_one", "norm_plus_one", "plus_one", 0, true}, c.norm_plus_one);
-    f(ConfigField{"sandwich_norm", "sandwich_norm", "sandwich", 0, true}, c.sandwich_norm);
-    f(ConfigField{"nope", "nope", "nope", 0, true}, c.nope);
-    f(ConfigField{"hidden_act", "hidden_act", "act", 0, true}, c.hidden_act);
-    f(ConfigField{"kv_cache_dtype", "kv_cache_dtype", "kv_dtype", 0, true}, c.kv_cache_dtype);
-    f(ConfigField{"kv_scale_per_head", "kv_scale_per_head", "kv_scale", 0, true}, c.kv_scale_per_head);
-    f(ConfigField{"norm_eps", "norm_eps", "eps"}, c.norm_eps);
-    f(ConfigField{"page_size", "page_size", "P"}, c.page_size);
-}
+// for_each_field(config, f): every field, the core's below and each twist's
+// (conform/twists.h, which holds it).
 
 // ---- one parameter struct per op ------------------------------------------
 
 struct RmsNormParams {
     double eps = 1e-5;  // y = x * rsqrt(mean(x^2) + eps) * w   (eps inside the sqrt)
     bool plus_one = false;  // BlockConfig::norm_plus_one: * (1 + w) instead of * w (Gemma)
+    const BlockConfig* config = nullptr;  // the config it was made from (rmsnorm_params), for an implementation that takes calls whole
 };
 
 struct RopeParams {
@@ -358,46 +319,83 @@ struct RopeParams {
     // them by `layout`), the rest pass through unchanged. 0 = all head_dim.
     int64_t rotary_dim = 0;
     int64_t rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+    const BlockConfig* config = nullptr;  // the config it was made from (rope_params), for an implementation that takes calls whole
 };
 
 struct QkNormParams {
     int64_t head_dim = 0;  // RMSNorm over each head's head_dim slice, weight [head_dim]
     double eps = 1e-5;
     bool plus_one = false;  // BlockConfig::norm_plus_one: * (1 + w) instead of * w (Gemma 3's q_norm, k_norm)
+    const BlockConfig* config = nullptr;  // the config it was made from (qk_norm_params), for an implementation that takes calls whole
 };
 
 struct SwigluParams {
     // BlockConfig::hidden_act: the gate's activation, silu (SwiGLU) or gelu_tanh (GeGLU).
     HiddenAct act = HiddenAct::silu;
+    const BlockConfig* config = nullptr;  // the config it was made from (swiglu_params), for an implementation that takes calls whole
 };
 
-struct AttentionParams {
+// An attention's variant (FlashInfer's AttentionVariantBase): which keys a
+// query sees beyond causality (its LogitsMask: the sliding window, the
+// chunk), what a score becomes before the softmax (its LogitsTransform: the
+// scale, the soft-cap), and the sinks in the softmax's denominator. One
+// struct, host and device: the attention ops' params, the SIMD jobs and the
+// CUDA args each embed it (inherit it), and every kernel asks it.
+struct AttentionVariant {
+    // BlockConfig::sliding_window: key j visible to query i iff also k_pos[j] > q_pos[i] - W (0: none).
+    int64_t sliding_window = 0;
+    // BlockConfig::attention_chunk_size: and both in the same chunk of C positions (same_chunk; 0: none).
+    int64_t chunk = 0;
+    double softcap = 0.0;  // > 0: a visible score s becomes softcap * tanh(s / softcap), before the softmax
+    double scale = 0.0;    // BlockConfig::attn_scale: scores are (q·k) · scale; 0: 1 / sqrt(head_dim)
+    // BlockConfig::attn_sinks: head h's sink logit sinks[h] joins its softmax's
+    // denominator (no value). nullptr: none. [n_heads], the caller's memory (a
+    // CUDA kernel's args: the device's).
+    const float* sinks = nullptr;
+
+    // The mask beyond causality: whether the window and the chunk leave key position k to a query at q.
+    CONFORM_HOST_DEVICE bool in_window(int64_t k, int64_t q) const {
+        return (sliding_window <= 0 || k > q - sliding_window) && same_chunk(k, q, chunk);
+    }
+    // The whole mask: causal by position, then the window and the chunk.
+    CONFORM_HOST_DEVICE bool visible(int64_t k, int64_t q) const { return k <= q && in_window(k, q); }
+    // The first key position a query at q >= 0 sees, where keys lie at 0, 1, ... (a paged sequence's).
+    CONFORM_HOST_DEVICE int64_t first_key(int64_t q) const {
+        int64_t first = sliding_window > 0 && q - sliding_window + 1 > 0 ? q - sliding_window + 1 : 0;
+        if (chunk > 0 && chunk_of(q, chunk) * chunk > first) first = chunk_of(q, chunk) * chunk;
+        return first;
+    }
+    // q·k's multiplier: the config's attn_scale, or 1 / sqrt(head_dim).
+    double score_scale(int64_t head_dim) const { return conform::score_scale(scale, head_dim); }
+};
+
+inline AttentionVariant attention_variant(const BlockConfig& c) {
+    AttentionVariant v;
+    v.sliding_window = c.sliding_window;
+    v.chunk = c.attention_chunk_size;
+    v.softcap = c.attn_logit_softcapping;
+    v.scale = c.attn_scale;
+    return v;  // sinks: the call's tensor, where the config has them
+}
+
+struct AttentionParams : AttentionVariant {
     int64_t n_heads = 0;
     int64_t n_kv_heads = 0;  // query head h reads kv head h / (n_heads / n_kv_heads)
     int64_t head_dim = 0;    // scale = 1 / sqrt(head_dim) unless `scale` says otherwise
-    // Causal by position: key j visible to query i iff k_pos[j] <= q_pos[i],
-    // and, with a window W > 0, k_pos[j] > q_pos[i] - W (BlockConfig::sliding_window).
-    int64_t sliding_window = 0;
-    double softcap = 0.0;  // > 0: score = softcap * tanh(score / softcap), before the mask
-    // BlockConfig::attn_sinks: head h's sink logit sinks[h] joins its softmax's
-    // denominator (no value). nullptr: none. The caller's memory, [n_heads].
-    const float* sinks = nullptr;
-    double scale = 0.0;  // BlockConfig::attn_scale: scores are (q·k) · scale; 0: 1 / sqrt(head_dim)
-    int64_t chunk = 0;   // BlockConfig::attention_chunk_size: keys in the query's own chunk only (same_chunk)
-    double score_scale() const { return conform::score_scale(scale, head_dim); }
+    const BlockConfig* config = nullptr;  // the config it was made from (attention_params)
+
+    AttentionParams(int64_t h = 0, int64_t kv = 0, int64_t hd = 0, const AttentionVariant& v = {})
+        : AttentionVariant(v), n_heads(h), n_kv_heads(kv), head_dim(hd) {}
+    double score_scale() const { return AttentionVariant::score_scale(head_dim); }
 };
 
 // paged_attention: attention over each sequence's keys, which live in a paged
 // cache (FlashInfer's layout, conform/interface.h PagedIndex).
-struct PagedAttentionParams {
+struct PagedAttentionParams : AttentionVariant {
     int64_t n_heads = 0;
     int64_t n_kv_heads = 0;  // query head h reads kv head h / (n_heads / n_kv_heads)
-    int64_t head_dim = 0;    // scale = 1 / sqrt(head_dim)
+    int64_t head_dim = 0;
     int64_t page_size = 0;   // P: the cache's rows are pages of P slots, page p at rows [p*P, (p+1)*P)
-    int64_t sliding_window = 0;  // W > 0: a query at position pos sees keys pos - W + 1 ..= pos only
-    double softcap = 0.0;        // > 0: score = softcap * tanh(score / softcap), before the mask
-    int64_t chunk = 0;           // C > 0: a query at position pos sees keys from floor(pos / C) * C on only
-    const float* sinks = nullptr;  // [n_heads]: each head's sink logit (AttentionParams::sinks); lse counts it
     // BlockConfig::kv_cache_dtype: k_cache and v_cache hold K and V as the
     // engine writes them; the kernel quantises them (the cache write) and
     // attends over the dequantised values. The scales are the caller's memory,
@@ -406,8 +404,8 @@ struct PagedAttentionParams {
     const float* k_scale = nullptr;
     const float* v_scale = nullptr;
     int64_t n_kv_scales = 0;
-    double scale = 0.0;  // BlockConfig::attn_scale: scores are (q·k) · scale; 0: 1 / sqrt(head_dim)
-    double score_scale() const { return conform::score_scale(scale, head_dim); }
+    const BlockConfig* config = nullptr;  // the config it was made from (paged_attention_params)
+    double score_scale() const { return AttentionVariant::score_scale(head_dim); }
 
     // kv head g's scale for K or V: its own, or the tensor's one.
     float kv_scale(bool is_v, int64_t kv_head) const {
@@ -415,25 +413,31 @@ struct PagedAttentionParams {
     }
 };
 
-inline RmsNormParams rmsnorm_params(const BlockConfig& c) { return {c.norm_eps, c.norm_plus_one}; }
+inline RmsNormParams rmsnorm_params(const BlockConfig& c) { return {c.norm_eps, c.norm_plus_one, &c}; }
 inline RopeParams rope_params(const BlockConfig& c) {
-    return {c.head_dim, c.rope_layout, c.rope_theta, c.rope_scaling, c.rotary_dim};
+    return {c.head_dim, c.rope_layout, c.rope_theta, c.rope_scaling, c.rotary_dim, &c};
 }
-inline QkNormParams qk_norm_params(const BlockConfig& c) { return {c.head_dim, c.norm_eps, c.norm_plus_one}; }
-inline SwigluParams swiglu_params(const BlockConfig& c) { return {c.hidden_act}; }
+inline QkNormParams qk_norm_params(const BlockConfig& c) { return {c.head_dim, c.norm_eps, c.norm_plus_one, &c}; }
+inline SwigluParams swiglu_params(const BlockConfig& c) { return {c.hidden_act, &c}; }
 inline AttentionParams attention_params(const BlockConfig& c) {
-    AttentionParams p{c.n_heads, c.n_kv_heads, c.head_dim, c.sliding_window, c.attn_logit_softcapping};
-    p.scale = c.attn_scale;
-    p.chunk = c.attention_chunk_size;
+    AttentionParams p(c.n_heads, c.n_kv_heads, c.head_dim, attention_variant(c));
+    p.config = &c;
     return p;
 }
 inline PagedAttentionParams paged_attention_params(const BlockConfig& c) {
-    PagedAttentionParams p{c.n_heads, c.n_kv_heads, c.head_dim, c.page_size, c.sliding_window, c.attn_logit_softcapping};
+    PagedAttentionParams p;
+    static_cast<AttentionVariant&>(p) = attention_variant(c);
+    p.n_heads = c.n_heads;
+    p.n_kv_heads = c.n_kv_heads;
+    p.head_dim = c.head_dim;
+    p.page_size = c.page_size;
     p.kv_cache_dtype = c.kv_cache_dtype;
-    p.scale = c.attn_scale;
-    p.chunk = c.attention_chunk_size;
     p.n_kv_scales = c.kv_cache_dtype == KvCacheDtype::none ? 0 : c.kv_scale_per_head ? c.n_kv_heads : 1;
+    p.config = &c;
     return p;
 }
 
 }  // namespace conform
+
+// The twists' rows and for_each_field, which the config's codecs loop over.
+#include "conform/twists.h"

@@ -23,6 +23,8 @@
 
 namespace conform {
 
+struct CallTensors;  // conform/op_info.h: one call's tensors, by schema name
+
 // Block weights, all stored [in, out]. q_norm / k_norm are [1, head_dim] and
 // present (data != nullptr) iff config.qk_norm.
 struct BlockWeights {
@@ -175,6 +177,24 @@ class Implementation {
     virtual ActQuant activation_quant(Op op) const {
         (void)op;
         return ActQuant::none;
+    }
+
+    // The twists it computes, per op (conform/twists.h): it is offered a case
+    // only where every twist that is on is declared, and its property cases
+    // are drawn within them (an undeclared twist costs it no case). In-repo
+    // implementations compute every twist; a worker and a plugin say.
+    virtual TwistSet twists(Op op) const {
+        (void)op;
+        return TwistSet::all();
+    }
+
+    // An implementation that takes a call whole (a worker, a plugin, a mutant
+    // that edits the config): the op, the config and its tensors by schema
+    // name, instead of the typed methods. Returns false to be called through
+    // them (call_op, conform/op_info.h); true with the taps it wrote.
+    virtual bool call(Op op, const BlockConfig& c, CallTensors& t, TapSet& written) {
+        (void)op, (void)c, (void)t, (void)written;
+        return false;
     }
 
     // A batch of sequences over a paged KV cache (PagedIndex says where each is):

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -26,33 +27,11 @@
 #include "conform/config.h"
 #include "conform/interface.h"
 #include "conform/ops.h"
+#include "conform/twists.h"
 
 namespace conform {
 
-// What an op's result depends on: what a kernel can get wrong, and so what
-// diagnosis tries, generators vary, coverage counts and plugins must be told.
-enum Convention : uint32_t {
-    kRope = 1u << 0,      // rotary embedding: layout, theta, scaling, rotary_dim
-    kHeads = 1u << 1,     // query heads grouped over kv heads (MHA / GQA / MQA)
-    kCausal = 1u << 2,    // a causal mask by position, softmax, 1/sqrt(head_dim)
-    kRmsNorm = 1u << 3,   // RMSNorm: eps inside the root, a weight per channel
-    kQkNorm = 1u << 4,    // Qwen3's per-head RMSNorm of q and k (the block: iff config.qk_norm)
-    kSwiglu = 1u << 5,    // silu(x @ w1) * (x @ w3), then @ w2
-    kResidual = 1u << 6,  // the residual stream: h = x + ..., out = h + ...
-    kKvCache = 1u << 7,   // decode: tokens one at a time through a cache of rotated k and v
-    kPaged = 1u << 8,     // a batch of ragged sequences over a paged KV cache (PagedIndex)
-    kQkvBias = 1u << 9,   // Qwen2's projection biases (the block: iff config.qkv_bias)
-    kWindow = 1u << 10,   // sliding-window attention (config.sliding_window > 0)
-    kSoftcap = 1u << 11,  // logit soft-capping (config.attn_logit_softcapping > 0)
-    kSinks = 1u << 12,    // attention sinks (config.attn_sinks: input sinks [1, H])
-    kNormPlusOne = 1u << 13,  // Gemma's RMSNorm: * (1 + w) (config.norm_plus_one)
-    kFp8Cache = 1u << 14,     // an FP8 KV cache (config.kv_cache_dtype: inputs k_scale, v_scale)
-    kGeglu = 1u << 15,        // Gemma's GeGLU: the FFN gate through gelu_tanh, not silu (config.hidden_act)
-    kAttnScale = 1u << 16,    // a score scale other than 1/sqrt(head_dim) (config.attn_scale: query_pre_attn_scalar)
-    kSandwichNorm = 1u << 17, // each sublayer's output normed before the residual add (config.sandwich_norm: Gemma 2/3)
-    kNope = 1u << 18,         // a layer without RoPE (config.nope: SmolLM3's, Llama 4's NoPE layers)
-    kChunk = 1u << 19,        // chunked attention (config.attention_chunk_size: Llama 4)
-};
+// The conventions (Convention: kRope, kHeads, ...) are conform/twists.h's.
 
 // The dims a tensor shape is made of. A dim the config fixes (D, F, Q, KVW,
 // hd for the block) is checked against it; one it does not (T, S, and D, F, N
@@ -74,28 +53,21 @@ enum class Dim {
     KVS,  // an FP8 cache's scales: 1 (per tensor) or n_kv_heads (config.kv_scale_per_head)
 };
 
-// When an input is there: always, or only where the config turns its twist on.
-enum class Present { always, qk_norm, qkv_bias, attn_sinks, kv_fp8, sandwich_norm };
-
 struct TensorSpec {
     const char* name;  // schema name (fixtures/SCHEMA.md)
     Dim rows, cols;
-    Present when = Present::always;  // q_norm, k_norm iff config.qk_norm; bq, bk, bv iff config.qkv_bias
     // A paged cache: only the rows the batch's sequences own are inputs; the
     // rest hold poison (NaN) on purpose and are not checked.
     bool pool = false;
     // An output that is -inf where a row sees no key (lse); finite elsewhere.
     bool neg_inf_when_empty = false;
 
+    // Whether the input is there: always, but a twist's tensor (its row's
+    // `tensors`: q_norm, bq, sinks, k_scale, ...) only where the twist is on.
     bool present(const BlockConfig& c) const {
-        switch (when) {
-            case Present::always: return true;
-            case Present::qk_norm: return c.qk_norm;
-            case Present::qkv_bias: return c.qkv_bias;
-            case Present::attn_sinks: return c.attn_sinks;
-            case Present::kv_fp8: return c.kv_cache_dtype != KvCacheDtype::none;
-            case Present::sandwich_norm: return c.sandwich_norm;
-        }
+        for (const Twist& t : twist_table())
+            for (const char* n : t.tensors)
+                if (std::string_view(n) == name) return twist_on(t, c);
         return true;
     }
 };
@@ -138,6 +110,28 @@ struct CallTensors {
     virtual MutView out(const char* name) = 0;
     // decode: the tokens taken in one forward before the one-at-a-time steps.
     virtual int64_t prefill() = 0;
+};
+
+// A call's tensors held by schema name (a typed method's arguments, a
+// plugin's descriptors); a name not held is an empty view.
+struct NamedTensors : CallTensors {
+    std::map<std::string, View> ins;
+    std::map<std::string, Positions> positions;
+    std::map<std::string, MutView> outs;
+    int64_t pre = 0;
+    View in(const char* n) override {
+        const auto it = ins.find(n);
+        return it == ins.end() ? View{} : it->second;
+    }
+    Positions pos(const char* n) override {
+        const auto it = positions.find(n);
+        return it == positions.end() ? Positions{} : it->second;
+    }
+    MutView out(const char* n) override {
+        const auto it = outs.find(n);
+        return it == outs.end() ? MutView{} : it->second;
+    }
+    int64_t prefill() override { return pre; }
 };
 
 // paged_attention's index arrays, by their schema names.
@@ -247,17 +241,21 @@ struct OpInfo {
     std::vector<TensorSpec> inputs;      // float inputs, in schema order
     std::vector<PositionSpec> positions;  // int64 position inputs
     std::vector<TensorSpec> outputs;     // "out"; the block: every tap in data-flow order (ops.h)
-    std::vector<const char*> config;     // config fields it reads (a fixture must carry them)
+    std::vector<const char*> config;     // core config fields it reads (a fixture must carry them; twists: reads())
     ToleranceRow tolerance;
     GenReach reach;
     Invoke invoke;  // the op called on an Implementation (calls:: above)
 
     bool uses(uint32_t c) const { return (conventions & c) == c; }
+    // Whether it reads a config field: a core field in its list, or a twist's
+    // whose convention it uses (conform/twists.h).
     bool reads(std::string_view field) const {
         for (const char* f : config)
             if (field == f) return true;
-        return false;
+        const Twist* t = find_twist(field);
+        return t && reads(*t);
     }
+    bool reads(const Twist& t) const { return uses(t.convention); }
     // Whether an input's shape has dim d (rmsnorm's D, swiglu's F).
     bool has_dim(Dim d) const {
         for (const TensorSpec& t : inputs)
@@ -285,28 +283,25 @@ inline const std::vector<OpInfo>& op_table() {
     const std::vector<TensorSpec> block_inputs = {
         {"x", D::T, D::D},   {"attn_norm", D::one, D::D}, {"wq", D::D, D::Q},  {"wk", D::D, D::KVW},
         {"wv", D::D, D::KVW}, {"wo", D::Q, D::D},          {"ffn_norm", D::one, D::D}, {"w1", D::D, D::F},
-        {"w3", D::D, D::F},  {"w2", D::F, D::D},          {"q_norm", D::one, D::hd, Present::qk_norm},
-        {"k_norm", D::one, D::hd, Present::qk_norm},    {"bq", D::one, D::Q, Present::qkv_bias},
-        {"bk", D::one, D::KVW, Present::qkv_bias},       {"bv", D::one, D::KVW, Present::qkv_bias},
-        {"sinks", D::one, D::H, Present::attn_sinks},
-        {"attn_post_norm", D::one, D::D, Present::sandwich_norm}, {"ffn_post_norm", D::one, D::D, Present::sandwich_norm}};
+        {"w3", D::D, D::F},  {"w2", D::F, D::D},          {"q_norm", D::one, D::hd},
+        {"k_norm", D::one, D::hd},    {"bq", D::one, D::Q},
+        {"bk", D::one, D::KVW},       {"bv", D::one, D::KVW},
+        {"sinks", D::one, D::H},
+        {"attn_post_norm", D::one, D::D}, {"ffn_post_norm", D::one, D::D}};
     // decode's: the block's, and an FP8 cache's scales (paged_attention's, Dim::KVS).
     std::vector<TensorSpec> decode_inputs = block_inputs;
-    decode_inputs.push_back({"k_scale", D::one, D::KVS, Present::kv_fp8});
-    decode_inputs.push_back({"v_scale", D::one, D::KVS, Present::kv_fp8});
-    const std::vector<const char*> block_config = {"d_model",    "n_heads", "n_kv_heads", "head_dim", "ffn_dim",
-                                                   "rope_layout", "rope_theta", "qk_norm",  "norm_eps", "qkv_bias", "sliding_window", "attention_chunk_size",
-                                                   "attn_logit_softcapping", "attn_scale", "attn_sinks", "norm_plus_one", "sandwich_norm", "nope", "hidden_act"};
-    std::vector<const char*> decode_config = block_config;
-    decode_config.push_back("kv_cache_dtype");
-    decode_config.push_back("kv_scale_per_head");
+    decode_inputs.push_back({"k_scale", D::one, D::KVS});
+    decode_inputs.push_back({"v_scale", D::one, D::KVS});
+    // The core fields each op reads; a twist's field is read by the ops that use its convention (reads()).
+    const std::vector<const char*> block_config = {"d_model",     "n_heads",    "n_kv_heads", "head_dim",
+                                                   "ffn_dim",     "rope_layout", "rope_theta", "qk_norm", "norm_eps"};
     static const std::vector<OpInfo> table = {
         {Op::rmsnorm, "x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1 + w if plus_one else w)",
          kRmsNorm | kNormPlusOne,
          {{"x", D::T, D::D}, {"weight", D::one, D::D}},
          {},
          {{"out", D::T, D::D}},
-         {"norm_eps", "norm_plus_one"},
+         {"norm_eps"},
          {2.0, 1e-9, 1e-4, 1e-5},
          {33, 33, 0},
          calls::rmsnorm},
@@ -322,7 +317,7 @@ inline const std::vector<OpInfo>& op_table() {
          {{"x", D::T, D::N}, {"weight", D::one, D::hd}},
          {},
          {{"out", D::T, D::N}},
-         {"head_dim", "norm_eps", "norm_plus_one"},
+         {"head_dim", "norm_eps"},
          {2.0, 1e-9, 1e-4, 1e-5},
          {33, 33, 256},
          calls::qk_norm},
@@ -330,11 +325,10 @@ inline const std::vector<OpInfo>& op_table() {
          "softmax([softcap?(q @ repeat_interleave(k, H/KV).T * (attn_scale or 1/sqrt(hd))) + causal(q_pos, k_pos, "
          "window, chunk), sinks?])[..., :S] @ v",
          kHeads | kCausal | kWindow | kChunk | kSoftcap | kSinks | kAttnScale,
-         {{"q", D::T, D::Q}, {"k", D::S, D::KVW}, {"v", D::S, D::KVW}, {"sinks", D::one, D::H, Present::attn_sinks}},
+         {{"q", D::T, D::Q}, {"k", D::S, D::KVW}, {"v", D::S, D::KVW}, {"sinks", D::one, D::H}},
          {{"q_positions", D::T}, {"k_positions", D::S}},
          {{"out", D::T, D::Q}},
-         {"n_heads", "n_kv_heads", "head_dim", "sliding_window", "attention_chunk_size", "attn_logit_softcapping", "attn_scale",
-          "attn_sinks"},
+         {"n_heads", "n_kv_heads", "head_dim"},
          {2.0, 1e-8, 5e-4, 5e-5},
          {48, 2100, 256},
          calls::attention},
@@ -343,7 +337,7 @@ inline const std::vector<OpInfo>& op_table() {
          {{"x", D::T, D::D}, {"w1", D::D, D::F}, {"w3", D::D, D::F}, {"w2", D::F, D::D}},
          {},
          {{"out", D::T, D::D}},
-         {"hidden_act"},
+         {},
          {2.0, 1e-8, 5e-4, 5e-5},
          {17, 17, 0},
          calls::swiglu},
@@ -377,7 +371,7 @@ inline const std::vector<OpInfo>& op_table() {
          decode_inputs,
          {{"positions", D::T, true}},
          {{"out", D::T, D::D}},
-         decode_config,
+         block_config,
          {2.0, 1e-8, 1e-3, 1e-4},
          {12, 340, 256},
          calls::decode},
@@ -386,18 +380,17 @@ inline const std::vector<OpInfo>& op_table() {
          "lse = logsumexp([scores, sinks?]); an FP8 cache: k, v = fp8(k / k_scale) * k_scale, likewise v",
          kHeads | kCausal | kWindow | kChunk | kSoftcap | kSinks | kAttnScale | kPaged | kFp8Cache,
          {{"q", D::T, D::Q},
-          {"k_cache", D::S, D::KVW, Present::always, true},
-          {"v_cache", D::S, D::KVW, Present::always, true},
-          {"sinks", D::one, D::H, Present::attn_sinks},
-          {"k_scale", D::one, D::KVS, Present::kv_fp8},
-          {"v_scale", D::one, D::KVS, Present::kv_fp8}},
+          {"k_cache", D::S, D::KVW, true},
+          {"v_cache", D::S, D::KVW, true},
+          {"sinks", D::one, D::H},
+          {"k_scale", D::one, D::KVS},
+          {"v_scale", D::one, D::KVS}},
          {{"qo_indptr", D::B1, false, true},
           {"kv_indptr", D::B1, false, true},
           {"kv_indices", D::NP, false, true},
           {"kv_last_page_len", D::B, false, true}},
-         {{"out", D::T, D::Q}, {"lse", D::T, D::H, Present::always, false, true}},
-         {"n_heads", "n_kv_heads", "head_dim", "page_size", "sliding_window", "attention_chunk_size", "attn_logit_softcapping",
-          "attn_scale", "attn_sinks", "kv_cache_dtype", "kv_scale_per_head"},
+         {{"out", D::T, D::Q}, {"lse", D::T, D::H, false, true}},
+         {"n_heads", "n_kv_heads", "head_dim", "page_size"},
          {2.0, 1e-8, 5e-4, 5e-5},
          {600, 8200, 256},
          calls::paged_attention},
@@ -425,6 +418,24 @@ inline const OpInfo& op_info(Op op) {
     for (const OpInfo& i : op_table())
         if (i.op == op) return i;
     throw std::logic_error("op_info: an op without a row");
+}
+
+// An op called on an implementation: whole where it takes calls whole
+// (Implementation::call), else through the op's typed method (invoke).
+// The judge, conform-worker and bench call through here.
+inline TapSet call_op(Implementation& impl, Op op, const BlockConfig& c, CallTensors& t) {
+    TapSet written;
+    if (impl.call(op, c, t, written)) {
+        written.add(Tap::out);
+        return written;
+    }
+    return op_info(op).invoke(impl, c, t);
+}
+
+// Whether an op reads a twist, and the first twist on in c that `declared`
+// does not allow (nullptr: the case is offered to an implementation declaring it).
+inline const Twist* undeclared_twist(Op op, const BlockConfig& c, const TwistSet& declared) {
+    return declared.refused(c, [&](const Twist& t) { return op_info(op).reads(t); });
 }
 
 // The block's tap buffers are [T, tap_cols(tap, c)] (ops.h says what each holds).
