@@ -388,11 +388,12 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
                 ctx.fail(where, std::string("op ") + to_string(op) + " has " + t.lacks);
             cfg = probe;
         }
+        if (has("norm_eps")) cfg.norm_eps = read_float(ctx, g.get(), "norm_eps", "config/norm_eps");
+        read_rope_extras(ctx, g.get(), cfg);
+        // (After the core's fields: a twist may apply only with one of them, as truncate with YaRN.)
         for (const Twist& t : twist_table())
             if (!t.core && t.applies && twist_on(t, cfg) && !t.applies(cfg))
                 ctx.fail(std::string("config/") + t.h5, std::string("set where it does not apply (") + t.lacks + ")");
-        if (has("norm_eps")) cfg.norm_eps = read_float(ctx, g.get(), "norm_eps", "config/norm_eps");
-        read_rope_extras(ctx, g.get(), cfg);
     } else if (!required.empty()) {
         std::string list;
         for (const auto& f : required) list += (list.empty() ? "" : ", ") + f;
