@@ -139,8 +139,8 @@ TEST_CASE("Gemma 2 and 3 read as sandwich norms, their scale and caps, and slidi
     CHECK_THROWS_WITH(parse_hf_config(smol + R"(, "no_rope_layers": [1, 1]})", "s.json"),
                       Catch::Contains("s.json: no_rope_layers: expected a list of num_hidden_layers = 4"));
     // gpt-oss: its attention read (biases on q, k, v and o_proj, a sink per head, layer 0 sliding then
-    // alternating, window 128 by default); its experts named, never run as SwiGLU; its default RoPE
-    // (YaRN, truncate: false) refused rather than guessed.
+    // alternating, window 128 by default); its experts named, never run as SwiGLU; its RoPE YaRN with
+    // truncate: false, GptOssConfig's default when rope_scaling is absent.
     const std::string oss = R"({"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 64,
         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 32, "num_hidden_layers": 4,
         "num_local_experts": 8, "num_experts_per_tok": 2)";
@@ -154,19 +154,33 @@ TEST_CASE("Gemma 2 and 3 read as sandwich norms, their scale and caps, and slidi
     const ModelConfig go_nb = parse_hf_config(oss + R"(, "attention_bias": false, "rope_scaling": {"rope_type": "default"}})", "o.json");
     CHECK_FALSE(go_nb.block.qkv_bias);
     CHECK_FALSE(go_nb.o_bias);
-    CHECK(go.rope_unmodelled.empty());
-    CHECK_THAT(parse_hf_config(oss + "}", "o.json").rope_unmodelled,
-               Catch::Contains("GptOssConfig's default YaRN with truncate: false (rope_scaling absent)"));
+    CHECK(go.block.rope_scaling.type == RopeScalingType::none);
+    const ModelConfig go_default = parse_hf_config(oss + "}", "o.json");
+    const RopeScaling& d = go_default.block.rope_scaling;
+    CHECK(d.type == RopeScalingType::yarn);
+    CHECK(d.factor == 32.0);
+    CHECK(d.original_max_position == 4096);
+    CHECK(d.beta_fast == 32.0);
+    CHECK(d.beta_slow == 1.0);
+    CHECK(d.attention_factor == Approx(0.1 * std::log(32.0) + 1.0));
+    CHECK_FALSE(d.truncate);
+    CHECK_THAT(Catch::Detail::stringify(go_default.defaults), Catch::Contains("rope_scaling: absent, took GptOssConfig's default"));
     const ModelConfig go_yarn = parse_hf_config(oss + R"(, "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
         "beta_slow": 1.0, "truncate": false, "original_max_position_embeddings": 4096}})", "o.json");
-    CHECK_THAT(go_yarn.rope_unmodelled, Catch::Contains("YaRN with rope_scaling.truncate false"));
-    // Which ops such a model pins: not those that run its experts or rotate with its YaRN.
+    CHECK_FALSE(go_yarn.block.rope_scaling.truncate);
+    CHECK(go_yarn.block.rope_scaling == d);
+    // truncate: HF's default true; anything but a boolean refused, naming the field.
+    const std::string yarn = R"(, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768)";
+    CHECK(parse_hf_config(oss + yarn + "}}", "o.json").block.rope_scaling.truncate);
+    CHECK(parse_hf_config(oss + yarn + R"(, "truncate": true}})", "o.json").block.rope_scaling.truncate);
+    CHECK_THROWS_WITH(parse_hf_config(oss + yarn + R"(, "truncate": 0}})", "o.json"),
+                      Catch::Contains("o.json: rope_scaling.truncate: expected true or false, found 0"));
+    // Which ops such a model pins: not those that run its experts; its YaRN rotates as it says.
     for (Op op : kAllOps) {
         INFO(to_string(op));
         const bool ffn = op == Op::swiglu || op == Op::block || op == Op::decode;
-        const bool rotates = op == Op::rope || op == Op::block || op == Op::decode;
         CHECK(unmodelled_for(go, op).empty() == !ffn);
-        CHECK(unmodelled_for(go_yarn, op).empty() == !(ffn || rotates));
+        CHECK(unmodelled_for(go_yarn, op).empty() == !ffn);
     }
     // Qwen2's window from max_window_layers on.
     const ModelConfig q = parse_hf_config(R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,

@@ -262,11 +262,12 @@ RopeScaling read_scaling(Reader& r, const json& rs, const std::string& where, in
             s.beta_slow = beta("beta_slow", 1.0);
             if (!(s.beta_fast > s.beta_slow))
                 r.fail(field("beta_fast"), "expected > beta_slow (" + num(s.beta_slow) + "), found " + num(s.beta_fast));
-            // truncate: false (gpt-oss) keeps the ramp's ends unrounded; conform's are floor / ceil.
-            // Read, and the model marked: ops that rotate refuse it, attention on given q, k does not.
-            if (Reader::present(rs, "truncate") && rs.at("truncate") == false)
-                r.m_.rope_unmodelled = "YaRN with " + field("truncate") +
-                                       " false (the ramp's ends unrounded; conform rounds them, floor / ceil)";
+            // truncate (HF's default true) floors / ceils the ramp's ends; gpt-oss's false keeps them as found.
+            if (Reader::present(rs, "truncate")) {
+                if (!rs.at("truncate").is_boolean())
+                    r.fail(field("truncate"), "expected true or false, found " + rs.at("truncate").dump());
+                s.truncate = rs.at("truncate").get<bool>();
+            }
             // get_mscale(scale, m) = 0.1 m ln(scale) + 1 for scale > 1, else 1.
             auto mscale = [&](double m) { return s.factor <= 1 ? 1.0 : 0.1 * m * std::log(s.factor) + 1.0; };
             if (Reader::present(rs, "attention_factor")) {
@@ -403,8 +404,6 @@ ModelConfig resolve(const json& j, const std::string& file) {
         m.ffn_unmodelled = "a mixture of " + std::to_string(experts) + " experts, " + std::to_string(used) +
                            " per token (GptOssMLP: a router, then experts whose SwiGLU is clamped, with biases): "
                            "conform reads around it and does not compute it";
-        if (!r.present("rope_scaling") && !r.present("rope_parameters"))
-            m.rope_unmodelled = "GptOssConfig's default YaRN with truncate: false (rope_scaling absent)";
     } else if (r.present("attention_bias")) {
         const json& ab = j.at("attention_bias");
         if (!ab.is_boolean()) r.fail("attention_bias", "expected true or false, found " + ab.dump());
@@ -610,6 +609,19 @@ ModelConfig resolve(const json& j, const std::string& file) {
         c.rope_scaling = read_scaling(r, j.at("rope_scaling"), "rope_scaling", m.max_position, max_position_given);
     else if (params)
         c.rope_scaling = read_scaling(r, *params, "rope_parameters", m.max_position, max_position_given);
+    else if (gptoss) {  // GptOssConfig's default: YaRN, factor 32 over 4096, betas 32 / 1, truncate false
+        RopeScaling& d = c.rope_scaling;
+        d.type = RopeScalingType::yarn;
+        d.factor = 32.0;
+        d.original_max_position = 4096;
+        d.beta_fast = 32.0;
+        d.beta_slow = 1.0;
+        d.attention_factor = 0.1 * std::log(32.0) + 1.0;
+        d.truncate = false;
+        m.defaults.push_back("rope_scaling: absent, took GptOssConfig's default (yarn, factor 32, "
+                             "original_max_position_embeddings 4096, beta_fast 32, beta_slow 1, truncate false; "
+                             "attention_factor 0.1 ln(32) + 1)");
+    }
 
     const json* prf_obj = r.present("partial_rotary_factor") ? &j
                           : params && Reader::present(*params, "partial_rotary_factor") ? params

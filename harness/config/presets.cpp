@@ -105,29 +105,29 @@ std::string num(double v) {
 }
 
 // gpt-oss: GQA 8, head_dim 64 != D/H, q/k/v and o_proj biases, a sink per
-// head, layer 0 sliding (128) then alternating. Its experts and its YaRN
-// (truncate: false) are named, not computed: the preset pins the ops that
-// need neither (rmsnorm, attention, paged_attention; config::unmodelled_for).
+// head, layer 0 sliding (128) then alternating, YaRN with truncate: false.
+// Its experts are named, not computed: the preset pins the ops that do not
+// run the FFN (config::unmodelled_for).
 Preset gpt_oss(std::string name, std::string source, int64_t layers, int64_t experts) {
     BlockConfig c = make(2880, 64, 8, 64, 2880, 150000.0, 1e-5, false);
     c.qkv_bias = true;
     c.attn_sinks = true;
     c.sliding_window = 128;
-    // As config.json states it: factor 32 over 4096, betas 32 / 1, and HF's
-    // attention factor for YaRN without one, 0.1 ln(factor) + 1.
+    // As config.json states it: factor 32 over 4096, betas 32 / 1, truncate
+    // false, and HF's attention factor for YaRN without one, 0.1 ln(factor) + 1.
     c.rope_scaling.type = RopeScalingType::yarn;
     c.rope_scaling.factor = 32.0;
     c.rope_scaling.original_max_position = 4096;
     c.rope_scaling.beta_fast = 32.0;
     c.rope_scaling.beta_slow = 1.0;
     c.rope_scaling.attention_factor = 0.1 * 1.0 * std::log(32.0) + 1.0;
+    c.rope_scaling.truncate = false;
     Preset p{std::move(name), std::move(source), c, layers, 201088, 131072, false};
     p.pattern = every(2, layers);
     p.o_bias = true;
     p.ffn_unmodelled = "a mixture of " + std::to_string(experts) +
                        " experts, 4 per token (GptOssMLP: a router, then experts whose SwiGLU is clamped, with biases): "
                        "conform reads around it and does not compute it";
-    p.rope_unmodelled = "YaRN with rope_scaling.truncate false (the ramp's ends unrounded; conform rounds them, floor / ceil)";
     return p;
 }
 
@@ -267,7 +267,7 @@ std::string describe(const RopeScaling& s) {
         case RopeScalingType::yarn:
             o << "(factor=" << num(s.factor) << ", beta_fast=" << num(s.beta_fast) << ", beta_slow=" << num(s.beta_slow)
               << ", attention_factor=" << num(s.attention_factor) << ", original_max_position=" << s.original_max_position
-              << ")";
+              << (s.truncate ? "" : ", truncate=false") << ")";
             break;
         case RopeScalingType::dynamic:
             o << "(factor=" << num(s.factor) << ", original_max_position=" << s.original_max_position << ")";

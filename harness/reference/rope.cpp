@@ -36,7 +36,7 @@ torch::Tensor llama3_inv_freq(const torch::Tensor& inv_freq, const RopeScaling& 
     return torch::where(is_medium_freq, smoothed, inv_freq_llama);
 }
 
-// _compute_yarn_parameters (truncate = True):
+// _compute_yarn_parameters:
 //   pos_freqs = base ** (torch.arange(0, dim, 2).float() / dim)
 //   inv_freq_extrapolation = 1.0 / pos_freqs; inv_freq_interpolation = 1.0 / (factor * pos_freqs)
 //   low, high = find_correction_range(beta_fast, beta_slow, dim, base, original_max_position_embeddings)
@@ -53,9 +53,10 @@ torch::Tensor yarn_inv_freq(int64_t dim, double base, const RopeScaling& s, torc
         return static_cast<double>(dim) * std::log(static_cast<double>(s.original_max_position) / (rotations * 2 * kPi)) /
                (2 * std::log(base));
     };
-    // find_correction_range: floor / ceil, then max(low, 0), min(high, dim - 1)
-    const double low = std::max(std::floor(correction_dim(s.beta_fast)), 0.0);
-    double high = std::min(std::ceil(correction_dim(s.beta_slow)), static_cast<double>(dim - 1));
+    // find_correction_range: if truncate: floor / ceil; then max(low, 0), min(high, dim - 1)
+    const double lo = correction_dim(s.beta_fast), hi = correction_dim(s.beta_slow);
+    const double low = std::max(s.truncate ? std::floor(lo) : lo, 0.0);
+    double high = std::min(s.truncate ? std::ceil(hi) : hi, static_cast<double>(dim - 1));
     // linear_ramp_factor: if min == max: max += 0.001; clamp((arange(dim // 2) - min) / (max - min), 0, 1)
     if (low == high) high += 0.001;
     auto ramp = torch::clamp((torch::arange(dim / 2, torch::kInt64).to(adt) - low) / (high - low), 0, 1);

@@ -121,6 +121,28 @@ std::vector<Change> changes(const config::ModelConfig& m, int64_t l) {
                          return true;
                      }});
     }
+    // RoPE's twists, from their rows (conform/twists.h): each one ignored, and
+    // each of its bugs, as the config edit it is.
+    const BlockConfig lc = m.layer_block(l);
+    for (const Twist& t : twist_table()) {
+        if (!(t.convention & kRope) || !twist_on(t, lc)) continue;
+        if (t.ignored)
+            v.push_back({std::string(t.ignored) + " (" + (t.ignored_why ? t.ignored_why(lc) : std::string(t.name) + " ignored") + ")",
+                         [&t](Layer& L) {
+                             reset_twist(t, L.c);
+                             return true;
+                         }});
+        for (const TwistBug& b : t.bugs)
+            for (size_t i = 0; i < b.as(lc).size(); ++i)
+                v.push_back({std::string(b.id) + " (" + b.why(lc, b.as(lc)[i]) + ")", [&b, i](Layer& L) {
+                                 const auto edits = b.as(L.c);
+                                 if (i >= edits.size()) return false;
+                                 const BlockConfig stub = L.c;  // the FFN stub's width and activation kept
+                                 L.c = edits[i];
+                                 L.c.ffn_dim = stub.ffn_dim, L.c.hidden_act = stub.hidden_act;
+                                 return true;
+                             }});
+    }
     v.push_back({"o_bias_missing (the output projection's bias dropped)", [](Layer& L) {
                      if (L.bo.empty()) return false;
                      L.bo.clear();
@@ -177,9 +199,6 @@ HiddenResult run_hidden_check(const HiddenFlags& f, std::ostream& log) {
     } catch (const config::ConfigError& e) {
         throw InputError(e.what());
     }
-    if (!m.rope_unmodelled.empty())
-        throw InputError(f.weights + ": its RoPE is " + m.rope_unmodelled +
-                         ", which conform does not model: the reference's attention would rotate q and k otherwise");
     HiddenResult r;
     r.weights = f.weights, r.file = f.file, r.producer = file.producer, r.tol = f.tol;
     r.detected = ck.detected();
@@ -265,7 +284,7 @@ std::string hidden_table(const HiddenResult& r) {
     for (const auto& l : r.layers) {
         if (l.ok) continue;
         if (l.explained.empty())
-            o << fmt::format("  layer {}: diagnosis: no single convention change (sinks, window, layer type, biases) explains it\n",
+            o << fmt::format("  layer {}: diagnosis: no single convention change (sinks, window, layer type, biases, RoPE) explains it\n",
                              l.layer);
         else
             o << fmt::format("  layer {}: diagnosis: {}: the file's stream is this layer with that convention changed "

@@ -43,14 +43,15 @@ void rope_inv_freq(const RopeParams& p, int64_t seq_len, double* inv_freq) {
     // yarn: the ramp between interpolated and extrapolated frequencies runs
     // between the dims that make beta_fast and beta_slow turns over the original context.
     //   find_correction_dim(r) = dim * log(max_pos / (r * 2 pi)) / (2 log(base))
-    //   low, high = max(floor(dim(beta_fast)), 0), min(ceil(dim(beta_slow)), dim - 1)
+    //   low, high = max(floor(dim(beta_fast)), 0), min(ceil(dim(beta_slow)), dim - 1)  (no floor / ceil: truncate false)
     double ramp_low = 0, ramp_high = 1;
     if (s.type == RopeScalingType::yarn) {
         auto correction_dim = [&](double turns) {
             return static_cast<double>(rd) * std::log(orig / (turns * 2.0 * kPi)) / (2.0 * std::log(p.theta));
         };
-        ramp_low = std::max(std::floor(correction_dim(s.beta_fast)), 0.0);
-        ramp_high = std::min(std::ceil(correction_dim(s.beta_slow)), static_cast<double>(rd - 1));
+        const double lo = correction_dim(s.beta_fast), hi = correction_dim(s.beta_slow);  // truncate: floor / ceil
+        ramp_low = std::max(s.truncate ? std::floor(lo) : lo, 0.0);
+        ramp_high = std::min(s.truncate ? std::ceil(hi) : hi, static_cast<double>(rd - 1));
         if (ramp_low == ramp_high) ramp_high += 0.001;  // linear_ramp_factor: if min == max: max += 0.001
     }
 

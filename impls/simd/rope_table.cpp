@@ -26,8 +26,9 @@ void scaled_inv_freq(const RopeParams& p, std::vector<double>& out) {
         auto dim_of = [&](double turns) {  // find_correction_dim
             return static_cast<double>(rd) * std::log(orig / (turns * 2 * kPi)) / (2 * std::log(p.theta));
         };
-        low = std::max(std::floor(dim_of(s.beta_fast)), 0.0);
-        high = std::min(std::ceil(dim_of(s.beta_slow)), static_cast<double>(rd) - 1);
+        const double lo = dim_of(s.beta_fast), hi = dim_of(s.beta_slow);  // truncate: floor / ceil
+        low = std::max(s.truncate ? std::floor(lo) : lo, 0.0);
+        high = std::min(s.truncate ? std::ceil(hi) : hi, static_cast<double>(rd) - 1);
         if (low == high) high += 0.001;
     }
     for (size_t i = 0; i < rd / 2; ++i) {

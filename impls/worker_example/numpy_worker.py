@@ -6,7 +6,7 @@
 The arithmetic follows HF transformers (Llama, Qwen3): float32 throughout,
 RoPE angles as HF computes them (inv_freq a float32 buffer, angle =
 float32(pos) * inv_freq in float32), every config field honoured: the rope
-layout, theta, rotary_dim, the five rope_scaling types, qk_norm, qkv_bias, sliding_window, attention_chunk_size,
+layout, theta, rotary_dim, the five rope_scaling types (YaRN's truncate too), qk_norm, qkv_bias, sliding_window, attention_chunk_size,
 attn_logit_softcapping, attn_scale, attn_sinks, norm_plus_one, sandwich_norm, nope, hidden_act (GeGLU), kv_cache_dtype (FP8),
 norm_eps, GQA.
 
@@ -104,8 +104,10 @@ def inv_freq(config, seq_len):
 
         def correction_dim(rotations):
             return rd * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(config["rope_theta"]))
-        low = max(math.floor(correction_dim(sc["beta_fast"])), 0)
-        high = min(math.ceil(correction_dim(sc["beta_slow"])), rd - 1)
+        low, high = correction_dim(sc["beta_fast"]), correction_dim(sc["beta_slow"])
+        if sc.get("truncate", True):  # gpt-oss: truncate false, the range as found
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, rd - 1)
         if low == high:
             high += 0.001
         ramp = np.clip((np.arange(rd // 2, dtype=np.float64) - low) / (high - low), 0, 1)
@@ -436,7 +438,7 @@ def supports(op, config, dtype):
 # Every twist (`conform list --twists`): these kernels compute them all.
 TWISTS = ("qk_norm", "rotary_dim", "rope_scaling", "qkv_bias", "sliding_window", "attention_chunk_size",
           "attn_logit_softcapping", "attn_sinks", "attn_scale", "norm_plus_one", "sandwich_norm", "nope", "hidden_act",
-          "kv_cache_dtype", "kv_scale_per_head")
+          "kv_cache_dtype", "kv_scale_per_head", "rope_scaling.truncate")
 
 
 def make_worker(name="numpy", description="float32 numpy, HF conventions", dtypes=("f32",)):

@@ -107,15 +107,18 @@ done
   || { cat "$tmp/out"; fail "qwen3-0.6b block"; }
 grep -q "qk_norm=1" "$tmp/q/conform.json" || fail "qwen3 block cases without qk_norm"
 
-# gpt-oss's presets pin the ops that need neither its experts nor its YaRN (truncate: false): every op
-# runs those, and says which it leaves out; an op that needs them is refused when named.
+# gpt-oss's presets pin the ops that do not run its experts (its YaRN, truncate: false, is computed): every
+# op runs those, and says which it leaves out; an op that needs them is refused when named.
 expect 0 "gpt-oss-20b: the ops it pins are run, not these:" -- --preset gpt-oss-20b --impl scalar --cases 2 \
   --no-default-fixtures --out "$tmp/go"
 grep -qE "^paged_attention +scalar +2 +2 " "$tmp/out" || { cat "$tmp/out"; fail "gpt-oss-20b: no paged_attention cases"; }
-! grep -qE "^(rope|swiglu|block|decode) " "$tmp/out" || { cat "$tmp/out"; fail "gpt-oss-20b ran an op it does not pin"; }
+grep -qE "^rope +scalar +2 +2 " "$tmp/out" || { cat "$tmp/out"; fail "gpt-oss-20b: no rope cases"; }
+! grep -qE "^(swiglu|block|decode) " "$tmp/out" || { cat "$tmp/out"; fail "gpt-oss-20b ran an op it does not pin"; }
 grep -q 'window=128,sinks=1' "$tmp/go/conform.json" || fail "gpt-oss-20b cases without its window and sinks"
-expect 2 "--op rope: op rope rotates q and k, and gpt-oss-120b's RoPE is YaRN with rope_scaling.truncate false" -- \
-  --preset gpt-oss-120b --op rope --impl scalar
+grep -q 'scaling=yarn,factor=32,.*truncate=0' "$tmp/go/conform.json" || fail "gpt-oss-20b rope cases without truncate: false"
+# A RoPE that rounds gpt-oss's correction range fails its preset's cases, named.
+expect 1 "diagnosis: yarn_truncated: matches config rope_scaling.truncate=1" -- --preset gpt-oss-120b --op rope \
+  --impl yarn_truncated --cases 2 --no-default-fixtures
 expect 2 "--op decode: op decode runs the FFN, and gpt-oss-20b's FFN is a mixture of 32 experts" -- \
   --preset gpt-oss-20b --op decode --impl scalar
 expect 2 "gpt-oss-20b: op block runs the FFN" -- forward --preset gpt-oss-20b

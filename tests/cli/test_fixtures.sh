@@ -323,6 +323,22 @@ for mutant in window_off_by_one window_one_too_wide window_ignored softcap_missi
   [ "$mutant" = window_one_too_wide ] && named=window_off_by_one  # one key either way is the same name
   has "diagnosis: $named: matches"
 done
+# OpenAI's gpt-oss RoPE (its reference model.py, run at the desk: fixtures/README.md): YaRN with
+# truncate false. The reference, scalar and simd pass it; a RoPE that rounds the correction range fails
+# and is named; and the same file read as truncate: true fails the reference, so the file tells them apart.
+oai=$root/fixtures/rope-gpt-oss-openai-yarn.h5
+expect 0 -- --impl scalar,simd --fixtures "$oai" --cases 0 --no-default-fixtures
+grep -qE "^rope +reference +5 +5 " "$tmp/out" || { cat "$tmp/out"; fail "the reference does not pass OpenAI's gpt-oss RoPE"; }
+expect 1 -- --impl yarn_truncated --fixtures "$oai" --cases 0 --no-default-fixtures
+has "diagnosis: yarn_truncated: matches"
+cp "$oai" "$tmp/oai-truncated.h5"
+/usr/bin/python3 -c "
+import h5py, sys
+with h5py.File(sys.argv[1], 'r+') as f:
+    for g in f.values(): g['config'].attrs['rope_truncate'] = 1
+" "$tmp/oai-truncated.h5" || fail "could not edit the OpenAI RoPE fixture"
+expect 1 -- --impl scalar --fixtures "$tmp/oai-truncated.h5" --cases 0 --no-default-fixtures
+grep -qE "^rope +reference +5 +0 " "$tmp/out" || { cat "$tmp/out"; fail "the reference passes OpenAI's RoPE read as truncate: true"; }
 # Nothing selected is a usage error, never a pass.
 expect 2 -- --impl scalar --cases 0 --no-default-fixtures
 has "the selection has no case"

@@ -150,8 +150,8 @@ expect 1 "layer 1: diagnosis: window_ignored \(this sliding layer attended every
 expect 2 "GptOssForCausalLM's FFN is a mixture of 4 experts, 2 per token .*--expect-hidden FILE" -- forward \
   --weights "$ck/gptoss-hf" --tokens 1,5,2
 expect 2 "gpt-oss's FFN is a mixture of 4 experts" -- --weights "$ck/gptoss.gguf" --op block --cases 1
-# Its config pins the ops that need neither its experts nor its YaRN; those that would are refused when named.
-expect 0 "" -- --config "$ck/gptoss-hf/config.json" --op attention,paged_attention --cases 3 --impl scalar
+# Its config pins the ops that do not run its experts; those that would are refused when named.
+expect 0 "" -- --config "$ck/gptoss-hf/config.json" --op attention,paged_attention,rope --cases 3 --impl scalar
 expect 2 "--op block: op block runs the FFN, and $ck/gptoss-hf/config.json's FFN is a mixture of 4 experts" -- \
   --config "$ck/gptoss-hf/config.json" --op block --cases 1
 expect 2 "op block runs the FFN.*a whole block of it is not this model" -- anatomy --config "$ck/gptoss-hf/config.json"
@@ -320,14 +320,14 @@ grep -qE '"swiglu\(T=[0-9]+,D=1024,F=3072' "$tmp/fs/conform.json" || fail "--ful
 grep -qE '"phase": *"implementation scalar"' "$tmp/fs/conform.json" || fail "the report has no phases"
 
 # ---- bad input: exit 2, naming the file / tensor / flag ------------------------
-# gpt-oss without rope_scaling: GptOssConfig's default (YaRN, truncate: false) is not modelled, so its
-# attention is not checked either (the reference would rotate q and k another way).
+# gpt-oss without rope_scaling: GptOssConfig's default (YaRN, factor 32, truncate: false) is taken and
+# said; llama.cpp's stream of the GGUF (no scaling) is then named, layer by layer, rope_scaling_ignored.
 mkdir -p "$tmp/gpt-oss"
 cp "$ck/gptoss-hf/model.safetensors" "$tmp/gpt-oss/"
 tr -d '\n' < "$ck/gptoss-hf/config.json" | sed -E 's/"rope_scaling": *\{[^}]*\},?//' > "$tmp/gpt-oss/config.json"
 grep -q rope_scaling "$tmp/gpt-oss/config.json" && fail "could not remove rope_scaling from gptoss-hf's config.json"
-expect 2 "its RoPE is GptOssConfig's default YaRN with truncate: false \(rope_scaling absent\), which conform does not model" \
-  -- forward --weights "$tmp/gpt-oss" --expect-hidden "${SRC:?}/tests/weights/llamacpp-gptoss.h5"
+expect 1 "layer 3: diagnosis: rope_scaling_ignored \(.*the config says yarn scaling with factor 32\)" \
+  -- forward --weights "$tmp/gpt-oss" --expect-hidden "${SRC:?}/tests/weights/llamacpp-gptoss.h5" --hidden-tol 1e-6
 expect 2 "$tmp/nope" -- --weights "$tmp/nope" --cases 1
 head -c 100 "$ck/llama-hf/model.safetensors" > "$tmp/trunc.safetensors"
 expect 2 "trunc.safetensors" -- --weights "$tmp/trunc.safetensors" --cases 1

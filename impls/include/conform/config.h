@@ -49,7 +49,8 @@ inline std::optional<DType> parse_dtype(std::string_view s) {
 //   llama3:  wavelength 2pi/inv_freq split by original_max_position / {low,high}_freq_factor:
 //            short waves kept, long waves / factor, a smooth blend between
 //   yarn:    per-dim ramp between inv_freq and inv_freq / factor, ramp ends from
-//            beta_fast / beta_slow rotations over original_max_position;
+//            beta_fast / beta_slow rotations over original_max_position (floor / ceil
+//            to whole dims unless truncate is false);
 //            cos and sin multiplied by attention_factor
 //   dynamic: NTK-aware base: with L = max(positions of the call) + 1, if
 //            L > original_max_position, theta' = theta * (factor*L/orig - (factor-1))^(rd/(rd-2));
@@ -145,11 +146,13 @@ struct RopeScaling {
     double beta_fast = 32.0;            // yarn
     double beta_slow = 1.0;             // yarn
     double attention_factor = 1.0;      // yarn: multiplies cos and sin (1 for every other type)
+    bool truncate = true;               // yarn: the ramp's ends floor / ceil (HF's default); false: as found (gpt-oss)
 
     bool operator==(const RopeScaling& o) const {
         return type == o.type && factor == o.factor && low_freq_factor == o.low_freq_factor &&
                high_freq_factor == o.high_freq_factor && original_max_position == o.original_max_position &&
-               beta_fast == o.beta_fast && beta_slow == o.beta_slow && attention_factor == o.attention_factor;
+               beta_fast == o.beta_fast && beta_slow == o.beta_slow && attention_factor == o.attention_factor &&
+               truncate == o.truncate;
     }
     bool operator!=(const RopeScaling& o) const { return !(*this == o); }
 };

@@ -675,6 +675,39 @@ inline const std::vector<Twist>& twist_table() {
             w.draw_rank = 6;
             t.push_back(std::move(w));
         }
+        {
+            // The first twist through this table (a row, the ramp's two lines in each RoPE).
+            Twist w{"rope_scaling.truncate", "rope_truncate", "truncate", "--yarn-truncate", "", K::toggle, kRope,
+                    Ref<bool>([](BlockConfig& c) -> bool& { return c.rope_scaling.truncate; })};
+            w.applies = [](const BlockConfig& c) { return c.rope_scaling.type == RopeScalingType::yarn; };
+            w.summary = "YaRN's correction range as found, not rounded: low, high = find_correction_dim(beta_fast), "
+                        "(beta_slow) where truncate floors / ceils them to whole dims (0: truncate false)";
+            w.models = "gpt-oss (8.093 / 17.398 at head_dim 64, where truncate gives 8 / 18)";
+            w.lacks = "no YaRN to truncate: it needs rope_scaling yarn";
+            // Half the YaRN cases.
+            w.draw = [](TwistDraw& d) {
+                return d.config.rope_scaling.type == RopeScalingType::yarn && d.picker.coin() ? 0.0 : 1.0;
+            };
+            w.draw_rank = 12;
+            w.ignored = "yarn_truncated";
+            w.ignored_why = [](const BlockConfig&) {
+                return std::string("YaRN's correction range rounded (floor / ceil: HF's truncate: true, llama.cpp's "
+                                   "ggml_rope_yarn_corr_dims) where the config says truncate: false (gpt-oss)");
+            };
+            w.ignored_mutant = true;
+            w.bugs.push_back(TwistBug{
+                "yarn_not_truncated",
+                [](const BlockConfig& c) {
+                    if (c.rope_scaling.type != RopeScalingType::yarn || !c.rope_scaling.truncate) return std::vector<BlockConfig>{};
+                    return edited(c, [](BlockConfig& e) { e.rope_scaling.truncate = false; });
+                },
+                [](const BlockConfig&, const BlockConfig&) {
+                    return std::string("YaRN's correction range left unrounded (gpt-oss's truncate: false) where the "
+                                       "config truncates it: floor(low), ceil(high)");
+                },
+                {"yarn_not_truncated"}});
+            t.push_back(std::move(w));
+        }
         return t;
     }();
     return table;
