@@ -138,9 +138,6 @@ std::string unmodelled_for(const ModelConfig& m, Op op) {
     const std::string who = m.name.empty() ? std::string("the model") : m.name;
     if (!m.ffn_unmodelled.empty() && info.has_dim(Dim::F))
         return "op " + std::string(to_string(op)) + " runs the FFN, and " + who + "'s FFN is " + m.ffn_unmodelled;
-    if (!m.rope_unmodelled.empty() && info.reads("rope_theta"))
-        return "op " + std::string(to_string(op)) + " rotates q and k, and " + who + "'s RoPE is " + m.rope_unmodelled +
-               ", which conform does not model";
     return "";
 }
 
@@ -155,7 +152,6 @@ ModelConfig Preset::model() const {
     m.final_logit_softcapping = final_logit_softcapping;
     m.pattern = pattern;
     m.ffn_unmodelled = ffn_unmodelled;
-    m.rope_unmodelled = rope_unmodelled;
     m.o_bias = o_bias;
     m.name = name;
     m.origin = "preset " + name;

@@ -65,10 +65,6 @@ struct ModelConfig {
     // model is read for its attention only (forward --expect-hidden); every
     // path that would run its layers as blocks refuses it.
     std::string ffn_unmodelled;
-    // Where the model's RoPE is not one conform computes: what it is, in a line
-    // (a scaling no RoPE of conform computes); "" when it is. Ops that rotate
-    // refuse such a model; attention on given q and k does not care.
-    std::string rope_unmodelled;
     // An output-projection bias (gpt-oss's o_proj.bias): h = x + attn @ wo + bo.
     // Not a block convention: only the attention check (run/hidden.h) adds it.
     bool o_bias = false;
@@ -88,9 +84,9 @@ struct ModelConfig {
 };
 
 // What of model `m` op `op` would run that conform does not compute, or ""
-// when nothing: its FFN for an op with FFN weights (swiglu, block, decode),
-// its RoPE for an op that rotates (rope, block, decode); the op record says
-// which (conform/op_info.h). A caller refuses the pair with this line.
+// when nothing: its FFN for an op with FFN weights (swiglu, block, decode;
+// the op record says which, conform/op_info.h). A caller refuses the pair
+// with this line.
 std::string unmodelled_for(const ModelConfig& m, Op op);
 
 struct Preset {
@@ -104,8 +100,8 @@ struct Preset {
     double embedding_multiplier = 1.0;
     double final_logit_softcapping = 0.0;
     LayerPattern pattern{};  // (initialised here: the table's rows leave it out)
-    // As ModelConfig's: what of the model conform does not compute (gpt-oss).
-    std::string ffn_unmodelled{}, rope_unmodelled{};
+    // As ModelConfig's: what of the model conform does not compute (gpt-oss's experts).
+    std::string ffn_unmodelled{};
     bool o_bias = false;
 
     ModelConfig model() const;

@@ -125,9 +125,6 @@ std::shared_ptr<RealModel> RealModel::open(const RealOptions& o, std::ostream* l
         throw InputError(o.path + ": " + found.architecture + "'s FFN is " + found.ffn_unmodelled +
                          ", so its layers cannot run as blocks: `conform forward --weights " + o.path +
                          " --expect-hidden FILE` checks its attention, layer by layer, on an engine's own stream");
-    if (!found.rope_unmodelled.empty())
-        throw InputError(o.path + ": " + found.architecture + "'s RoPE is " + found.rope_unmodelled +
-                         ", which conform does not model: its layers cannot run as blocks");
     for (const auto& [opt, flag] : {std::pair{ov.o_d_model, "--d-model"}, {ov.o_heads, "--heads"},
                                     {ov.o_kv_heads, "--kv-heads"}, {ov.o_head_dim, "--head-dim"}, {ov.o_ffn, "--ffn"},
                                     {ov.o_layers, "--layers"}})
