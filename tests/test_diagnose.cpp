@@ -124,6 +124,11 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         "seed=13)",
         "block(T=4,D=16,H=4,KV=2,hd=8,F=16,layout=interleaved,theta=500000,scaling=llama3,factor=8,low_freq=1,"
         "high_freq=4,orig=8192,qk_norm=0,eps=1.0000000000000001e-05,pos=9000,mag=1,outliers=0,seed=14)",
+        // YaRN (gpt-oss's numbers) with truncate as HF's default, and with gpt-oss's truncate: false.
+        "rope(T=4,n=2,hd=64,layout=neox,theta=150000,scaling=yarn,factor=32,orig=4096,beta_fast=32,beta_slow=1,"
+        "attn_factor=1.3465735902799727,pos=4000,mag=1,outliers=0,seed=46)",
+        "rope(T=4,n=2,hd=64,layout=neox,theta=150000,scaling=yarn,factor=32,orig=4096,beta_fast=32,beta_slow=1,"
+        "attn_factor=1.3465735902799727,pos=4000,truncate=0,mag=1,outliers=0,seed=47)",
         // Positions that are not the rows; a head longer than one 64-lane
         // tile, more keys than one 64-key tile and than a 16-key ring.
         "rope(T=6,n=2,hd=16,layout=neox,theta=10000,pos=5,positions=gaps,mag=1,outliers=0,seed=15)",

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Checks impls/worker_example/numpy_worker.py against the repo's golden files.
 
-    /usr/bin/python3 tests/workers/check_numpy_worker.py [fixtures/*.h5 ...]
+    CONFORM=build/conform /usr/bin/python3 tests/workers/check_numpy_worker.py [fixtures/*.h5 ...]
 
 Every case of every file (fixtures/SCHEMA.md) is run through the worker's op
 functions directly (no protocol) and each `expected` dataset is compared; the
@@ -37,6 +37,18 @@ import numpy_worker as nw  # noqa: E402
 LIMIT = 1e-4
 
 
+def twist_rows():
+    """The twist record's rows, from the conform binary ($CONFORM, else build/conform)."""
+    if not hasattr(twist_rows, "rows"):
+        import json
+        import os
+        import subprocess
+        exe = os.environ.get("CONFORM") or str(ROOT / "build" / "conform")
+        out = subprocess.run([exe, "list", "--twists", "--json"], check=True, capture_output=True, text=True).stdout
+        twist_rows.rows = json.loads(out)["twists"]
+    return twist_rows.rows
+
+
 def text(v):
     return v.decode() if isinstance(v, bytes) else str(v)
 
@@ -57,13 +69,15 @@ def protocol_config(attrs, op, inputs):
          "rotary_dim": int(a.get("rotary_dim", 0)) or hd, "qk_norm": bool(a.get("qk_norm", 0)),
          "norm_plus_one": bool(a.get("norm_plus_one", 0)), "norm_eps": float(a.get("norm_eps", 1e-5)),
          "rope_scaling": sc}
-    # the served variants, by the fixture's names (which the protocol shares), where the file has them
-    for key, kind in (("sliding_window", int), ("attention_chunk_size", int), ("attn_logit_softcapping", float),
-                      ("attn_scale", float), ("attn_sinks", bool), ("qkv_bias", bool), ("sandwich_norm", bool),
-                      ("nope", bool), ("hidden_act", text), ("kv_cache_dtype", text), ("kv_scale_per_head", bool),
-                      ("page_size", int)):
-        if key in a:
-            c[key] = kind(a[key])
+    # the twists, by their rows (`conform list --twists --json`): the fixture's attribute, the protocol's name
+    # ("rope_scaling.truncate" nests under rope_scaling), where the file has them
+    convert = {"toggle": lambda v: bool(int(v)), "count": int, "number": float, "choice": text}
+    for t in twist_rows():
+        if not t["core"] and t["fixture_attribute"] in a:
+            outer, _, key = t["name"].rpartition(".")
+            (c[outer] if outer else c)[key] = convert[t["kind"]](a[t["fixture_attribute"]])
+    if "page_size" in a:
+        c["page_size"] = int(a["page_size"])
     # the sizes a single op's inputs imply, as conform fills them in
     if op in ("rmsnorm", "swiglu"):
         c["d_model"] = inputs["x"].shape[1]
