@@ -94,6 +94,11 @@ const std::vector<ImplEntry>& mutant_implementations() {
          softcap_after_mask, ops_using(kSoftcap)},
         {"sink_wrong_head", "sinks read per kv head (sinks[h / group])", true, always, sink_wrong_head,
          ops_using(kSinks)},
+        // A mixture of experts (issue 51).
+        {"selection_bias_in_weights", "the routing weights from scores + e_bias, not the unbiased scores", true,
+         always, selection_bias_in_weights, ops_using(kMoeRoute)},
+        {"expert_bias_after_weight", "gpt-oss's down bias added after the routing weight", true, always,
+         expert_bias_after_weight, ops_using(kMoeExperts)},
         {"gelu_erf_for_tanh", "exact (erf) GELU where GeGLU's tanh approximation is meant", true, always,
          gelu_erf_for_tanh, ops_using(kGeglu)},
         {"decode_cache_unrotated_k", "decode steps cache their key before RoPE", true, always,

@@ -45,9 +45,10 @@ MAX_HEADER = 16 << 20
 MAX_PAYLOAD = 64 << 30
 
 # The ops, in conform's order (conform/ops.h), and what each may return.
-OPS = ("rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode", "paged_attention")
+OPS = ("rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode", "paged_attention", "moe", "moe_route",
+       "moe_experts")
 TAPS = ("attn_in", "q", "k", "v", "q_rot", "k_rot", "attn", "h", "ffn_in", "ffn_out", "out")
-OUTPUTS = {op: (TAPS if op == "block" else ("out", "lse") if op == "paged_attention" else ("out",)) for op in OPS}
+OUTPUTS = dict({op: ("out",) for op in OPS}, block=TAPS, paged_attention=("out", "lse"), moe=("route", "out"))
 
 DTYPES = ("f32", "bf16", "f16")
 ITEMSIZE = {"f32": 4, "bf16": 2, "f16": 2, "i64": 8, "i32": 4}

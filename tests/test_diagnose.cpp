@@ -188,6 +188,15 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         "paged_attention(H=4,KV=2,hd=8,P=5,kv=7/12,q=2/3,chunk=3,mag=1,outliers=0,seed=44)",
         "decode(T=6,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,pos=5,"
         "prefill=2,chunk=4,mag=1,outliers=0,seed=45)",
+        // A mixture of experts: DeepSeek-V3's selection bias and gpt-oss's expert biases.
+        "moe(T=4,D=8,E=8,K=2,Fe=4,scoring=sigmoid,sel_bias=1,expert_bias=1,mag=1,outliers=0,seed=46)",
+        // ... its groups, renormalisation, scaling and shared expert; gpt-oss's router bias and clamped SwiGLU,
+        // V2's group score, Llama 4's weight on the input; V3's group score and limit over 4 groups of 4.
+        "moe(T=6,D=8,E=8,K=2,Fe=4,scoring=sigmoid,sel_bias=1,n_group=4,topk_group=2,renorm=1,rsf=2.5,shared=8,"
+        "shared_gate=1,mag=1,outliers=0,seed=47)",
+        "moe(T=6,D=8,E=8,K=2,Fe=4,router_bias=1,n_group=4,topk_group=2,group_score=max,renorm=1,w_on_input=1,"
+        "swiglu_limit=7,mag=1,outliers=0,seed=48)",
+        "moe(T=8,D=8,E=16,K=2,Fe=4,n_group=4,topk_group=1,mag=1,outliers=0,seed=49)",
     };
     auto scalar = test::make("scalar");
     std::set<std::string> distinguished;

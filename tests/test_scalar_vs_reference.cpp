@@ -32,6 +32,45 @@ TEST_CASE("scalar attention vs reference", "[attention][scalar]") { scalar_confo
 TEST_CASE("scalar swiglu vs reference", "[swiglu][scalar]") { scalar_conforms(Op::swiglu); }
 TEST_CASE("scalar block vs reference", "[block][scalar]") { scalar_conforms(Op::block); }
 TEST_CASE("scalar decode vs reference", "[decode][scalar]") { scalar_conforms(Op::decode); }
+TEST_CASE("scalar moe vs reference", "[moe][scalar]") { scalar_conforms(Op::moe); }
+TEST_CASE("scalar moe_route vs reference", "[moe][scalar]") { scalar_conforms(Op::moe_route); }
+TEST_CASE("scalar moe_experts vs reference", "[moe][scalar]") { scalar_conforms(Op::moe_experts); }
+
+// Routing ties (docs/moe.md): a drawn case never holds one — not even at
+// magnitudes where a sigmoid router saturates — so the float32 baselines
+// choose the reference's experts; a case that does hold one (two identical
+// router columns) is not judged, whichever expert a kernel takes.
+TEST_CASE("moe routing ties are drawn out, and a tie left in is not judged", "[moe][scalar]") {
+    for (uint64_t seed = 0; seed < 40; ++seed) {
+        gen::CaseSpec s;
+        s.op = Op::moe_route;
+        s.T = 16;
+        s.config.d_model = 32;
+        s.config.n_experts = 64;
+        s.config.n_experts_per_tok = 6;
+        s.config.moe_scoring = seed % 2 ? MoeScoring::sigmoid : MoeScoring::softmax;
+        s.mag = seed % 4 < 2 ? 30.0 : 1.0;  // sigmoid(30 x @ w) is 1.0f for most experts: all tied in float32
+        s.seed = seed;
+        const Case c = gen::materialize(s);
+        const Truth t = reference_truth(c, DType::f32);
+        INFO(c.id);
+        REQUIRE(t.beyond_declared.empty());
+    }
+    gen::CaseSpec s;
+    s.op = Op::moe_route;
+    s.T = 4;
+    s.config.d_model = 8;
+    s.config.n_experts = 4;
+    s.config.n_experts_per_tok = 1;
+    s.seed = 3;
+    Case c = gen::materialize(s);
+    // Every expert's router column the same: each token's four scores tie exactly.
+    Tensor& w = c.inputs.at("w_router");
+    for (int64_t d = 0; d < 8; ++d)
+        for (int64_t e = 1; e < 4; ++e) w.data[static_cast<size_t>(d * 4 + e)] = w.data[static_cast<size_t>(d * 4)];
+    const Truth tied = reference_truth(c, DType::f32);
+    CHECK_THAT(tied.beyond_declared, Catch::Matchers::Contains("near-tie"));
+}
 
 // Long reductions at real widths: the tolerance model must accept an honest
 // one-accumulator loop (its error is ~9x OpenBLAS's at K = 5632).

@@ -77,6 +77,10 @@ TEST_CASE("simd lists its targets and refuses unknown ones", "[simd]") {
 TEST_CASE("simd vs reference, every op, f32 and bf16", "[simd]") {
     const Op op = GENERATE(from_range(kAllOps.begin(), kAllOps.end()));
     const DType dtype = GENERATE(DType::f32, DType::bf16);
+    if (!make_simd("", dtype)->implements(op)) {  // no mixture-of-experts kernels yet: declined, not passed
+        CHECK_FALSE(make_simd("", dtype)->supports(op, BlockConfig{}).ok);
+        return;
+    }
     simd_conforms(op, dtype);
 }
 

@@ -143,6 +143,9 @@ Cost cost(Op op, const config::ModelConfig& model, int64_t T, int64_t context, d
             parts = {"layer"};
             C = context;
             break;
+        case Op::moe:
+        case Op::moe_route:
+        case Op::moe_experts: throw std::logic_error("bench: a mixture of experts is not timed (bench/resolve.cpp refuses it)");
         case Op::paged_attention: {
             // T sequences, each one query over its `context` cached keys and
             // its own: T times a decode step's attention (each reads its own keys).

@@ -27,13 +27,20 @@ std::optional<Request> resolve(const Flags& o, std::ostream& err) {
     }
     // "all" is the block's ops: paged_attention's batches (--tokens sequences
     // of --context keys each) are asked for by name.
+    // A mixture of experts is not timed yet (no anatomy lane prices its call).
+    auto timed = [](Op op) { return !op_info(op).uses(kMoeRoute) && !op_info(op).uses(kMoeExperts); };
     if (o.ops == "all")
         for (Op op : kAllOps)
-            if (!op_info(op).uses(kPaged)) r.ops.push_back(op);
+            if (!op_info(op).uses(kPaged) && timed(op)) r.ops.push_back(op);
     for (const auto& name : o.ops == "all" ? std::vector<std::string>{} : run::split_list(o.ops)) {
         auto op = parse_op(name);
         if (!op) {
             err << "conform bench: --op: unknown op '" << name << "'\n";
+            return std::nullopt;
+        }
+        if (!timed(*op)) {
+            err << "conform bench: --op " << name << ": a mixture of experts is not timed yet (`conform --op " << name
+                << "` judges one)\n";
             return std::nullopt;
         }
         r.ops.push_back(*op);

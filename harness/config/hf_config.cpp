@@ -403,7 +403,19 @@ ModelConfig resolve(const json& j, const std::string& file) {
         const int64_t experts = count("num_local_experts", 128), used = count("num_experts_per_tok", 4);
         m.ffn_unmodelled = "a mixture of " + std::to_string(experts) + " experts, " + std::to_string(used) +
                            " per token (GptOssMLP: a router, then experts whose SwiGLU is clamped, with biases): "
-                           "conform reads around it and does not compute it";
+                           "the block does not compute it (--op moe does)";
+        // GptOssMLP as the moe ops compute it (docs/moe.md): intermediate_size is each expert's width.
+        if (experts < 1 || used < 1 || used > experts)
+            r.fail("num_experts_per_tok", "must be in [1, num_local_experts = " + std::to_string(experts) + "], found " +
+                                              std::to_string(used));
+        m.block.n_experts = experts;
+        m.block.n_experts_per_tok = used;
+        m.block.moe_ffn_dim = m.block.ffn_dim;
+        m.block.moe_router_bias = m.block.moe_norm_topk_prob = m.block.moe_gate_up_interleaved = true;
+        m.block.moe_expert_bias = true;
+        const double limit = r.present("swiglu_limit") ? r.number(j, "swiglu_limit", "swiglu_limit") : 7.0;
+        if (!std::isfinite(limit) || !(limit > 0)) r.fail("swiglu_limit", "must be finite and > 0");
+        m.block.moe_swiglu_limit = limit;
     } else if (r.present("attention_bias")) {
         const json& ab = j.at("attention_bias");
         if (!ab.is_boolean()) r.fail("attention_bias", "expected true or false, found " + ab.dump());

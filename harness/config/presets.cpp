@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -106,8 +107,10 @@ std::string num(double v) {
 
 // gpt-oss: GQA 8, head_dim 64 != D/H, q/k/v and o_proj biases, a sink per
 // head, layer 0 sliding (128) then alternating, YaRN with truncate: false.
-// Its experts are named, not computed: the preset pins the ops that do not
-// run the FFN (config::unmodelled_for).
+// Its mixture of experts is the moe ops' (--op moe: 4 of E per token, a
+// router bias, softmax over the chosen 4's logits, interleaved gate/up,
+// SwiGLU clamped at 7, expert biases); the block's dense FFN stands for none
+// of it, so the block's ops are refused (config::unmodelled_for).
 Preset gpt_oss(std::string name, std::string source, int64_t layers, int64_t experts) {
     BlockConfig c = make(2880, 64, 8, 64, 2880, 150000.0, 1e-5, false);
     c.qkv_bias = true;
@@ -122,12 +125,20 @@ Preset gpt_oss(std::string name, std::string source, int64_t layers, int64_t exp
     c.rope_scaling.beta_slow = 1.0;
     c.rope_scaling.attention_factor = 0.1 * 1.0 * std::log(32.0) + 1.0;
     c.rope_scaling.truncate = false;
+    c.n_experts = experts;
+    c.n_experts_per_tok = 4;
+    c.moe_ffn_dim = 2880;
+    c.moe_router_bias = true;
+    c.moe_norm_topk_prob = true;  // softmax over the top-4 logits
+    c.moe_gate_up_interleaved = true;
+    c.moe_swiglu_limit = 7.0;
+    c.moe_expert_bias = true;
     Preset p{std::move(name), std::move(source), c, layers, 201088, 131072, false};
     p.pattern = every(2, layers);
     p.o_bias = true;
     p.ffn_unmodelled = "a mixture of " + std::to_string(experts) +
                        " experts, 4 per token (GptOssMLP: a router, then experts whose SwiGLU is clamped, with biases): "
-                       "conform reads around it and does not compute it";
+                       "the block does not compute it (--op moe does)";
     return p;
 }
 
@@ -138,6 +149,8 @@ std::string unmodelled_for(const ModelConfig& m, Op op) {
     const std::string who = m.name.empty() ? std::string("the model") : m.name;
     if (!m.ffn_unmodelled.empty() && info.has_dim(Dim::F))
         return "op " + std::string(to_string(op)) + " runs the FFN, and " + who + "'s FFN is " + m.ffn_unmodelled;
+    if ((info.uses(kMoeRoute) || info.uses(kMoeExperts)) && m.block.n_experts <= 0)
+        return "op " + std::string(to_string(op)) + " runs a mixture of experts, and " + who + " has none (a dense FFN)";
     return "";
 }
 
@@ -183,8 +196,8 @@ const std::vector<Preset>& presets() {
                make(1152, 4, 1, 256, 6912, 1e6, 1e-6, true), 26, 512, 262144, 32768, 1.0),
         gemma3("gemma3-4b", "google/gemma-3-4b-pt's text_config (GQA 2, QK-norm, window 1024, linear RoPE x8 on full layers)",
                make(2560, 8, 4, 256, 10240, 1e6, 1e-6, true), 34, 1024, 262208, 131072, 8.0),
-        gpt_oss("gpt-oss-20b", "openai/gpt-oss-20b (GQA 8, sinks, q/k/v/o biases, sliding 128 / full; experts and YaRN not computed)", 24, 32),
-        gpt_oss("gpt-oss-120b", "openai/gpt-oss-120b (GQA 8, sinks, q/k/v/o biases, sliding 128 / full; experts and YaRN not computed)", 36, 128),
+        gpt_oss("gpt-oss-20b", "openai/gpt-oss-20b (GQA 8, sinks, q/k/v/o biases, sliding 128 / full, YaRN; its experts by --op moe)", 24, 32),
+        gpt_oss("gpt-oss-120b", "openai/gpt-oss-120b (GQA 8, sinks, q/k/v/o biases, sliding 128 / full, YaRN; its experts by --op moe)", 36, 128),
     };
     return table;
 }
@@ -246,6 +259,8 @@ BlockConfig scale_down(BlockConfig c, int64_t factor) {
     auto down = [factor](int64_t v) { return v <= 0 ? v : std::max<int64_t>(1, (v + factor - 1) / factor); };
     c.d_model = down(c.d_model);
     c.ffn_dim = down(c.ffn_dim);
+    c.moe_ffn_dim = down(c.moe_ffn_dim);
+    c.moe_shared_ffn_dim = down(c.moe_shared_ffn_dim);
     return c;
 }
 
@@ -286,6 +301,16 @@ std::string describe(const BlockConfig& c) {
       << (c.hidden_act != HiddenAct::silu ? std::string(" hidden_act=") + to_string(c.hidden_act) : "");
     if (c.rotary_dim > 0 && c.rotary_dim != c.head_dim) o << " rotary=" << c.rotary_dim;
     if (c.rope_scaling.type != RopeScalingType::none) o << " scaling=" << describe(c.rope_scaling);
+    if (c.n_experts > 0)
+        o << " experts=" << c.n_experts << " top_k=" << c.n_experts_per_tok << " expert_ffn=" << c.moe_ffn_dim;
+    // Every other twist that is on, from the record (those above keep the names they always had).
+    static const std::set<std::string_view> above = {"qk_norm",        "qkv_bias",      "sliding_window",
+                                                     "attn_logit_softcapping", "attn_sinks", "norm_plus_one",
+                                                     "sandwich_norm",  "attn_scale",    "hidden_act",
+                                                     "rotary_dim",     "rope_scaling",  "rope_scaling.truncate"};
+    for (const Twist& t : twist_table())
+        if (!t.core && !above.count(t.name) && twist_on(t, c) && (!t.applies || t.applies(c)))
+            o << " " << t.name << "=" << twist_text(t, c);
     return o.str();
 }
 

@@ -2,7 +2,9 @@
 
 #include "conform/dtype.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <string_view>
 #include <sstream>
@@ -102,6 +104,13 @@ bool fixed_by_config(const OpInfo& info, Dim d) {
         case Dim::KVS: return true;
         case Dim::D: return info.reads("d_model");
         case Dim::F: return info.reads("ffn_dim");
+        // a mixture of experts' sizes: its config's (n_experts, moe_ffn_dim, moe_shared_ffn_dim)
+        case Dim::E:
+        case Dim::ED:
+        case Dim::EFe:
+        case Dim::Fe2:
+        case Dim::FS:
+        case Dim::FS2: return true;
         default: return false;
     }
 }
@@ -260,6 +269,38 @@ struct Checker {
         }
     }
 
+    // A mixture of experts' sizes and groups (before any shape is computed from them).
+    void experts() const {
+        const BlockConfig& g = c.config;
+        const OpInfo& info = op_info(c.op);
+        positive("n_experts", g.n_experts);
+        if (g.n_experts > (int64_t{1} << 16)) fail("n_experts", "must be at most 65536, found " + std::to_string(g.n_experts));
+        if (g.n_experts_per_tok < 1 || g.n_experts_per_tok > g.n_experts)
+            fail("n_experts_per_tok", "must be in [1, n_experts = " + std::to_string(g.n_experts) + "], found " +
+                                          std::to_string(g.n_experts_per_tok));
+        if (info.reads("moe_ffn_dim")) positive("moe_ffn_dim", g.moe_ffn_dim);
+        // Every size a shape is computed from, far past a checkpoint's, so no product of them overflows.
+        for (const auto& [field, v] : {std::pair<const char*, int64_t>{"d_model", g.d_model},
+                                       {"moe_ffn_dim", g.moe_ffn_dim},
+                                       {"moe_shared_ffn_dim", g.moe_shared_ffn_dim}})
+            if (v > (int64_t{1} << 20)) fail(field, "must be at most 1048576 in a mixture of experts, found " + std::to_string(v));
+        if (info.uses(kMoeRoute) && g.moe_n_group > 0) {
+            if (g.n_experts % g.moe_n_group != 0)
+                fail("moe_n_group", "must divide n_experts = " + std::to_string(g.n_experts) + ", found " +
+                                        std::to_string(g.moe_n_group));
+            const int64_t size = g.n_experts / g.moe_n_group;
+            if (g.moe_topk_group < 1 || g.moe_topk_group > g.moe_n_group || g.moe_topk_group * size < g.n_experts_per_tok)
+                fail("moe_topk_group", "must be in [1, n_group = " + std::to_string(g.moe_n_group) +
+                                           "] and its groups hold n_experts_per_tok = " +
+                                           std::to_string(g.n_experts_per_tok) + " experts, found " +
+                                           std::to_string(g.moe_topk_group));
+        }
+        if (info.uses(kMoeRoute) && !(std::isfinite(g.moe_routed_scaling_factor) && g.moe_routed_scaling_factor >= 0))
+            fail("moe_routed_scaling_factor", "must be finite and >= 0 (0: none)");
+        if (info.uses(kMoeExperts) && !(std::isfinite(g.moe_swiglu_limit) && g.moe_swiglu_limit >= 0))
+            fail("moe_swiglu_limit", "must be finite and >= 0 (0: silu)");
+    }
+
     void paged() const {
         const BlockConfig& cfg = c.config;
         positive("page_size", cfg.page_size);
@@ -371,6 +412,73 @@ std::optional<std::pair<std::string, std::string>> rope_config_problem(const Blo
     return std::nullopt;
 }
 
+// Whether token t's expert choice is clear of a float32 router's noise: its
+// K-th and (K + 1)-th choice scores (and with groups, its topk_group-th and
+// next group scores) further apart than twice what a float32 program's
+// logits, scores and bias can move them. The bound is generous (16x the
+// typical sum's). materialize() draws no token that is not; the judge does
+// not judge a case that holds one (docs/moe.md).
+bool route_clear(const Case& c, int64_t t) {
+    const BlockConfig& g = c.config;
+    const Tensor& x = c.in("x");
+    const Tensor& w = c.in("w_router");
+    const int64_t D = x.cols(), E = g.n_experts;
+    const double u = std::ldexp(1.0, -24);
+    std::vector<double> l(static_cast<size_t>(E)), p(static_cast<size_t>(E)), key(static_cast<size_t>(E));
+    double spread = 0, top = 0;
+    for (int64_t e = 0; e < E; ++e) {
+        double acc = 0, mag = 0;
+        for (int64_t d = 0; d < D; ++d) {
+            const double a = static_cast<double>(x.data[t * D + d]) * w.data[d * E + e];
+            acc += a, mag += std::fabs(a);
+        }
+        if (g.moe_router_bias) acc += c.in("router_bias").data[e], mag += std::fabs(c.in("router_bias").data[e]);
+        l[e] = acc;
+        spread = std::max(spread, mag);
+        top = std::max(top, acc);
+    }
+    double sum = 0;
+    for (int64_t e = 0; e < E; ++e) sum += (p[e] = g.moe_scoring == MoeScoring::softmax ? std::exp(l[e] - top) : 0.0);
+    for (int64_t e = 0; e < E; ++e) {
+        p[e] = g.moe_scoring == MoeScoring::softmax ? p[e] / sum : 1.0 / (1.0 + std::exp(-l[e]));
+        key[e] = p[e] + (g.moe_selection_bias ? c.in("e_bias").data[e] : 0.0);
+    }
+    // A logit moves by at most dl; a score by 2·dl (softmax: p_i (dl + Σ p_j dl) <= 2 dl) or dl / 4 (sigmoid).
+    const double dl = 16.0 * (std::sqrt(static_cast<double>(D)) + 4.0) * u * spread;
+    double margin = (g.moe_scoring == MoeScoring::softmax ? 2.0 : 0.25) * dl + 16.0 * (std::sqrt(static_cast<double>(E)) + 4.0) * u;
+    std::vector<bool> live(static_cast<size_t>(E), true);
+    auto gap_at = [](std::vector<double> v, int64_t k) {  // v sorted descending: v[k-1] - v[k]
+        std::sort(v.begin(), v.end(), std::greater<double>());
+        return k < static_cast<int64_t>(v.size()) ? v[static_cast<size_t>(k - 1)] - v[static_cast<size_t>(k)] : 1e300;
+    };
+    if (g.moe_n_group > 0) {
+        const int64_t G = g.moe_n_group, size = E / G;
+        std::vector<double> score(static_cast<size_t>(G));
+        for (int64_t q = 0; q < G; ++q) {
+            std::vector<double> in(key.begin() + q * size, key.begin() + (q + 1) * size);
+            std::sort(in.begin(), in.end(), std::greater<double>());
+            score[static_cast<size_t>(q)] = g.moe_group_score == MoeGroupScore::max || size < 2 ? in[0] : in[0] + in[1];
+        }
+        if (gap_at(score, g.moe_topk_group) <= 4.0 * margin) return false;  // a group's score sums two keys
+        std::vector<double> sorted = score;
+        std::sort(sorted.begin(), sorted.end(), std::greater<double>());
+        const double cut = sorted[static_cast<size_t>(g.moe_topk_group - 1)];
+        for (int64_t e = 0; e < E; ++e) live[static_cast<size_t>(e)] = score[static_cast<size_t>(e / size)] >= cut;
+    }
+    std::vector<double> kept;
+    for (int64_t e = 0; e < E; ++e)
+        if (live[static_cast<size_t>(e)]) kept.push_back(key[static_cast<size_t>(e)]);
+    return gap_at(kept, g.n_experts_per_tok) > 2.0 * margin;
+}
+
+
+int64_t first_route_tie(const Case& c) {
+    if (!op_info(c.op).uses(kMoeRoute)) return -1;
+    for (int64_t t = 0; t < c.in("x").rows(); ++t)
+        if (!route_clear(c, t)) return t;
+    return -1;
+}
+
 void validate_case(const Case& c) {
     Checker k{c};
     const BlockConfig& cfg = c.config;
@@ -383,6 +491,7 @@ void validate_case(const Case& c) {
     else if (info.reads("head_dim")) k.positive("head_dim", cfg.head_dim);
     if (info.uses(kRope)) k.theta();
     if (info.reads("norm_eps")) k.eps();
+    if (info.reads("n_experts")) k.experts();
 
     // Every input's shape from the op's dims (conform/op_info.h): the config's
     // where it fixes them, else bound by the first input that has them.

@@ -130,6 +130,14 @@ int64_t head_dim_of(const Case& c, const std::string& output);
 // InputError naming the field and the expected-vs-found shape.
 void validate_case(const Case& c);
 
+// A router's case (moe, moe_route): whether token t's K-th and (K + 1)-th
+// choice scores (and its groups', grouped) lie further apart than a float32
+// router's arithmetic can move them, and the first token where they do not
+// (-1: none). Such a token is a tie an honest kernel may break either way
+// (docs/moe.md): the generator draws none, and the judge does not judge one.
+bool route_clear(const Case& c, int64_t t);
+int64_t first_route_tie(const Case& c);
+
 // What is wrong with a config's RoPE scaling or rotary_dim, as (field under
 // config/, message with the value found), or nullopt when they make a RoPE:
 // rotary_dim 0 or even in [2, head_dim]; factor finite and >= 1; llama3 needs

@@ -339,6 +339,7 @@ std::string unlike_rounding(const Case& c, DType lower, const NamedD& observed, 
 bool explained_by_precision(const Case& c, DType dtype, const NamedD& observed, const std::string& tensor) {
     for (const Lower& l : lower_precisions(c, dtype)) {
         const Truth t = truth_at(c, l);
+        if (!t.beyond_declared.empty()) continue;  // not judged at that precision (a router below float32)
         if (!judge_case(c, l.dtype, observed, t).pass) continue;
         if (unlike_truths_rounding(t, observed, tensor).empty()) return true;
     }
@@ -379,6 +380,7 @@ bool precision_downgrade(const Case& c, DType dtype, const NamedD& observed, con
     for (const Lower& l : lower_precisions(c, dtype)) {
         ++d.tried;
         const Truth t = truth_at(c, l);
+        if (!t.beyond_declared.empty()) continue;  // not judged at that precision (a router below float32)
         CaseResult jr = judge_case(c, l.dtype, observed, t);
         if (!jr.pass) continue;
         if (!unlike_truths_rounding(t, observed, tensor).empty()) continue;

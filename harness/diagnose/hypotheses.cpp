@@ -208,6 +208,20 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             "post-norm (h = norm(x + attn(x)), out = norm(h + ffn(h))) where the Llama block is pre-norm "
             "(each sublayer reads norm(x), the residual stream is never normed)");
     }
+    if (uses(op, kMoeRoute) && cfg.moe_selection_bias) {
+        ref::Variant v;
+        v.moe_weights_from_choice = true;
+        add("selection_bias_in_weights", v,
+            "the routing weights taken from scores + e_bias, the scores the choice is made on; DeepSeek-V3's "
+            "weights are the unbiased scores (e_score_correction_bias is for the choice only)");
+    }
+    if (uses(op, kMoeExperts) && cfg.moe_expert_bias && !cfg.moe_weight_on_input) {
+        ref::Variant v;
+        v.moe_down_bias_after_weight = true;
+        add("expert_bias_after_weight", v,
+            "each expert's down bias b2 added after its routing weight, w * (a @ w2) + b2; gpt-oss adds it first, "
+            "(a @ w2 + b2) * w");
+    }
     if (uses(op, kSinks) && cfg.attn_sinks) {
         ref::Variant vs;
         if (cfg.n_kv_heads < cfg.n_heads) {

@@ -160,6 +160,7 @@ struct RcPicker : TwistPicker {
         return 0;
     }
     bool coin() override { return *rc::gen::arbitrary<bool>(); }
+    int64_t between(int64_t lo, int64_t hi) override { return *rc::gen::inRange<int64_t>(lo, hi + 1); }
 };
 
 // The twists' rows in the order their draws were added (draw_rank).
@@ -336,6 +337,8 @@ void pin(CaseSpec& s, const BlockConfig& c) {
         if (t.mean_id && !twist_on(t, c)) s.bias_mean = 0.0;
     }
     if (info.reads("norm_eps")) s.config.norm_eps = c.norm_eps;
+    if (info.reads("n_experts")) s.config.n_experts = c.n_experts, s.config.n_experts_per_tok = c.n_experts_per_tok;
+    if (info.reads("moe_ffn_dim")) s.config.moe_ffn_dim = c.moe_ffn_dim;
 }
 
 // A checkpoint's layer: its weights; with model inputs, the first T rows of
@@ -435,6 +438,19 @@ CaseSpec detail::make(const Stream& st) {
             break;
         }
         case Op::paged_attention: pick_batch(s); break;
+        case Op::moe:
+        case Op::moe_route:
+        case Op::moe_experts: {
+            // Few experts to many (gpt-oss 32, Qwen3 128, DeepSeek-V3 256: the
+            // router's choice among 64 is as hard), K of them per token.
+            s.T = cap(pick_rows(reach.rows));
+            s.config.d_model = *rc::gen::inRange<int64_t>(4, 97);
+            s.config.n_experts = weighted<int64_t>({{2, 4}, {3, 8}, {2, 16}, {1, 2}, {1, 64}});
+            s.config.n_experts_per_tok =
+                *rc::gen::inRange<int64_t>(1, std::min<int64_t>(s.config.n_experts, 8) + 1);
+            if (op != Op::moe_route) s.config.moe_ffn_dim = *rc::gen::inRange<int64_t>(2, 65);
+            break;
+        }
         case Op::swiglu:
             s.T = cap(pick_rows(reach.rows));
             s.config.d_model = pick_width(96, {512, 520});
@@ -464,6 +480,9 @@ CaseSpec detail::make(const Stream& st) {
         }
     }
     pick_inputs(s);
+    // A router's input is a normed hidden state, O(1): at magnitude 30 its
+    // sigmoid scores saturate to 1 in float32 and tie (materialize.cpp draws no tie).
+    if (op_info(op).uses(kMoeRoute)) s.mag = weighted<double>({{6, 1.0}, {2, 0.25}, {2, 3.0}});
     // Scores past ±5e4 (a kernel's "-inf" of -5e4 then masks real keys,
     // flashinfer #4267): q and k at magnitude 300 make scores ~N(0, 9e4²).
     if (op_info(op).uses(kPaged) && weighted<int>({{8, 0}, {1, 1}})) s.mag = 300.0;
@@ -481,6 +500,10 @@ CaseSpec detail::make(const Stream& st) {
                 reset_twist(t, s.config);
                 if (t.mean_id) s.bias_mean = 0.0;
             }
+    // And a twist that applies only with one left off goes with it (topk_group with n_group).
+    if (!pinned)
+        for (const Twist& t : twist_table())
+            if (op_info(op).reads(t) && t.applies && !t.applies(s.config)) reset_twist(t, s.config);
     return s;
 }
 

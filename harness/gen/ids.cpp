@@ -92,6 +92,12 @@ Fields op_fields(const CaseSpec& s) {
             shape();
             break;
         case Op::swiglu: add("T", I(s.T)); add("D", I(c.d_model)); add("F", I(c.ffn_dim)); break;
+        case Op::moe:
+        case Op::moe_route:
+        case Op::moe_experts:
+            add("T", I(s.T)); add("D", I(c.d_model)); add("E", I(c.n_experts)); add("K", I(c.n_experts_per_tok));
+            if (s.op != Op::moe_route) add("Fe", I(c.moe_ffn_dim));
+            break;
         case Op::paged_attention: {
             auto list = [&](const std::vector<int64_t>& v) {
                 std::string o;
@@ -285,7 +291,8 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
               count("kpos", 0, kMaxCount, s.kpos) && count("P", 1, 1 << 16, c.page_size) &&
               count("pool", 1, 64, s.pool) && count("prefill", 0, kMaxCount, s.prefill) &&
               count("outliers", 0, 1 << 24, s.outliers) && count("rd", 0, 1 << 16, c.rotary_dim) &&
-              count("layer", 0, 1 << 20, s.layer) &&
+              count("layer", 0, 1 << 20, s.layer) && count("E", 1, 1 << 16, c.n_experts) &&
+              count("K", 1, 1 << 16, c.n_experts_per_tok) && count("Fe", 1, 1 << 24, c.moe_ffn_dim) &&
               take("seed", [&](Reader& x) { return x.unsigned64(s.seed); }) &&
               take("theta", [&](Reader& x) { return x.real(1, std::numeric_limits<double>::max(), true, c.rope_theta); }) &&
               take("eps", [&](Reader& x) { return x.real(0, 1, true, c.norm_eps); }) &&
@@ -447,6 +454,18 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
     if (info.has_dim(Dim::F) && product({c.d_model, c.ffn_dim}, kMaxElements) < 0) return fail("case too large (D x F)");
     if (info.has_dim(Dim::Q) && info.has_dim(Dim::D) && product({c.d_model, Q}, kMaxElements) < 0)
         return fail("case too large (D x heads)");
+    if (info.reads("n_experts")) {
+        if (c.n_experts_per_tok > c.n_experts)
+            return fail("K = " + I(c.n_experts_per_tok) + " must be <= E = " + I(c.n_experts));
+        if (c.moe_n_group > 0 && (c.n_experts % c.moe_n_group != 0 || c.moe_topk_group > c.moe_n_group ||
+                                  c.moe_topk_group * (c.n_experts / c.moe_n_group) < c.n_experts_per_tok))
+            return fail("n_group = " + I(c.moe_n_group) + " must divide E = " + I(c.n_experts) + ", and topk_group = " +
+                        I(c.moe_topk_group) + " of its groups (<= n_group) hold K = " + I(c.n_experts_per_tok));
+        if (product({s.T, c.n_experts}, kMaxElements) < 0 || product({c.d_model, c.n_experts}, kMaxElements) < 0 ||
+            product({c.n_experts, c.d_model, 2, std::max<int64_t>(c.moe_ffn_dim, 1)}, kMaxElements) < 0 ||
+            product({c.d_model, 2, std::max<int64_t>(c.moe_shared_ffn_dim, 1)}, kMaxElements) < 0)
+            return fail("case too large (its experts)");
+    }
     if (s.op == Op::attention && (product({s.S, KVW}, kMaxElements) < 0 || product({s.T, s.S, c.n_heads}, int64_t{1} << 34) < 0))
         return fail("case too large (its keys)");
     if (info.uses(kRope) || s.op == Op::attention) {

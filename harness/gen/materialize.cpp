@@ -199,6 +199,62 @@ void kv_scales(Rng& r, Case& c) {
     }
 }
 
+// A mixture of experts' inputs: x, then the router's (moe, moe_route) or a
+// route (moe_experts: K distinct experts per token, weights in [0.05, 1.55)),
+// then the experts' (moe, moe_experts); each twist's tensors after all of these.
+void moe_inputs(Rng& r, const CaseSpec& s, Case& c) {
+    const BlockConfig& g = s.config;
+    const int64_t T = s.T, D = g.d_model, E = g.n_experts, K = g.n_experts_per_tok, F = g.moe_ffn_dim;
+    const bool router = s.op != Op::moe_experts, experts = s.op != Op::moe_route;
+    c.inputs["x"] = activations(r, T, D, s.mag, s.outliers);
+    if (router) {
+        c.inputs["w_router"] = weight(r, D, E);
+    } else {
+        Tensor route(T, E);
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t k = 0; k < K; ++k) {
+                int64_t e = r.below(E);
+                while (route.data[t * E + e] != 0.0f) e = r.below(E);
+                route.data[t * E + e] = static_cast<float>(0.05 + 1.5 * r.uniform());
+            }
+        c.inputs["route"] = std::move(route);
+    }
+    if (experts) {
+        // Each expert's matrices N(0, 1/in), stacked along the rows.
+        c.inputs["w13"] = normal(r, E * D, 2 * F, 1.0 / std::sqrt(static_cast<double>(D)));
+        c.inputs["w2"] = normal(r, E * F, D, 1.0 / std::sqrt(static_cast<double>(F)));
+    }
+    // The twists' tensors, each only where its twist is on (conform/twists.h rows).
+    if (router && g.moe_router_bias) c.inputs["router_bias"] = normal(r, 1, E, 1.0);
+    // DeepSeek's correction bias is of the order of the scores' own spread.
+    if (router && g.moe_selection_bias) c.inputs["e_bias"] = normal(r, 1, E, g.moe_scoring == MoeScoring::sigmoid ? 0.2 : 1.0 / static_cast<double>(E));
+    if (experts && g.moe_expert_bias) {
+        c.inputs["b13"] = normal(r, E, 2 * F, 0.5);
+        c.inputs["b2"] = normal(r, E, D, 0.5);
+    }
+    if (experts && g.moe_shared_ffn_dim > 0) {
+        const int64_t Fs = g.moe_shared_ffn_dim;
+        c.inputs["ws13"] = normal(r, D, 2 * Fs, 1.0 / std::sqrt(static_cast<double>(D)));
+        c.inputs["ws2"] = normal(r, Fs, D, 1.0 / std::sqrt(static_cast<double>(Fs)));
+        if (g.moe_shared_gate) c.inputs["ws_gate"] = weight(r, D, 1);
+    }
+    if (!router) return;
+    // A token whose choice is a near-tie is drawn again (its own stream, so
+    // the others keep theirs); after 100 tries at smaller magnitudes, down
+    // to 2^-20 of the case's, where no score saturates and no logit rounds
+    // far (duplicated router columns, which no draw makes, could still tie:
+    // the judge then finds the baseline on other experts and does not judge).
+    Tensor& x = c.inputs.at("x");
+    for (int64_t t = 0; t < T; ++t) {
+        Rng again{s.seed ^ (static_cast<uint64_t>(t) + 1) * 0x9E3779B97F4A7C15ull};
+        for (int tries = 0; tries < 1100 && !route_clear(c, t); ++tries) {
+            const double mag = tries < 100 ? s.mag : s.mag * std::ldexp(1.0, -(tries - 100) / 50 - 1);
+            const Tensor row = activations(again, 1, D, mag, 0);
+            std::copy(row.data.begin(), row.data.end(), x.data.begin() + t * D);
+        }
+    }
+}
+
 }  // namespace
 
 Case materialize(const CaseSpec& s) {
@@ -290,6 +346,9 @@ Case materialize(const CaseSpec& s) {
             c.inputs["w3"] = weight_or("w3", [&] { return weight(r, s.config.d_model, s.config.ffn_dim); });
             c.inputs["w2"] = weight_or("w2", [&] { return weight(r, s.config.ffn_dim, s.config.d_model); });
             break;
+        case Op::moe:
+        case Op::moe_route:
+        case Op::moe_experts: moe_inputs(r, s, c); break;
         case Op::block:
         case Op::decode: {
             const int64_t D = s.config.d_model, Q = s.config.n_heads * s.config.head_dim, KV = s.config.n_kv_heads * s.config.head_dim;

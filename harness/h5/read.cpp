@@ -336,6 +336,9 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
         size("page_size", cfg.page_size);
         size("head_dim", cfg.head_dim);
         size("ffn_dim", cfg.ffn_dim);
+        size("n_experts", cfg.n_experts);
+        size("n_experts_per_tok", cfg.n_experts_per_tok);
+        size("moe_ffn_dim", cfg.moe_ffn_dim);
         if (has("rope_layout")) {
             const std::string v = read_string(ctx, g.get(), "rope_layout", "config/rope_layout");
             auto l = parse_rope_layout(v);

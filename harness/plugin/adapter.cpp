@@ -46,13 +46,14 @@ class Adapter final : public Implementation {
 
     std::string name() const override { return lib_->name; }
     DType dtype() const override { return dtype_; }
+    bool implements(Op op) const override { return plugin::implements(*lib_, op); }
     ActQuant activation_quant(Op op) const override {
-        return implements(*lib_, op) ? declared_act_quant(*lib_, op) : ActQuant::none;
+        return implements(op) ? declared_act_quant(*lib_, op) : ActQuant::none;
     }
     TwistSet twists(Op op) const override { return declared_twists(*lib_, op); }
 
     Support supports(Op op, const BlockConfig& config) const override {
-        if (!implements(*lib_, op)) return Support::no(lib_->name + " does not implement " + to_string(op));
+        if (!implements(op)) return Support::no(lib_->name + " does not implement " + to_string(op));
         if (t_.supports == nullptr) return Support::yes();
         Params p(op, dtype_, config);
         char msg[1024] = "";
@@ -140,6 +141,9 @@ class Adapter final : public Implementation {
                 call.finish(timed([&] { return t_.paged_attention(k, &q, &kc, &vc, &qo, &kp, &ki, &kl, &o, &l, msg, cap); }));
                 break;
             }
+            case Op::moe:
+            case Op::moe_route:
+            case Op::moe_experts: typed();  // not offered (has_function): no function in the table
         }
         return true;
     }

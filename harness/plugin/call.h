@@ -33,6 +33,9 @@ bool has_function(const Table& t, Op op) {
         case Op::block: return t.block != nullptr;
         case Op::decode: return t.decode != nullptr;
         case Op::paged_attention: return t.paged_attention != nullptr;
+        case Op::moe:
+        case Op::moe_route:
+        case Op::moe_experts: return false;  // no function in the table yet: a plugin is not offered them
     }
     return false;
 }

@@ -397,6 +397,9 @@ std::unique_ptr<TorchBenchOp> make_torch_bench_op(const Case& c, const conform::
             return std::make_unique<DecodeOp>(c, context_x ? *context_x : none, context_pos ? *context_pos : no_pos);
         }
         case Op::paged_attention: return std::make_unique<PagedOp>(c);
+        case Op::moe:
+        case Op::moe_route:
+        case Op::moe_experts: break;  // not timed (bench/resolve.cpp refuses it)
     }
     throw std::logic_error("torch bench: unknown op");
 }

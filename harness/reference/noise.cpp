@@ -490,6 +490,31 @@ Tensor attn_through_wo(const AttnBound& a, const Tensor& wo, int64_t hd, const T
     return sum_sq.clamp_min(0.0).sqrt();
 }
 
+// silu(gate) * up, or gpt-oss's clamped g·σ(1.702 g)·(u + 1) with g =
+// min(gate, L), u = clamp(up, -L, L) (limit L > 0), and its bound from the
+// gate's and up's. silu is 1.1-Lipschitz with |silu''| <= 0.5; the clamped
+// gate's f(g) = g·σ(1.702 g) is silu(1.702 g) / 1.702: the same 1.1, and
+// |f''| <= 0.5·1.702; a clamp is 1-Lipschitz. Own roundings: the
+// products (2u), and for the clamped form the +1 and the scaled sigmoid (u more).
+struct Gated {
+    Tensor g, e;
+};
+Gated gated_bound(const Tensor& gate, const Tensor& e_gate, const Tensor& up, const Tensor& e_up, double limit,
+                  const Units& u) {
+    const bool clamped = limit > 0;
+    const double alpha = clamped ? 1.702 : 1.0;
+    auto gc = clamped ? gate.clamp_max(limit) : gate;
+    auto uc = clamped ? up.clamp(-limit, limit) + 1.0 : up;
+    auto sig = torch::sigmoid(alpha * gc);
+    auto a = gc * sig;
+    auto da = (sig * (1.0 + alpha * gc * (1.0 - sig))).abs();
+    auto e_a = torch::minimum(da + 0.25 * alpha * e_gate, torch::full_like(da, 1.1)) * e_gate;
+    Gated out;
+    out.g = a * uc;
+    out.e = e_a * (uc.abs() + e_up) + a.abs() * e_up + (clamped ? 3.0 : 2.0) * u.a * out.g.abs() + u.store(out.g, 2.0);
+    return out;
+}
+
 // SwiGLU (silu(x@w1) * (x@w3)) @ w2 with x's bound carried. silu is
 // 1.1-Lipschitz with |silu''| ≤ 0.5, so |Δsilu| ≤ min(1.1, |silu'(g)| + e/4)·e.
 // GeGLU's gelu_tanh is 1.13-Lipschitz with |gelu''| ≤ 0.80 (at 0), so
@@ -505,28 +530,145 @@ Tensor swiglu_bound(const Tensor& x, const Bound& ex, const Tensor& w1, const Te
     auto e_gate = matmul_bound(x, ex, w1, gate, u), e_up = matmul_bound(x, ex, w3, up, u);
     add_flip_bound(e_gate, x, w1, q);
     add_flip_bound(e_up, x, w3, q);
-    Tensor a, e_a, eval;
+    Bound eg;
+    Tensor g;
     if (act == HiddenAct::gelu_tanh) {
         // gelu'(a) = (1 + tanh z) / 2 + a (1 - tanh^2 z) c (1 + 3·0.044715 a^2) / 2,  z = c (a + 0.044715 a^3)
         const double c = std::sqrt(2.0 / M_PI);
         auto th = torch::tanh(c * (gate + 0.044715 * gate.pow(3)));
         auto dgelu = (0.5 * (1.0 + th) + 0.5 * gate * (1.0 - th * th) * c * (1.0 + 3.0 * 0.044715 * gate * gate)).abs();
-        a = gelu_tanh(gate);
-        e_a = torch::minimum(dgelu + 0.4 * e_gate, torch::full_like(dgelu, 1.13)) * e_gate;
-        eval = 3.0 * u.a * gate.abs() * up.abs();
+        auto a = gelu_tanh(gate);
+        auto e_a = torch::minimum(dgelu + 0.4 * e_gate, torch::full_like(dgelu, 1.13)) * e_gate;
+        g = a * up;
+        // the product's roundings, and gelu_tanh's own evaluation (silu's is in gated_bound's 2u·|g|)
+        eg.abs = e_a * (up.abs() + e_up) + a.abs() * e_up + 2.0 * u.a * g.abs() + u.store(g, 2.0) +
+                 3.0 * u.a * gate.abs() * up.abs();
     } else {
-        auto sig = torch::sigmoid(gate);
-        a = gate * sig;
-        auto dsilu = (sig * (1.0 + gate * (1.0 - sig))).abs();
-        e_a = torch::minimum(dsilu + 0.25 * e_gate, torch::full_like(dsilu, 1.1)) * e_gate;
+        Gated s = gated_bound(gate, e_gate, up, e_up, 0.0, u);
+        g = s.g;
+        eg.abs = s.e;
     }
-    auto g = a * up;
-    Bound eg;
-    eg.abs = e_a * (up.abs() + e_up) + a.abs() * e_up + 2.0 * u.a * g.abs() + u.store(g, 2.0);
-    if (eval.defined()) eg.abs = eg.abs + eval;  // gelu_tanh's own evaluation (silu's is in 2u·|g|)
     Tensor e = matmul_bound(g, eg, w2, torch::matmul(g, w2), u);
     add_flip_bound(e, g, w2, q);
     return e;
+}
+
+// A mixture of experts (reference/moe.cpp), element by element.
+// The router: logits l (a product), scores p = softmax(l) (each p_i moves by
+// p_i (|Δl_i| + Σ_j p_j |Δl_j|), and its own exp, E-term sum and division:
+// (sqrt(E) + 3)·u relative) or σ(l) (σ(1 - σ)|Δl|, and 2u). The chosen
+// weights w: renormalised, w_i / S moves by (Δw_i + (w_i / S) Σ_j Δw_j) / S,
+// and the sum's and division's K·u relative; times the scaling factor, u.
+// An expert not chosen has weight exactly 0 (the choice itself is not
+// noise: the generator draws no token whose k-th and (k + 1)-th choice
+// scores lie within their bounds, docs/moe.md).
+// The experts: each chosen one's SwiGLU as swiglu's bound (gated_bound), its
+// input weighted first where the weight is on the input; then the weighted
+// sum over the K chosen and the shared expert, whose bounds are added
+// linearly (one token's weights share one softmax's error: not independent),
+// and its own K + 1 additions.
+Tensor route_bound(const Tensor& x, const Tensor& w_router, const Tensor& router_bias, const Tensor& route,
+                   const BlockConfig& cfg, const Units& u) {
+    auto l = torch::matmul(x, w_router);
+    auto e_l = matmul_bound(x, Bound{}, w_router, l, u);
+    if (cfg.moe_router_bias) {
+        l = l + router_bias.reshape({1, -1});
+        e_l = e_l + u.a * l.abs() + u.store(l);
+    }
+    Tensor p, e_p;
+    if (cfg.moe_scoring == MoeScoring::softmax) {
+        p = torch::softmax(l, -1);
+        const double E = static_cast<double>(l.size(1));
+        e_p = p * (e_l + (p * e_l).sum(-1, true)) + (std::sqrt(E) + 3.0) * u.a * p + u.store(p);
+    } else {
+        p = torch::sigmoid(l);
+        e_p = p * (1.0 - p) * e_l + 2.0 * u.a * p + u.store(p);
+    }
+    const auto chosen = route != 0;
+    auto w = torch::where(chosen, p, torch::zeros_like(p));
+    auto e_w = torch::where(chosen, e_p, torch::zeros_like(p));
+    if (cfg.moe_norm_topk_prob) {
+        const double K = static_cast<double>(cfg.n_experts_per_tok);
+        auto S = w.sum(-1, true) + 1e-20;
+        auto wn = w / S;
+        e_w = (e_w + wn * e_w.sum(-1, true)) / S + (K + 1.0) * u.a * wn + u.store(wn);
+        w = wn;
+    }
+    if (cfg.moe_routed_scaling_factor > 0) {
+        w = w * cfg.moe_routed_scaling_factor;
+        e_w = e_w * cfg.moe_routed_scaling_factor + u.a * w.abs() + u.store(w);
+    }
+    return e_w;
+}
+
+// out's bound, from the route and its bound.
+Tensor experts_bound(const Tensor& x, const Tensor& route, const Tensor& e_route, const std::map<std::string, Tensor>& w,
+                     const BlockConfig& cfg, const Units& u) {
+    const int64_t E = cfg.n_experts, D = x.size(1), F = cfg.moe_ffn_dim;
+    auto e_out = torch::zeros_like(x), magnitude = torch::zeros_like(x);  // Σ bounds, Σ |terms|
+    auto swiglu = [&](const Tensor& xin, const Tensor& e_xin, const Tensor& w13, const Tensor& b13, const Tensor& w2,
+                      const Tensor& b2, bool interleaved, double limit) {
+        Bound ex;
+        ex.abs = e_xin;
+        auto h = torch::matmul(xin, w13);
+        auto e_h = matmul_bound(xin, ex, w13, h, u);
+        if (b13.defined()) {
+            h = h + b13;
+            e_h = e_h + u.a * h.abs() + u.store(h);
+        }
+        const int64_t Fh = h.size(1) / 2;
+        auto half = [&](const Tensor& t, int i) {
+            return interleaved ? t.slice(1, i, 2 * Fh, 2) : t.narrow(1, i * Fh, Fh);
+        };
+        const Gated a = gated_bound(half(h, 0), half(e_h, 0), half(h, 1), half(e_h, 1), limit, u);
+        Bound ea;
+        ea.abs = a.e;
+        auto y = torch::matmul(a.g, w2);
+        auto e_y = matmul_bound(a.g, ea, w2, y, u);
+        if (b2.defined()) {
+            y = y + b2;
+            e_y = e_y + u.a * y.abs() + u.store(y);
+        }
+        return std::pair<Tensor, Tensor>{y, e_y};
+    };
+    const Tensor none;
+    for (int64_t e = 0; e < E; ++e) {
+        const auto tokens = route.select(1, e).nonzero().reshape({-1});
+        if (tokens.numel() == 0) continue;
+        auto r = route.select(1, e).index_select(0, tokens).unsqueeze(1);
+        auto er = e_route.select(1, e).index_select(0, tokens).unsqueeze(1);
+        auto xe = x.index_select(0, tokens);
+        Tensor e_xin = torch::zeros_like(xe);
+        if (cfg.moe_weight_on_input) {
+            e_xin = er * xe.abs() + u.a * (r * xe).abs() + u.store(r * xe);
+            xe = r * xe;
+        }
+        const bool bias = cfg.moe_expert_bias;
+        auto [y, e_y] = swiglu(xe, e_xin, w.at("w13").narrow(0, e * D, D),
+                               bias ? w.at("b13").select(0, e).unsqueeze(0) : none, w.at("w2").narrow(0, e * F, F),
+                               bias ? w.at("b2").select(0, e).unsqueeze(0) : none, cfg.moe_gate_up_interleaved,
+                               cfg.moe_swiglu_limit);
+        auto term = cfg.moe_weight_on_input ? y : r * y;
+        auto e_term = cfg.moe_weight_on_input ? e_y : r.abs() * e_y + er * y.abs() + u.a * term.abs() + u.store(term);
+        e_out.index_add_(0, tokens, e_term);
+        magnitude.index_add_(0, tokens, term.abs());
+    }
+    if (cfg.moe_shared_ffn_dim > 0) {
+        auto [y, e_y] = swiglu(x, torch::zeros_like(x), w.at("ws13"), none, w.at("ws2"), none, false, 0.0);
+        if (cfg.moe_shared_gate) {
+            auto z = torch::matmul(x, w.at("ws_gate"));
+            auto s = torch::sigmoid(z);
+            auto e_s = s * (1.0 - s) * matmul_bound(x, Bound{}, w.at("ws_gate"), z, u) + 2.0 * u.a * s + u.store(s);
+            auto gated = y * s;
+            e_y = e_y * s + y.abs() * e_s + u.a * gated.abs() + u.store(gated);
+            y = gated;
+        }
+        e_out = e_out + e_y;
+        magnitude = magnitude + y.abs();
+    }
+    // the K (+ 1) additions, in any order, and out's store
+    const double K = static_cast<double>(cfg.n_experts_per_tok + (cfg.moe_shared_ffn_dim > 0 ? 1 : 0));
+    return e_out + K * u.a * magnitude + u.store(magnitude);
 }
 
 // An FP8 cache's values (torch_ops.h CacheRead, as written) of x [n, W], and
@@ -617,6 +759,31 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
         case Op::swiglu:
             e["out"] = swiglu_bound(in("x"), Bound{}, in("w1"), in("w3"), in("w2"), cfg.hidden_act, u, c.act_quant);
             break;
+        case Op::moe:
+        case Op::moe_route:
+        case Op::moe_experts: {
+            auto x = in("x");
+            std::map<std::string, Tensor> w;
+            for (const TensorSpec& t : op_info(c.op).inputs)
+                if (t.present(cfg) && c.inputs.count(t.name)) w[t.name] = in(t.name);
+            Tensor route, e_route;
+            if (c.op == Op::moe_experts) {
+                route = w.at("route");
+                e_route = torch::zeros_like(route);
+            } else {
+                const NamedD truth_here = reference(c);
+                route = T(truth_here.at(c.op == Op::moe ? "route" : "out"));
+                e_route = route_bound(x, w.at("w_router"), cfg.moe_router_bias ? w.at("router_bias") : none, route,
+                                      cfg, u);
+            }
+            if (c.op == Op::moe_route) {
+                e["out"] = e_route;
+                break;
+            }
+            if (c.op == Op::moe) e["route"] = e_route;
+            e["out"] = experts_bound(x, route, e_route, w, cfg, u);
+            break;
+        }
         case Op::paged_attention: {
             // Each sequence's attention bound, over its own keys (the
             // reference's gather: the bound never sees a page either). lse

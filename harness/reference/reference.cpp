@@ -106,6 +106,8 @@ std::string Variant::describe() const {
     if (rms_eps_outside) sep() << "rmsnorm eps outside sqrt";
     if (rms_mean_abs) sep() << "rmsnorm mean|x|";
     if (swiglu_gate_on_up) sep() << "activation on the up branch";
+    if (moe_weights_from_choice) sep() << "routing weights from scores + e_bias";
+    if (moe_down_bias_after_weight) sep() << "down bias after the routing weight";
     if (gelu_gate) sep() << "exact (erf) gelu gate";
     if (gelu_f16_table) sep() << "gelu through a float16 table (ggml)";
     if (layer_norm) sep() << "layernorm (mean subtracted)";
@@ -241,6 +243,19 @@ NamedD run(const Case& c, const Options& o) {
                                  attention_params(cfg), cfg.attn_sinks ? in("sinks") : torch::Tensor(), ctx));
             break;
         case Op::swiglu: put("out", swiglu(in("x"), in("w1"), in("w3"), in("w2"), cfg.hidden_act, ctx)); break;
+        case Op::moe:
+        case Op::moe_route:
+        case Op::moe_experts: {
+            // A twist's tensor only where it is on (its bug, a config edit, may turn it off).
+            auto opt = [&](const char* n) { return c.inputs.count(n) ? in(n) : torch::Tensor(); };
+            MoeTensors w{opt("w_router"), opt("router_bias"), opt("e_bias"), opt("w13"), opt("w2"),
+                         opt("b13"),      opt("b2"),          opt("ws13"),   opt("ws2"), opt("ws_gate")};
+            const auto x = in("x");
+            const auto route = c.op == Op::moe_experts ? in("route") : moe_route(x, w, cfg, ctx);
+            if (c.op == Op::moe) put("route", route);
+            put("out", c.op == Op::moe_route ? route : moe_experts(x, route, w, cfg, ctx));
+            break;
+        }
         case Op::paged_attention: {
             // The pool stays where it is: each sequence's rows are gathered from it and converted alone.
             auto [y, lse] = paged_attention(in("q"), float_view(c.in("k_cache")), float_view(c.in("v_cache")),

@@ -96,6 +96,10 @@ struct Variant {
     bool rms_eps_outside = false;  // x / (sqrt(mean(x^2)) + eps)
     bool rms_mean_abs = false;     // mean(|x|) in place of mean(x^2)
     bool swiglu_gate_on_up = false;  // (x@w1) * act(x@w3)
+    // A mixture of experts: the weights gathered from scores + e_bias (the
+    // choice's scores); the experts' down bias added after the routing weight.
+    bool moe_weights_from_choice = false;
+    bool moe_down_bias_after_weight = false;
     bool gelu_gate = false;          // gelu(x@w1) * (x@w3), exact (erf) GELU: a GELU MLP's gate
     bool layer_norm = false;         // the norms subtract the mean (LayerNorm without bias) before dividing by the rms
     bool post_norm = false;          // h = norm(x + attn(x)), out = norm(h + ffn(h)): post-norm, not pre-norm

@@ -158,6 +158,24 @@ inline torch::Tensor gelu_tanh(const torch::Tensor& a) {
 torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& w3, const torch::Tensor& w2,
                      HiddenAct act, const Ctx& ctx);
 
+// A mixture-of-experts FFN's weights (conform/interface.h MoeWeights), each
+// undefined where its twist is off.
+struct MoeTensors {
+    torch::Tensor w_router, router_bias, e_bias, w13, w2, b13, b2, ws13, ws2, ws_gate;
+};
+// The router's stages, per token: logits [T, E], scores (softmax or sigmoid),
+// the scores the choice is made on (+ e_bias; the groups not kept -inf) and,
+// with groups, each group's score [T, n_group].
+struct MoeScores {
+    torch::Tensor logits, scores, choice, group_scores;
+};
+MoeScores moe_scores(const torch::Tensor& x, const MoeTensors& w, const BlockConfig& c, const Ctx& ctx);
+// route [T, E]: each token's weight on each expert, 0 for the experts it did not choose.
+torch::Tensor moe_route(const torch::Tensor& x, const MoeTensors& w, const BlockConfig& c, const Ctx& ctx);
+// out [T, D]: sum over e with route[t, e] != 0 of route[t, e] * expert_e(x_t) (+ the shared expert).
+torch::Tensor moe_experts(const torch::Tensor& x, const torch::Tensor& route, const MoeTensors& w,
+                          const BlockConfig& c, const Ctx& ctx);
+
 // The block; returns every tap by name. decode_from: tokens at index >= this
 // are decode steps (only Variant::decode_pos_shift looks at it).
 std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Tensor>& in, const torch::Tensor& positions,

@@ -60,6 +60,7 @@ Coverage count_coverage(const Plan& plan, const ImplSet& impls) {
         std::vector<std::vector<std::vector<int>>> classes;
         for (const Case& c : cases) classes.push_back(select::classes_of(c));
         for (const auto& s : impls.impls) {
+            if (!s.impl->implements(p.op)) continue;  // not offered at all: no cell to fill
             CoverageCell cell{p.op, s.name, 0, empty_counts()};
             for (size_t i = 0; i < cases.size(); ++i) {
                 if (!s.impl->supports(p.op, cases[i].config).ok) continue;
@@ -126,7 +127,6 @@ std::string coverage_table(const Plan& plan, const Coverage& cov) {
     const select::Shard& shard = o.shard;
     const FixtureSelection& fixtures = plan.fixtures;
     const auto& cells = cov.cells;
-    const size_t n_impls = cov.n_impls;
     std::ostringstream os;
     os << fmt::format(
         "coverage: seed {}, {} property case{} per op{}, dtype {}; {} fixture case{} from {} "
@@ -138,14 +138,17 @@ std::string coverage_table(const Plan& plan, const Coverage& cov) {
         shard.active() ? fmt::format("; shard {}/{} ({} property)", shard.index, shard.total, cov.property)
                        : std::string());
     // Implementations that reach the same cells share one table.
+    // (An op's cells are consecutive, one per implementation that implements it.)
     for (size_t i = 0; i < cells.size();) {
         std::vector<std::string> same;
-        std::vector<bool> taken(n_impls, false);
         const size_t first = i;
-        for (size_t a = 0; a < n_impls; ++a) {
+        size_t n = 0;
+        while (first + n < cells.size() && cells[first + n].op == cells[first].op) ++n;
+        std::vector<bool> taken(n, false);
+        for (size_t a = 0; a < n; ++a) {
             if (taken[a]) continue;
             same = {cells[first + a].impl};
-            for (size_t b = a + 1; b < n_impls; ++b)
+            for (size_t b = a + 1; b < n; ++b)
                 if (!taken[b] && cells[first + b].counts == cells[first + a].counts &&
                     cells[first + b].cases == cells[first + a].cases) {
                     same.push_back(cells[first + b].impl);
@@ -153,7 +156,7 @@ std::string coverage_table(const Plan& plan, const Coverage& cov) {
                 }
             print_op(os, cells[first].op, same, cells[first + a]);
         }
-        i += n_impls;
+        i += n;
     }
     os << "\n";
     if (cov.empty.empty()) {

@@ -101,6 +101,18 @@ Resolved resolve_case_flags(const CaseFlags& f) {
         ro.overrides = f.model;
         r.real = RealModel::open(ro, nullptr);
         r.model = std::make_shared<const config::ModelConfig>(r.real->model());
+        // The checkpoint readers read no experts yet: a mixture of experts is drawn, not a layer's.
+        auto moe = [](Op op) { return op_info(op).uses(kMoeRoute) || op_info(op).uses(kMoeExperts); };
+        if (s.ops.empty()) {
+            for (Op op : kAllOps)
+                if (!moe(op)) s.ops.push_back(op);
+        } else {
+            for (Op op : s.ops)
+                if (moe(op))
+                    throw InputError("--op " + std::string(to_string(op)) +
+                                     ": --weights reads no experts yet (a mixture of experts runs on drawn weights: "
+                                     "--preset or --config)");
+        }
         s.real = r.real;
         s.pin = r.model->block;
         s.max_rows = f.max_rows > 0 ? f.max_rows : kFullSizeRows;

@@ -105,11 +105,7 @@ class Executor {
     // Whether an implementation offers an op at all: a worker, the ops of
     // its hello (one that never offered swiglu has not declined it); an
     // in-repo implementation, every op.
-    static bool offers(const Chosen& c, Op op) {
-        if (!c.worker) return true;
-        const auto& ops = c.worker->hello().ops;
-        return std::find(ops.begin(), ops.end(), op) != ops.end();
-    }
+    static bool offers(const Chosen& c, Op op) { return c.impl->implements(op); }
 
     // Per implementation and op of the run, the twists it does not declare
     // (never offered), and those --require-twists asked for among them.

@@ -107,6 +107,10 @@ class WorkerImpl final : public Implementation {
     std::string name() const override { return hello_.name; }
     DType dtype() const override { return dtype_; }
     Support supports(Op op, const BlockConfig& config) const override;
+    // The ops its hello lists.
+    bool implements(Op op) const override {
+        return std::find(hello_.ops.begin(), hello_.ops.end(), op) != hello_.ops.end();
+    }
     // As its hello declares (a worker that says nothing: none).
     bool batch_invariant(Op op) const override {
         return std::find(hello_.batch_invariant.begin(), hello_.batch_invariant.end(), op) != hello_.batch_invariant.end();

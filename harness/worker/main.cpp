@@ -130,7 +130,12 @@ int main(int argc, char** argv) {
         if (const Availability a = e->available(); !a.available) return refuse(out, "unavailable", builtin + ": " + a.reason);
         info.name = e->name;
         info.description = e->description;
-        info.ops.assign(kAllOps.begin(), kAllOps.end());
+        {
+            ImplOptions o;  // what it implements does not depend on the dtype
+            const std::unique_ptr<Implementation> probe = e->create(o);
+            for (Op op : kAllOps)
+                if (probe->implements(op)) info.ops.push_back(op);
+        }
         info.supports = true;
         info.make = [e, simd_target, threads](DType d) {
             ImplOptions o;

@@ -20,8 +20,12 @@ class CudaImpl : public Implementation {
     std::string name() const override { return name_; }
     DType dtype() const override { return ctx_.dtype; }
 
+    bool implements(Op op) const override { return !op_info(op).uses(kMoeRoute) && !op_info(op).uses(kMoeExperts); }
+
     Support supports(Op op, const BlockConfig& c) const override {
         if (Support s = scalar::detail::config_support(op, c); !s.ok) return s;
+        if (op_info(op).uses(kMoeRoute) || op_info(op).uses(kMoeExperts))
+            return Support::no("cuda has no mixture-of-experts kernels yet (scalar has; docs/moe.md)");
         const bool needs_attention =
             op == Op::attention || op == Op::block || op == Op::decode || op == Op::paged_attention;
         if (needs_attention && c.head_dim > kMaxAttentionHeadDim)

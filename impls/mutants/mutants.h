@@ -8,7 +8,7 @@
 // them and name its id in the diagnosis. They are never in the default gate;
 // registry.cpp lists them, with the ops each bug reaches.
 //
-// One file per family: rope.cpp, attention.cpp, norm.cpp, block.cpp, paged.cpp;
+// One file per family: rope.cpp, attention.cpp, norm.cpp, block.cpp, paged.cpp, moe.cpp;
 // and twist.cpp, the twists' bugs as config edits, from their rows.
 #pragma once
 
@@ -55,6 +55,10 @@ std::unique_ptr<Implementation> qk_norm_always_on(const ImplOptions& o);
 std::unique_ptr<Implementation> rmsnorm_eps_outside_sqrt(const ImplOptions& o);
 std::unique_ptr<Implementation> rmsnorm_mean_not_squared(const ImplOptions& o);
 std::unique_ptr<Implementation> layer_norm_not_rms(const ImplOptions& o);
+
+// moe.cpp
+std::unique_ptr<Implementation> selection_bias_in_weights(const ImplOptions& o);
+std::unique_ptr<Implementation> expert_bias_after_weight(const ImplOptions& o);
 
 // block.cpp
 std::unique_ptr<Implementation> rope_position_off_by_one(const ImplOptions& o);

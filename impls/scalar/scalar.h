@@ -143,6 +143,21 @@ float gelu_tanh(float g);
 Activation activation(HiddenAct a);  // config.hidden_act's function
 void swiglu(View x, View w1, View w3, View w2, MutView out, const MatMul& mm = matmul, Activation act = silu);
 
+// A mixture of experts (conform/interface.h; docs/moe.md), in three files:
+// moe_route.cpp (route[T, E]: each token's weight on each expert, 0 where not
+// chosen), moe_experts.cpp (out[T, D] from a route), moe.cpp (both).
+// Each rule a seam a mutant breaks (impls/mutants/moe.cpp).
+struct MoeRules {
+    bool weights_from_choice = false;     // the weights gathered from the biased choice scores
+    bool down_bias_after_weight = false;  // b2 added after the routing weight: w * (a @ w2) + b2
+};
+void moe_route(View x, const MoeWeights& w, const BlockConfig& c, MutView route, const MoeRules& rules = {});
+void moe_experts(View x, View route, const MoeWeights& w, const BlockConfig& c, MutView out,
+                 const MoeRules& rules = {});
+void moe(View x, const MoeWeights& w, const BlockConfig& c, MutView out, MutView route, const MoeRules& rules = {});
+// The shapes of every weight the config has on, against it (moe_route's router, moe_experts' experts).
+void check_moe_weights(const char* op, const MoeWeights& w, const BlockConfig& c, bool router, bool experts);
+
 // ---- the block (block.cpp) and decoding it (decode.cpp) --------------------
 
 // wqkv[D, (H + 2*KV)*hd] = [wq | wk | wv], concatenated column-wise, row by row,
@@ -188,6 +203,9 @@ class ScalarImpl : public Implementation {
                 MutView out) override;
     void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
                          MutView out, MutView lse) override;
+    void moe(View x, const MoeWeights& w, const BlockConfig& c, MutView out, MutView route) override;
+    void moe_route(View x, const MoeWeights& w, const BlockConfig& c, MutView route) override;
+    void moe_experts(View x, View route, const MoeWeights& w, const BlockConfig& c, MutView out) override;
 
    protected:
     // The block's own steps, in the order forward() takes them.
@@ -231,6 +249,9 @@ class ScalarImpl : public Implementation {
 
     // Every matrix product of the block and of swiglu: out = x @ w.
     virtual void product(View x, View w, MutView out);
+
+    // A mixture of experts' rules (moe, moe_route, moe_experts); a mutant overrides them.
+    virtual MoeRules moe_rules() const { return {}; }
 
     // The FFN gate's activation for config.hidden_act (swiglu, and so the block's FFN).
     virtual Activation gate_activation(HiddenAct a) const { return activation(a); }

@@ -44,6 +44,16 @@ void ScalarImpl::swiglu(View x, View w1, View w3, View w2, const SwigluParams& p
                    gate_activation(p.act));
 }
 
+void ScalarImpl::moe(View x, const MoeWeights& w, const BlockConfig& c, MutView out, MutView route) {
+    scalar::moe(x, w, c, out, route, moe_rules());
+}
+void ScalarImpl::moe_route(View x, const MoeWeights& w, const BlockConfig& c, MutView route) {
+    scalar::moe_route(x, w, c, route, moe_rules());
+}
+void ScalarImpl::moe_experts(View x, View route, const MoeWeights& w, const BlockConfig& c, MutView out) {
+    scalar::moe_experts(x, route, w, c, out, moe_rules());
+}
+
 std::unique_ptr<Implementation> make_scalar(const ImplOptions& options) {
     if (options.dtype != DType::f32)
         throw ImplError(std::string("scalar runs float32 only, asked for ") + to_string(options.dtype));

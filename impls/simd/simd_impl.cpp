@@ -181,8 +181,12 @@ class SimdImpl : public Implementation {
     // order: neither the batch, the pages' places nor the threads change a row.
     bool batch_invariant(Op op) const override { return op == Op::paged_attention; }
 
+    bool implements(Op op) const override { return !op_info(op).uses(kMoeRoute) && !op_info(op).uses(kMoeExperts); }
+
     Support supports(Op op, const BlockConfig& c) const override {
         if (Support s = chk::config_support(op, c); !s.ok) return s;
+        if (op_info(op).uses(kMoeRoute) || op_info(op).uses(kMoeExperts))
+            return Support::no("simd has no mixture-of-experts kernels yet (scalar has; docs/moe.md)");
         if ((op == Op::block || op == Op::decode) && c.head_dim > static_cast<int64_t>(kMaxHeadDim))
             return Support::no("the fused QK-norm + RoPE holds a head on the stack: head_dim <= " +
                                std::to_string(kMaxHeadDim) + ", found " + std::to_string(c.head_dim));
@@ -550,6 +554,9 @@ std::unique_ptr<BenchOp> make_bench_op(const ImplOptions& o, const BenchInputs& 
         case Op::block:
         case Op::decode: return std::make_unique<BlockBench>(o, in);
         case Op::paged_attention: return std::make_unique<PagedBench>(o, in);
+        case Op::moe:
+        case Op::moe_route:
+        case Op::moe_experts: break;  // no SIMD kernels for a mixture of experts yet (supports())
     }
     throw ImplError("simd bench: unknown op");
 }

@@ -327,6 +327,86 @@ def swiglu(x, w1, w3, w2, *, config=None):
     return (act * (x @ w3)) @ w2
 
 
+# ---- a mixture of experts (docs/moe.md) ------------------------------------------
+
+def moe_route(x, w_router, router_bias=None, e_bias=None, *, config):
+    """route[T, E]: each token's weight on its K experts, 0 elsewhere (HF DeepseekV3TopkRouter,
+    route_tokens_to_experts; Mixtral's and Qwen3-MoE's are its softmax case)."""
+    T, E, K = x.shape[0], config["n_experts"], config["n_experts_per_tok"]
+    logits = x @ w_router
+    if config.get("moe_router_bias"):
+        logits = logits + router_bias
+    if config.get("moe_scoring", "softmax") == "softmax":
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        scores = e / e.sum(axis=1, keepdims=True)
+    else:
+        with np.errstate(over="ignore"):
+            scores = f32(1) / (f32(1) + np.exp(-logits))
+    choice = scores + e_bias if config.get("moe_selection_bias") else scores.copy()
+    G = config.get("moe_n_group", 0)
+    if G > 0:  # grouped top-k: the groups not among the topk_group best masked with -inf
+        grouped = np.sort(choice.reshape(T, G, E // G), axis=2)[:, :, ::-1]
+        group = grouped[:, :, 0] if config.get("moe_group_score") == "max" or E // G < 2 else grouped[:, :, 0] + grouped[:, :, 1]
+        kept = np.argsort(-group, axis=1, kind="stable")[:, :config["moe_topk_group"]]
+        mask = np.zeros((T, G), bool)
+        np.put_along_axis(mask, kept, True, axis=1)
+        choice = np.where(np.repeat(mask, E // G, axis=1), choice, f32(-np.inf))
+    idx = np.argsort(-choice, axis=1, kind="stable")[:, :K]
+    weights = np.take_along_axis(scores, idx, axis=1)
+    if config.get("moe_norm_topk_prob"):
+        weights = weights / (weights.sum(axis=1, keepdims=True) + f32(1e-20))
+    if config.get("moe_routed_scaling_factor", 0) > 0:
+        weights = weights * f32(config["moe_routed_scaling_factor"])
+    route = np.zeros((T, E), f32)
+    np.put_along_axis(route, idx, weights.astype(f32), axis=1)
+    return route
+
+
+def glu(h, interleaved, limit):
+    """silu(gate) * up, or gpt-oss's min(gate, L) * sigmoid(1.702 min(gate, L)) * (clamp(up, -L, L) + 1)."""
+    F = h.shape[1] // 2
+    gate, up = (h[:, 0::2], h[:, 1::2]) if interleaved else (h[:, :F], h[:, F:])
+    with np.errstate(over="ignore"):
+        if limit > 0:
+            g = np.minimum(gate, f32(limit))
+            return g / (f32(1) + np.exp(f32(-1.702) * g)) * (np.clip(up, f32(-limit), f32(limit)) + f32(1))
+        return gate / (f32(1) + np.exp(-gate)) * up
+
+
+def moe_experts(x, route, w13, w2, b13=None, b2=None, ws13=None, ws2=None, ws_gate=None, *, config):
+    """out[T, D] = sum over the chosen experts of route * expert(x) (+ the shared expert)."""
+    D, E, F = x.shape[1], config["n_experts"], config["moe_ffn_dim"]
+    on_input, bias = config.get("moe_weight_on_input"), config.get("moe_expert_bias")
+    interleaved, limit = config.get("moe_gate_up_interleaved"), config.get("moe_swiglu_limit", 0)
+    out = np.zeros_like(x)
+    for e in range(E):
+        tokens = np.nonzero(route[:, e])[0]
+        if tokens.size == 0:
+            continue
+        r = route[tokens, e][:, None]
+        xe = x[tokens] * r if on_input else x[tokens]  # Llama 4: the weight on the expert's input
+        h = xe @ w13[e * D:(e + 1) * D]
+        if bias:
+            h = h + b13[e]
+        y = glu(h, interleaved, limit) @ w2[e * F:(e + 1) * F]
+        if bias:
+            y = y + b2[e]  # gpt-oss: the down bias before the routing weight
+        out[tokens] += y if on_input else r * y
+    if config.get("moe_shared_ffn_dim", 0) > 0:
+        shared = glu(x @ ws13, False, 0) @ ws2
+        if config.get("moe_shared_gate"):  # Qwen2-MoE's shared_expert_gate
+            with np.errstate(over="ignore"):
+                shared = shared / (f32(1) + np.exp(-(x @ ws_gate)))
+        out = out + shared
+    return out
+
+
+def moe(x, w_router, w13, w2, router_bias=None, e_bias=None, b13=None, b2=None, ws13=None, ws2=None, ws_gate=None, *,
+        config):
+    route = moe_route(x, w_router, router_bias, e_bias, config=config)
+    return {"route": route, "out": moe_experts(x, route, w13, w2, b13, b2, ws13, ws2, ws_gate, config=config)}
+
+
 # ---- block, decode --------------------------------------------------------------
 
 class KvCache:
@@ -416,7 +496,8 @@ def decode(x, positions, *, config, prefill, **weights):
 
 KNOWN_SCALING = ("none", "linear", "llama3", "yarn", "dynamic")
 OPS = {"rmsnorm": rmsnorm, "rope": rope, "qk_norm": qk_norm, "attention": attention,
-       "swiglu": swiglu, "block": block, "decode": decode, "paged_attention": paged_attention}
+       "swiglu": swiglu, "block": block, "decode": decode, "paged_attention": paged_attention,
+       "moe": moe, "moe_route": moe_route, "moe_experts": moe_experts}
 
 
 def supports(op, config, dtype):
@@ -438,7 +519,10 @@ def supports(op, config, dtype):
 # Every twist (`conform list --twists`): these kernels compute them all.
 TWISTS = ("qk_norm", "rotary_dim", "rope_scaling", "qkv_bias", "sliding_window", "attention_chunk_size",
           "attn_logit_softcapping", "attn_sinks", "attn_scale", "norm_plus_one", "sandwich_norm", "nope", "hidden_act",
-          "kv_cache_dtype", "kv_scale_per_head", "rope_scaling.truncate")
+          "kv_cache_dtype", "kv_scale_per_head", "rope_scaling.truncate", "moe_scoring", "moe_router_bias",
+          "moe_selection_bias", "moe_n_group", "moe_topk_group", "moe_group_score", "moe_norm_topk_prob",
+          "moe_routed_scaling_factor", "moe_weight_on_input", "moe_gate_up_interleaved", "moe_swiglu_limit",
+          "moe_expert_bias", "moe_shared_ffn_dim", "moe_shared_gate")
 
 
 def make_worker(name="numpy", description="float32 numpy, HF conventions", dtypes=("f32",)):

@@ -24,7 +24,8 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["pass"] is True
 ops = {c["op"] for c in r["cases"] if c["impl"] == "numpy"}
-assert ops == {"rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode", "paged_attention"}, ops
+assert ops == {"rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode", "paged_attention", "moe",
+               "moe_route", "moe_experts"}, ops
 assert any(c["origin"] == "fixture" for c in r["cases"] if c["impl"] == "numpy")
 PY
 # With RoPE angles by the float32 recurrence: another honest program, far

@@ -76,8 +76,9 @@ def protocol_config(attrs, op, inputs):
         if not t["core"] and t["fixture_attribute"] in a:
             outer, _, key = t["name"].rpartition(".")
             (c[outer] if outer else c)[key] = convert[t["kind"]](a[t["fixture_attribute"]])
-    if "page_size" in a:
-        c["page_size"] = int(a["page_size"])
+    for size in ("page_size", "n_experts", "n_experts_per_tok", "moe_ffn_dim"):
+        if size in a:
+            c[size] = int(a[size])
     # the sizes a single op's inputs imply, as conform fills them in
     if op in ("rmsnorm", "swiglu"):
         c["d_model"] = inputs["x"].shape[1]

@@ -31,7 +31,8 @@ sys.path.insert(0, str(EXAMPLES))
 import numpy_worker as nw  # noqa: E402  (the in-process truth a worker's answers must equal)
 
 PY = sys.executable
-ALL_OPS = ["rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode", "paged_attention"]
+ALL_OPS = ["rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode", "paged_attention", "moe", "moe_route",
+           "moe_experts"]
 
 
 # ---- the judge's side of the framing, written from WORKERS.md ----------------

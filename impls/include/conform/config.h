@@ -99,6 +99,33 @@ inline std::optional<KvCacheDtype> parse_kv_cache_dtype(std::string_view s) {
     return std::nullopt;
 }
 
+// A mixture-of-experts router's scores (HF's modeling files; docs/moe.md).
+// l = x @ w_router (+ router_bias), per token [E]; the top-k of the scores
+// (+ e_bias) are chosen, and their scores are the weights:
+//   softmax: softmax(l) over all E (Mixtral, Qwen2/3-MoE, OLMoE, DeepSeek-V2);
+//            gpt-oss's softmax over the top-k logits is this with norm_topk_prob
+//   sigmoid: sigmoid(l) (DeepSeek-V3/R1, Kimi-K2, GLM-4.5); Llama 4's sigmoid
+//            of the top-k logits is this, sigmoid being monotone
+enum class MoeScoring { softmax, sigmoid };
+
+inline const char* to_string(MoeScoring s) { return s == MoeScoring::softmax ? "softmax" : "sigmoid"; }
+inline std::optional<MoeScoring> parse_moe_scoring(std::string_view s) {
+    if (s == "softmax") return MoeScoring::softmax;
+    if (s == "sigmoid") return MoeScoring::sigmoid;
+    return std::nullopt;
+}
+
+// Grouped top-k's group score (DeepSeek's n_group / topk_group): the sum of
+// a group's two best selection scores (V3, R1, Kimi-K2) or its best (V2).
+enum class MoeGroupScore { top2_sum, max };
+
+inline const char* to_string(MoeGroupScore g) { return g == MoeGroupScore::top2_sum ? "top2_sum" : "max"; }
+inline std::optional<MoeGroupScore> parse_moe_group_score(std::string_view s) {
+    if (s == "top2_sum") return MoeGroupScore::top2_sum;
+    if (s == "max") return MoeGroupScore::max;
+    return std::nullopt;
+}
+
 // What an implementation does to the activations of a weight product
 // before it (y = x @ W): nothing, or llama.cpp's blocks — Q8_0 (blocks of 32,
 // an f16 scale; the vec_dot_type of Q4_0/Q5_x/Q8_0 weights) or Q8_K (blocks
@@ -233,6 +260,50 @@ struct BlockConfig {
     KvCacheDtype kv_cache_dtype = KvCacheDtype::none;
     bool kv_scale_per_head = false;
 
+    // ---- a mixture-of-experts FFN (moe, moe_route, moe_experts; docs/moe.md) ----
+    // Each token is routed to K of E experts, each a SwiGLU of width Fe over
+    // its own weights; out = sum over its k of weight_k * expert_k(x) (+ a shared expert).
+    int64_t n_experts = 0;          // E
+    int64_t n_experts_per_tok = 0;  // K (HF num_experts_per_tok, top_k)
+    int64_t moe_ffn_dim = 0;        // Fe: one expert's hidden width (HF moe_intermediate_size)
+    // The router (MoeScoring above). router_bias: l = x @ w_router + router_bias
+    // (gpt-oss). selection_bias: e_bias [E] is added to the scores for the
+    // choice only; the weights come from the unbiased scores (DeepSeek-V3's
+    // e_score_correction_bias).
+    MoeScoring moe_scoring = MoeScoring::softmax;
+    bool moe_router_bias = false;
+    bool moe_selection_bias = false;
+    // Grouped top-k: the E experts in n_group groups of E / n_group; each
+    // group scored (MoeGroupScore) on the selection scores; the top
+    // topk_group groups kept, the others' experts out of the choice (as if
+    // -inf). 0: no groups.
+    int64_t moe_n_group = 0;
+    int64_t moe_topk_group = 0;
+    MoeGroupScore moe_group_score = MoeGroupScore::top2_sum;
+    // The weights of the chosen k: renormalised to sum 1 (HF norm_topk_prob;
+    // DeepSeek divides by sum + 1e-20), then times routed_scaling_factor (0: 1).
+    bool moe_norm_topk_prob = false;
+    double moe_routed_scaling_factor = 0.0;
+    // Llama 4: the weight multiplies the expert's input, expert(w * x), not
+    // its output (for SwiGLU not the same function).
+    bool moe_weight_on_input = false;
+    // The experts' gate and up projections as one [D, 2 Fe] matrix per
+    // expert, w13: gate columns then up columns (vLLM's packing), or
+    // interleaved gate, up, gate, up, ... (gpt-oss's gate_up_proj).
+    bool moe_gate_up_interleaved = false;
+    // gpt-oss's clamped SwiGLU: g = min(gate, L), u = clamp(up, -L, L),
+    // act = g * sigmoid(1.702 g) * (u + 1). 0: silu(gate) * up.
+    double moe_swiglu_limit = 0.0;
+    // Per-expert biases (gpt-oss): b13 [E, 2 Fe] on gate/up, b2 [E, D] on
+    // the down projection, added before the routing weight.
+    bool moe_expert_bias = false;
+    // A shared expert every token takes, unweighted: a SwiGLU of width
+    // shared_ffn_dim over ws13 [D, 2 Fs] and ws2 [Fs, D] (DeepSeek's
+    // n_shared_experts * moe_intermediate_size, Llama 4's); 0: none. With
+    // shared_gate (Qwen2-MoE), times sigmoid(x @ ws_gate) per token.
+    int64_t moe_shared_ffn_dim = 0;
+    bool moe_shared_gate = false;
+
     int64_t q_width() const { return n_heads * head_dim; }
     int64_t rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
     int64_t kv_width() const { return n_kv_heads * head_dim; }
@@ -290,11 +361,13 @@ struct ConfigField {
 template <class V>
 constexpr bool is_named_enum =
     std::is_same_v<V, RopeLayout> || std::is_same_v<V, RopeScalingType> || std::is_same_v<V, KvCacheDtype> ||
-    std::is_same_v<V, HiddenAct>;
+    std::is_same_v<V, HiddenAct> || std::is_same_v<V, MoeScoring> || std::is_same_v<V, MoeGroupScore>;
 inline std::optional<RopeLayout> parse_named(std::string_view s, RopeLayout) { return parse_rope_layout(s); }
 inline std::optional<RopeScalingType> parse_named(std::string_view s, RopeScalingType) { return parse_rope_scaling_type(s); }
 inline std::optional<KvCacheDtype> parse_named(std::string_view s, KvCacheDtype) { return parse_kv_cache_dtype(s); }
 inline std::optional<HiddenAct> parse_named(std::string_view s, HiddenAct) { return parse_hidden_act(s); }
+inline std::optional<MoeScoring> parse_named(std::string_view s, MoeScoring) { return parse_moe_scoring(s); }
+inline std::optional<MoeGroupScore> parse_named(std::string_view s, MoeGroupScore) { return parse_moe_group_score(s); }
 
 namespace config_fields {
 constexpr uint32_t bit(RopeScalingType t) { return 1u << static_cast<unsigned>(t); }

@@ -54,6 +54,22 @@ struct BlockWeights {
     View v_scale;
 };
 
+// A mixture-of-experts FFN's weights (moe, moe_route, moe_experts), stored
+// [in, out]; a twist's (BlockConfig) present, data != nullptr, only where it is on.
+struct MoeWeights {
+    View w_router;     // [D, E]        router logits l = x @ w_router
+    View router_bias;  // [1, E]        (moe_router_bias) l += router_bias
+    View e_bias;       // [1, E]        (moe_selection_bias) added to the scores for the choice only
+    View w13;          // [E*D, 2*Fe]   expert e's gate and up, rows e*D .. e*D + D - 1: [gate | up], or
+                       //               interleaved gate, up, gate, ... (moe_gate_up_interleaved)
+    View w2;           // [E*Fe, D]     expert e's down projection, rows e*Fe .. e*Fe + Fe - 1
+    View b13;          // [E, 2*Fe]     (moe_expert_bias) row e added to expert e's x @ w13 (same layout)
+    View b2;           // [E, D]        (moe_expert_bias) row e added to expert e's output, before its weight
+    View ws13;         // [D, 2*Fs]     (moe_shared_ffn_dim) the shared expert's gate | up
+    View ws2;          // [Fs, D]       the shared expert's down projection
+    View ws_gate;      // [D, 1]        (moe_shared_gate) the shared expert times sigmoid(x @ ws_gate)
+};
+
 // decode's FP8 cache as paged_attention's rules and tables read one: the
 // dtype, the scales and their count (kv_cache_dtype none without a cache).
 inline PagedAttentionParams decode_cache_params(const BlockConfig& c, const BlockWeights& w) {
@@ -179,6 +195,16 @@ class Implementation {
         return ActQuant::none;
     }
 
+    // Whether it has the op at all. An op it does not implement is not
+    // offered to it (listed, never failed for want of cases); supports()
+    // still declines its cases one by one. A worker says in its hello's
+    // ops, a plugin by the table's function; in-repo, simd and cuda have no
+    // mixture-of-experts kernels yet.
+    virtual bool implements(Op op) const {
+        (void)op;
+        return true;
+    }
+
     // The twists it computes, per op (conform/twists.h): it is offered a case
     // only where every twist that is on is declared, and its property cases
     // are drawn within them (an undeclared twist costs it no case). In-repo
@@ -195,6 +221,30 @@ class Implementation {
     virtual bool call(Op op, const BlockConfig& c, CallTensors& t, TapSet& written) {
         (void)op, (void)c, (void)t, (void)written;
         return false;
+    }
+
+    // A mixture-of-experts FFN (conform/config.h's moe_* fields; docs/moe.md):
+    //   route[t, e] = token t's weight on expert e: the router's (scores, the
+    //                 top-k choice, renormalisation, routed_scaling_factor),
+    //                 0 for the experts not chosen                              route[T, E]
+    //   out[t]      = sum over e with route[t, e] != 0 of
+    //                 route[t, e] * expert_e(x_t)   (expert_e(route[t, e] * x_t): moe_weight_on_input)
+    //                 + shared(x_t)                                            out[T, D]
+    // expert_e(x) = act(x @ w13_e (+ b13_e)) @ w2_e (+ b2_e), act as config says.
+    // moe() writes both; moe_route() the route only (into `route`); moe_experts()
+    // takes a route (its nonzero entries are the choice) and writes out.
+    // Not pure: an implementation that predates them declines them in supports().
+    virtual void moe(View x, const MoeWeights& w, const BlockConfig& c, MutView out, MutView route) {
+        (void)x, (void)w, (void)c, (void)out, (void)route;
+        throw ImplError(name() + " does not implement moe");
+    }
+    virtual void moe_route(View x, const MoeWeights& w, const BlockConfig& c, MutView route) {
+        (void)x, (void)w, (void)c, (void)route;
+        throw ImplError(name() + " does not implement moe_route");
+    }
+    virtual void moe_experts(View x, View route, const MoeWeights& w, const BlockConfig& c, MutView out) {
+        (void)x, (void)route, (void)w, (void)c, (void)out;
+        throw ImplError(name() + " does not implement moe_experts");
     }
 
     // A batch of sequences over a paged KV cache (PagedIndex says where each is):

@@ -51,6 +51,12 @@ enum class Dim {
     B1,   // B + 1 (an indptr)
     NP,   // pages listed by a batch's kv_indices
     KVS,  // an FP8 cache's scales: 1 (per tensor) or n_kv_heads (config.kv_scale_per_head)
+    E,    // n_experts (a mixture of experts)
+    ED,   // n_experts * d_model: the experts' stacked [D, .] matrices
+    EFe,  // n_experts * moe_ffn_dim: the experts' stacked [Fe, D] matrices
+    Fe2,  // 2 * moe_ffn_dim: an expert's gate and up, side by side
+    FS,   // moe_shared_ffn_dim: the shared expert's width
+    FS2,  // 2 * moe_shared_ffn_dim
 };
 
 struct TensorSpec {
@@ -212,6 +218,33 @@ inline TapSet decode(Implementation& i, const BlockConfig& c, CallTensors& t) {
     return out_only();
 }
 
+inline MoeWeights moe_weights(CallTensors& t) {
+    MoeWeights w;
+    w.w_router = t.in("w_router");
+    w.router_bias = t.in("router_bias");
+    w.e_bias = t.in("e_bias");
+    w.w13 = t.in("w13");
+    w.w2 = t.in("w2");
+    w.b13 = t.in("b13");
+    w.b2 = t.in("b2");
+    w.ws13 = t.in("ws13");
+    w.ws2 = t.in("ws2");
+    w.ws_gate = t.in("ws_gate");
+    return w;
+}
+inline TapSet moe(Implementation& i, const BlockConfig& c, CallTensors& t) {
+    i.moe(t.in("x"), moe_weights(t), c, t.out("out"), t.out("route"));
+    return out_only();
+}
+inline TapSet moe_route(Implementation& i, const BlockConfig& c, CallTensors& t) {
+    i.moe_route(t.in("x"), moe_weights(t), c, t.out("out"));
+    return out_only();
+}
+inline TapSet moe_experts(Implementation& i, const BlockConfig& c, CallTensors& t) {
+    i.moe_experts(t.in("x"), t.in("route"), moe_weights(t), c, t.out("out"));
+    return out_only();
+}
+
 inline TapSet paged_attention(Implementation& i, const BlockConfig& c, CallTensors& t) {
     PagedAttentionParams p = paged_attention_params(c);
     p.sinks = t.in("sinks").data;  // nullptr without sinks
@@ -226,7 +259,8 @@ inline TapSet paged_attention(Implementation& i, const BlockConfig& c, CallTenso
 // Whether a call that returned `written` wrote the output `name`: "out"
 // always; a block tap when it reported it.
 inline bool wrote(TapSet written, std::string_view name) {
-    if (name == "out" || name == "lse") return true;  // lse: paged_attention's second output, always asked for
+    // lse: paged_attention's second output, route: moe's; both always asked for
+    if (name == "out" || name == "lse" || name == "route") return true;
     for (Tap t : kAllTaps)
         if (name == to_string(t)) return written.has(t);
     return false;
@@ -292,6 +326,28 @@ inline const std::vector<OpInfo>& op_table() {
     std::vector<TensorSpec> decode_inputs = block_inputs;
     decode_inputs.push_back({"k_scale", D::one, D::KVS});
     decode_inputs.push_back({"v_scale", D::one, D::KVS});
+    // A mixture of experts' inputs: x, the router's (route: moe, moe_route) and the experts'
+    // (experts: moe, moe_experts; moe_experts takes the route instead of the router).
+    auto moe_inputs = [](bool route, bool experts) {
+        std::vector<TensorSpec> v = {{"x", D::T, D::D}};
+        if (route) {
+            v.push_back({"w_router", D::D, D::E});
+            v.push_back({"router_bias", D::one, D::E});
+            v.push_back({"e_bias", D::one, D::E});
+        } else {
+            v.push_back({"route", D::T, D::E});
+        }
+        if (experts)
+            for (TensorSpec t : std::vector<TensorSpec>{{"w13", D::ED, D::Fe2},
+                                                        {"w2", D::EFe, D::D},
+                                                        {"b13", D::E, D::Fe2},
+                                                        {"b2", D::E, D::D},
+                                                        {"ws13", D::D, D::FS2},
+                                                        {"ws2", D::FS, D::D},
+                                                        {"ws_gate", D::D, D::one}})
+                v.push_back(t);
+        return v;
+    };
     // The core fields each op reads; a twist's field is read by the ops that use its convention (reads()).
     const std::vector<const char*> block_config = {"d_model",     "n_heads",    "n_kv_heads", "head_dim",
                                                    "ffn_dim",     "rope_layout", "rope_theta", "qk_norm", "norm_eps"};
@@ -394,6 +450,39 @@ inline const std::vector<OpInfo>& op_table() {
          {2.0, 1e-8, 5e-4, 5e-5},
          {600, 8200, 256},
          calls::paged_attention},
+        {Op::moe,
+         "route = top-k(scores(x @ w_router + router_bias?) + e_bias?, groups?) weights (renorm?, * rsf?); "
+         "out = sum_e route[:, e] * (act(x @ w13_e + b13_e?) @ w2_e + b2_e?) + shared?(x)",
+         kMoeRoute | kMoeExperts,
+         moe_inputs(true, true),
+         {},
+         {{"route", D::T, D::E}, {"out", D::T, D::D}},
+         {"d_model", "n_experts", "n_experts_per_tok", "moe_ffn_dim"},
+         {2.0, 1e-8, 5e-4, 5e-5},
+         {17, 64, 0},
+         calls::moe},
+        {Op::moe_route,
+         "out[t, e] = the weight token t gives expert e: scores(x @ w_router + router_bias?), top-k of scores + "
+         "e_bias? within the top groups?, renorm?, * rsf?; 0 for the experts not chosen",
+         kMoeRoute,
+         moe_inputs(true, false),
+         {},
+         {{"out", D::T, D::E}},
+         {"d_model", "n_experts", "n_experts_per_tok"},
+         {2.0, 1e-8, 5e-4, 5e-5},
+         {17, 64, 0},
+         calls::moe_route},
+        {Op::moe_experts,
+         "out = sum over e with route[:, e] != 0 of route[:, e] * (act(x @ w13_e + b13_e?) @ w2_e + b2_e?) "
+         "(expert_e(route * x): weight_on_input) + shared?(x)",
+         kMoeExperts,
+         moe_inputs(false, true),
+         {},
+         {{"out", D::T, D::D}},
+         {"d_model", "n_experts", "n_experts_per_tok", "moe_ffn_dim"},
+         {2.0, 1e-8, 5e-4, 5e-5},
+         {17, 64, 0},
+         calls::moe_experts},
     };
     return table;
 }
@@ -410,6 +499,12 @@ inline int64_t config_dim(Dim d, const BlockConfig& c) {
         case Dim::hd: return c.head_dim;
         case Dim::H: return c.n_heads;
         case Dim::KVS: return c.kv_scale_per_head ? c.n_kv_heads : 1;
+        case Dim::E: return c.n_experts;
+        case Dim::ED: return c.n_experts * c.d_model;
+        case Dim::EFe: return c.n_experts * c.moe_ffn_dim;
+        case Dim::Fe2: return 2 * c.moe_ffn_dim;
+        case Dim::FS: return c.moe_shared_ffn_dim;
+        case Dim::FS2: return 2 * c.moe_shared_ffn_dim;
         default: return -1;
     }
 }

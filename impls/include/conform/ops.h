@@ -1,5 +1,5 @@
 // conform/ops.h — the seven ops of a decoder block, the serving op over a
-// paged KV cache, and the block's taps.
+// paged KV cache, a mixture-of-experts FFN and its two halves, and the block's taps.
 #pragma once
 
 #include <array>
@@ -8,10 +8,11 @@
 
 namespace conform {
 
-enum class Op { rmsnorm, rope, qk_norm, attention, swiglu, block, decode, paged_attention };
+enum class Op { rmsnorm, rope, qk_norm, attention, swiglu, block, decode, paged_attention, moe, moe_route, moe_experts };
 
-inline constexpr std::array<Op, 8> kAllOps = {Op::rmsnorm, Op::rope,  Op::qk_norm, Op::attention,
-                                              Op::swiglu,  Op::block, Op::decode, Op::paged_attention};
+inline constexpr std::array<Op, 11> kAllOps = {Op::rmsnorm, Op::rope,           Op::qk_norm, Op::attention,
+                                               Op::swiglu,  Op::block,          Op::decode,  Op::paged_attention,
+                                               Op::moe,     Op::moe_route,      Op::moe_experts};
 
 inline const char* to_string(Op op) {
     switch (op) {
@@ -23,6 +24,9 @@ inline const char* to_string(Op op) {
         case Op::block: return "block";
         case Op::decode: return "decode";
         case Op::paged_attention: return "paged_attention";
+        case Op::moe: return "moe";
+        case Op::moe_route: return "moe_route";
+        case Op::moe_experts: return "moe_experts";
     }
     return "?";
 }

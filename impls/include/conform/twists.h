@@ -55,6 +55,8 @@ enum Convention : uint32_t {
     kSandwichNorm = 1u << 17, // each sublayer's output normed before the residual add (config.sandwich_norm: Gemma 2/3)
     kNope = 1u << 18,         // a layer without RoPE (config.nope: SmolLM3's, Llama 4's NoPE layers)
     kChunk = 1u << 19,        // chunked attention (config.attention_chunk_size: Llama 4)
+    kMoeRoute = 1u << 20,     // a mixture-of-experts router: scores, top-k, weights (config.moe_*)
+    kMoeExperts = 1u << 21,   // a mixture-of-experts' experts and their combine (config.moe_*)
 };
 
 // How a twist's value is written and bounded.
@@ -78,7 +80,8 @@ inline const char* to_string(TwistKind k) {
 // overloads per type apply to it as to every other field).
 using TwistField = std::variant<bool& (*)(BlockConfig&), int64_t& (*)(BlockConfig&), double& (*)(BlockConfig&),
                                 HiddenAct& (*)(BlockConfig&), KvCacheDtype& (*)(BlockConfig&),
-                                RopeScalingType& (*)(BlockConfig&)>;
+                                RopeScalingType& (*)(BlockConfig&), MoeScoring& (*)(BlockConfig&),
+                                MoeGroupScore& (*)(BlockConfig&)>;
 
 // A draw's picks. The generator implements them with RapidCheck's (so a
 // case shrinks toward the first alternative); a row's draw only asks.
@@ -87,6 +90,8 @@ struct TwistPicker {
     // An index into `weights`, each chosen in proportion to its weight.
     virtual size_t pick(std::initializer_list<int> weights) = 0;
     virtual bool coin() = 0;
+    // A whole number in [lo, hi], uniformly (shrinks toward lo).
+    virtual int64_t between(int64_t lo, int64_t hi) = 0;
 };
 
 // What a row's draw sees of the case drawn so far.
@@ -100,6 +105,8 @@ struct TwistDraw {
     TwistPicker& picker;
     double tensor_mean = 0.0;  // out: the mean of the tensors the twist brings, where its draw sets one
     size_t pick(std::initializer_list<int> w) { return picker.pick(w); }
+    bool coin() { return picker.coin(); }
+    int64_t between(int64_t lo, int64_t hi) { return picker.between(lo, hi); }
     // one of `n` values, equally likely
     size_t uniform(size_t n) {
         // pick() over n equal weights, as gen's one_of draws it (a single index over n)
@@ -708,6 +715,331 @@ inline const std::vector<Twist>& twist_table() {
                 {"yarn_not_truncated"}});
             t.push_back(std::move(w));
         }
+
+        // ---- a mixture-of-experts FFN (moe, moe_route, moe_experts; docs/moe.md) ----
+        // The router's. (gpt-oss's softmax over the chosen k is softmax with
+        // norm_topk_prob, the same function; Llama 4's sigmoid of the chosen
+        // is sigmoid's, sigmoid being monotone.)
+        {
+            Twist w{"moe_scoring", "moe_scoring", "scoring", "--moe-scoring", "", K::choice, kMoeRoute,
+                    Ref<MoeScoring>([](BlockConfig& c) -> MoeScoring& { return c.moe_scoring; })};
+            w.dim = "moe scoring";
+            w.summary = "the router's scores: softmax over the E logits, or sigmoid of each (the top-k of them chosen)";
+            w.models = "DeepSeek-V3/R1, Kimi-K2, GLM-4.5, Llama 4 (sigmoid)";
+            w.lacks = "no router";
+            w.draw = [](TwistDraw& d) { return static_cast<double>(d.pick({3, 2})); };
+            w.draw_rank = 13;
+            w.classes = {"softmax", "sigmoid"};
+            w.ignored = "sigmoid_scored_as_softmax";
+            w.ignored_why = [](const BlockConfig&) {
+                return std::string("the router's scores through a softmax over all experts where the config's are "
+                                   "each logit's sigmoid (DeepSeek-V3's scoring_func sigmoid)");
+            };
+            w.ignored_mutant = true;
+            w.bugs.push_back(TwistBug{
+                "softmax_scored_as_sigmoid",
+                [](const BlockConfig& c) {
+                    return c.moe_scoring != MoeScoring::softmax
+                               ? std::vector<BlockConfig>{}
+                               : edited(c, [](BlockConfig& e) { e.moe_scoring = MoeScoring::sigmoid; });
+                },
+                [](const BlockConfig&, const BlockConfig&) {
+                    return std::string("each logit's sigmoid where the config's router takes a softmax over all experts");
+                },
+                {""}});
+            t.push_back(std::move(w));
+        }
+        {
+            Twist w{"moe_router_bias", "moe_router_bias", "router_bias", "--moe-router-bias", "", K::toggle, kMoeRoute,
+                    Ref<bool>([](BlockConfig& c) -> bool& { return c.moe_router_bias; })};
+            w.tensors = {"router_bias"};
+            w.summary = "the router's logits l = x @ w_router + router_bias (input router_bias [1, E])";
+            w.models = "gpt-oss";
+            w.lacks = "no router";
+            w.draw = [](TwistDraw& d) { return d.pick({2, 1}) == 1 ? 1.0 : 0.0; };
+            w.draw_rank = 14;
+            w.ignored = "router_bias_missing";
+            w.ignored_why = [](const BlockConfig&) {
+                return std::string("the router's bias dropped (gpt-oss's router is a Linear with a bias)");
+            };
+            w.ignored_mutant = true;
+            t.push_back(std::move(w));
+        }
+        {
+            Twist w{"moe_selection_bias", "moe_selection_bias", "sel_bias", "--moe-selection-bias", "", K::toggle,
+                    kMoeRoute, Ref<bool>([](BlockConfig& c) -> bool& { return c.moe_selection_bias; })};
+            w.tensors = {"e_bias"};
+            w.summary = "e_bias [1, E] added to the scores for the top-k choice only; the weights are the unbiased scores";
+            w.models = "DeepSeek-V3/R1, Kimi-K2, GLM-4.5 (e_score_correction_bias)";
+            w.lacks = "no router";
+            w.draw = [](TwistDraw& d) { return d.pick({2, 1}) == 1 ? 1.0 : 0.0; };
+            w.draw_rank = 15;
+            w.ignored = "selection_bias_ignored";
+            w.ignored_why = [](const BlockConfig&) {
+                return std::string("e_score_correction_bias ignored: the top-k taken on the unbiased scores");
+            };
+            w.ignored_mutant = true;
+            t.push_back(std::move(w));
+        }
+        {
+            Twist w{"moe_n_group", "moe_n_group", "n_group", "--moe-n-group", "", K::count, kMoeRoute,
+                    Ref<int64_t>([](BlockConfig& c) -> int64_t& { return c.moe_n_group; })};
+            w.dim = "moe groups";
+            w.lo = 2, w.hi = 1 << 16;
+            w.value = "a count of expert groups";
+            w.summary = "grouped top-k: the experts in n_group groups, only the best topk_group groups' experts chosen from";
+            w.models = "DeepSeek-V2/V3/R1, Kimi-K2 (n_group, topk_group)";
+            w.lacks = "no router";
+            // A third of the cases whose E splits into groups of two or more.
+            w.draw = [](TwistDraw& d) {
+                const int64_t E = d.config.n_experts;
+                std::vector<int64_t> ok;
+                for (int64_t g : {2, 4, 8})
+                    if (E % g == 0 && E / g >= 2) ok.push_back(g);
+                if (ok.empty() || d.pick({2, 1}) == 0) return 0.0;
+                return static_cast<double>(ok[static_cast<size_t>(d.between(0, static_cast<int64_t>(ok.size()) - 1))]);
+            };
+            w.draw_rank = 16;
+            w.classes = {"none", "grouped"};
+            w.classify = [](const TwistSample& s) { return s.config().moe_n_group > 0 ? 2u : 1u; };
+            w.ignored = "group_limit_ignored";
+            w.ignored_why = [](const BlockConfig& c) {
+                return "the top-k over every expert, where only the best " + I(c.moe_topk_group) + " of " +
+                       I(c.moe_n_group) + " groups may be chosen from (n_group / topk_group ignored)";
+            };
+            w.ignored_mutant = true;
+            t.push_back(std::move(w));
+        }
+        {
+            Twist w{"moe_topk_group", "moe_topk_group", "topk_group", "--moe-topk-group", "", K::count, kMoeRoute,
+                    Ref<int64_t>([](BlockConfig& c) -> int64_t& { return c.moe_topk_group; })};
+            w.lo = 1, w.hi = 1 << 16;
+            w.value = "a count of groups kept";
+            w.summary = "grouped top-k: how many groups are kept (the rest's experts cannot be chosen)";
+            w.models = "DeepSeek-V2/V3/R1, Kimi-K2";
+            w.lacks = "no groups to keep: it needs moe_n_group";
+            w.applies = [](const BlockConfig& c) { return c.moe_n_group > 0; };
+            // Enough groups to hold the top-k: from the fewest that can, to all but one.
+            w.draw = [](TwistDraw& d) {
+                const BlockConfig& c = d.config;
+                if (c.moe_n_group <= 0) return 0.0;
+                const int64_t size = c.n_experts / c.moe_n_group;
+                const int64_t least = std::max<int64_t>(1, (c.n_experts_per_tok + size - 1) / size);
+                return static_cast<double>(d.between(least, std::max(least, c.moe_n_group - 1)));
+            };
+            w.draw_rank = 17;
+            t.push_back(std::move(w));
+        }
+        {
+            Twist w{"moe_group_score", "moe_group_score", "group_score", "--moe-group-score", "", K::choice, kMoeRoute,
+                    Ref<MoeGroupScore>([](BlockConfig& c) -> MoeGroupScore& { return c.moe_group_score; })};
+            w.summary = "a group's score: the sum of its two best selection scores (V3) or its best (V2)";
+            w.models = "DeepSeek-V2 (max)";
+            w.lacks = "no groups to score: it needs moe_n_group";
+            w.applies = [](const BlockConfig& c) { return c.moe_n_group > 0; };
+            w.draw = [](TwistDraw& d) { return d.config.moe_n_group > 0 && d.pick({2, 1}) == 1 ? 1.0 : 0.0; };
+            w.draw_rank = 18;
+            w.ignored = "group_score_top2_for_max";
+            w.ignored_why = [](const BlockConfig&) {
+                return std::string("each group scored by the sum of its two best experts where the config's takes "
+                                   "its best (DeepSeek-V2)");
+            };
+            w.ignored_mutant = true;
+            w.bugs.push_back(TwistBug{
+                "group_score_max_for_top2",
+                [](const BlockConfig& c) {
+                    return c.moe_n_group <= 0 || c.moe_group_score != MoeGroupScore::top2_sum
+                               ? std::vector<BlockConfig>{}
+                               : edited(c, [](BlockConfig& e) { e.moe_group_score = MoeGroupScore::max; });
+                },
+                [](const BlockConfig&, const BlockConfig&) {
+                    return std::string("each group scored by its best expert where the config's sums its two best "
+                                       "(DeepSeek-V3's noaux_tc; vllm#13474)");
+                },
+                {"group_score_max_for_top2"}});
+            t.push_back(std::move(w));
+        }
+        {
+            Twist w{"moe_norm_topk_prob", "moe_norm_topk_prob", "renorm", "--moe-norm-topk-prob", "", K::toggle,
+                    kMoeRoute, Ref<bool>([](BlockConfig& c) -> bool& { return c.moe_norm_topk_prob; })};
+            w.dim = "moe renorm";
+            w.summary = "the chosen k's weights divided by their sum (+ 1e-20) (gpt-oss's softmax over the k chosen is "
+                        "this with softmax scoring)";
+            w.models = "Mixtral, Qwen3-MoE, gpt-oss, DeepSeek-V3 (norm_topk_prob)";
+            w.lacks = "no router";
+            w.draw = [](TwistDraw& d) { return d.coin() ? 1.0 : 0.0; };
+            w.draw_rank = 19;
+            w.classes = {"raw", "renormalised"};
+            w.classify = [](const TwistSample& s) { return s.config().moe_norm_topk_prob ? 2u : 1u; };
+            w.ignored = "renorm_missing";
+            w.ignored_why = [](const BlockConfig&) {
+                return std::string("the chosen k's weights not renormalised to sum 1 (norm_topk_prob ignored; with "
+                                   "softmax scoring, gpt-oss's softmax over the k taken over all experts)");
+            };
+            w.ignored_mutant = true;
+            w.bugs.push_back(TwistBug{
+                "renorm_spurious",
+                [](const BlockConfig& c) {
+                    return c.moe_norm_topk_prob ? std::vector<BlockConfig>{}
+                                                : edited(c, [](BlockConfig& e) { e.moe_norm_topk_prob = true; });
+                },
+                [](const BlockConfig&, const BlockConfig&) {
+                    return std::string("the chosen k's weights renormalised to sum 1 where the config's are the raw "
+                                       "scores (norm_topk_prob false: Qwen2-MoE, OLMoE)");
+                },
+                {"renorm_spurious"}});
+            t.push_back(std::move(w));
+        }
+        {
+            Twist w{"moe_routed_scaling_factor", "moe_routed_scaling_factor", "rsf", "--moe-routed-scaling-factor", "",
+                    K::number, kMoeRoute,
+                    Ref<double>([](BlockConfig& c) -> double& { return c.moe_routed_scaling_factor; })};
+            w.lo = 1e-3, w.hi = 1e3;
+            w.value = "a factor";
+            w.summary = "the chosen weights times routed_scaling_factor, after any renormalisation";
+            w.models = "DeepSeek-V3/R1 (2.5), Kimi-K2 (2.827)";
+            w.lacks = "no router";
+            w.draw = [](TwistDraw& d) {
+                const double v[] = {0.0, 2.5, 2.827, 16.0};
+                return v[d.pick({3, 2, 1, 1})];
+            };
+            w.draw_rank = 20;
+            w.ignored = "routed_scaling_dropped";
+            w.ignored_why = [](const BlockConfig& c) {
+                return "routed_scaling_factor " + g(c.moe_routed_scaling_factor) + " dropped (sglang-jax#1282)";
+            };
+            w.ignored_mutant = true;
+            w.bugs.push_back(TwistBug{
+                "routed_scaling_twice",
+                [](const BlockConfig& c) {
+                    if (c.moe_routed_scaling_factor <= 0 || c.moe_routed_scaling_factor == 1) return std::vector<BlockConfig>{};
+                    return edited(c, [](BlockConfig& e) { e.moe_routed_scaling_factor *= e.moe_routed_scaling_factor; });
+                },
+                [](const BlockConfig& c, const BlockConfig&) {
+                    return "routed_scaling_factor " + g(c.moe_routed_scaling_factor) +
+                           " applied twice (vllm#45037: Kimi-K2.5)";
+                },
+                {"routed_scaling_twice"}});
+            t.push_back(std::move(w));
+        }
+        // The experts'.
+        {
+            Twist w{"moe_weight_on_input", "moe_weight_on_input", "w_on_input", "--moe-weight-on-input", "", K::toggle,
+                    kMoeExperts, Ref<bool>([](BlockConfig& c) -> bool& { return c.moe_weight_on_input; })};
+            w.summary = "the routing weight on the expert's input, expert(w * x), not on its output";
+            w.models = "Llama 4";
+            w.lacks = "no experts";
+            w.draw = [](TwistDraw& d) { return d.pick({3, 1}) == 1 ? 1.0 : 0.0; };
+            w.draw_rank = 21;
+            w.ignored = "router_weight_on_output";
+            w.ignored_why = [](const BlockConfig&) {
+                return std::string("the routing weight applied to the expert's output where Llama 4 applies it to "
+                                   "its input (transformers#40609)");
+            };
+            w.ignored_mutant = true;
+            t.push_back(std::move(w));
+        }
+        {
+            Twist w{"moe_gate_up_interleaved", "moe_gate_up_interleaved", "interleaved", "--moe-gate-up-interleaved", "",
+                    K::toggle, kMoeExperts, Ref<bool>([](BlockConfig& c) -> bool& { return c.moe_gate_up_interleaved; })};
+            w.summary = "w13's columns gate, up, gate, up, ... (gpt-oss's gate_up_proj) instead of [gate | up]";
+            w.models = "gpt-oss";
+            w.lacks = "no experts";
+            w.draw = [](TwistDraw& d) { return d.pick({2, 1}) == 1 ? 1.0 : 0.0; };
+            w.draw_rank = 22;
+            w.bugs.push_back(TwistBug{
+                "gate_up_interleave_swapped",
+                [](const BlockConfig& c) {
+                    return edited(c, [](BlockConfig& e) { e.moe_gate_up_interleaved = !e.moe_gate_up_interleaved; });
+                },
+                [](const BlockConfig& c, const BlockConfig&) {
+                    return std::string(c.moe_gate_up_interleaved ? "w13 read as [gate | up] where its columns interleave gate and up"
+                                                                 : "w13 read as interleaved gate, up where its columns are [gate | up]") +
+                           " (vllm#29273, ROCm/ATOM#845)";
+                },
+                {"gate_up_interleave_swapped"}});
+            t.push_back(std::move(w));
+        }
+        {
+            Twist w{"moe_swiglu_limit", "moe_swiglu_limit", "swiglu_limit", "--moe-swiglu-limit", "", K::number,
+                    kMoeExperts, Ref<double>([](BlockConfig& c) -> double& { return c.moe_swiglu_limit; })};
+            w.dim = "expert activation";
+            w.lo = 1e-3, w.hi = 1e6;
+            w.value = "a clamp limit";
+            w.summary = "gpt-oss's SwiGLU: g = min(gate, L), u = clamp(up, -L, L), g * sigmoid(1.702 g) * (u + 1)";
+            w.models = "gpt-oss (7)";
+            w.lacks = "no experts";
+            w.draw = [](TwistDraw& d) {
+                const double v[] = {0.0, 7.0, 1.5};
+                return v[d.pick({3, 2, 1})];
+            };
+            w.draw_rank = 23;
+            w.classes = {"silu", "clamped"};
+            w.classify = [](const TwistSample& s) { return s.config().moe_swiglu_limit > 0 ? 2u : 1u; };
+            w.ignored = "swiglu_oai_as_silu";
+            w.ignored_why = [](const BlockConfig& c) {
+                return "silu(gate) * up where the config's experts take gpt-oss's clamped SwiGLU (limit " +
+                       g(c.moe_swiglu_limit) + ", alpha 1.702, up + 1)";
+            };
+            w.ignored_mutant = true;
+            t.push_back(std::move(w));
+        }
+        {
+            Twist w{"moe_expert_bias", "moe_expert_bias", "expert_bias", "--moe-expert-bias", "", K::toggle, kMoeExperts,
+                    Ref<bool>([](BlockConfig& c) -> bool& { return c.moe_expert_bias; })};
+            w.tensors = {"b13", "b2"};
+            w.summary = "per-expert biases: b13 [E, 2 Fe] on x @ w13, b2 [E, D] on the expert's output, before its weight";
+            w.models = "gpt-oss";
+            w.lacks = "no experts";
+            w.draw = [](TwistDraw& d) { return d.pick({2, 1}) == 1 ? 1.0 : 0.0; };
+            w.draw_rank = 24;
+            w.ignored = "expert_bias_missing";
+            w.ignored_why = [](const BlockConfig&) { return std::string("the experts' biases (b13, b2) dropped"); };
+            w.ignored_mutant = true;
+            t.push_back(std::move(w));
+        }
+        {
+            Twist w{"moe_shared_ffn_dim", "moe_shared_ffn_dim", "shared", "--moe-shared-ffn-dim", "", K::count,
+                    kMoeExperts, Ref<int64_t>([](BlockConfig& c) -> int64_t& { return c.moe_shared_ffn_dim; })};
+            w.dim = "shared expert";
+            w.lo = 1, w.hi = int64_t{1} << 20;
+            w.value = "a shared expert's width";
+            w.tensors = {"ws13", "ws2"};
+            w.summary = "a shared expert every token takes, unweighted: SwiGLU over ws13 [D, 2 Fs], ws2 [Fs, D]";
+            w.models = "DeepSeek-V2/V3, Kimi-K2, Qwen2-MoE, Llama 4";
+            w.lacks = "no experts";
+            w.draw = [](TwistDraw& d) {
+                if (d.pick({2, 1}) == 0) return 0.0;
+                const double v[] = {8.0, 3.0, 16.0};
+                return v[d.pick({1, 1, 1})];
+            };
+            w.draw_rank = 25;
+            w.classes = {"none", "shared"};
+            w.classify = [](const TwistSample& s) { return s.config().moe_shared_ffn_dim > 0 ? 2u : 1u; };
+            w.ignored = "shared_expert_missing";
+            w.ignored_why = [](const BlockConfig& c) {
+                return "the shared expert (width " + I(c.moe_shared_ffn_dim) + ") dropped";
+            };
+            w.ignored_mutant = true;
+            t.push_back(std::move(w));
+        }
+        {
+            Twist w{"moe_shared_gate", "moe_shared_gate", "shared_gate", "--moe-shared-gate", "", K::toggle, kMoeExperts,
+                    Ref<bool>([](BlockConfig& c) -> bool& { return c.moe_shared_gate; })};
+            w.tensors = {"ws_gate"};
+            w.summary = "the shared expert times sigmoid(x @ ws_gate) per token (input ws_gate [D, 1])";
+            w.models = "Qwen2-MoE (shared_expert_gate)";
+            w.lacks = "no shared expert to gate: it needs moe_shared_ffn_dim";
+            w.applies = [](const BlockConfig& c) { return c.moe_shared_ffn_dim > 0; };
+            w.draw = [](TwistDraw& d) { return d.config.moe_shared_ffn_dim > 0 && d.coin() ? 1.0 : 0.0; };
+            w.draw_rank = 26;
+            w.ignored = "shared_gate_missing";
+            w.ignored_why = [](const BlockConfig&) {
+                return std::string("the shared expert's sigmoid gate dropped (Qwen2-MoE's shared_expert_gate)");
+            };
+            w.ignored_mutant = true;
+            t.push_back(std::move(w));
+        }
         return t;
     }();
     return table;
@@ -775,6 +1107,8 @@ inline std::vector<std::string> twist_choices(const Twist& t) {
             if constexpr (std::is_same_v<V, HiddenAct>) out = {"silu", "gelu_tanh"};
             else if constexpr (std::is_same_v<V, KvCacheDtype>) out = {"none", "fp8_e4m3", "fp8_e5m2"};
             else if constexpr (std::is_same_v<V, RopeScalingType>) out = {"none", "linear", "llama3", "yarn", "dynamic"};
+            else if constexpr (std::is_same_v<V, MoeScoring>) out = {"softmax", "sigmoid"};
+            else if constexpr (std::is_same_v<V, MoeGroupScore>) out = {"top2_sum", "max"};
         },
         t.field);
     return out;
@@ -899,6 +1233,9 @@ void for_each_field(Config&& c, F&& f) {
     }
     f(ConfigField{"norm_eps", "norm_eps", "eps"}, c.norm_eps);
     f(ConfigField{"page_size", "page_size", "P"}, c.page_size);
+    f(ConfigField{"n_experts", "n_experts", "E"}, c.n_experts);
+    f(ConfigField{"n_experts_per_tok", "n_experts_per_tok", "K"}, c.n_experts_per_tok);
+    f(ConfigField{"moe_ffn_dim", "moe_ffn_dim", "Fe"}, c.moe_ffn_dim);
 }
 
 // ---- what an implementation declares -----------------------------------------------------
