@@ -465,10 +465,19 @@ bool route_clear(const Case& c, int64_t t) {
         const double cut = sorted[static_cast<size_t>(g.moe_topk_group - 1)];
         for (int64_t e = 0; e < E; ++e) live[static_cast<size_t>(e)] = score[static_cast<size_t>(e / size)] >= cut;
     }
-    std::vector<double> kept;
+    std::vector<std::pair<double, int64_t>> kept;  // (choice score, expert)
     for (int64_t e = 0; e < E; ++e)
-        if (live[static_cast<size_t>(e)]) kept.push_back(key[static_cast<size_t>(e)]);
-    return gap_at(kept, g.n_experts_per_tok) > 2.0 * margin;
+        if (live[static_cast<size_t>(e)]) kept.emplace_back(key[static_cast<size_t>(e)], e);
+    std::sort(kept.begin(), kept.end(), std::greater<>());
+    const size_t K = static_cast<size_t>(g.n_experts_per_tok);
+    if (K < kept.size() && kept[K - 1].first - kept[K].first <= 2.0 * margin) return false;
+    // And every chosen expert's weight far above float32's underflow: a
+    // weight that reads 0 there is "not chosen" by the route's contract,
+    // which under the weight on the input with expert biases (expert(0) is
+    // not 0) is another output, not a rounding of this one.
+    for (size_t k = 0; k < std::min(K, kept.size()); ++k)
+        if (!(p[static_cast<size_t>(kept[k].second)] > 1e-30)) return false;
+    return true;
 }
 
 

@@ -132,8 +132,8 @@ void validate_case(const Case& c);
 
 // A router's case (moe, moe_route): whether token t's K-th and (K + 1)-th
 // choice scores (and its groups', grouped) lie further apart than a float32
-// router's arithmetic can move them, and the first token where they do not
-// (-1: none). Such a token is a tie an honest kernel may break either way
+// router's arithmetic can move them, with every chosen weight far above
+// float32's underflow, and the first token where they do not (-1: none). Such a token is a tie an honest kernel may break either way
 // (docs/moe.md): the generator draws none, and the judge does not judge one.
 bool route_clear(const Case& c, int64_t t);
 int64_t first_route_tie(const Case& c);
