@@ -1,5 +1,8 @@
 #include "config/hf_config.h"
 
+#include "core/case.h"  // InputError
+#include "core/input_file.h"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -723,12 +726,14 @@ ModelConfig parse_hf_config(const std::string& text, const std::string& name) {
 }
 
 ModelConfig load_hf_config(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw ConfigError(path + ": cannot open the configuration file");
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) throw ConfigError(path + ": cannot read the configuration file");
-    return parse_hf_config(text.str(), path);
+    std::string text;
+    try {
+        // A checkpoint's config.json is a few KB; 64 MiB is far past any.
+        text = read_input_file(path, "config.json", int64_t{64} << 20);
+    } catch (const InputError& e) {
+        throw ConfigError(e.what());
+    }
+    return parse_hf_config(text, path);
 }
 
 }  // namespace conform::config

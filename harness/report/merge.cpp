@@ -8,6 +8,8 @@
 #include <set>
 #include <tuple>
 
+#include "core/case.h"  // InputError
+#include "core/input_file.h"
 #include "report/view.h"
 
 namespace conform::report {
@@ -17,11 +19,15 @@ namespace {
 using nlohmann::json;
 
 json read_report(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) throw MergeError(path + ": cannot be read");
+    std::string text;
+    try {
+        text = read_input_file(path, "a shard's report", int64_t{4} << 30);
+    } catch (const InputError& e) {
+        throw MergeError(e.what());
+    }
     json j;
     try {
-        f >> j;
+        j = json::parse(text);
     } catch (const json::exception& e) {
         throw MergeError(path + ": not JSON: " + e.what());
     }

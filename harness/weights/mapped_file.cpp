@@ -37,7 +37,8 @@ class Fd {
 }  // namespace
 
 MappedFile MappedFile::open(const std::string& path) {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    // O_NONBLOCK: a FIFO opens at once (and is then refused as not a regular file) instead of waiting for a writer.
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (fd.get() < 0) fail(path, "cannot open", errno);
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) fail(path, "cannot stat", errno);

@@ -40,6 +40,18 @@ expect 2 "unknown preset 'gpt-5'" -- anatomy --preset gpt-5
 expect 2 "which model" -- anatomy
 
 # ---- bad configs: exit 2, file and field ----------------------------------------
+# Files that are not files (issue 54): a FIFO with no writer, a device that
+# never ends, a directory — each refused before anything is read, at once;
+# and the same for a checkpoint given as a FIFO and a shard report.
+mkfifo "$tmp/fifo"
+mkdir -p "$tmp/dir.json"
+expect_cmd=(timeout 30 "$CONFORM")  # a hang is a failure here, not a ctest timeout
+for f in "$tmp/fifo" /dev/zero "$tmp/dir.json"; do
+  expect 2 ": not a regular file (a FIFO, a device or a directory), expected config.json" -- --config "$f" --impl scalar --op rope --cases 1
+done
+expect 2 "fifo: not a regular file" -- --weights "$tmp/fifo" --impl scalar --cases 1
+expect 2 "fifo: not a regular file (a FIFO, a device or a directory), expected a shard's report" -- merge-reports "$tmp/fifo" /dev/zero
+expect_cmd=()
 printf '{"hidden_size": 4096, "rope_scaling": {"rope_type": "longrope", "factor": 2}}' >"$tmp/longrope.json"
 expect 2 "longrope.json: rope_scaling.rope_type: 'longrope' is not supported" -- --config "$tmp/longrope.json" --impl scalar
 expect 2 "--sliding-window: expected a count of keys >= 0 (0: none), found '-2'" -- --preset mistral-7b --sliding-window -2 --impl scalar
