@@ -340,6 +340,25 @@ with h5py.File(sys.argv[1], 'r+') as f:
 expect 1 -- --impl scalar --fixtures "$tmp/oai-truncated.h5" --cases 0 --no-default-fixtures
 grep -qE "^rope +reference +5 +0 " "$tmp/out" || { cat "$tmp/out"; fail "the reference passes OpenAI's RoPE read as truncate: true"; }
 # Nothing selected is a usage error, never a pass.
+# A mixture of experts' fixture, damaged one field at a time (HF's, committed): exit 2, file, case and field named.
+moe=$root/fixtures/moe-hf-deepseek-v3-gpt-oss.h5
+moe_bad() {  # moe_bad PYTHON MESSAGE
+  cp "$moe" "$tmp/moe-bad.h5"
+  h5edit "$tmp/moe-bad.h5" "$1"
+  expect 2 -- --impl scalar --fixtures "$tmp/moe-bad.h5" --cases 0
+  has "$2"
+}
+moe_bad 'f["deepseek_v3_moe/config"].attrs["n_experts_per_tok"] = 17' \
+  "moe-bad.h5:/deepseek_v3_moe: n_experts_per_tok: must be in [1, n_experts = 16], found 17"
+moe_bad 'f["deepseek_v3_moe/config"].attrs["moe_n_group"] = 3' \
+  "moe-bad.h5:/deepseek_v3_moe: moe_n_group: must divide n_experts = 16, found 3"
+moe_bad 'del f["deepseek_v3_moe/config"].attrs["n_experts"]' \
+  "moe-bad.h5:/deepseek_v3_moe: config/n_experts: missing"
+moe_bad 'f["gpt_oss_experts/inputs/route"][0, 0] = np.nan' \
+  "moe-bad.h5:/gpt_oss_experts: inputs/route: non-finite value nan"
+moe_bad 'del f["gpt_oss_moe/inputs/b2"]' "moe-bad.h5:/gpt_oss_moe: inputs/b2: missing"
+moe_bad 'f["gpt_oss_moe/config"].attrs["moe_swiglu_limit"] = -1.0' "moe-bad.h5:/gpt_oss_moe: config/moe_swiglu_limit"
+
 expect 2 -- --impl scalar --cases 0 --no-default-fixtures
 has "the selection has no case"
 expect 0 -- --impl scalar --case 'rope(T=3,n=2,hd=8,layout=interleaved,theta=500000,pos=8190,mag=1,outliers=0,seed=4)'
