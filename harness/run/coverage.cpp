@@ -48,7 +48,6 @@ void print_op(std::ostream& os, Op op, const std::vector<std::string>& impls, co
 
 Coverage count_coverage(const Plan& plan, const ImplSet& impls) {
     Coverage cov;
-    cov.n_impls = impls.impls.size();
     for (const OpPlan& p : plan.ops) {
         std::vector<Case> cases;
         for (const auto& pick : p.picks) cases.push_back(gen::materialize(pick.spec));

@@ -30,8 +30,7 @@ struct EmptyCell {
 };
 
 struct Coverage {
-    std::vector<CoverageCell> cells;  // op-major, implementations in order
-    size_t n_impls = 0;
+    std::vector<CoverageCell> cells;  // op-major: one per implementation that implements the op, in order
     int property = 0;                 // property cases in this shard
     std::vector<EmptyCell> empty;
 };
