@@ -691,11 +691,14 @@ TEST_CASE("anatomy page: the table, every preset and the configuration, embedded
 
 TEST_CASE("anatomy page: where it may be written", "[config][anatomy]") {
     const std::string dir = std::string(CONFORM_SOURCE_DIR) + "/fixtures";
-    CHECK(report::html_target_problem("") == "empty file name");
-    CHECK_THAT(report::html_target_problem("/nonexistent-dir/a.html"), Catch::Contains("/nonexistent-dir does not exist"));
-    CHECK_THAT(report::html_target_problem(dir), Catch::Contains("is a directory"));
-    CHECK_THAT(report::html_target_problem("/dev/null"), Catch::Contains("not a regular file"));
-    CHECK_THAT(report::html_target_problem(dir + "/SCHEMA.md/x.html"), Catch::Contains("is not a directory"));
+    CHECK(report::html_target_problem("", false) == "empty file name");
+    CHECK_THAT(report::html_target_problem("/nonexistent-dir/a.html", false), Catch::Contains("/nonexistent-dir does not exist"));
+    CHECK_THAT(report::html_target_problem(dir, false), Catch::Contains("is a directory"));
+    CHECK_THAT(report::html_target_problem("/dev/null", false), Catch::Contains("not a regular file"));
+    CHECK_THAT(report::html_target_problem(dir + "/SCHEMA.md/x.html", false), Catch::Contains("is not a directory"));
+    // A regular file is replaced only with --force (docs/inputs.md).
+    CHECK_THAT(report::html_target_problem(dir + "/SCHEMA.md", false), Catch::Contains("exists (use --force"));
+    CHECK(report::html_target_problem(dir + "/SCHEMA.md", true).empty());
 }
 
 TEST_CASE("a pinned configuration fixes every drawn case's conventions and sizes", "[config][gen]") {

@@ -962,7 +962,7 @@ TEST_CASE("GGUF: every malformed-file class refused with file, tensor or key, an
                 for (auto& kv : d.kv)
                     if (kv.key == "llama.embedding_length") kv = kv_str("llama.embedding_length", "64");
             },
-            {"llama.embedding_length: expected a positive integer, found string '64'"});
+            {"llama.embedding_length: expected a positive integer <= 1048576, found string '64'"});
         doc_case(
             [](GgufDoc& d) {
                 GgufTensorOut& t = tensor_named(d, "blk.0.attn_v.weight");
@@ -1063,7 +1063,7 @@ TEST_CASE("safetensors: every malformed-file class refused with file, tensor and
                [](const std::string& dir) { fs::remove(dir + "/config.json"); });
     model_case([](auto&) {}, {"config.json: not valid JSON"},
                [](const std::string& dir) { write_file(dir + "/config.json", "{"); });
-    model_case([](auto&) {}, {"config.json: num_key_value_heads: expected a positive integer, found 0"},
+    model_case([](auto&) {}, {"config.json: num_key_value_heads: expected a positive integer <= 4096, found 0"},
                [](const std::string& dir) {
                    std::string c = read_file(dir + "/config.json");
                    const auto at = c.find("\"num_key_value_heads\": 2");

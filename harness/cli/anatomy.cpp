@@ -25,6 +25,7 @@ struct AnatomyOptions {
     std::string dtype = "f16";
     bool json = false;
     std::string html;  // --html FILE
+    bool force = false;  // --force: --html may replace an existing file
     CLI::Option* o_html = nullptr;
     bool with_ceilings = false;
 };
@@ -43,7 +44,7 @@ int run_anatomy(const AnatomyOptions& o) {
     if (!dt) return usage("--dtype: expected f16, bf16 or f32, found '" + o.dtype + "'");
     const bool html = o.o_html && o.o_html->count();
     if (html)
-        if (const std::string bad = report::html_target_problem(o.html); !bad.empty()) return usage("--html: " + bad);
+        if (const std::string bad = report::html_target_problem(o.html, o.force); !bad.empty()) return usage("--html: " + bad);
 
     report::AnatomyPage page;
     page.model = *resolved;
@@ -84,6 +85,7 @@ Command add_anatomy(CLI::App& app) {
     o->o_html = sub->add_option("--html", o->html,
                                 "write the numbers as one self-contained page to play with (controls for the "
                                 "configuration, T, context, dtype), instead of the table");
+    sub->add_flag("--force", o->force, "let --html replace an existing file");
     sub->add_flag("--with-ceilings", o->with_ceilings,
                   "measure this machine's copy bandwidth and matmul rate (as bench does) for the ridge point; "
                   "default: an H100-like 295 FLOP/B, stated as assumed");

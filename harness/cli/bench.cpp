@@ -53,17 +53,17 @@ Command add_bench(CLI::App& app) {
     sub->add_option("--tokens", o->f.tokens, "token counts T, comma-separated (default 1,64,512)");
     sub->add_option("--dtype", o->f.dtypes, "simd storage dtypes, comma-separated (default f32,bf16; torch is f32)");
     sub->add_option("--context", o->f.context, "decode, paged_attention, and attention at T=1: tokens already cached (default 512)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(nonnegative());
     sub->add_option("--min-time", o->f.min_time, "seconds of timed rounds per op and T, at least (default 1)");
     sub->add_option("--min-reps", o->f.min_reps, "timed rounds per op and T, at least (default 5)")
-        ->check(CLI::PositiveNumber);
+        ->check(positive());
     sub->add_option("--max-reps", o->f.max_reps, "timed rounds per op and T, at most (default 200)")
-        ->check(CLI::PositiveNumber);
-    sub->add_option("--threads", o->f.threads, "threads for every implementation (default: every core)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(positive());
+    sub->add_option("--threads", o->f.threads, "threads for every implementation (default: every core; at most the CPUs this process may use)")
+        ->check(machine_threads());
     sub->add_option("--simd-target", o->f.simd_target, "simd: this compiled Highway target instead of the best");
     sub->add_option("--settle-ms", o->f.settle_ms, "pause before each timed run, in ms (default 2)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(nonnegative());
     sub->add_flag("--json", o->json, "print the results as JSON (schema conform-bench/1) instead of the table");
     return {sub, [o] { return run_bench(*o); }};
 }

@@ -23,11 +23,11 @@ Command add_detection_floor(CLI::App& app) {
         "and dtype, in rows near position 0 and in rows past 16384 of the same cases");
     sub->add_option("--op", o->ops, "ops, comma-separated (default all)");
     sub->add_option("--dtype", o->dtypes, "dtypes, comma-separated (default f32,bf16)");
-    sub->add_option("--cases", o->f.cases, "cases per op (default 20)")->check(CLI::PositiveNumber);
+    sub->add_option("--cases", o->f.cases, "cases per op (default 20)")->check(positive());
     sub->add_option("--elements", o->f.elements, "elements planted per case and class of row (default 8)")
-        ->check(CLI::PositiveNumber);
+        ->check(positive());
     sub->add_option("--far", o->f.far, "the large position every case also holds (default 32767)")
-        ->check(CLI::PositiveNumber);
+        ->check(positive());
     sub->add_option("--seed", o->f.seed, "seed of the cases (default 1)");
     return {sub, [o] {
                 for (const auto& n : split_list(o->ops)) {

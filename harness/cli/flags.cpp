@@ -2,19 +2,80 @@
 // harness/run/resolve.h.
 #include "cli/flags.h"
 
+#include <sched.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
 namespace conform::cli {
+
+namespace {
+
+CLI::Validator finite_number(bool zero_allowed) {
+    return CLI::Validator(
+        [zero_allowed](std::string& text) -> std::string {
+            char* end = nullptr;
+            errno = 0;
+            const long double v = std::strtold(text.c_str(), &end);
+            const bool whole = !text.empty() && end == text.c_str() + text.size() && errno == 0;
+            if (!whole || !std::isfinite(v) || v < 0 || (!zero_allowed && v == 0))
+                return std::string("expected a finite number ") + (zero_allowed ? ">= 0" : "> 0") + ", found '" +
+                       text.substr(0, 40) + "'";
+            return "";
+        },
+        zero_allowed ? "NUMBER>=0" : "NUMBER>0");
+}
+
+}  // namespace
+
+CLI::Validator nonnegative() { return finite_number(true); }
+CLI::Validator positive() { return finite_number(false); }
+
+CLI::Validator seed_text() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            if (text == "random" || (!text.empty() && text.size() <= 20 &&
+                                     text.find_first_not_of("0123456789") == std::string::npos))
+                return "";
+            return "expected a number or 'random', found '" + text.substr(0, 40) + "'";
+        },
+        "SEED");
+}
+
+CLI::Validator machine_threads() {
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            long long n = -1;
+            size_t used = 0;
+            try {
+                n = std::stoll(text, &used);
+            } catch (const std::exception&) {
+                used = 0;
+            }
+            if (used != text.size() || n < 0) return "expected a count of threads >= 0, found '" + text + "'";
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+            if (n > cpus)
+                return "expected at most " + std::to_string(cpus) + " (the CPUs this process may run on), found " + text;
+            return "";
+        },
+        "THREADS");
+}
 
 void add_case_flags(CLI::App& app, CaseFlags& f) {
     app.add_option("--impl", f.impls, "implementations, comma-separated, or 'all' (default and 'all': every available one but those run only when named, e.g. scalar-q8_0)");
     app.add_option("--op", f.ops, "ops, comma-separated, or 'all': " + op_names());
     app.add_option("--cases", f.cases, "property cases per op (default 100; 10 at full size: --weights, --full-size)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(nonnegative());
     app.add_option("--seed", f.seed,
                    "seed for property cases and for which worker calls are repeated, or 'random' (default: a "
-                   "fixed seed, printed)");
+                   "fixed seed, printed)")
+        ->check(seed_text());
     app.add_option("--dtype", f.dtype, "dtype the implementations run in: f32, bf16, f16 (default f32)");
     app.add_option("--params", f.params,
-                   "only cases whose canonical id matches this regex (e.g. 'layout=interleaved'); property cases "
+                   "only cases whose canonical id matches this regex (e.g. 'layout=interleaved'; ECMAScript syntax with lookaheads, without back-references or lookbehinds, matched in bounded time: docs/inputs.md); property cases "
                    "are drawn until --cases match");
     app.add_option("--shard", f.shard,
                    "run shard INDEX/TOTAL of the cases (0-based; or TEST_SHARD_INDEX / TEST_TOTAL_SHARDS); "
@@ -51,14 +112,14 @@ void add_case_flags(CLI::App& app, CaseFlags& f) {
         ->check(CLI::IsMember({"drawn", "random", "model"}));
     g->add_option("--tokens", f.tokens, "--inputs model: the token ids, comma-separated (default: a fixed random sequence)");
     g->add_option("--token-count", f.token_count, "--inputs model: the length of the default sequence (default 64)")
-        ->check(CLI::PositiveNumber);
+        ->check(positive());
     f.o_positions = g->add_option("--positions", f.positions, "--inputs model: the position of the first token (default 0)")
-                        ->check(CLI::NonNegativeNumber);
+                        ->check(nonnegative());
     g->add_flag("--full-size", f.full_size,
                 "--preset / --config: the property cases at the model's own d_model and ffn, not divided down");
     g->add_option("--max-rows", f.max_rows,
                   "at full size, tokens per case of the ops with weights (block, decode, swiglu) at most N (default 64)")
-        ->check(CLI::PositiveNumber);
+        ->check(positive());
 }
 
 void add_worker_flags(CLI::App& app, WorkerFlags& f, bool gate) {
@@ -79,13 +140,13 @@ void add_worker_flags(CLI::App& app, WorkerFlags& f, bool gate) {
         ->allow_extra_args(false);
     app.add_option("--call-timeout", f.call_timeout_s,
                    "seconds a worker may take for one call before the case fails and the worker is restarted (default 120)")
-        ->check(CLI::PositiveNumber);
+        ->check(positive());
     app.add_option("--worker-memory", f.memory_gb,
                    "address-space limit of each worker process in GB (default: none for --impl-cmd, which may map a GPU; "
                    "16 or half this machine's memory for --impl-lib)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(nonnegative());
     app.add_option("--worker-cpu", f.cpu_s, "CPU-time limit of each worker process in seconds (default 3600; 0: none)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(nonnegative());
     if (!gate) return;
     app.add_flag("--isolate", f.isolate,
                  "run the in-repo implementations in worker processes too (plugins and commands always are), so a "

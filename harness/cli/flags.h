@@ -29,4 +29,17 @@ void add_case_flags(CLI::App& app, CaseFlags& f);
 // --worker-cpu; and, for the gate, --isolate and --no-isolate.
 void add_worker_flags(CLI::App& app, WorkerFlags& f, bool gate);
 
+// A number >= 0 (> 0), finite: CLI11's NonNegativeNumber and PositiveNumber
+// let "nan" and "inf" through to a float flag (--shrink-time nan ran).
+CLI::Validator nonnegative();
+CLI::Validator positive();
+
+// --seed: "random" or a number (digits only); not empty, which would mean
+// the default seed without saying so.
+CLI::Validator seed_text();
+
+// --threads N: at most the CPUs this process may run on (sched_getaffinity),
+// so that a typo cannot start a million threads at once; 0 is "theirs".
+CLI::Validator machine_threads();
+
 }  // namespace conform::cli

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "core/case.h"
 #include "run/forward.h"
 #include "run/hidden.h"
@@ -97,7 +98,7 @@ Command add_forward(CLI::App& app) {
     o->o_token_count = sub->add_option("--token-count", o->f.token_count,
                                        "with --weights and no --tokens: that many ids drawn from the vocabulary with a "
                                        "fixed seed (default 8)")
-                           ->check(CLI::PositiveNumber);
+                           ->check(positive());
     sub->add_option("--expect-logits", o->f.expect_logits,
                     "FILE.h5: the logits the model must give (datasets token_ids, positions, logits or reference; "
                     "fixtures/SCHEMA.md): exit 1 when the reference's differ by more than --logits-tol, with the "
@@ -110,10 +111,10 @@ Command add_forward(CLI::App& app) {
     o->o_hidden_tol = sub->add_option("--hidden-tol", o->hidden_tol,
                                       "relative error (max |diff| / max |file|) each layer may have under "
                                       "--expect-hidden (default 1e-3)")
-                          ->check(CLI::PositiveNumber);
+                          ->check(positive());
     sub->add_option("--logits-tol", o->f.logits_tol,
                     "relative error (max |diff| / max |expected|) --expect-logits allows (default 1e-3)")
-        ->check(CLI::PositiveNumber);
+        ->check(positive());
     sub->add_option("--save-logits", o->f.save_logits,
                     "write FILE.h5: token ids, positions, the reference's logits and each implementation's "
                     "(fixtures/SCHEMA.md, \"Logits files\")");

@@ -2,6 +2,8 @@
 // plan, the runner, the reports) → the exit code. Parsing only.
 #include "cli/gate.h"
 
+#include "cli/flags.h"
+
 #include <iostream>
 
 namespace conform::cli {
@@ -19,8 +21,8 @@ void add_gate_flags(CLI::App& app, GateOptions& g) {
                  "implementation, judging, diagnosis (also in the JSON report's \"phases\")");
     app.add_option("--simd-target", g.simd_target,
                    "simd: run this compiled Highway target instead of the best one (see `conform list`)");
-    app.add_option("--threads", g.threads, "threads per implementation (default: theirs; simd uses every core)")
-        ->check(CLI::NonNegativeNumber);
+    app.add_option("--threads", g.threads, "threads per implementation (default: theirs; simd uses every core; at most the CPUs this process may use)")
+        ->check(machine_threads());
     app.add_option("--save-failures", g.save_failures,
                    "write each failing property case, shrunk, as a one-case fixture into DIR");
     app.add_flag("--force", g.force, "let --save-failures overwrite existing files");
@@ -32,7 +34,7 @@ void add_gate_flags(CLI::App& app, GateOptions& g) {
     app.add_option("--shrink-time", g.shrink_time,
                    "seconds a failure's shrinking may take before the smallest failing case so far is reported "
                    "(default 30; 0: no limit)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(nonnegative());
     app.add_option("--require-twists", g.require_twists,
                    "twists (conform list --twists) each implementation must declare for the ops that read them, "
                    "comma-separated, or all: an undeclared one fails the run (it is never offered a case with it)");

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "config/presets.h"
 #include "core/case.h"
 #include "run/generate.h"
@@ -55,7 +56,7 @@ Command add_generate(CLI::App& app) {
     sub->add_flag("--presets", o->list_presets, "list the presets and exit");
     sub->add_option("--weights", o->r.weights,
                     "a checkpoint (HF safetensors, GGUF): the cases take --layer's real weights and its full sizes");
-    sub->add_option("--layer", o->r.layer, "with --weights: the layer (default 0)")->check(CLI::NonNegativeNumber);
+    sub->add_option("--layer", o->r.layer, "with --weights: the layer (default 0)")->check(nonnegative());
     sub->add_option("--inputs", o->r.inputs,
                     "with --weights: drawn (default) or model (the layer's real residual stream and activations)");
     o->o_scale_down = sub->add_option("--scale-down", o->r.scale_down, "divide d_model and ffn_dim by K (files stay small; heads, head_dim, theta, eps kept)");

@@ -70,8 +70,8 @@ Command add_mutants(CLI::App& app) {
     CLI::App* sub = app.add_subcommand(
         "mutants", "the harness's power: every mutant must be killed and named by the diagnosis (exit 0 only then)");
     sub->add_option("--cases", o->cases, "property cases per op before a mutant counts as surviving (default 100)")
-        ->check(CLI::PositiveNumber);
-    sub->add_option("--seed", o->seed, "seed for property cases, or 'random' (default 20261129)");
+        ->check(positive());
+    sub->add_option("--seed", o->seed, "seed for property cases, or 'random' (default 20261129)")->check(seed_text());
     sub->add_option("--out", o->out, "directory for mutants.json (default reports/)");
     sub->add_option("--mutant", o->only, "only these mutants, comma-separated");
     sub->add_flag("--quiet", o->quiet, "only the table and the power line");

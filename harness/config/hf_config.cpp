@@ -2,6 +2,8 @@
 
 #include "core/case.h"  // InputError
 #include "core/input_file.h"
+#include "core/json_input.h"
+#include "core/limits.h"
 
 #include <algorithm>
 #include <cmath>
@@ -142,7 +144,7 @@ class Reader {
             const double d = v.get<double>();
             if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
         }
-        fail(field, "expected an integer, found " + v.dump());
+        fail(field, "expected an integer, found " + shown(v));
     }
     double number(const json& obj, const std::string& field, const char* key) const {
         const json& v = obj.at(key);
@@ -150,17 +152,19 @@ class Reader {
             const double d = v.get<double>();
             if (std::isfinite(d)) return d;
         }
-        fail(field, "expected a number, found " + v.dump());
+        fail(field, "expected a number, found " + shown(v));
     }
 
-    // A size: present and a positive integer, or the default (recorded).
-    int64_t size(const char* key, int64_t fallback, const std::string& why) {
+    // A size: present and a positive integer at most max (core/limits.h: checked
+    // before anything loops over it), or the default (recorded).
+    int64_t size(const char* key, int64_t fallback, const std::string& why, int64_t max = limits::kWidth) {
         if (!present(key)) {
             m_.defaults.push_back(std::string(key) + ": absent, took " + std::to_string(fallback) + " (" + why + ")");
             return fallback;
         }
         const int64_t v = integer(j_, key, key);
-        if (v <= 0) fail(key, "expected a positive integer, found " + std::to_string(v));
+        if (v <= 0 || v > max)
+            fail(key, "expected a positive integer <= " + std::to_string(max) + ", found " + std::to_string(v));
         return v;
     }
     // A per-layer list (layer_types, no_rope_layers): an array of num_hidden_layers entries.
@@ -168,7 +172,7 @@ class Reader {
         const json& v = j_.at(key);
         if (!v.is_array() || static_cast<int64_t>(v.size()) != layers)
             fail(key, "expected a list of num_hidden_layers = " + std::to_string(layers) + " " + entries + ", found " +
-                          v.dump());
+                          shown(v));
         return v;
     }
     double positive(const char* key, double fallback, const std::string& why) {
@@ -177,7 +181,7 @@ class Reader {
             return fallback;
         }
         const double v = number(j_, key, key);
-        if (!(v > 0)) fail(key, "expected a positive number, found " + j_.at(key).dump());
+        if (!(v > 0)) fail(key, "expected a positive number, found " + shown(j_.at(key)));
         return v;
     }
 
@@ -191,13 +195,13 @@ class Reader {
 RopeScaling read_scaling(Reader& r, const json& rs, const std::string& where, int64_t max_position,
                          bool max_position_given) {
     RopeScaling s;
-    if (!rs.is_object()) r.fail(where, "expected an object or null, found " + rs.dump());
+    if (!rs.is_object()) r.fail(where, "expected an object or null, found " + shown(rs));
     // HF's legacy key was `type`; `rope_type` wins when both are there.
     const char* type_key = Reader::present(rs, "rope_type") ? "rope_type" : Reader::present(rs, "type") ? "type" : nullptr;
     std::string type = "default";
     if (type_key) {
         if (!rs.at(type_key).is_string())
-            r.fail(where + "." + type_key, "expected a string, found " + rs.at(type_key).dump());
+            r.fail(where + "." + type_key, "expected a string, found " + shown(rs.at(type_key)));
         type = rs.at(type_key).get<std::string>();
     }
     const std::string type_field = where + "." + (type_key ? type_key : "rope_type");
@@ -214,7 +218,7 @@ RopeScaling read_scaling(Reader& r, const json& rs, const std::string& where, in
         if (!Reader::present(rs, key))
             r.fail(field(key), "missing (rope_type '" + type + "' requires it, as HF does)");
         const double v = r.number(rs, field(key), key);
-        if (!(v > 0)) r.fail(field(key), "expected a positive number, found " + rs.at(key).dump());
+        if (!(v > 0)) r.fail(field(key), "expected a positive number, found " + shown(rs.at(key)));
         return v;
     };
     // The context the model was pre-trained with: rope_scaling's own
@@ -268,7 +272,7 @@ RopeScaling read_scaling(Reader& r, const json& rs, const std::string& where, in
             // truncate (HF's default true) floors / ceils the ramp's ends; gpt-oss's false keeps them as found.
             if (Reader::present(rs, "truncate")) {
                 if (!rs.at("truncate").is_boolean())
-                    r.fail(field("truncate"), "expected true or false, found " + rs.at("truncate").dump());
+                    r.fail(field("truncate"), "expected true or false, found " + shown(rs.at("truncate")));
                 s.truncate = rs.at("truncate").get<bool>();
             }
             // get_mscale(scale, m) = 0.1 m ln(scale) + 1 for scale > 1, else 1.
@@ -276,7 +280,7 @@ RopeScaling read_scaling(Reader& r, const json& rs, const std::string& where, in
             if (Reader::present(rs, "attention_factor")) {
                 s.attention_factor = r.number(rs, field("attention_factor"), "attention_factor");
                 if (!(s.attention_factor > 0))
-                    r.fail(field("attention_factor"), "expected a positive number, found " + rs.at("attention_factor").dump());
+                    r.fail(field("attention_factor"), "expected a positive number, found " + shown(rs.at("attention_factor")));
             } else {
                 const double m = Reader::present(rs, "mscale") ? r.number(rs, field("mscale"), "mscale") : 0;
                 const double all =
@@ -310,15 +314,18 @@ ModelConfig resolve(const json& j, const std::string& file) {
     if (r.present("architectures")) {
         const json& a = j.at("architectures");
         if (!a.is_array() || a.empty() || !a[0].is_string())
-            r.fail("architectures", "expected a list of class names, found " + a.dump());
+            r.fail("architectures", "expected a list of class names, found " + shown(a));
         arch_name = a[0].get<std::string>();
+        // A class name is a few dozen characters; a longer one is only ever quoted, cut.
+        if (arch_name.size() > 200) r.fail("architectures[0]", "expected a class name, found " + shown(a[0]));
         for (const auto& d : kArchitectures)
             if (arch_name == d.architecture) arch = &d;
     }
     std::string model_type;
     if (r.present("model_type")) {
-        if (!j.at("model_type").is_string()) r.fail("model_type", "expected a string, found " + j.at("model_type").dump());
+        if (!j.at("model_type").is_string()) r.fail("model_type", "expected a string, found " + shown(j.at("model_type")));
         model_type = j.at("model_type").get<std::string>();
+        if (model_type.size() > 200) r.fail("model_type", "expected a model type, found " + shown(j.at("model_type")));
         if (!arch)
             for (const auto& d : kArchitectures)
                 if (model_type == d.model_type) arch = &d;
@@ -341,9 +348,9 @@ ModelConfig resolve(const json& j, const std::string& file) {
         if (!r.present(t.key) || modelled(t.key)) continue;
         const json& v = j.at(t.key);
         const bool off = v == false || (v.is_number() && v.get<double>() == 0) || (v.is_array() && v.empty());
-        if (!off && t.instead) r.fail(t.key, v.dump() + ": " + t.what + ": " + t.instead);
+        if (!off && t.instead) r.fail(t.key, shown(v) + ": " + t.what + ": " + t.instead);
         if (!off)
-            r.fail(t.key, v.dump() + ": " + t.what + ", which the block does not model; refused rather than run "
+            r.fail(t.key, shown(v) + ": " + t.what + ", which the block does not model; refused rather than run "
                                                    "without it");
     }
     m.architecture = arch ? arch->architecture : arch_name;
@@ -366,7 +373,7 @@ ModelConfig resolve(const json& j, const std::string& file) {
     const bool gemma = std::string_view(arch->model_type) == "gemma" || gemma23;
     if (gemma) {
         if (r.present("hidden_act") && j.at("hidden_act") != "gelu_pytorch_tanh")
-            m.notes.push_back("hidden_act: " + j.at("hidden_act").dump() +
+            m.notes.push_back("hidden_act: " + shown(j.at("hidden_act")) +
                               " not used: GemmaMLP takes hidden_activation (transformers #29402)");
         if (!r.present("hidden_activation")) {
             m.block.hidden_act = HiddenAct::gelu_tanh;
@@ -379,7 +386,7 @@ ModelConfig resolve(const json& j, const std::string& file) {
         const json& act = j.at(key);
         const auto a = act.is_string() ? parse_hidden_act(act.get<std::string>()) : std::nullopt;
         if (!a || act.get<std::string>() == "gelu_tanh")
-            r.fail(key, "expected \"silu\" (SwiGLU) or \"gelu_pytorch_tanh\" (GeGLU), found " + act.dump() +
+            r.fail(key, "expected \"silu\" (SwiGLU) or \"gelu_pytorch_tanh\" (GeGLU), found " + shown(act) +
                             " (exact GELU and other activations are not modelled)");
         m.block.hidden_act = *a;
     }
@@ -392,7 +399,7 @@ ModelConfig resolve(const json& j, const std::string& file) {
         bool bias = true;
         if (r.present("attention_bias")) {
             if (!j.at("attention_bias").is_boolean())
-                r.fail("attention_bias", "expected true or false, found " + j.at("attention_bias").dump());
+                r.fail("attention_bias", "expected true or false, found " + shown(j.at("attention_bias")));
             bias = j.at("attention_bias").get<bool>();
         } else {
             m.defaults.push_back("attention_bias: absent, took true (GptOssConfig's default)");
@@ -408,6 +415,9 @@ ModelConfig resolve(const json& j, const std::string& file) {
                            " per token (GptOssMLP: a router, then experts whose SwiGLU is clamped, with biases): "
                            "the block does not compute it (--op moe does)";
         // GptOssMLP as the moe ops compute it (docs/moe.md): intermediate_size is each expert's width.
+        if (experts < 1 || experts > limits::kExperts)
+            r.fail("num_local_experts", "expected a positive integer <= " + std::to_string(limits::kExperts) +
+                                            ", found " + std::to_string(experts));
         if (experts < 1 || used < 1 || used > experts)
             r.fail("num_experts_per_tok", "must be in [1, num_local_experts = " + std::to_string(experts) + "], found " +
                                               std::to_string(used));
@@ -421,7 +431,7 @@ ModelConfig resolve(const json& j, const std::string& file) {
         m.block.moe_swiglu_limit = limit;
     } else if (r.present("attention_bias")) {
         const json& ab = j.at("attention_bias");
-        if (!ab.is_boolean()) r.fail("attention_bias", "expected true or false, found " + ab.dump());
+        if (!ab.is_boolean()) r.fail("attention_bias", "expected true or false, found " + shown(ab));
         if (ab.get<bool>() && !arch->qkv_bias)
             r.fail("attention_bias",
                    "true: " + std::string(arch->architecture) +
@@ -434,19 +444,19 @@ ModelConfig resolve(const json& j, const std::string& file) {
     // ---- sizes ---------------------------------------------------------------------
     BlockConfig& c = m.block;
     c.d_model = r.size("hidden_size", arch->hidden, dflt);
-    c.n_heads = r.size("num_attention_heads", arch->heads, dflt);
-    c.n_kv_heads = arch->kv_heads > 0 ? r.size("num_key_value_heads", arch->kv_heads, dflt)
-                                      : r.size("num_key_value_heads", c.n_heads, "num_attention_heads, as HF does");
+    c.n_heads = r.size("num_attention_heads", arch->heads, dflt, limits::kHeads);
+    c.n_kv_heads = arch->kv_heads > 0 ? r.size("num_key_value_heads", arch->kv_heads, dflt, limits::kHeads)
+                                      : r.size("num_key_value_heads", c.n_heads, "num_attention_heads, as HF does", limits::kHeads);
     if (arch->head_dim > 0) {
-        c.head_dim = r.size("head_dim", arch->head_dim, dflt);
+        c.head_dim = r.size("head_dim", arch->head_dim, dflt, limits::kHeadDim);
     } else {
         if (!r.present("head_dim") && c.d_model % c.n_heads != 0)
             r.fail("head_dim", "absent, and hidden_size " + std::to_string(c.d_model) +
                                    " is not a multiple of num_attention_heads " + std::to_string(c.n_heads));
-        c.head_dim = r.size("head_dim", c.d_model / c.n_heads, "hidden_size / num_attention_heads, as HF does");
+        c.head_dim = r.size("head_dim", c.d_model / c.n_heads, "hidden_size / num_attention_heads, as HF does", limits::kHeadDim);
     }
     c.ffn_dim = r.size("intermediate_size", arch->intermediate, dflt);
-    m.layers = r.size("num_hidden_layers", arch->layers, dflt);
+    m.layers = r.size("num_hidden_layers", arch->layers, dflt, limits::kLayers);
 
     // ---- sliding window, and which layers have it ------------------------------------
     // As transformers applies it. The window W: key visible iff q - W < k <= q.
@@ -459,7 +469,7 @@ ModelConfig resolve(const json& j, const std::string& file) {
     if (r.present("sliding_window")) {
         const json& sw = j.at("sliding_window");
         if (!sw.is_number_integer() || sw.get<int64_t>() < 1)
-            r.fail("sliding_window", "expected a positive integer or null, found " + sw.dump());
+            r.fail("sliding_window", "expected a positive integer or null, found " + shown(sw));
         W = sw.get<int64_t>();
     } else if (gemma23 && !j.contains("sliding_window")) {
         W = 4096;
@@ -478,7 +488,7 @@ ModelConfig resolve(const json& j, const std::string& file) {
                 continue;
             }
             r.fail("layer_types[" + std::to_string(i) + "]",
-                   lt[i].dump() + ": " +
+                   shown(lt[i]) + ": " +
                        (lt[i] == "chunked_attention"
                             ? std::string("Llama 4's chunked attention, which the block models (--attention-chunk-size) "
                                           "but no architecture read here has per layer")
@@ -540,7 +550,7 @@ ModelConfig resolve(const json& j, const std::string& file) {
             const json& nr = r.per_layer("no_rope_layers", m.layers, "entries (1: the layer uses RoPE, 0: NoPE)");
             for (size_t i = 0; i < nr.size(); ++i) {
                 if (nr[i] != 0 && nr[i] != 1)
-                    r.fail("no_rope_layers[" + std::to_string(i) + "]", "expected 0 (NoPE) or 1 (RoPE), found " + nr[i].dump());
+                    r.fail("no_rope_layers[" + std::to_string(i) + "]", "expected 0 (NoPE) or 1 (RoPE), found " + shown(nr[i]));
                 nope.push_back(nr[i] == 0);
             }
         } else {
@@ -560,12 +570,12 @@ ModelConfig resolve(const json& j, const std::string& file) {
         if (n_nope > 0) m.notes.push_back("NoPE layers: " + std::to_string(n_nope) + " of " + std::to_string(m.layers) +
                                           " leave q and k unrotated (no_rope_layers)");
     }
-    m.vocab = r.size("vocab_size", arch->vocab, dflt);
+    m.vocab = r.size("vocab_size", arch->vocab, dflt, limits::kVocab);
     const bool max_position_given = r.present("max_position_embeddings");
-    m.max_position = r.size("max_position_embeddings", arch->max_position, dflt);
+    m.max_position = r.size("max_position_embeddings", arch->max_position, dflt, limits::kPosition);
     if (r.present("tie_word_embeddings")) {
         if (!j.at("tie_word_embeddings").is_boolean())
-            r.fail("tie_word_embeddings", "expected true or false, found " + j.at("tie_word_embeddings").dump());
+            r.fail("tie_word_embeddings", "expected true or false, found " + shown(j.at("tie_word_embeddings")));
         m.tie_embeddings = j.at("tie_word_embeddings").get<bool>();
     } else if (gemma || smollm3) {
         m.tie_embeddings = true;
@@ -591,7 +601,7 @@ ModelConfig resolve(const json& j, const std::string& file) {
                 return fallback;
             }
             const double v = r.number(j, key, key);
-            if (!(v >= 0)) r.fail(key, "expected a positive number or null, found " + j.at(key).dump());
+            if (!(v >= 0)) r.fail(key, "expected a positive number or null, found " + shown(j.at(key)));
             return v;
         };
         c.attn_logit_softcapping = cap("attn_logit_softcapping", gemma2 ? 50.0 : 0.0);
@@ -607,12 +617,12 @@ ModelConfig resolve(const json& j, const std::string& file) {
     // transformers v5 writes rope_theta and the scaling into one rope_parameters object
     // (Gemma 3: one per layer type, full_attention's the block's).
     const json* params = r.present("rope_parameters") ? &j.at("rope_parameters") : nullptr;
-    if (params && !params->is_object()) r.fail("rope_parameters", "expected an object, found " + params->dump());
+    if (params && !params->is_object()) r.fail("rope_parameters", "expected an object, found " + shown(*params));
     const json* local_params = nullptr;
     if (params && Reader::present(*params, "full_attention")) {
         local_params = Reader::present(*params, "sliding_attention") ? &params->at("sliding_attention") : nullptr;
         params = &params->at("full_attention");
-        if (!params->is_object()) r.fail("rope_parameters.full_attention", "expected an object, found " + params->dump());
+        if (!params->is_object()) r.fail("rope_parameters.full_attention", "expected an object, found " + shown(*params));
     }
     if (!r.present("rope_theta") && params && Reader::present(*params, "rope_theta")) {
         c.rope_theta = r.number(*params, "rope_parameters.rope_theta", "rope_theta");
@@ -665,7 +675,7 @@ ModelConfig resolve(const json& j, const std::string& file) {
             for (const char* k : {"rope_type", "type"})
                 if (Reader::present(*local_params, k) && local_params->at(k) != "default")
                     r.fail(std::string("rope_parameters.sliding_attention.") + k,
-                           local_params->at(k).dump() + ": a scaled local RoPE, which conform does not model (Gemma 3's is unscaled)");
+                           shown(local_params->at(k)) + ": a scaled local RoPE, which conform does not model (Gemma 3's is unscaled)");
         } else {
             m.defaults.push_back("rope_local_base_freq: absent, took 10000 (Gemma3TextConfig's default)");
         }
@@ -684,14 +694,20 @@ ModelConfig resolve(const json& j, const std::string& file) {
 
 void validate_block(const BlockConfig& c, const std::string& where) {
     auto fail = [&](const std::string& field, const std::string& msg) { throw ConfigError(where + ": " + field + ": " + msg); };
-    auto positive = [&](const char* field, int64_t v) {
-        if (v <= 0) fail(field, "expected a positive integer, found " + std::to_string(v));
+    // Bounded above too (core/limits.h), so that no product of them wraps:
+    // H * head_dim wrapping to 0 would let empty tensors match.
+    auto size = [&](const char* field, int64_t v, int64_t max) {
+        if (v <= 0 || v > max)
+            fail(field, "expected a positive integer <= " + std::to_string(max) + ", found " + std::to_string(v));
     };
-    positive("hidden_size (d_model)", c.d_model);
-    positive("num_attention_heads (heads)", c.n_heads);
-    positive("num_key_value_heads (kv heads)", c.n_kv_heads);
-    positive("head_dim", c.head_dim);
-    positive("intermediate_size (ffn)", c.ffn_dim);
+    size("hidden_size (d_model)", c.d_model, limits::kWidth);
+    size("num_attention_heads (heads)", c.n_heads, limits::kHeads);
+    size("num_key_value_heads (kv heads)", c.n_kv_heads, limits::kHeads);
+    size("head_dim", c.head_dim, limits::kHeadDim);
+    size("intermediate_size (ffn)", c.ffn_dim, limits::kWidth);
+    if (c.n_heads * c.head_dim > limits::kWidth)
+        fail("num_attention_heads * head_dim", "expected at most " + std::to_string(limits::kWidth) + ", found " +
+                                                  std::to_string(c.n_heads) + " * " + std::to_string(c.head_dim));
     if (c.n_heads % c.n_kv_heads != 0)
         fail("num_key_value_heads (kv heads)", "expected a divisor of num_attention_heads " + std::to_string(c.n_heads) +
                                                    ", found " + std::to_string(c.n_kv_heads));
@@ -713,6 +729,10 @@ void validate_block(const BlockConfig& c, const std::string& where) {
 }
 
 ModelConfig parse_hf_config(const std::string& text, const std::string& name) {
+    // A config nests three deep and has a few hundred values; bounded before
+    // parsing, so that printing a value in a message cannot recurse without end.
+    if (const std::string why = json_shape_problem(text, kMaxJsonDepth, 1'000'000); !why.empty())
+        throw ConfigError(name + ": " + why + ", far past any config.json");
     json j;
     try {
         j = json::parse(text);

@@ -436,8 +436,16 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
         int64_t keys = 0;
         for (int64_t k : s.kv_lens)
             if (__builtin_add_overflow(keys, k, &keys) || keys > kMaxElements) return fail("case too large (its keys)");
-        if (product({pool_pages(s), c.page_size, c.n_kv_heads, c.head_dim}, kMaxElements) < 0)
-            return fail("case too large (its pool of pages)");
+        // Bounded as attention's keys and scores are (below): what the float64 reference holds.
+        if (product({pool_pages(s), c.page_size, c.n_kv_heads, c.head_dim}, int64_t{1} << 26) < 0)
+            return fail("case too large (pages x P x KV x hd past 2^26: its pool of pages)");
+        int64_t scores = 0;
+        for (size_t b = 0; b < s.kv_lens.size(); ++b) {
+            const int64_t sb = product({std::max<int64_t>(s.q_lens[b], 1), std::max<int64_t>(s.kv_lens[b], 1), c.n_heads},
+                                       int64_t{1} << 27);
+            if (sb < 0 || __builtin_add_overflow(scores, sb, &scores) || scores > (int64_t{1} << 27))
+                return fail("case too large (q x kv x H past 2^27: its scores)");
+        }
         batch_totals(s);
         if (s.T < 1) return fail("the batch has no query (q lists only zeros)");
     }
@@ -466,8 +474,15 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             product({c.d_model, 2, std::max<int64_t>(c.moe_shared_ffn_dim, 1)}, kMaxElements) < 0)
             return fail("case too large (its experts)");
     }
-    if (s.op == Op::attention && (product({s.S, KVW}, kMaxElements) < 0 || product({s.T, s.S, c.n_heads}, int64_t{1} << 34) < 0))
-        return fail("case too large (its keys)");
+    // Attention's keys and scores: what the float64 reference holds at once.
+    // Measured (scalar, 2 cores): S x KV x hd = 2^26 took 4.1 GB and 43 s, T x
+    // S x H = 2^27 took 5.6 GB and 21 s; 2^28 keys took 12 GB and ran past a
+    // minute. A drawn case is far below either (tens of keys); a checkpoint's
+    // rows at full size (64 of them) too.
+    if (s.op == Op::attention && product({s.S, KVW}, int64_t{1} << 26) < 0)
+        return fail("case too large (S x KV x hd past 2^26: its keys)");
+    if (s.op == Op::attention && product({s.T, s.S, c.n_heads}, int64_t{1} << 27) < 0)
+        return fail("case too large (T x S x H past 2^27: its scores)");
     if (info.uses(kRope) || s.op == Op::attention) {
         const int64_t last = std::max(s.pos + s.T, s.kpos + s.S);
         if (last > kMaxCount) return fail("positions past 2^40");

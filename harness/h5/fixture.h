@@ -75,7 +75,8 @@ struct LogitsFile {
 void write_logits(const std::string& path, const LogitsFile& l, bool force);
 // Reads token_ids [T], positions [T] (optional) and the logits [T, vocab] —
 // `logits` (an engine's file) or else `reference` — into l.reference.
-// InputError naming the file and dataset, NaN/Inf included.
+// InputError naming the file and dataset, NaN/Inf included. Read first in a
+// forked child, as a fixture is (a damaged file crashes libhdf5, not conform).
 LogitsFile read_logits(const std::string& path);
 
 // An engine's residual stream, layer by layer (fixtures/SCHEMA.md, "Hidden
@@ -83,7 +84,8 @@ LogitsFile read_logits(const std::string& path);
 // (optional), and for each layer l = 0, 1, ... while present
 // layers/l/attn_residual [T, D] (the stream after the attention sub-layer)
 // and layers/l/out [T, D] (the layer's output, the next layer's input).
-// InputError naming the file and dataset, NaN/Inf and shapes included.
+// InputError naming the file and dataset, NaN/Inf and shapes included. Read
+// first in a forked child, as a fixture is.
 struct HiddenFile {
     std::vector<int64_t> token_ids, positions;
     std::vector<DTensor> attn_residual, out;  // by layer

@@ -3,7 +3,10 @@
 #include "h5/fixture.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include <functional>
 
 #include <algorithm>
 #include <cctype>
@@ -31,9 +34,24 @@ namespace {
 
 // Where we are in a file, for messages: "file: field: msg" or
 // "file:/case: field: msg".
+// Where the reading is, in a page the parent shares with the child that
+// reads first (read_guarded): a child that hangs is refused naming the
+// object it hung on. Null outside such a read.
+thread_local char* t_reading = nullptr;
+constexpr size_t kReadingBytes = 256;
+
 struct Ctx {
     std::string file;
     std::string group;
+
+    // Marks the object about to be read (for a refusal on a timeout).
+    void reading(const std::string& field) const {
+        if (!t_reading) return;
+        const std::string at = group.empty() ? field : group + "/" + field;
+        const size_t n = std::min(at.size(), kReadingBytes - 1);
+        std::memcpy(t_reading, at.data(), n);
+        t_reading[n] = '\0';
+    }
 
     [[noreturn]] void fail(const std::string& field, const std::string& msg) const {
         std::string where = group.empty() ? file : file + ":/" + group;
@@ -57,6 +75,7 @@ std::string op_list() {
 }
 
 bool link_exists(const Ctx& ctx, hid_t loc, const std::string& name, const std::string& field) {
+    ctx.reading(field);
     const htri_t e = H5Lexists(loc, name.c_str(), H5P_DEFAULT);
     if (e < 0) ctx.fail(field, "cannot look it up" + Ctx::because());
     return e > 0;
@@ -65,6 +84,7 @@ bool link_exists(const Ctx& ctx, hid_t loc, const std::string& name, const std::
 // The object's kind behind a link (group, dataset, named datatype). Links
 // into other files are refused, not followed: a fixture is one file.
 H5I_type_t kind_of(const Ctx& ctx, hid_t loc, const std::string& name, const std::string& field) {
+    ctx.reading(field);
     H5L_info_t info;
     if (H5Lget_info(loc, name.c_str(), &info, H5P_DEFAULT) < 0) ctx.fail(field, "cannot look it up" + Ctx::because());
     if (info.type != H5L_TYPE_HARD && info.type != H5L_TYPE_SOFT)
@@ -81,6 +101,7 @@ Group open_group(const Ctx& ctx, hid_t loc, const std::string& name, const std::
 // ---- attributes -------------------------------------------------------------
 
 bool has_attr(const Ctx& ctx, hid_t obj, const std::string& name, const std::string& field) {
+    ctx.reading(field);
     const htri_t e = H5Aexists(obj, name.c_str());
     if (e < 0) ctx.fail(field, "cannot look it up" + Ctx::because());
     return e > 0;
@@ -89,6 +110,7 @@ bool has_attr(const Ctx& ctx, hid_t obj, const std::string& name, const std::str
 // An attribute holding one value: scalar, or a one-element array (numpy writes
 // both, depending on whether it was given a scalar or a length-1 array).
 Attribute open_single(const Ctx& ctx, hid_t obj, const std::string& name, const std::string& field) {
+    ctx.reading(field);
     Attribute a(ctx.check(H5Aopen(obj, name.c_str(), H5P_DEFAULT), field, "cannot open attribute"));
     Dataspace s(ctx.check(H5Aget_space(a.get()), field, "cannot read its dataspace"));
     const H5S_class_t cls = H5Sget_simple_extent_type(s.get());
@@ -226,6 +248,20 @@ Dataset open_dataset(const Ctx& ctx, hid_t g, const std::string& name, const std
                                 " elements");
         shape.numel *= d;
     }
+    // The data must be in this file and written: external storage is another
+    // file (a FIFO there blocks the reader; a path anywhere reads what it
+    // names), and a dataset declared but never written reads as its fill value
+    // however large it says it is (a 60 KB file would read as gigabytes).
+    {
+        PropList dcpl(ctx.check(H5Dget_create_plist(ds.get()), field, "cannot read its creation properties"));
+        const int external = H5Pget_external_count(dcpl.get());
+        if (external != 0) ctx.fail(field, "stored in another file (HDF5 external storage), which is not read");
+    }
+    H5D_space_status_t written = H5D_SPACE_STATUS_ERROR;
+    if (H5Dget_space_status(ds.get(), &written) < 0 || written != H5D_SPACE_STATUS_ALLOCATED)
+        ctx.fail(field, std::string("declared but ") +
+                            (written == H5D_SPACE_STATUS_PART_ALLOCATED ? "only partly written" : "never written") +
+                            " (shape " + shape_str(found) + "): its values would be the fill value, not data");
     Datatype ft(ctx.check(H5Dget_type(ds.get()), field, "cannot read its type"));
     const H5T_class_t tc = H5Tget_class(ft.get());
     const size_t size = H5Tget_size(ft.get());
@@ -584,7 +620,7 @@ DTensor read_rows(const Ctx& ctx, hid_t root, const std::string& name, const std
     return t;
 }
 
-LogitsFile read_logits(const std::string& path) {
+static LogitsFile read_logits_in_process(const std::string& path) {
     const Ctx ctx{path, ""};
     Silence quiet;
     const OpenRoot root = open_root(ctx, path);
@@ -597,7 +633,7 @@ LogitsFile read_logits(const std::string& path) {
     return l;
 }
 
-HiddenFile read_hidden(const std::string& path) {
+static HiddenFile read_hidden_in_process(const std::string& path) {
     const Ctx ctx{path, ""};
     Silence quiet;
     const OpenRoot root = open_root(ctx, path);
@@ -622,22 +658,39 @@ HiddenFile read_hidden(const std::string& path) {
     return h;
 }
 
-std::vector<Case> read_fixture(const std::string& path, double timeout_s) {
+namespace {
+
+// HDF5 1.10 is not memory-safe on damaged files whose metadata carries no
+// checksums (h5py's default format): fuzz_fixtures found H5HG_read copying
+// past its buffer for a corrupt variable-length string, and an edited
+// global-heap reference crashes it. So every file conform is given is read
+// first in a forked child (core/child.h); only when that child finishes is it
+// read here. A crash, or a loop, costs the child, and the file is refused.
+// The child's answer: "" (sound) or our message. `what`: "a fixture",
+// "--expect-logits", ...
+template <typename T>
+T read_guarded(const std::string& path, double timeout_s, const char* what, const std::function<T()>& read) {
     if (timeout_s <= 0) {
         std::error_code ec;
         const auto bytes = fs::file_size(path, ec);
         timeout_s = 10.0 + (ec ? 0.0 : static_cast<double>(bytes) / 20e6);
     }
-    // HDF5 1.10 is not memory-safe on damaged files whose metadata carries no
-    // checksums (h5py's default format): fuzz_fixtures found H5HG_read copying
-    // past its buffer for a corrupt variable-length string. So the file is
-    // read first in a forked child (core/child.h); only when that child
-    // finishes is it read here. A crash, or a loop, costs the child, and the
-    // file is refused. The child's answer: "" (sound) or our message.
+    // The child writes where it is into a shared page (Ctx::reading).
+    void* page = ::mmap(nullptr, kReadingBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    struct Unmap {
+        void* p;
+        ~Unmap() {
+            t_reading = nullptr;
+            if (p != MAP_FAILED) ::munmap(p, kReadingBytes);
+        }
+    } unmap{page};
+    const std::string at_start = "(the file's first object)";
+    if (page != MAP_FAILED) std::memcpy(page, at_start.c_str(), at_start.size() + 1);
     const child::ChildResult r = child::run_in_child(
         [&] {
+            if (page != MAP_FAILED) t_reading = static_cast<char*>(page);
             try {
-                read_fixture_in_process(path);
+                (void)read();
             } catch (const InputError& e) {
                 return std::string("E") + e.what();
             }
@@ -646,22 +699,42 @@ std::vector<Case> read_fixture(const std::string& path, double timeout_s) {
         child::Options{timeout_s, true});
     switch (r.kind) {
         case child::ChildResult::returned:
-            if (r.text.empty()) return read_fixture_in_process(path);
+            if (r.text.empty()) return read();
             throw InputError(r.text.substr(1));
         case child::ChildResult::threw: throw InputError(path + ": cannot be read: " + r.text);
-        case child::ChildResult::fork_failed: return read_fixture_in_process(path);
+        case child::ChildResult::fork_failed: return read();
         case child::ChildResult::timed_out: {
             char buf[32];
             std::snprintf(buf, sizeof buf, "%g", timeout_s);
-            throw InputError(path + ": reading it took more than " + buf + " s; refused as corrupt");
+            const std::string at = page != MAP_FAILED ? std::string(static_cast<const char*>(page)) : "";
+            throw InputError(path + ": " + (at.empty() ? "" : at + ": ") + "reading it (" + what +
+                             ") took more than " + buf +
+                             " s; refused as corrupt (a sound file of its size reads in a fraction of that)");
         }
-        case child::ChildResult::crashed:
-            throw InputError(path + ": corrupt: the HDF5 library crashed reading it (" + strsignal(r.code) + ")");
+        case child::ChildResult::crashed: {
+            const std::string at = page != MAP_FAILED ? std::string(static_cast<const char*>(page)) : "";
+            throw InputError(path + ": " + (at.empty() ? "" : at + ": ") + "corrupt: the HDF5 library crashed reading it (" +
+                             what + ", " + strsignal(r.code) + ")");
+        }
         case child::ChildResult::exited:
-            throw InputError(path + ": corrupt: the HDF5 library exited reading it (exit status " +
+            throw InputError(path + ": corrupt: the HDF5 library exited reading it (" + what + ", exit status " +
                              std::to_string(r.code) + ")");
     }
-    throw std::logic_error("read_fixture: an unknown child result");
+    throw std::logic_error("read_guarded: an unknown child result");
+}
+
+}  // namespace
+
+std::vector<Case> read_fixture(const std::string& path, double timeout_s) {
+    return read_guarded<std::vector<Case>>(path, timeout_s, "a fixture", [&] { return read_fixture_in_process(path); });
+}
+
+LogitsFile read_logits(const std::string& path) {
+    return read_guarded<LogitsFile>(path, 0, "logits", [&] { return read_logits_in_process(path); });
+}
+
+HiddenFile read_hidden(const std::string& path) {
+    return read_guarded<HiddenFile>(path, 0, "hidden states", [&] { return read_hidden_in_process(path); });
 }
 
 }  // namespace conform::h5

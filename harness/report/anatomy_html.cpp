@@ -152,7 +152,7 @@ std::string render_anatomy_html(const AnatomyPage& p) {
     return page;
 }
 
-std::string html_target_problem(const std::string& path) {
+std::string html_target_problem(const std::string& path, bool force) {
     namespace fs = std::filesystem;
     if (path.empty()) return "empty file name";
     std::error_code ec;
@@ -161,6 +161,7 @@ std::string html_target_problem(const std::string& path) {
         if (fs::is_directory(st)) return path + ": is a directory (give a file name for the page)";
         if (fs::is_symlink(st)) return path + ": is a symbolic link; not replaced (give the file it points to)";
         if (!fs::is_regular_file(st)) return path + ": exists and is not a regular file; not replaced";
+        if (!force) return path + ": exists (use --force to overwrite)";
     }
     const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
     const fs::file_status ds = fs::status(dir, ec);

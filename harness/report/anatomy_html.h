@@ -41,8 +41,9 @@ std::string render_anatomy_html(const AnatomyPage& page);
 
 // Why the page cannot be written to `path` ("" when it can): the directory
 // it names does not exist, or the path is something other than a regular
-// file (a directory, a device, a link: never replaced). A regular file is
-// replaced, atomically, like every report.
-std::string html_target_problem(const std::string& path);
+// file (a directory, a device, a link: never replaced), or a regular file
+// and not `force` (docs/inputs.md: a file conform writes replaces an existing
+// one only with --force). A file it may replace is replaced atomically.
+std::string html_target_problem(const std::string& path, bool force);
 
 }  // namespace conform::report

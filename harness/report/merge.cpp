@@ -10,6 +10,7 @@
 
 #include "core/case.h"  // InputError
 #include "core/input_file.h"
+#include "core/json_input.h"
 #include "report/view.h"
 
 namespace conform::report {
@@ -25,6 +26,10 @@ json read_report(const std::string& path) {
     } catch (const InputError& e) {
         throw MergeError(e.what());
     }
+    // A report nests a few levels; bounded before parsing, so that no value
+    // printed in a message recurses without end.
+    if (const std::string why = json_shape_problem(text, kMaxJsonDepth, UINT64_MAX); !why.empty())
+        throw MergeError(path + ": " + why + ", not a conform report");
     json j;
     try {
         j = json::parse(text);
@@ -32,13 +37,14 @@ json read_report(const std::string& path) {
         throw MergeError(path + ": not JSON: " + e.what());
     }
     if (!j.is_object()) throw MergeError(path + ": expected a JSON object (a conform report)");
-    const std::string schema = j.value("schema", std::string("(none)"));
-    if (schema != "conform-report/1") throw MergeError(path + ": schema: expected conform-report/1, found " + schema);
+    const json schema = j.contains("schema") ? j["schema"] : json("(none)");
+    if (schema != "conform-report/1")
+        throw MergeError(path + ": schema: expected conform-report/1, found " + conform::shown(schema));
     if (!j.contains("cases") || !j["cases"].is_array()) throw MergeError(path + ": cases: missing or not an array");
     return j;
 }
 
-std::string shown(const json& v) { return v.is_null() ? "(absent)" : v.dump(); }
+std::string shown(const json& v) { return v.is_null() ? "(absent)" : conform::shown(v); }
 
 // A case's identity across shards: one implementation on one case.
 using Key = std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>;

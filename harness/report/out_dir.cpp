@@ -28,10 +28,17 @@ std::vector<std::string> report_names(const std::string& base) {
 }  // namespace
 
 OutDir::OutDir(const std::string& path, std::string base) : path_(path), base_(std::move(base)) {
+    // The directory named, not where a link there points: a link at --out
+    // would put the reports where the user did not say (docs/inputs.md).
+    std::string own = path_;
+    while (own.size() > 1 && own.back() == '/') own.pop_back();
     std::error_code ec;
+    if (std::filesystem::is_symlink(std::filesystem::symlink_status(own, ec)))
+        throw std::runtime_error(path_ + ": a symbolic link (to " + std::filesystem::read_symlink(own, ec).string() +
+                                 "); reports are written only into a directory named by its own path");
     std::filesystem::create_directories(path_, ec);
     if (ec) throw std::runtime_error(path_ + ": cannot create directory: " + ec.message());
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    fd_ = ::open(own.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (fd_ < 0) throw std::runtime_error(path_ + ": cannot open: " + std::strerror(errno));
 }
 

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/limits.h"
 #include "config/anatomy.h"
 #include "config/options.h"
 #include "diagnose/diagnose.h"
@@ -604,6 +605,14 @@ ForwardRequest resolve_forward(const ForwardFlags& o, std::ostream& log) {
         throw InputError(o.save_logits + ": exists (use --force to overwrite)");
     if (o.tokens_given && o.token_count_given)
         throw InputError("--tokens and --token-count: give the ids or their count, not both");
+    // Bounded before anything is allocated or looped over (core/limits.h); the
+    // last position start + T - 1 must not pass the case ids' bound.
+    if (!o.weights.empty() && (o.token_count < 1 || o.token_count > limits::kTokens))
+        throw InputError("--token-count: expected a count in [1, " + std::to_string(limits::kTokens) + "], found " +
+                         std::to_string(o.token_count));
+    if (o.start < 0 || o.start > limits::kPosition - limits::kTokens)
+        throw InputError("--positions: expected a first position in [0, " +
+                         std::to_string(limits::kPosition - limits::kTokens) + "], found " + std::to_string(o.start));
     if (!o.weights.empty()) {
         if (o.scale_down != 1) throw InputError("--scale-down: --weights fixes the sizes");
         RealOptions ro;
@@ -630,12 +639,12 @@ ForwardRequest resolve_forward(const ForwardFlags& o, std::ostream& log) {
         if (!resolved) throw InputError(problem);
     }
     const config::ModelConfig& m = *resolved;
-    if (!real && n_tokens < 1)
-        throw InputError("--tokens: expected a positive count, found " + std::to_string(n_tokens));
-    if (real && o.token_count < 1)
-        throw InputError("--token-count: expected a positive count, found " + std::to_string(o.token_count));
-    if (o.vocab < 1) throw InputError("--vocab: expected a positive count, found " + std::to_string(o.vocab));
-    if (o.start < 0) throw InputError("--positions: expected a position >= 0, found " + std::to_string(o.start));
+    if (!real && (n_tokens < 1 || n_tokens > limits::kTokens))
+        throw InputError("--tokens: expected a count in [1, " + std::to_string(limits::kTokens) + "], found " +
+                         std::to_string(n_tokens));
+    if (o.vocab < 1 || o.vocab > limits::kVocab)
+        throw InputError("--vocab: expected a count in [1, " + std::to_string(limits::kVocab) + "], found " +
+                         std::to_string(o.vocab));
     if (o.scale_down < 1) throw InputError("--scale-down: expected K >= 1, found " + std::to_string(o.scale_down));
     const auto dt = parse_dtype(o.dtype);
     if (!dt) throw InputError("--dtype: expected f32, bf16 or f16, found '" + o.dtype + "'");

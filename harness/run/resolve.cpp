@@ -13,6 +13,8 @@ uint64_t parse_seed(const std::string& text) {
     if (text.empty()) return kDefaultSeed;
     if (text == "random") return std::random_device{}() & 0xFFFFFFFFu;
     try {
+        // Digits only: stoull would take "-1" as 2^64 - 1, and " 7" or "+7" as 7.
+        if (text.find_first_not_of("0123456789") != std::string::npos) throw std::invalid_argument("not digits");
         size_t used = 0;
         const uint64_t seed = std::stoull(text, &used);
         if (used != text.size()) throw std::invalid_argument("trailing");
@@ -70,7 +72,8 @@ Resolved resolve_case_flags(const CaseFlags& f) {
     s.cases = f.cases >= 0 ? f.cases : full ? kFullSizeCases : 100;
     s.params = f.params;
     if (const std::string why = select::regex_problem(f.params); !why.empty())
-        throw InputError("--params: '" + f.params + "' is not a valid regular expression: " + why);
+        throw InputError("--params: '" + (f.params.size() > 60 ? f.params.substr(0, 60) + "..." : f.params) +
+                         "' is not a valid regular expression: " + why);
     std::string why;
     const auto shard = select::resolve_shard(f.shard, std::getenv("TEST_SHARD_INDEX"), std::getenv("TEST_TOTAL_SHARDS"),
                                              &why);

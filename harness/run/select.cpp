@@ -17,18 +17,18 @@ namespace conform::select {
 // ---- --params ----------------------------------------------------------------------
 
 ParamFilter::ParamFilter(const std::string& pattern) : pattern_(pattern) {
-    if (!pattern_.empty()) re_ = std::regex(pattern_, std::regex::ECMAScript);
+    if (!pattern_.empty()) re_.emplace(pattern_);
 }
 
 bool ParamFilter::matches(const std::string& text) const {
-    return pattern_.empty() || std::regex_search(text, re_);
+    return !re_ || re_->search(text);
 }
 
 std::string regex_problem(const std::string& pattern) {
     try {
         ParamFilter f(pattern);
         return "";
-    } catch (const std::regex_error& e) {
+    } catch (const PatternError& e) {
         return e.what();
     }
 }

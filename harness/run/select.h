@@ -5,7 +5,8 @@
 // true of what the gate runs.
 //
 //   --params REGEX   keeps the cases whose canonical id matches (a search, not
-//                    a full match: `layout=interleaved`, `theta=500000\b`).
+//                    a full match: `layout=interleaved`, `theta=500000\b`;
+//                    matched in time linear in the id, core/pattern.h).
 //                    Property cases are drawn until N match (at most
 //                    kMaxDraws draws per op), so `--cases 100 --params X`
 //                    still runs 100 cases of X when the generators reach it.
@@ -20,11 +21,11 @@
 #include <cstdint>
 #include <optional>
 #include <ostream>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "core/case.h"
+#include "core/pattern.h"
 #include "gen/gen.h"
 
 namespace conform::select {
@@ -33,7 +34,8 @@ namespace conform::select {
 
 class ParamFilter {
 public:
-    // Empty pattern: everything matches. Throws std::regex_error on a bad pattern.
+    // Empty pattern: everything matches. Throws PatternError on a bad pattern
+    // (core/pattern.h: ECMAScript's syntax, matched in linear time).
     explicit ParamFilter(const std::string& pattern = "");
     bool active() const { return !pattern_.empty(); }
     const std::string& pattern() const { return pattern_; }
@@ -41,7 +43,7 @@ public:
 
 private:
     std::string pattern_;
-    std::regex re_;
+    std::optional<Pattern> re_;
 };
 
 // Why a pattern does not compile, in words ("" when it does).

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "config/hf_config.h"
+#include "core/limits.h"
 #include "weights/checkpoint_impl.h"
 #include "weights/rope_factors.h"
 
@@ -96,7 +97,10 @@ class Meta {
 
     // A positive integer: the key's value, or `fallback` (recorded) when the
     // key is absent and fallback > 0; absent without a fallback is an error.
-    int64_t size(const std::string& field, const std::string& suffix, int64_t fallback = 0, const std::string& why = "") {
+    // A declared size, a positive integer at most max (core/limits.h), checked
+    // before anything loops over it or allocates for it.
+    int64_t size(const std::string& field, const std::string& suffix, int64_t fallback = 0, const std::string& why = "",
+                 int64_t max = limits::kWidth) {
         const GgufValue* v = find(suffix);
         if (!v) {
             if (fallback <= 0) fail(key(suffix), "missing (llama.cpp requires it for " + arch_ + ")");
@@ -104,7 +108,8 @@ class Meta {
             return fallback;
         }
         const auto n = v->integer();
-        if (!n || *n <= 0) fail(key(suffix), "expected a positive integer, found " + v->describe());
+        if (!n || *n <= 0 || *n > max)
+            fail(key(suffix), "expected a positive integer <= " + std::to_string(max) + ", found " + v->describe());
         record(field, std::to_string(*n), key(suffix));
         return *n;
     }
@@ -196,20 +201,20 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
     // ---- sizes and conventions -------------------------------------------------------
     BlockConfig& b = model.block;
     b.d_model = m.size("d_model", "embedding_length");
-    model.layers = m.size("layers", "block_count");
-    b.n_heads = m.size("n_heads", "attention.head_count");
-    b.n_kv_heads = m.size("n_kv_heads", "attention.head_count_kv", b.n_heads, "head_count, as llama.cpp takes it (no GQA)");
+    model.layers = m.size("layers", "block_count", 0, "", limits::kLayers);
+    b.n_heads = m.size("n_heads", "attention.head_count", 0, "", limits::kHeads);
+    b.n_kv_heads = m.size("n_kv_heads", "attention.head_count_kv", b.n_heads, "head_count, as llama.cpp takes it (no GQA)", limits::kHeads);
     if (b.d_model % b.n_heads != 0 && !m.find("attention.key_length"))
         m.fail(m.key("attention.key_length"), "missing, and embedding_length " + std::to_string(b.d_model) +
                                                   " is not a multiple of head_count " + std::to_string(b.n_heads));
-    b.head_dim = m.size("head_dim", "attention.key_length", b.d_model / b.n_heads, "embedding_length / head_count");
+    b.head_dim = m.size("head_dim", "attention.key_length", b.d_model / b.n_heads, "embedding_length / head_count", limits::kHeadDim);
     if (const GgufValue* v = m.find("attention.value_length"); v && v->integer() != std::optional<int64_t>(b.head_dim))
         m.fail(m.key("attention.value_length"), "expected key_length " + std::to_string(b.head_dim) +
                                                     " (the block's v heads are head_dim wide), found " + v->describe());
     const bool gptoss = std::string_view(arch->name) == "gpt-oss";
     // gpt-oss: each expert's width (the block's FFN is not run for it).
     b.ffn_dim = gptoss ? m.size("ffn_dim", "expert_feed_forward_length") : m.size("ffn_dim", "feed_forward_length");
-    model.max_position = m.size("max_position", "context_length");
+    model.max_position = m.size("max_position", "context_length", 0, "", limits::kPosition);
     b.rope_theta = m.positive("rope_theta", "rope.freq_base", 10000.0, "10000, llama.cpp's default");
     b.norm_eps = m.positive("norm_eps", "attention.layer_norm_rms_epsilon");
     const int64_t rotary = m.size("rotary_dim", "rope.dimension_count", b.head_dim, "key_length, as llama.cpp takes it");
@@ -231,7 +236,8 @@ void open_gguf(Checkpoint::Impl& c, const std::string& path) {
         swa_layers(c, m, *n, 2, b.rope_theta);
         b.attn_sinks = true;
         c.note("attention sinks: on (gpt-oss: blk.N.attn_sinks.weight, one logit per head)");
-        const int64_t experts = m.size("experts", "expert_count"), used = m.size("experts_used", "expert_used_count");
+        const int64_t experts = m.size("experts", "expert_count", 0, "", limits::kExperts),
+                      used = m.size("experts_used", "expert_used_count", 0, "", limits::kExperts);
         model.ffn_unmodelled = "a mixture of " + std::to_string(experts) + " experts, " + std::to_string(used) +
                                " per token (llama.cpp's gpt-oss MoE: a router, experts with a clamped SwiGLU and "
                                "biases): conform reads around it and does not compute it";

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/json_input.h"
 #include "weights/error.h"
 
 namespace conform::weights {
@@ -18,10 +19,7 @@ namespace fs = std::filesystem;
 constexpr uint64_t kMaxHeader = 100'000'000;
 
 // A JSON value for a message, cut short: a damaged header can be megabytes.
-std::string show(const json& v) {
-    std::string s = v.dump(-1, ' ', true, json::error_handler_t::replace);
-    return printable(s.size() > 80 ? s.substr(0, 77) + "..." : s);
-}
+std::string show(const json& v) { return printable(shown(v, 77)); }
 
 [[noreturn]] void fail(const std::string& file, const std::string& what) { throw WeightsError(file + ": " + what); }
 
@@ -29,6 +27,13 @@ std::string show(const json& v) {
 // library behind json keeps the last one silently; a reader that took the
 // first would see another tensor than we do).
 json parse_strict(const char* begin, const char* end, const std::string& file, const char* field) {
+    // A header nests three deep (tensor, field, shape); ten million values is
+    // ten times the tensors of any checkpoint. Bounded before parsing, so a
+    // value printed in a message cannot recurse without end.
+    if (const std::string why = json_shape_problem(std::string_view(begin, static_cast<size_t>(end - begin)),
+                                                   kMaxJsonDepth, 10'000'000);
+        !why.empty())
+        fail(file, std::string(field) + ": " + why + ", far past any checkpoint's");
     std::vector<std::set<std::string>> open;
     std::string duplicate;
     auto cb = [&](int, json::parse_event_t ev, json& parsed) {
@@ -216,6 +221,10 @@ Safetensors Safetensors::open(const std::string& path) {
 
     // Sharded: the index's weight_map, every shard it names opened once.
     const MappedFile index = MappedFile::open(s.index_);
+    // An index lists a few thousand tensors; the headers' own bound is far past any.
+    if (index.size() > kMaxHeader)
+        fail(s.index_, std::to_string(index.size()) + " bytes, more than the " + std::to_string(kMaxHeader) +
+                           " an index may have");
     const char* text = reinterpret_cast<const char*>(index.data());
     const json j = parse_strict(text, text + index.size(), s.index_, "index");
     if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object())

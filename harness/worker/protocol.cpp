@@ -1,5 +1,7 @@
 #include "worker/protocol.h"
 
+#include "core/json_input.h"
+
 #include <poll.h>
 #include <unistd.h>
 
@@ -101,11 +103,7 @@ void read_all(int fd, void* data, size_t n, const Deadline& deadline, const char
 
 }  // namespace
 
-std::string shown(const json& v, size_t max) {
-    std::string s = v.dump(-1, ' ', true, json::error_handler_t::replace);
-    if (s.size() > max) s = s.substr(0, max) + "...";
-    return s;
-}
+std::string shown(const json& v, size_t max) { return conform::shown(v, max); }
 
 namespace {
 
@@ -151,33 +149,8 @@ namespace {
 // the judge parsing for over ten minutes past a 3 s call timeout), is
 // refused unparsed.
 void check_header_shape(const std::string& h) {
-    int depth = 0;
-    uint64_t values = 0;
-    bool in_string = false;
-    for (size_t i = 0; i < h.size(); ++i) {
-        const char c = h[i];
-        if (in_string) {
-            if (c == '\\') ++i;
-            else if (c == '"') in_string = false;
-            continue;
-        }
-        switch (c) {
-            case '"': in_string = true; ++values; break;
-            case '{':
-            case '[':
-                if (++depth > kMaxDepth)
-                    throw ProtocolError("frame: header: nested deeper than " + std::to_string(kMaxDepth));
-                ++values;
-                break;
-            case '}':
-            case ']': --depth; break;
-            case ',': ++values; break;
-            default: break;
-        }
-        if (values > kMaxHeaderValues)
-            throw ProtocolError("frame: header: more than " + std::to_string(kMaxHeaderValues) +
-                                " JSON values (a message has a few dozen)");
-    }
+    if (const std::string why = json_shape_problem(h, kMaxDepth, kMaxHeaderValues); !why.empty())
+        throw ProtocolError("frame: header: " + why);
 }
 
 }  // namespace

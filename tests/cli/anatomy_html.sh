@@ -41,7 +41,10 @@ page="$ARTIFACTS/anatomy.html"
 mkdir -p "$ARTIFACTS"
 echo "an older page" >"$page"
 # What the issue's "done when" runs.
-(cd "$ARTIFACTS" && "$CONFORM" anatomy --preset tinyllama-1.1b --kv-heads 8 --html anatomy.html) >"$tmp/out" 2>&1 ||
+(cd "$ARTIFACTS" && "$CONFORM" anatomy --preset tinyllama-1.1b --kv-heads 8 --html anatomy.html) >"$tmp/out" 2>&1
+[ $? -eq 2 ] && grep -q "anatomy.html: exists (use --force to overwrite)" "$tmp/out" || { cat "$tmp/out"; fail "--html replaced a file without --force"; }
+[ "$(cat "$page")" = "an older page" ] || fail "a refused --html changed the file"
+(cd "$ARTIFACTS" && "$CONFORM" anatomy --preset tinyllama-1.1b --kv-heads 8 --html anatomy.html --force) >"$tmp/out" 2>&1 ||
   { cat "$tmp/out"; fail "conform anatomy --html exited $?"; }
 grep -q "wrote anatomy.html" "$tmp/out" || { cat "$tmp/out"; fail "no 'wrote' line"; }
 grep -q "an older page" "$page" && fail "the older page was not replaced"

@@ -156,5 +156,5 @@ PY
 expect 0 "residual stream std over 32 layers: .* (stable)" -- forward --config "$CONFIGS/llama3.1-8b.json" \
   --scale-down 16 --tokens 4 --positions 9000 --impl scalar
 grep -q "^layer 31 + ffn" "$tmp/out" || { cat "$tmp/out"; fail "forward: 32 layers"; }
-expect 2 "--tokens: expected a positive count" -- forward --preset qwen3-0.6b --tokens 0
+expect 2 "--tokens: expected a count in \[1, 16777216\], found 0" -- forward --preset qwen3-0.6b --tokens 0
 echo "config cli: ok"
