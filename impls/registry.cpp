@@ -147,6 +147,8 @@ const std::vector<ImplEntry>& mutant_implementations() {
          kv_fp8_unsaturated, fp8_ops},
         {"kv_fp8_dequant_twice", "FP8 cache read as code * scale * scale", true, always, kv_fp8_dequant_twice,
          fp8_ops},
+        {"kv_fp8_reciprocal_scale", "FP8 cache written as fp8(k * fl(1 / scale)), not fp8(k / scale)", true, always,
+         kv_fp8_reciprocal_scale, fp8_ops},
         // The chapter's design choices taken the other way.
         {"layer_norm_not_rms", "LayerNorm (mean subtracted) for RMSNorm", true, always, layer_norm_not_rms, norm_ops},
         {"gelu_gate", "GELU on a SwiGLU gate instead of SiLU", true, always, gelu_gate, swiglu_ops},

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -256,6 +257,44 @@ TEST_CASE("a failure no convention explains is reported as such", "[diagnose]") 
             REQUIRE(test::explain(r).find("no single-convention change explains this failure") != std::string::npos);
         }
     }
+}
+
+// A kernel whose split-KV merge overflows makes NaN where a kernel that reads
+// past a sequence's last page reads the pool's poison: the same places, other
+// NaNs. Only the second is paged_last_page_len_ignored (issue 53: a merge's
+// NaN was named so, because any NaN agreed with the hypothesis's).
+TEST_CASE("NaN agrees with a hypothesis only where it is the same NaN", "[diagnose]") {
+    auto mutant = test::make("paged_last_page_len_ignored");
+    for (int i = 0; i < 200; ++i) {
+        const Case c = gen::materialize(gen::draw(Op::paged_attention, 5, i));
+        if (!mutant->supports(Op::paged_attention, c.config).ok) continue;
+        ImplOutputs out = run_impl(*mutant, c);
+        REQUIRE(out.error.empty());
+        int64_t nans = 0;
+        for (const auto& [name, t] : out.outputs)
+            for (double v : t.data) nans += std::isnan(v);
+        if (nans == 0) continue;
+        INFO(c.id << ": " << nans << " NaN outputs");
+        const Truth truth = reference_truth(c, DType::f32);
+        const CaseResult failed = judge_case(c, DType::f32, out.outputs, truth);
+        REQUIRE_FALSE(failed.pass);
+        // The poison itself: the hypothesis's reference reads the same rows.
+        const diagnose::Diagnosis poison = diagnose::diagnose(c, DType::f32, out.outputs, failed, &truth);
+        CHECK_FALSE(poison.matches.empty());
+        // The same places holding x86's default NaN (0xFFC00000), as an
+        // overflowing merge leaves them: no name agrees with that.
+        NamedD merged = out.outputs;
+        const float default_nan = -std::numeric_limits<float>::quiet_NaN();
+        for (auto& [name, t] : merged)
+            for (double& v : t.data)
+                if (std::isnan(v)) v = static_cast<double>(default_nan);
+        const diagnose::Diagnosis d = diagnose::diagnose(c, DType::f32, merged, failed, &truth);
+        const std::vector<std::string> named = d.ids();
+        INFO("named: " << named.size());
+        CHECK(std::find(named.begin(), named.end(), "paged_last_page_len_ignored") == named.end());
+        return;
+    }
+    FAIL("no drawn paged case where the mutant reads poison");
 }
 
 TEST_CASE("localisation: first divergence, heads and rotary pairs", "[diagnose]") {

@@ -260,6 +260,10 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                        cfg.kv_cache_dtype == KvCacheDtype::fp8_e4m3 ? "NaN" : "inf"));
         kv("kv_fp8_dequant_twice", K::dequant_twice,
            "the cache dequantised twice: read as code * scale * scale, where it is code * scale once");
+        kv("kv_fp8_reciprocal_scale", K::reciprocal_scale,
+           fmt::format("the {} cache written as fp8(k * fl(1 / scale)): the reciprocal's rounding moves k / scale off "
+                       "a rounding tie of the format to another code; the write is fp8(k / scale), one division",
+                       dt));
     }
     if (uses(op, kSoftcap) && cfg.attn_logit_softcapping > 0) {
         const double cap = cfg.attn_logit_softcapping;

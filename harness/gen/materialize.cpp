@@ -126,6 +126,41 @@ void fill_pool(const std::vector<PoolPage>& pages, int64_t P, int64_t W, double 
     for (auto& t : helpers) t.join();
 }
 
+// Values of an FP8 cache put on the format's rounding ties, in half of the
+// FP8 paged cases, after the scales: an eighth of the owned elements of K and
+// V moved to the float32 x whose x / scale is exactly the midpoint of two
+// adjacent codes (there round-to-nearest-even decides), or one float32 step
+// either side of it. Drawn values land there almost never (in 4M values, a
+// write through the reciprocal of the scale changed no code); a write that
+// rounds differently (fp8(k * fl(1 / scale)), truncation) changes codes here.
+void fp8_ties(Rng& r, Case& c) {
+    const BlockConfig& cfg = c.config;
+    const KvCacheDtype d = cfg.kv_cache_dtype;
+    const int64_t hd = cfg.head_dim, W = cfg.n_kv_heads * hd;
+    const uint8_t top = d == KvCacheDtype::fp8_e4m3 ? 0x7E : 0x7B;  // the largest finite code
+    for (const char* name : {"k_cache", "v_cache"}) {
+        Tensor& pool = c.inputs.at(name);
+        const Tensor& scales = c.inputs.at(name[0] == 'k' ? "k_scale" : "v_scale");
+        for_each_owned_row(c, [&](int64_t, int64_t row) {
+            for (int64_t j = 0; j < W; ++j) {
+                if (r.below(8) != 0) continue;
+                float& x = pool.data[static_cast<size_t>(row * W + j)];
+                const float s = scales.data[scales.data.size() == 1 ? 0 : static_cast<size_t>(j / hd)];
+                const uint8_t code = fp8_bits(std::fabs(x) / s, d) & 0x7F;
+                if (code >= top || !std::isfinite(x)) continue;
+                const float lo = fp8_float(code, d), hi = fp8_float(static_cast<uint8_t>(code + 1), d);
+                const float mid = lo + (hi - lo) / 2;  // exact: a few significant bits
+                const int64_t side = r.below(4);       // the tie (half the time), or a step below or above it
+                const float want = side < 2 ? mid : std::nextafter(mid, side == 2 ? 0.0f : INFINITY);
+                // A float32 y with fl(y / s) == want: near want * s, a few steps either way.
+                float y = want * s;
+                for (int k = 0; k < 8 && y / s != want; ++k) y = std::nextafter(y, y / s < want ? INFINITY : 0.0f);
+                if (y / s == want) x = std::signbit(x) ? -y : y;
+            }
+        });
+    }
+}
+
 // An FP8 cache's scales, after every other input: each scale slot (the
 // tensor, or a kv head's columns) from the largest |value| the batch writes
 // there, as a calibration would (amax / the format's max), times a factor
@@ -409,6 +444,7 @@ Case materialize(const CaseSpec& s) {
         c.inputs["ffn_post_norm"] = norm_weight(r, s.config.d_model, 0.3, s.config.norm_plus_one);
     }
     if (s.config.kv_cache_dtype != KvCacheDtype::none) kv_scales(r, c);
+    if (s.config.kv_cache_dtype != KvCacheDtype::none && c.op == Op::paged_attention && r.below(2) == 0) fp8_ties(r, c);
     return c;
 }
 }  // namespace conform::gen

@@ -349,6 +349,9 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
     vis = vis.contiguous();
     auto p = torch::empty({H, T, S}, q.options()), pds = torch::empty({H, T, S}, q.options());
     auto growth = torch::empty({H, T, 1}, q.options());
+    // With sinks, per row: the relative move of the whole row a kernel makes
+    // that applies the sink after its softmax, through the lse (below).
+    Tensor sink_move = sinks.defined() ? torch::zeros({H, T, 1}, q.options()) : Tensor();
     Tensor weight = with_weight ? torch::empty({H, T, S}, q.options()) : Tensor();
     const std::vector<int64_t> qp(q_pos.data_ptr<int64_t>(), q_pos.data_ptr<int64_t>() + T),
         kp(k_pos.data_ptr<int64_t>(), k_pos.data_ptr<int64_t>() + S);
@@ -376,6 +379,7 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
         double* P = p.data_ptr<double>();
         double* PD = pds.data_ptr<double>();
         double* G = growth.data_ptr<double>();
+        double* SM = sink_move.defined() ? sink_move.data_ptr<double>() : nullptr;
         double* W = with_weight ? weight.data_ptr<double>() : nullptr;
         const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, S));
         at::parallel_for(0, H * T, grain, [&](int64_t r0, int64_t r1) {
@@ -410,7 +414,7 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
                     smax = std::max(smax, sc);
                     dmax = std::max(dmax, d);
                 }
-                double sum = 0;
+                double sum = 0, keys = 0;
                 if (SK) {
                     smax = std::max(smax, SK[r / T]);
                     sum = std::exp(SK[r / T] - smax);
@@ -419,6 +423,17 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
                     const double e = vt[j] ? std::exp(P[o + j] - smax) : 0.0;
                     P[o + j] = e;
                     sum += e;
+                    keys += e;
+                }
+                // A sink applied after the softmax, o·exp(lse − logaddexp(lse,
+                // sink)) (a split-KV kernel after its merge, MagiAttention):
+                // lse and L = logaddexp(lse, sink) are each rounded at their
+                // magnitude, so their difference, and the whole row, moves by
+                // up to u·(|lse| + |L|) each, plus exp's, log's and the
+                // product's own roundings. The sink itself is an exact input.
+                if (SM && keys > 0) {
+                    const double lse = smax + std::log(keys), L = smax + std::log(sum);
+                    SM[r] = u.a * (2.0 * (std::abs(lse) + std::abs(L)) + 4.0);
                 }
                 const double g = std::exp(std::min(2.0 * dmax, 50.0));
                 G[r] = g;
@@ -443,6 +458,7 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
     Tensor apart = std::sqrt(static_cast<double>(S)) * u.a * pv_abs;
     if (ev.defined()) apart = carried(pg, kg(ev)).reshape({H, T, hd}) + apart;  // v's bounds, p-weighted
     apart = apart + u.store(pv_abs) + u.store(o);
+    if (sink_move.defined()) apart = apart + sink_move * o.abs();
     auto any = vis.any(-1, true).unsqueeze(0);  // [1, T, 1]
     auto back = [&](const Tensor& e) {
         return torch::where(any, e, torch::zeros_like(e)).transpose(0, 1).reshape({T, H * hd});

@@ -128,6 +128,7 @@ std::string Variant::describe() const {
         case KvFp8::truncated: sep() << "FP8 cache written with truncation"; break;
         case KvFp8::unsaturated: sep() << "FP8 cache written without saturation"; break;
         case KvFp8::dequant_twice: sep() << "FP8 cache dequantised twice"; break;
+        case KvFp8::reciprocal_scale: sep() << "FP8 cache written through the scale's reciprocal"; break;
     }
     return o.str();
 }

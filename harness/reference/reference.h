@@ -123,7 +123,16 @@ struct Variant {
     // toward zero; not saturating (past the max: NaN / inf); the scale
     // multiplied in twice on the read.
     // (Not quantised at all: a config edit, the kv_cache_dtype twist's.)
-    enum class KvFp8 { faithful, scale_ignored, k_scale_for_v, per_tensor_read, truncated, unsaturated, dequant_twice };
+    enum class KvFp8 {
+        faithful,
+        scale_ignored,
+        k_scale_for_v,
+        per_tensor_read,
+        truncated,
+        unsaturated,
+        dequant_twice,
+        reciprocal_scale,  // written as fp8(k * fl(1 / scale)): another code where k / scale is a rounding tie
+    };
     KvFp8 kv_fp8 = KvFp8::faithful;
 
     bool faithful() const;

@@ -82,6 +82,7 @@ struct CacheRead {
     std::vector<float> scale;  // per column (its head's scale), empty without a cache
     Fp8Rounding how;
     int times = 1;  // the scale multiplied in this often on the read
+    bool reciprocal = false;  // written as fp8(x * fl(1 / s)), in float32 as a kernel does
 
     CacheRead() = default;
     CacheRead(KvCacheDtype d, const std::vector<float>& own_scale, int64_t head_dim, int64_t W, const Variant& v,
@@ -98,11 +99,12 @@ struct CacheRead {
         how.truncate = v.kv_fp8 == K::truncated;
         how.saturate = v.kv_fp8 != K::unsaturated;
         times = v.kv_fp8 == K::dequant_twice ? 2 : 1;
+        reciprocal = v.kv_fp8 == K::reciprocal_scale;
     }
     double value(float x, int64_t j) const {
         if (dtype == KvCacheDtype::none) return x;
         const float s = scale[static_cast<size_t>(j)];
-        double y = fp8_round(x / s, dtype, how);
+        double y = fp8_round(reciprocal ? x * (1.0f / s) : x / s, dtype, how);
         for (int t = 0; t < times; ++t) y *= s;
         return y;
     }

@@ -85,6 +85,7 @@ std::unique_ptr<Implementation> kv_fp8_per_head_read_per_tensor(const ImplOption
 std::unique_ptr<Implementation> kv_fp8_truncated(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_unsaturated(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_dequant_twice(const ImplOptions& o);
+std::unique_ptr<Implementation> kv_fp8_reciprocal_scale(const ImplOptions& o);
 
 // twist.cpp: one mutant per twist bug its row marks (the twist ignored, or
 // read as a bug computes it), named by the bug (named_by where one bug has

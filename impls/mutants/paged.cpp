@@ -119,6 +119,11 @@ PagedRules fp8_unsaturated() {  // __NV_NOSAT: past the max becomes NaN (e4m3) o
     r.cache.write = [](float x, float scale, KvCacheDtype d) { return fp8_round(x / scale, d, {false, false}); };
     return r;
 }
+PagedRules fp8_reciprocal_scale() {  // fp8(k * fl(1 / scale)): a multiply for a divide, one rounding more
+    PagedRules r;
+    r.cache.write = [](float x, float scale, KvCacheDtype d) { return fp8_round(x * (1.0f / scale), d); };
+    return r;
+}
 PagedRules fp8_dequant_twice() {  // the scale applied in the read and again after it
     PagedRules r;
     r.cache.read = [](float code, float scale) { return code * scale * scale; };
@@ -141,6 +146,9 @@ std::unique_ptr<Implementation> kv_fp8_truncated(const ImplOptions& o) {
 }
 std::unique_ptr<Implementation> kv_fp8_unsaturated(const ImplOptions& o) {
     return detail::make<WithPagedRules<fp8_unsaturated>>("kv_fp8_unsaturated", o);
+}
+std::unique_ptr<Implementation> kv_fp8_reciprocal_scale(const ImplOptions& o) {
+    return detail::make<WithPagedRules<fp8_reciprocal_scale>>("kv_fp8_reciprocal_scale", o);
 }
 std::unique_ptr<Implementation> kv_fp8_dequant_twice(const ImplOptions& o) {
     return detail::make<WithPagedRules<fp8_dequant_twice>>("kv_fp8_dequant_twice", o);

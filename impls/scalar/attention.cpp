@@ -90,6 +90,27 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
             // The sink is a logit in the denominator with no value.
             const bool sunk = p.sinks != nullptr;
             const float sink = sunk ? p.sinks[rules.sink_head(h, H, KV)] : 0.0f;
+            if (sunk && rules.sink_after_lse) {
+                // softmax over the keys alone, its lse = max + log(sum), then
+                // o *= exp(lse - L), L = logaddexp(lse, sink), all in float32.
+                float sum = 0.0f;
+                for (int64_t j = 0; j < S; j++) {
+                    if (!seen(j)) continue;
+                    att[j] = std::exp(att[j] - max_score);
+                    sum += att[j];
+                }
+                for (int64_t d = 0; d < hd; d++) oh[d] = 0.0f;
+                for (int64_t j = 0; j < S; j++) {
+                    if (!seen(j)) continue;
+                    const float* vj = v.row(j) + kvh * hd;
+                    for (int64_t d = 0; d < hd; d++) oh[d] += (att[j] / sum) * vj[d];
+                }
+                const float lse = max_score + std::log(sum);
+                const float L = std::max(lse, sink) + std::log1p(std::exp(-std::fabs(lse - sink)));
+                const float f = std::exp(lse - L);
+                for (int64_t d = 0; d < hd; d++) oh[d] *= f;
+                continue;
+            }
             if (sunk) max_score = std::max(max_score, sink);
 
             if (rules.unrescaled_tile > 0) {

@@ -98,6 +98,10 @@ struct AttentionRules {
     bool softcap_after_mask = false;
     // Whose sink logit head h's softmax adds (gpt-oss: its own, sinks[h]).
     int64_t (*sink_head)(int64_t h, int64_t n_heads, int64_t n_kv_heads) = own_sink;
+    // An honest form, not a bug: the sink applied after the softmax through
+    // its log-sum-exp, o *= exp(lse - logaddexp(lse, sink)), as a split-KV
+    // kernel does after its merge (MagiAttention after FlashAttention-2).
+    bool sink_after_lse = false;
 };
 
 // out[T, H*hd] = softmax(q k^T / sqrt(hd), keys with k_pos <= q_pos) v

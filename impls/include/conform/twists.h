@@ -513,10 +513,14 @@ inline const std::vector<Twist>& twist_table() {
             w.lacks = "no attention scores to scale";
             // A quarter of the cases, as query_pre_attn_scalar^-1/2 with the
             // scalar hd·9/8 (Gemma 2 27B: 144 for head_dim 128), hd/2 or 2·hd.
+            // Never a scale of 1 (hd 2, hd/2): there scaling by both it and
+            // 1/sqrt(hd) is ignoring it, and attention_scale_wrong could not be
+            // told from attn_scale_ignored (issue 53); 2·hd instead.
             w.draw = [](TwistDraw& d) {
                 if (d.pick({3, 1}) == 0) return 0.0;
                 const double f[] = {9.0 / 8, 0.5, 2.0};
-                return 1.0 / std::sqrt(static_cast<double>(d.config.head_dim) * f[d.pick({2, 1, 1})]);
+                const double scalar = static_cast<double>(d.config.head_dim) * f[d.pick({2, 1, 1})];
+                return 1.0 / std::sqrt(scalar == 1.0 ? 2.0 * static_cast<double>(d.config.head_dim) : scalar);
             };
             w.draw_rank = 8;
             w.classes = {"1/sqrt(hd)", "attn_scale"};
