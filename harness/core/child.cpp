@@ -106,6 +106,17 @@ ChildResult run_in_child(const std::function<std::string()>& body, const Options
         // A crash is expected business here; a core file per crash is not.
         const struct rlimit no_core = {0, 0};
         setrlimit(RLIMIT_CORE, &no_core);
+        if (o.memory_bytes > 0) {
+            // What the child inherited (LibTorch maps gigabytes of address space), plus its budget.
+            unsigned long long pages = 0;
+            if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+                if (std::fscanf(f, "%llu", &pages) != 1) pages = 0;
+                std::fclose(f);
+            }
+            const rlim_t have = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE));
+            const struct rlimit as = {have + static_cast<rlim_t>(o.memory_bytes), have + static_cast<rlim_t>(o.memory_bytes)};
+            setrlimit(RLIMIT_AS, &as);
+        }
         if (o.quiet_stderr) {
             const int devnull = open("/dev/null", O_WRONLY);
             if (devnull >= 0) dup2(devnull, 2);

@@ -24,6 +24,10 @@ struct ChildResult {
 struct Options {
     double timeout_s = 60;       // a child still running then is killed (SIGKILL)
     bool quiet_stderr = false;   // the child's stderr to /dev/null (a sanitizer's crash report is ours to summarise)
+    // > 0: the child may map at most this many bytes more than it inherited
+    // (RLIMIT_AS over the parent's own address space); past it an allocation
+    // fails (std::bad_alloc: "threw") or the library aborts ("crashed").
+    int64_t memory_bytes = 0;
 };
 
 ChildResult run_in_child(const std::function<std::string()>& body, const Options& o);

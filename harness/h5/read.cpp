@@ -39,6 +39,9 @@ namespace {
 // object it hung on. Null outside such a read.
 thread_local char* t_reading = nullptr;
 constexpr size_t kReadingBytes = 256;
+// What the child that reads a file first may allocate: a tensor is at most
+// 2^28 elements (2 GiB as float64), a file a few of them.
+constexpr int64_t kReadMemory = int64_t{8} << 30;
 
 struct Ctx {
     std::string file;
@@ -696,12 +699,16 @@ T read_guarded(const std::string& path, double timeout_s, const char* what, cons
             }
             return std::string();
         },
-        child::Options{timeout_s, true});
+        child::Options{timeout_s, true, kReadMemory});
     switch (r.kind) {
         case child::ChildResult::returned:
             if (r.text.empty()) return read();
             throw InputError(r.text.substr(1));
-        case child::ChildResult::threw: throw InputError(path + ": cannot be read: " + r.text);
+        case child::ChildResult::threw:
+            if (r.text.find("bad_alloc") != std::string::npos)
+                throw InputError(path + ": reading it (" + what + ") needed more than " +
+                                 std::to_string(kReadMemory >> 30) + " GiB; refused");
+            throw InputError(path + ": cannot be read: " + r.text);
         case child::ChildResult::fork_failed: return read();
         case child::ChildResult::timed_out: {
             char buf[32];

@@ -43,6 +43,10 @@ refused 2 "config-layers.json: num_hidden_layers: expected a positive integer <=
 refused 2 "config-wrap.json: hidden_size: expected a positive integer <= 1048576" -- anatomy --config "$in/config-wrap.json"
 refused 2 "config-heads.json: num_attention_heads: expected a positive integer <= 4096" -- anatomy --config "$in/config-heads.json"
 refused 2 "gguf-layers.gguf: llama.block_count: expected a positive integer <= 4096" -- "${gate[@]}" --weights "$in/gguf-layers.gguf"
+refused 2 "case too large (S x KV x hd past 2\^26: its keys)" -- --impl scalar --no-default-fixtures --out "$tmp/reports" \
+  --case 'attention(T=1,S=67108864,H=1,KV=1,hd=4,qpos=0,kpos=0,mag=1,outliers=0,seed=1)'
+refused 2 "case too large (T x S x H past 2\^27: its scores)" -- --impl scalar --no-default-fixtures --out "$tmp/reports" \
+  --case 'attention(T=4096,S=4096,H=32,KV=8,hd=4,qpos=0,kpos=0,mag=1,outliers=0,seed=1)'
 refused 2 "^--threads: expected at most" -- "${gate[@]}" --threads 1000000
 refused 2 "^--threads: expected at most" -- bench --impl scalar --op rmsnorm --tokens 1 --threads 1000000
 refused 2 "--positions: expected a first position in \[0, " -- forward --preset tinyllama-1.1b --scale-down 16 --positions 9223372036854775806
