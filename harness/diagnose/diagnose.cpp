@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <optional>
 #include <fmt/format.h>
 
@@ -155,8 +154,8 @@ void record_errors(HypothesisMatch& m, const CaseResult& failed, const CaseResul
 // (on a marginal failure it would "match" by a hair).
 // Whether the variant's non-finite values where `observed` is NaN come only
 // from reading the paged pool's poison, while the observed NaNs do not carry
-// it. The poison (gen::poison_bits: payload bit 21 set) survives every float32
-// operation that propagates a NaN operand, so a kernel that read it shows it;
+// it. The poison (gen::poison_bits) survives every float32 operation that
+// propagates a NaN operand, so a kernel that read it shows it;
 // LibTorch's float64 reductions do not keep payloads, so the variant's NaN is
 // asked again with the poison made finite. A kernel whose split-KV merge
 // overflows to NaN at the places a last-page overrun would read poison is
@@ -164,24 +163,22 @@ void record_errors(HypothesisMatch& m, const CaseResult& failed, const CaseResul
 bool poison_read_only(const Case& c, const NamedD& observed, const Truth& t, const ref::Variant& v) {
     const Tensor* kc = c.inputs.count("k_cache") ? &c.inputs.at("k_cache") : nullptr;
     if (!kc) return false;
-    bool nan = false;
-    for (const auto& [name, o] : observed)
-        for (double x : o.data) {
-            if (!std::isnan(x)) continue;
-            const float f = static_cast<float>(x);
-            uint32_t b;
-            std::memcpy(&b, &f, sizeof b);
-            if ((b >> 21) & 1u) return false;  // it carries a poison: the variant may well read it
-            nan = true;
+    // Only where the observed NaNs carry no poison and the variant is
+    // non-finite at one of them is the question worth a reference run.
+    bool shared = false;
+    for (const auto& [name, o] : observed) {
+        const auto tt = t.ref.find(name);
+        for (size_t i = 0; i < o.data.size(); ++i) {
+            if (!std::isnan(o.data[i])) continue;
+            if (gen::poison_row(static_cast<float>(o.data[i]))) return false;  // it read a poison: the variant may too
+            shared = shared || (tt != t.ref.end() && i < tt->second.data.size() && !std::isfinite(tt->second.data[i]));
         }
-    if (!nan) return false;
+    }
+    if (!shared) return false;
     Case finite = c;
     for (const char* pool : {"k_cache", "v_cache"})
-        for (float& x : finite.inputs.at(pool).data) {
-            uint32_t b;
-            std::memcpy(&b, &x, sizeof b);
-            if (gen::is_poison_bits(b)) x = 0.0f;
-        }
+        for (float& x : finite.inputs.at(pool).data)
+            if (gen::poison_row(x)) x = 0.0f;
     const NamedD r = ref::run(finite, {ref::Precision::f64, ref::Order::library, v});
     for (const auto& [name, o] : observed) {
         const auto it = r.find(name);

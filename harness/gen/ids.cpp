@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/limits.h"
 #include "gen/detail.h"
 
 namespace conform::gen {
@@ -193,7 +194,7 @@ struct Reader {
     }
 };
 
-constexpr int64_t kMaxCount = int64_t{1} << 40;     // positions, tokens: far past any context
+constexpr int64_t kMaxCount = limits::kPosition;    // positions, tokens: far past any context
 constexpr int64_t kMaxElements = int64_t{1} << 28;  // one tensor of a case (a GiB of float32)
 
 // a * b, or -1 past `cap` (or on overflow).
