@@ -85,6 +85,8 @@ const std::vector<ImplEntry>& mutant_implementations() {
          norm_ops},
         {"rmsnorm_mean_not_squared", "RMSNorm with mean(|x|) for mean(x^2)", true, always,
          rmsnorm_mean_not_squared, norm_ops},
+        {"rmsnorm_tail_skipped", "RMSNorm's sum of squares without the last n % 8 elements", true, always,
+         rmsnorm_tail_skipped, norm_ops},
         {"swiglu_gate_on_up", "SiLU on the up branch instead of the gate", true, always, swiglu_gate_on_up,
          swiglu_ops},
         {"residual_missing", "attention residual dropped: h = attn @ wo", true, always, residual_missing, block_ops},
@@ -94,6 +96,15 @@ const std::vector<ImplEntry>& mutant_implementations() {
          softcap_after_mask, ops_using(kSoftcap)},
         {"sink_wrong_head", "sinks read per kv head (sinks[h / group])", true, always, sink_wrong_head,
          ops_using(kSinks)},
+        {"sink_scaled", "the sink logit multiplied by the score scale", true, always, sink_scaled, ops_using(kSinks)},
+        // A window's mask per path (issue 53): bounded from a chunk's first query, by whole pages, or not at all
+        // with more than one query.
+        {"window_from_first_query", "the window's edge from the first query of a call, for every query", true,
+         always, window_from_first_query, {Op::attention, Op::paged_attention}},
+        {"window_per_page", "the window applied by whole pages: no key masked inside the first page read", true,
+         always, window_per_page, {Op::paged_attention}},
+        {"window_ignored_in_prefill", "the window applied to one-query (decode) sequences only", true, always,
+         window_ignored_in_prefill, {Op::paged_attention}},
         // A mixture of experts (issue 51).
         {"selection_bias_in_weights", "the routing weights from scores + e_bias, not the unbiased scores", true,
          always, selection_bias_in_weights, ops_using(kMoeRoute)},
@@ -149,6 +160,12 @@ const std::vector<ImplEntry>& mutant_implementations() {
          fp8_ops},
         {"kv_fp8_reciprocal_scale", "FP8 cache written as fp8(k * fl(1 / scale)), not fp8(k / scale)", true, always,
          kv_fp8_reciprocal_scale, fp8_ops},
+        {"paged_kv_len_off_by_one", "one key too many where the last page is partial: the slot after it read", true,
+         always, paged_kv_len_off_by_one, {Op::paged_attention}},
+        {"sink_per_split", "the sink added once per page: every split starts from it", true, always,
+         sink_per_split, {Op::paged_attention}},
+        {"split_kv_merge_nan", "split-KV merge from (-inf, 0): NaN where the first page has no key in the window",
+         true, always, split_kv_merge_nan, {Op::paged_attention}},
         // The chapter's design choices taken the other way.
         {"layer_norm_not_rms", "LayerNorm (mean subtracted) for RMSNorm", true, always, layer_norm_not_rms, norm_ops},
         {"gelu_gate", "GELU on a SwiGLU gate instead of SiLU", true, always, gelu_gate, swiglu_ops},

@@ -86,7 +86,36 @@ Truth variant_truth(const Case& c, DType dtype, const ref::Variant& v) {
     t.ref = ref::run(c, {ref::Precision::f64, ref::Order::library, v});
     t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, v, false, c.act_quant});
     t.base_sequential = ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, v, false, c.act_quant});
-    t.noise = faithful_noise(c, dtype);
+    // The a-priori bound of a program that computes the variant: the
+    // faithful one where the variant's values are of the faithful sizes (the
+    // bound follows magnitudes, not which convention made them), else
+    // computed from the variant's own float64 values — an RMSNorm that sums
+    // nothing scales a block's activations by 1/sqrt(eps), and a bound for
+    // the faithful sizes is not one for those.
+    const NamedD& faithful = faithful_ref(c, dtype);
+    bool resized = false;
+    for (const auto& [name, r] : t.ref) {
+        const auto f = faithful.find(name);
+        if (f == faithful.end()) continue;
+        double mr = 0, mf = 0;
+        for (double x : r.data) mr = std::isfinite(x) ? std::max(mr, std::abs(x)) : mr;
+        for (double x : f->second.data) mf = std::isfinite(x) ? std::max(mf, std::abs(x)) : mf;
+        resized = resized || mr > 4 * mf;
+    }
+    // A config edit (a twist ignored, a window one wider) is another case's
+    // computation: its bound is that case's (a window ignored sums every key,
+    // and at magnitude 30 the faithful window's bound is too tight for it).
+    if (v.config) {
+        Case edited = c;
+        edited.config = *v.config;
+        t.noise = ref::reduction_noise(edited, dtype, &t.ref);
+    } else if (v.paged_sequences_packed || v.paged_queries_at_start || v.paged_partial_page_dropped) {
+        // Other keys summed per sequence (every earlier sequence's, up to
+        // thousands more): the bound of that sum.
+        t.noise = ref::reduction_noise(c, dtype, &t.ref, &v);
+    } else {
+        t.noise = resized ? ref::reduction_noise(c, dtype, &t.ref) : faithful_noise(c, dtype);
+    }
     return t;
 }
 
@@ -286,7 +315,33 @@ std::optional<HypothesisMatch> fit_theta(const Case& c, DType dtype, const Named
 // tile leaves the other rows or columns at the claimed dtype's accuracy).
 // Correlations and shapes on small tensors are noise: those two tests apply
 // from 64 elements and 4 rows or columns on.
-std::string unlike_rounding(const DTensor& obs, const DTensor& ref, const DTensor& low) {
+namespace {
+
+// The share of an error's energy (Σ e²) that one multiplier per group of
+// `width` consecutive elements of a row explains (e ≈ α_g · ref on each
+// group): near 1 for a logic change that rescales a row or a head (a norm's
+// sum missing terms, a sink's weight wrong), about width⁻¹ for independent
+// rounding errors.
+double proportional_share(const DTensor& err_of, const DTensor& ref, int64_t width) {
+    const int64_t R = ref.rows(), C = ref.cols();
+    if (width <= 0 || C % width != 0) return 0;
+    double explained = 0, total = 0;
+    for (int64_t r = 0; r < R; ++r)
+        for (int64_t g0 = 0; g0 < C; g0 += width) {
+            double er = 0, rr = 0;
+            for (int64_t k = g0; k < g0 + width; ++k) {
+                const size_t i = static_cast<size_t>(r * C + k);
+                const double e = err_of.data[i] - ref.data[i];
+                er += e * ref.data[i], rr += ref.data[i] * ref.data[i], total += e * e;
+            }
+            if (rr > 0) explained += er * er / rr;
+        }
+    return total > 0 ? explained / total : 0;
+}
+
+}  // namespace
+
+std::string unlike_rounding(const DTensor& obs, const DTensor& ref, const DTensor& low, int64_t head_width) {
     const size_t n = ref.data.size();
     if (obs.data.size() != n || low.data.size() != n || n == 0) return "no tensor to compare";
     double se = 0, sl = 0, sr = 0, ser = 0, slr = 0;
@@ -302,7 +357,24 @@ std::string unlike_rounding(const DTensor& obs, const DTensor& ref, const DTenso
     // softmax scale off by hd^0.05 on a 4-element output did): too little to
     // name a precision by.
     if (n < 16) return fmt::format("{} elements are too few to tell rounding from a small logic error", n);
-    if (n < 64) return "";
+    // A row or a head rescaled (an RMSNorm's sum without its tail, a sink's
+    // weight off): the error is the output times one factor per group, which
+    // rounding of its size never is. Measured against the lower dtype's own
+    // share on this case: with few elements per group rounding fits some too.
+    const int64_t C = ref.cols();
+    auto rescaled = [&]() -> std::string {
+        for (int64_t width : {C, head_width})
+            if (width >= 2 && width <= C && (width == C || head_width < C)) {
+                const double share = proportional_share(obs, ref, width), own = proportional_share(low, ref, width);
+                if (share > 0.9 && share > own + 0.3)
+                    return fmt::format("{:.0f}% of its error is the output rescaled per {} (the lower dtype's own: "
+                                       "{:.0f}%): a logic change, not rounding",
+                                       100 * share, width == C ? "row" : fmt::format("group of {} columns", width),
+                                       100 * own);
+            }
+        return "";
+    };
+    if (n < 64) return rescaled();
     // Rounding to a coarser grid is not always unbiased (a bf16 GEMM's error
     // here followed the reference at 0.62): measured against the lower
     // dtype's own correlation on this case, not against zero.
@@ -312,7 +384,8 @@ std::string unlike_rounding(const DTensor& obs, const DTensor& ref, const DTenso
         return fmt::format("its error follows the reference (correlation {:.2f}, the lower dtype's own {:.2f}): "
                            "systematic, not rounding",
                            corr, own);
-    const int64_t R = ref.rows(), C = ref.cols();
+    if (std::string r = rescaled(); !r.empty()) return r;
+    const int64_t R = ref.rows();
     auto spread = [&](bool by_row) {
         const int64_t groups = by_row ? R : C;
         if (groups < 4) return 1.0;
@@ -368,24 +441,35 @@ Truth truth_at(const Case& c, const Lower& l) {
     return reference_truth(other, l.dtype);
 }
 
-std::string unlike_truths_rounding(const Truth& t, const NamedD& observed, const std::string& tensor) {
+// (Grouped by head: an attention output's columns are its heads'.)
+std::string unlike_truths_rounding(const Case& c, const Truth& t, const NamedD& observed, const std::string& tensor) {
     const auto o = observed.find(tensor), r = t.ref.find(tensor), l = t.base_library.find(tensor);
     if (o == observed.end() || r == t.ref.end() || l == t.base_library.end()) return "no " + tensor + " to compare";
-    return unlike_rounding(o->second, r->second, l->second);
+    return unlike_rounding(o->second, r->second, l->second, c.config.head_dim);
 }
 
 }  // namespace
 
 std::string unlike_rounding(const Case& c, DType lower, const NamedD& observed, const std::string& tensor) {
-    return unlike_truths_rounding(reference_truth(c, lower), observed, tensor);
+    return unlike_truths_rounding(c, reference_truth(c, lower), observed, tensor);
 }
 
-bool explained_by_precision(const Case& c, DType dtype, const NamedD& observed, const std::string& tensor) {
+bool explained_by_precision(const Case& c, DType dtype, const NamedD& observed, const std::string& tensor,
+                            bool of_its_kind) {
+    bool non_finite = false;  // in the output: a lower precision past its range gives that too
+    if (const auto o = observed.find(tensor); o != observed.end())
+        for (double v : o->second.data) non_finite = non_finite || !std::isfinite(v);
     for (const Lower& l : lower_precisions(c, dtype)) {
         const Truth t = truth_at(c, l);
-        if (!t.beyond_declared.empty()) continue;  // not judged at that precision (a router below float32)
+        // Not judged at that precision (a router below float32, Q8_0's f16
+        // block scale overflowing): it cannot name the case, but where the
+        // output too is non-finite the case does not rule it out either.
+        if (!t.beyond_declared.empty()) {
+            if (!of_its_kind && non_finite) return true;
+            continue;
+        }
         if (!judge_case(c, l.dtype, observed, t).pass) continue;
-        if (unlike_truths_rounding(t, observed, tensor).empty()) return true;
+        if (!of_its_kind || unlike_truths_rounding(c, t, observed, tensor).empty()) return true;
     }
     return false;
 }
@@ -427,7 +511,7 @@ bool precision_downgrade(const Case& c, DType dtype, const NamedD& observed, con
         if (!t.beyond_declared.empty()) continue;  // not judged at that precision (a router below float32)
         CaseResult jr = judge_case(c, l.dtype, observed, t);
         if (!jr.pass) continue;
-        if (!unlike_truths_rounding(t, observed, tensor).empty()) continue;
+        if (!unlike_truths_rounding(c, t, observed, tensor).empty()) continue;
         double distance = 0;
         const auto o = observed.find(tensor), r = t.ref.find(tensor), b = t.base_library.find(tensor);
         if (o != observed.end() && r != t.ref.end() && b != t.base_library.end()) {
@@ -481,14 +565,33 @@ bool explains(const Case& c, DType dtype, const NamedD& observed, const Hypothes
 
 Diagnosis diagnose(const Case& c, DType dtype, const NamedD& observed, const CaseResult& failed, const Truth* truth) {
     Diagnosis d;
-    if (auto traced = poison_trace(c, observed)) {  // a row it must not read: named without the catalogue
-        ++d.tried;
-        d.matches.push_back(*traced);
-        return d;
-    }
     prime(c, dtype, truth);
     const NamedD& faithful = faithful_ref(c, dtype);
+    if (auto traced = poison_trace(c, observed)) {
+        // The row it read is a fact, and always said. The mechanism that row
+        // suggests (a last page read past its length) is named only where its
+        // own reference reproduces the output: a kernel that reads one slot
+        // too many reads the same row.
+        ++d.tried;
+        bool reproduced = true;
+        for (const Hypothesis& h : hypotheses(c)) {
+            if (h.id != traced->id) continue;
+            HypothesisMatch m;
+            reproduced = judge_under(c, dtype, observed, h.variant, failed, m, &faithful);
+            if (reproduced) break;
+        }
+        if (reproduced) {
+            d.matches.push_back(*traced);
+        } else {
+            const std::string& why = traced->why;
+            d.findings.push_back(fmt::format("{} ({}); not {}: its reference does not reproduce the output",
+                                             why.substr(0, why.find(". ")), traced->note, traced->id));
+        }
+    }
+    // (Other mechanisms that read the same row are tried too: a case where
+    // they coincide names them all, for a later case to tell apart.)
     for (const Hypothesis& h : hypotheses(c)) {
+        if (!d.matches.empty() && h.id == d.matches.front().id) continue;
         ++d.tried;
         HypothesisMatch m;
         m.id = h.id;
@@ -622,6 +725,7 @@ void annotate(CaseResult& r, const Diagnosis& d, const Evidence& failing, Implem
                                     "tokens, positions or heads)",
                                     alternatives));
     }
+    for (const auto& f : d.findings) lines.push_back("found: " + f);
     for (const auto& m : d.matches) lines.push_back(match_line(m));
     if (d.matches.empty())
         lines.push_back(fmt::format("no single-convention change explains this failure of {} ({} hypotheses tried)",

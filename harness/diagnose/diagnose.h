@@ -58,10 +58,15 @@ bool explains(const Case& c, DType dtype, const NamedD& observed, const Hypothes
 // to the reference computed in bf16 or f16 below the claimed dtype, and the
 // error is that dtype's kind (unlike_rounding: ""). precision_downgrade is
 // named only so; the contradiction check on the unshrunk case uses it too.
-bool explained_by_precision(const Case& c, DType dtype, const NamedD& observed, const std::string& tensor);
+// of_its_kind false: the output need only conform at the lower precision (a
+// case too small to tell its kind of error may still rule it out).
+bool explained_by_precision(const Case& c, DType dtype, const NamedD& observed, const std::string& tensor,
+                            bool of_its_kind = true);
 // "" when the error of obs against ref looks like low's own rounding error
 // (size, no correlation with ref, in most rows and columns); else why not.
-std::string unlike_rounding(const DTensor& obs, const DTensor& ref, const DTensor& low);
+// head_width, when given, also tests the error per group of that many
+// columns (a head) for a logic change's structure.
+std::string unlike_rounding(const DTensor& obs, const DTensor& ref, const DTensor& low, int64_t head_width = 0);
 
 // paged_attention: the cache row a NaN in `observed` came from (its payload,
 // gen::poison), named relative to the sequence that read it — past its last
@@ -75,6 +80,9 @@ std::optional<HypothesisMatch> name_contract_error(const Case& c, const std::str
 // What diagnosis found.
 struct Diagnosis {
     std::vector<HypothesisMatch> matches;
+    // Facts found without a bug's name: a poisoned row the output read, where
+    // the mechanism that row suggests does not reproduce the output.
+    std::vector<std::string> findings;
     int tried = 0;
     std::vector<std::string> ids() const;  // the matched bug ids, each once, in order
 };

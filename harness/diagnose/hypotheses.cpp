@@ -231,6 +231,15 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                             "head, sinks[h]",
                             cfg.n_heads / cfg.n_kv_heads));
         }
+        const double scale = score_scale(cfg.attn_scale, cfg.head_dim);
+        if (std::abs(scale - 1) > 1e-12) {
+            ref::Variant vc;
+            vc.sinks = ref::Variant::Sinks::scaled;
+            add("sink_scaled", vc,
+                fmt::format("each sink logit multiplied by the score scale {} like a score; the sink joins the "
+                            "softmax's logits as it stands (gpt-oss: cat([scores * scale, sinks]))",
+                            g(scale)));
+        }
     }
     if (uses(op, kFp8Cache) && cfg.kv_cache_dtype != KvCacheDtype::none) {
         using K = ref::Variant::KvFp8;
@@ -340,11 +349,33 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             add("paged_last_page_len_ignored", vw,
                 "every sequence's last page read whole: kv_last_page_len ignored (a sequence has (n - 1) * page_size + "
                 "last_page_len keys)");
+            ref::Variant vo;
+            vo.paged_one_slot_past = true;
+            add("paged_kv_len_off_by_one", vo,
+                "a sequence's keys counted one too many where its last page is partial: the slot after its last key "
+                "read (and the queries placed one position later); it has (n - 1) * page_size + last_page_len keys");
             ref::Variant vf;
             vf.paged_partial_page_dropped = true;
             add("paged_partial_page_dropped", vf,
                 "pages counted as kv_len / page_size (floor): a sequence's last partial page, and its keys, dropped; "
                 "it has ceil(kv_len / page_size) pages");
+            if (!cfg.attn_sinks && (cfg.sliding_window > 0 || cfg.attention_chunk_size > 0)) {
+                ref::Variant vn;
+                vn.paged_first_page_empty_nan = true;
+                add("split_kv_merge_nan", vn,
+                    fmt::format("NaN where a query's first page ({} keys) holds no key it sees and a later page does: "
+                                "a split-KV merge that starts from (max -inf, sum 0) computes exp(-inf - -inf); start "
+                                "from the first split that has a key, or guard the rescale",
+                                cfg.page_size));
+            }
+            if (cfg.attn_sinks) {
+                ref::Variant vsp;
+                vsp.paged_sink_per_page = true;
+                add("sink_per_split", vsp,
+                    "the sink added once per page of a sequence: each split of a split-KV kernel starts its softmax "
+                    "from the sink (max sink, sum 1) and the merge adds them all; the sink joins the softmax once, when "
+                    "the splits are merged");
+            }
             ref::Variant vl;
             vl.lse_base2 = true;
             add("paged_lse_base2", vl, "lse returned in base 2 (log2 of the softmax's denominator); the contract is the natural log");
@@ -384,6 +415,28 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             add("masked_row_nan", ve, "a query that sees no key gets NaN (softmax over an all -inf row); it must get zeros");
         }
     }
+    if (cfg.sliding_window > 0 && (op == Op::attention || op == Op::paged_attention)) {
+        const std::string W = std::to_string(cfg.sliding_window);
+        ref::Variant vf;
+        vf.window = ref::Variant::Window::from_first_query;
+        add("window_from_first_query", vf,
+            "the window's edge taken from the first query of the call (k_pos > q_pos[0] - " + W +
+                ") for every query: each query's window ends at its own position (k_pos > q_pos - " + W + ")");
+        if (op == Op::paged_attention) {
+            ref::Variant vp;
+            vp.window = ref::Variant::Window::by_page;
+            vp.window_page = cfg.page_size;
+            add("window_per_page", vp,
+                fmt::format("the window applied by whole pages of {}: the first page in the window read whole, its "
+                            "keys before q_pos - {} not masked",
+                            cfg.page_size, cfg.sliding_window - 1));
+            ref::Variant vd;
+            vd.window = ref::Variant::Window::decode_only;
+            add("window_ignored_in_prefill", vd,
+                "the window applied on the decode path only: a sequence with more than one new query attends every "
+                "earlier key (a window of " + W + " holds on every path)");
+        }
+    }
     if (uses(op, kRmsNorm)) {
         ref::Variant vl;
         vl.layer_norm = true;
@@ -394,6 +447,13 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         ref::Variant va;
         va.rms_mean_abs = true;
         add("rmsnorm_mean_not_squared", va, "RMSNorm divides by sqrt(mean|x|) where it must use mean(x^2)");
+        if (cfg.d_model % 8 != 0 || cfg.head_dim % 8 != 0) {
+            ref::Variant vt;
+            vt.rms_tail_skipped = true;
+            add("rmsnorm_tail_skipped", vt,
+                "RMSNorm's sum of squares leaves out the last n % 8 elements of each row (a vector loop without its "
+                "scalar tail); every element is in the mean");
+        }
     }
     if (uses(op, kSwiglu)) {
         const bool geglu = cfg.hidden_act == HiddenAct::gelu_tanh;

@@ -1,6 +1,7 @@
 // Shrinking a failing property case, then explaining the smallest one that
 // still says which bug it is.
 #include <algorithm>
+#include <chrono>
 #include <fmt/format.h>
 #include <functional>
 #include <optional>
@@ -28,8 +29,11 @@ void explain_expected(CaseResult& r, const Case& c) {
 namespace {
 
 // How many later property cases an ambiguous failure may look through for
-// one that tells the coinciding bugs apart.
+// one that tells the coinciding bugs apart; and, when the first failure
+// itself fits several, for one that fits only one of them (a twist that
+// tells them apart is on in a fraction of the draws: more are looked at).
 constexpr int kScan = 20;
+constexpr int kScanApart = 200;
 
 bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
@@ -207,38 +211,113 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
         if (!du_memo) du_memo = diagnose(*unshrunk.c, dtype, *unshrunk.observed, failed, unshrunk.truth);
         return *du_memo;
     };
+    // A second shrink, from property case `from`, keeping only cases that
+    // still tell the bugs `want` from the `rivals`; and, when it holds up,
+    // that case becomes the one reported (its look, its steps, the shrink's
+    // effort added to the first's).
+    struct Sharpened {
+        std::unique_ptr<Look> look;
+        gen::Shrunk shrunk;
+        gen::CaseSpec spec;
+    };
+    auto sharpen = [&](int from, const std::vector<std::string>& want, const std::vector<std::string>& rivals) {
+        Sharpened r;
+        r.spec = shrink_while(
+            impl, stream, from, dtype,
+            [&](const Case& c, const NamedD& obs) { return discriminates(c, dtype, obs, want, rivals); }, truths,
+            limits, &r.shrunk);
+        r.look = look(impl, r.spec, dtype, truths);
+        return r;
+    };
+    auto adopt = [&](Sharpened r) {
+        best = std::move(r.look);
+        steps = r.shrunk.steps;
+        sh.tried += r.shrunk.tried, sh.seconds += r.shrunk.seconds;
+        if (r.shrunk.stopped != gen::Shrunk::Stop::done) sh.stopped = r.shrunk.stopped;
+        if (reported) *reported = r.spec;
+    };
+    // A later property case of the run that fails, judged: the case, its
+    // outputs, the truth and the verdict; nullopt when it passes or cannot run.
+    struct Later {
+        Case c;
+        ImplOutputs out;
+        std::shared_ptr<const Truth> truth;
+        CaseResult r;
+    };
+    auto failing_later = [&](int j) -> std::optional<Later> {
+        Later l;
+        l.c = gen::materialize(gen::draw(stream, j));
+        round_inputs(l.c, dtype);
+        try {
+            validate_case(l.c);
+        } catch (const std::exception&) {
+            return std::nullopt;
+        }
+        if (!impl.supports(l.c.op, l.c.config).ok) return std::nullopt;
+        declared_for(l.c, impl);
+        l.out = run_impl(impl, l.c);
+        if (!l.out.error.empty()) return std::nullopt;
+        l.truth = truths.get(l.c, dtype);
+        if (!l.truth->beyond_declared.empty()) return std::nullopt;
+        l.r = judge_case(l.c, dtype, l.out.outputs, *l.truth);
+        if (l.r.pass) return std::nullopt;
+        return l;
+    };
+    // Bugs that explain every case looked at so far alike: a later failing
+    // case of the run where exactly one of them explains the output tells
+    // them apart (a window against a longer context, a sequence across a page
+    // boundary). It is shrunk while it still does, and reported. Every one of
+    // `alike` explains the first failure, so whichever is named there is
+    // consistent with it.
+    auto tell_apart = [&](const std::vector<std::string>& alike, const std::string& why) -> bool {
+        // Bounded like a shrink (--shrink-time): each later case costs a run and a few references.
+        const auto start = std::chrono::steady_clock::now();
+        auto spent = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+        for (int j = index + 1; j <= index + kScanApart; ++j) {
+            if (limits.max_seconds > 0 && spent() > limits.max_seconds) break;
+            std::optional<Later> l = failing_later(j);
+            if (!l) continue;
+            std::vector<std::string> named;
+            for (const auto& id : alike)
+                if (discriminates(l->c, dtype, l->out.outputs, {id}, {})) named.push_back(id);
+            if (named.size() != 1) continue;
+            std::vector<std::string> rivals;
+            for (const auto& id : alike)
+                if (id != named[0]) rivals.push_back(id);
+            Sharpened found = sharpen(j, named, rivals);
+            const Look& l2 = *found.look;
+            bool apart = l2.out.error.empty() && !l2.r.pass && has(l2.d.ids(), named[0]);
+            for (const auto& id : rivals) apart = apart && !has(l2.d.ids(), id);
+            if (!apart) continue;
+            notes.push_back(fmt::format("{}: {} explain it alike; property case {} of this run tells them apart, and "
+                                        "is reported here",
+                                        why, join(alike), j));
+            adopt(std::move(found));
+            return true;
+        }
+        return false;
+    };
+    // Whether the output on `on` rules the bug `id` out (see "Names only when earned" below).
+    const std::string failing_tensor = failed.first_failing.empty() ? "out" : failed.first_failing;
+    auto contradicted_on = [&](const Case& on, const NamedD& seen, const std::string& id, bool of_its_kind) {
+        // (A poisoned row's read is judged like any hypothesis: its NaNs must
+        // carry the poison, and the mechanism's reference reproduce the rest.)
+        // Lower precision, too, must hold: on the case it is named by, its
+        // error must be that precision's kind, not merely under its bound.
+        if (id == "precision_downgrade") return !explained_by_precision(on, dtype, seen, failing_tensor, of_its_kind);
+        bool listed = false;
+        for (const Hypothesis& h : hypotheses(on)) {
+            if (h.id != id) continue;
+            listed = true;
+            if (conforms_under(on, dtype, seen, h)) return false;
+        }
+        return listed;  // a fitted theta is not in the list: nothing to contradict it with
+    };
     if (small_ids.size() != 1 && failed.error.empty() && unshrunk.c) {
         const Diagnosis& du = unshrunk_diagnosis();
         std::vector<std::string> want = du.ids();
         int from = index;  // the property case the sharper diagnosis comes from
         bool sharper = !want.empty() && (small_ids.empty() || want.size() < small_ids.size());
-        // A later property case of the run that fails, judged: the case, its
-        // outputs, the truth and the verdict; nullopt when it passes or cannot run.
-        struct Later {
-            Case c;
-            ImplOutputs out;
-            std::shared_ptr<const Truth> truth;
-            CaseResult r;
-        };
-        auto failing_later = [&](int j) -> std::optional<Later> {
-            Later l;
-            l.c = gen::materialize(gen::draw(stream, j));
-            round_inputs(l.c, dtype);
-            try {
-                validate_case(l.c);
-            } catch (const std::exception&) {
-                return std::nullopt;
-            }
-            if (!impl.supports(l.c.op, l.c.config).ok) return std::nullopt;
-            declared_for(l.c, impl);
-            l.out = run_impl(impl, l.c);
-            if (!l.out.error.empty()) return std::nullopt;
-            l.truth = truths.get(l.c, dtype);
-            if (!l.truth->beyond_declared.empty()) return std::nullopt;
-            l.r = judge_case(l.c, dtype, l.out.outputs, *l.truth);
-            if (l.r.pass) return std::nullopt;
-            return l;
-        };
         if (!sharper && small_ids.empty() && want.empty()) {
             // Nothing named on the case or anything it shrinks to: it may be
             // too small to tell (a lower precision needs a few dozen
@@ -248,7 +327,9 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
                 std::optional<Later> l = failing_later(j);
                 if (!l) continue;
                 const std::vector<std::string> named = diagnose(l->c, dtype, l->out.outputs, l->r, l->truth.get()).ids();
-                if (named.size() == 1) {
+                // A name the first failure rules out is a degenerate draw's
+                // (a near one-hot softmax fits several mask bugs): look on.
+                if (named.size() == 1 && !contradicted_on(*unshrunk.c, *unshrunk.observed, named[0], false)) {
                     want = named, from = j, sharper = true;
                     named_out = l->out.outputs;
                     named_on.emplace(std::move(l->c));
@@ -286,71 +367,93 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
             std::vector<std::string> rivals;
             for (const auto& id : small_ids)
                 if (!has(want, id)) rivals.push_back(id);
-            gen::Shrunk sharp_sh;
-            const gen::CaseSpec sharp = shrink_while(
-                impl, stream, from, dtype,
-                [&](const Case& c, const NamedD& obs) { return discriminates(c, dtype, obs, want, rivals); },
-                truths, limits, &sharp_sh);
-            std::unique_ptr<Look> l = look(impl, sharp, dtype, truths);
-            if (l->out.error.empty() && !l->r.pass && l->d.ids() == want) {
-                best = std::move(l);
-                steps = sharp_sh.steps;
-                sh.tried += sharp_sh.tried, sh.seconds += sharp_sh.seconds;
-                if (sharp_sh.stopped != gen::Shrunk::Stop::done) sh.stopped = sharp_sh.stopped;
-                if (reported) *reported = sharp;
+            Sharpened sharp = sharpen(from, want, rivals);
+            const Look& l = *sharp.look;
+            if (l.out.error.empty() && !l.r.pass && l.d.ids() == want) {
+                adopt(std::move(sharp));
             } else if (from == index) {
-                CaseResult r = failed;
-                annotate(r, du, unshrunk, &impl, "the output", notes);
-                if (reported) *reported = gen::draw(stream, index);
-                return finish(r, 0, r.seconds);
+                notes.clear();
+                if (du.ids().size() < 2 ||
+                    !tell_apart(du.ids(), fmt::format("the first failing case, {}, and all it shrinks to", unshrunk.c->id))) {
+                    CaseResult r = failed;
+                    notes.push_back(fmt::format("smaller cases fail too, but {} (e.g. {})", coincide, best->c.id));
+                    annotate(r, du, unshrunk, &impl, "the output", notes);
+                    if (reported) *reported = gen::draw(stream, index);
+                    return finish(r, 0, r.seconds);
+                }
             } else {
                 notes.clear();  // the later case did not hold up: report the ambiguity as it is
             }
         }
     }
-    CaseResult res = best->r;
     // Names only when earned: a hypothesis that explains the shrunk case but
     // that the case it was drawn as contradicts (its output does not conform
     // there under any of the hypothesis's variants) is a candidate, not the
     // diagnosis: on a small enough case several bugs coincide with almost
     // anything. (A drawn case that merely cannot tell the hypothesis from the
-    // config, a marginal failure, contradicts nothing.)
-    Diagnosis earned = best->d;
-    if (failed.error.empty() && unshrunk.c && !earned.matches.empty()) {
-        const std::vector<Hypothesis> drawn = hypotheses(*unshrunk.c);
-        auto contradicted = [&](const std::string& id) {
-            // Lower precision, too, must hold on the case as drawn: its error
-            // there must be that precision's kind, not merely under its bound.
-            const Case& drawn_as = named_on ? *named_on : *unshrunk.c;
-            const NamedD& seen = named_on ? named_out : *unshrunk.observed;
-            // A paged kernel's read of a poisoned row, traced there too.
-            if (auto traced = poison_trace(drawn_as, seen); traced && traced->id == id) return false;
-            if (id == "precision_downgrade")
-                return !explained_by_precision(drawn_as, dtype, seen,
-                                               failed.first_failing.empty() ? "out" : failed.first_failing);
-            bool listed = false;
-            for (const Hypothesis& h : named_on ? hypotheses(*named_on) : drawn) {
-                if (h.id != id) continue;
-                listed = true;
-                if (conforms_under(drawn_as, dtype, seen, h)) return false;
-            }
-            return listed;  // a fitted theta is not in the list: nothing to contradict it with
-        };
-        std::vector<std::string> candidates;
+    // config, a marginal failure, contradicts nothing.) A name taken from a
+    // later case must hold on the first failure as well: the bug behind both
+    // is one, and a later case at a degenerate draw (a near one-hot softmax)
+    // fits bugs the first failure rules out.
+    auto contradicted = [&](const std::string& id) {
+        if (named_on)
+            return contradicted_on(*named_on, named_out, id, true) ||
+                   contradicted_on(*unshrunk.c, *unshrunk.observed, id, false);
+        return contradicted_on(*unshrunk.c, *unshrunk.observed, id, true);
+    };
+    auto earn = [&](Diagnosis d, std::vector<std::string>& candidates) {
         std::vector<HypothesisMatch> kept;
-        for (const auto& m : earned.matches) {
+        for (const auto& m : d.matches) {
             if (!contradicted(m.id)) kept.push_back(m);
             else if (!has(candidates, m.id)) candidates.push_back(m.id);
         }
-        if (!candidates.empty()) {
-            earned.matches = kept;
+        d.matches = kept;
+        return d;
+    };
+    Diagnosis earned = best->d;
+    if (failed.error.empty() && unshrunk.c && !earned.matches.empty()) {
+        std::vector<std::string> candidates;
+        earned = earn(best->d, candidates);
+        // The shrink went too far: it reached a case where the bug coincides
+        // with another that the drawn case rules out (a window applied from a
+        // chunk's first query is one key too wide at W = 1 and two queries).
+        // When the drawn case names bugs of its own, shrink it again keeping
+        // only cases where those still explain the failure and the coinciding
+        // ones do not, and report that case.
+        if (earned.matches.empty() && !named_on) {
+            std::vector<std::string> want;
+            for (const auto& id : unshrunk_diagnosis().ids())
+                if (!has(candidates, id)) want.push_back(id);
+            if (!want.empty()) {
+                Sharpened sharp = sharpen(index, want, candidates);
+                const Look& l = *sharp.look;
+                std::vector<std::string> again;
+                Diagnosis d = l.out.error.empty() && !l.r.pass ? earn(l.d, again) : Diagnosis{};
+                bool holds = !d.matches.empty();
+                for (const auto& id : d.ids()) holds = holds && has(want, id);
+                if (holds) {
+                    notes.push_back(fmt::format("smaller cases fail too, but there {} coincide{} with {} ({}), which "
+                                                "the case as drawn rules out; the smallest case that still tells "
+                                                "them apart is reported",
+                                                join(want), want.size() == 1 ? "s" : "", join(candidates), best->c.id));
+                    adopt(std::move(sharp));
+                    earned = d;
+                    candidates.clear();
+                }
+            }
+        }
+        if (earned.ids().size() > 1 && !named_on &&
+            tell_apart(earned.ids(), fmt::format("the first failing case, {}, and all it shrinks to", unshrunk.c->id)))
+            earned = earn(best->d, candidates);
+        if (!candidates.empty())
             notes.push_back(fmt::format("candidates, not the diagnosis: {} explain{} the shrunk case, but the "
                                         "case it was drawn as contradicts {} ({})",
                                         join(candidates), candidates.size() == 1 ? "s" : "",
                                         candidates.size() == 1 ? "it" : "them",
-                                        named_on ? named_on->id : unshrunk.c->id));
-        }
+                                        named_on ? fmt::format("{}, or the first failure, {}", named_on->id, unshrunk.c->id)
+                                                 : unshrunk.c->id));
     }
+    CaseResult res = best->r;
     annotate(res, earned, {&best->c, &best->out.outputs, best->truth.get()}, &impl, "the output", notes);
     return finish(res, steps, best->out.seconds);
 }

@@ -120,7 +120,22 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
     auto vis = visible(q_pos, k_pos, ctx.v.mask).logical_and(reach);  // [T, S]
     // Sliding window: k_pos > q_pos - W as well.
     const int64_t W = p.sliding_window;
-    if (W > 0) vis = vis.logical_and(k_pos.unsqueeze(0) > q_pos.unsqueeze(1) - W);
+    if (W > 0) {
+        auto lo = q_pos.unsqueeze(1) - W;  // [T, 1]: keys after it are in the window
+        switch (ctx.v.window) {
+            case Variant::Window::as_config: break;
+            case Variant::Window::from_first_query: lo = torch::full_like(lo, q_pos[0].item<int64_t>() - W); break;
+            case Variant::Window::by_page: {  // the page of the first key in the window, whole
+                const int64_t P = std::max<int64_t>(1, ctx.v.window_page);
+                lo = (lo + 1).clamp_min(0).div(P, "floor") * P - 1;
+                break;
+            }
+            case Variant::Window::decode_only:
+                if (T > 1) lo = torch::full_like(lo, std::numeric_limits<int64_t>::min());
+                break;
+        }
+        vis = vis.logical_and(k_pos.unsqueeze(0) > lo);
+    }
     // Chunked attention (Llama 4): k_pos // C == q_pos // C as well.
     const int64_t C = p.chunk;
     if (C > 0)
@@ -141,6 +156,7 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
         auto sh = sinks.reshape({n_heads}).to(scores.scalar_type());
         if (ctx.v.sinks == Variant::Sinks::per_kv_head)  // the bug: head h reads its kv head's sink, sinks[h / n_rep]
             sh = sh.index_select(0, torch::arange(n_heads, torch::kInt64).div(n_rep, "floor"));
+        if (ctx.v.sinks == Variant::Sinks::scaled) sh = sh * scale;  // the bug: the sink scaled like a score
         sink = sh.view({n_heads, 1, 1});
     }
     // The softmax's logits: the scores and, with sinks, each head's sink.

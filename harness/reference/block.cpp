@@ -59,10 +59,13 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
     const bool before = norm_on && v.qk_norm != Variant::QkNorm::after_rope;
     const bool after = norm_on && v.qk_norm == Variant::QkNorm::after_rope;
 
-    // Decode steps may see a shifted position (a hypothesis of diagnosis only).
+    // Decode steps may see a shifted position (a hypothesis of diagnosis
+    // only): a step's position number wrong is wrong wherever it is read, its
+    // rotation and its mask (a window's or a chunk's edge) alike.
     auto rope_pos = positions.clone();
     if (v.decode_pos_shift != 0 && decode_from < T)
         rope_pos.narrow(0, decode_from, T - decode_from).add_(v.decode_pos_shift);
+    const auto mask_pos = rope_pos.clone();
     // Positions taken as start + row (a hypothesis): per forward call — the
     // prefill is one call, each decode step its own (where start + 0 is right).
     Variant v_rows = v;
@@ -121,7 +124,7 @@ std::map<std::string, torch::Tensor> block(const std::map<std::string, torch::Te
         if (v.kv_ring > 0) cached = cached.logical_and((i < decode_from).logical_or(j > i - v.kv_ring));
     }
     tap["attn"] =
-        attention(tap["q_rot"], keys, vv, positions, positions, attention_params(c),
+        attention(tap["q_rot"], keys, vv, mask_pos, mask_pos, attention_params(c),
                   c.attn_sinks ? in.at("sinks") : torch::Tensor(), ctx, cached);
     // Gemma 2/3's sandwich norm of a sublayer's output, before its residual
     // add (post_attention_layernorm, post_feedforward_layernorm); a

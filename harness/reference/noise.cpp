@@ -725,7 +725,7 @@ DTensor to_d(const Tensor& t) {
 
 }  // namespace
 
-std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const NamedD* truth) {
+std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const NamedD* truth, const Variant* variant) {
     torch::NoGradGuard no_grad;
     const Units u{std::ldexp(1.0, -24), unit_roundoff(dtype)};
     auto T = [](const DTensor& d) {
@@ -823,9 +823,16 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             auto out = torch::zeros_like(q), lse = torch::zeros({Tq, H}, q.options());
             const NamedD truth_here = reference(c);
             const auto lse_ref = T(truth_here.at("lse")), out_ref = T(truth_here.at("out"));
-            const Variant faithful;
+            // Which keys each sequence sums: its own, or a hypothesis's (only
+            // those that read owned rows: the others read the poison, NaN).
+            Variant keys;
+            if (variant) {
+                keys.paged_sequences_packed = variant->paged_sequences_packed;
+                keys.paged_queries_at_start = variant->paged_queries_at_start;
+                keys.paged_partial_page_dropped = variant->paged_partial_page_dropped;
+            }
             for (int64_t b = 0; b + 1 < static_cast<int64_t>(seqs.qo_indptr.size()); ++b) {
-                const PagedSeq g = gather_sequence(q, kc, vc, Precision::f64, seqs, b, faithful);
+                const PagedSeq g = gather_sequence(q, kc, vc, Precision::f64, seqs, b, keys);
                 if (g.q_len == 0 || g.kv_len == 0) continue;  // out exactly 0, lse exactly -inf
                 // An FP8 cache: the codes are the contract's (the same in every
                 // honest kernel), their dequantisation code * scale is one

@@ -35,7 +35,8 @@ std::vector<int64_t> sequence_rows(const PagedSeqs& s, int64_t b, const Variant&
         }
     for (int64_t i = 0; i < n; ++i) {
         const int64_t page = v.paged_block_table_ignored ? (s.kv_indices[first] + i) % s.pages : s.kv_indices[first + i];
-        const int64_t used = i + 1 < n || v.paged_last_page_len_ignored || v.paged_partial_page_dropped ? P : s.kv_last_page_len[b];
+        int64_t used = i + 1 < n || v.paged_last_page_len_ignored || v.paged_partial_page_dropped ? P : s.kv_last_page_len[b];
+        if (v.paged_one_slot_past && i + 1 == n && used < P) ++used;
         for (int64_t o = 0; o < used; ++o) rows.push_back(page * P + o);
     }
     return rows;
@@ -113,7 +114,27 @@ std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, 
         const PagedSeq g = gather_sequence(q, k_pool, v_pool, p, s, b, ctx.v);
         if (g.q_len == 0 || g.kv_len == 0) continue;  // no key: out 0, lse -inf, sinks or not (fixtures/SCHEMA.md)
         torch::Tensor l;
-        auto o = attention(g.q, g.k, g.v, g.q_pos, g.k_pos, attention_params(cfg), sinks, ctx, {}, &l);
+        // The bug: each of the sequence's n pages (a split) starts from the
+        // sink's state, so the merged denominator holds n·exp(sink): a sink
+        // of sink + ln n.
+        const int64_t pages_b = s.kv_indptr[b + 1] - s.kv_indptr[b];
+        const torch::Tensor sinks_b = ctx.v.paged_sink_per_page && sinks.defined() && pages_b > 1
+                                          ? sinks + std::log(static_cast<double>(pages_b))
+                                          : sinks;
+        auto o = attention(g.q, g.k, g.v, g.q_pos, g.k_pos, attention_params(cfg), sinks_b, ctx, {}, &l);
+        if (ctx.v.paged_first_page_empty_nan && !sinks.defined()) {
+            // The rows whose first page (keys 0 .. P-1) holds no key they see, and a later page does.
+            const AttentionParams ap = attention_params(cfg);
+            for (int64_t j = 0; j < g.q_len; ++j) {
+                const int64_t qp = g.q_pos[j].item<int64_t>();
+                bool first = false, later = false;
+                for (int64_t k = 0; k < g.kv_len; ++k)
+                    if (k <= qp && ap.in_window(k, qp)) (k < s.page_size ? first : later) = true;
+                if (first || !later) continue;
+                o[j].fill_(std::numeric_limits<double>::quiet_NaN());
+                l[j].fill_(std::numeric_limits<double>::quiet_NaN());
+            }
+        }
         out.narrow(0, g.q_begin, g.q_len).copy_(o);
         if (ctx.v.lse_base2) l = l / std::log(2.0);
         lse.narrow(0, g.q_begin, g.q_len).copy_(l);

@@ -100,11 +100,19 @@ std::string Variant::describe() const {
     if (kv_ring) sep() << "a decode step sees the last " << kv_ring << " keys";
     if (softcap_after_mask) sep() << "soft-cap after the mask (masked keys at -cap)";
     if (sinks == Sinks::per_kv_head) sep() << "sinks read per kv head (sinks[h / group])";
+    if (sinks == Sinks::scaled) sep() << "the sink logit times the score scale";
+    switch (window) {
+        case Window::as_config: break;
+        case Window::from_first_query: sep() << "the window's edge from the first query"; break;
+        case Window::by_page: sep() << "the window widened to whole pages of " << window_page; break;
+        case Window::decode_only: sep() << "the window applied to one-query calls only"; break;
+    }
     if (scale) sep() << "scale=" << *scale;
     if (softmax_no_max) sep() << "softmax without max subtraction";
     if (empty_row_nan) sep() << "NaN for a query that sees no key";
     if (rms_eps_outside) sep() << "rmsnorm eps outside sqrt";
     if (rms_mean_abs) sep() << "rmsnorm mean|x|";
+    if (rms_tail_skipped) sep() << "rmsnorm's sum without the last n % 8 elements";
     if (swiglu_gate_on_up) sep() << "activation on the up branch";
     if (moe_weights_from_choice) sep() << "routing weights from scores + e_bias";
     if (moe_down_bias_after_weight) sep() << "down bias after the routing weight";
@@ -120,6 +128,9 @@ std::string Variant::describe() const {
     if (paged_last_page_len_ignored) sep() << "last pages read whole";
     if (paged_partial_page_dropped) sep() << "a last partial page dropped";
     if (lse_base2) sep() << "lse in base 2";
+    if (paged_one_slot_past) sep() << "a partial last page read one slot past its length";
+    if (paged_sink_per_page) sep() << "the sink added once per page";
+    if (paged_first_page_empty_nan) sep() << "NaN where the first page has no visible key (split merge from -inf)";
     switch (kv_fp8) {
         case KvFp8::faithful: break;
         case KvFp8::scale_ignored: sep() << "FP8 cache scales taken as 1"; break;

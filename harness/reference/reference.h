@@ -88,13 +88,23 @@ struct Variant {
     int64_t kv_ring = 0;        // a one-token query (a decode step) sees only the last kv_ring cached keys
 
     bool softcap_after_mask = false;  // cap · tanh(s / cap) after the -inf mask: masked keys get logit -cap
-    enum class Sinks { faithful, per_kv_head };
-    Sinks sinks = Sinks::faithful;  // per_kv_head: head h reads sinks[h / group] (none at all: a config edit)
+    // per_kv_head: head h reads sinks[h / group]; scaled: the sink logit times the score scale (none at all: a
+    // config edit)
+    enum class Sinks { faithful, per_kv_head, scaled };
+    Sinks sinks = Sinks::faithful;
+    // A sliding window's mask wrong on one path: its edge taken from the
+    // call's first query for every query (k_pos > q_pos[0] - W); widened to
+    // the start of the page its first key is on (window_page: the page size);
+    // not applied where a call (a paged sequence) has more than one query.
+    enum class Window { as_config, from_first_query, by_page, decode_only };
+    Window window = Window::as_config;
+    int64_t window_page = 0;
     std::optional<double> scale;   // instead of 1/sqrt(head_dim)
     bool softmax_no_max = false;   // exp(score) without subtracting the row max: float32's inf / NaN pattern
     bool empty_row_nan = false;    // a query that sees no key gets NaN (a masked torch softmax), not zeros
     bool rms_eps_outside = false;  // x / (sqrt(mean(x^2)) + eps)
     bool rms_mean_abs = false;     // mean(|x|) in place of mean(x^2)
+    bool rms_tail_skipped = false;  // the sum of squares over the first n - n % 8 elements (divided by n)
     bool swiglu_gate_on_up = false;  // (x@w1) * act(x@w3)
     // A mixture of experts: the weights gathered from scores + e_bias (the
     // choice's scores); the experts' down bias added after the routing weight.
@@ -116,7 +126,12 @@ struct Variant {
     bool paged_sequences_packed = false;       // the batch as one packed sequence: each also sees earlier sequences' keys
     bool paged_last_page_len_ignored = false;  // every last page read whole
     bool paged_partial_page_dropped = false;   // kv_len / page_size pages (floor): a last partial page dropped
+    bool paged_one_slot_past = false;          // a partial last page read one slot past its length (kv_len + 1)
+    bool paged_sink_per_page = false;          // the sink added once per page of the sequence (each split starts from it)
     bool lse_base2 = false;                  // lse as log2 (FlashInfer's internal base) where the contract is ln
+    // Without sinks, NaN (out and lse) for a row whose first page holds no key
+    // it sees while a later page does: a split-KV merge from (-inf, 0).
+    bool paged_first_page_empty_nan = false;
     // An FP8 KV cache (config.kv_cache_dtype) written or read wrongly: not
     // quantised at all; the scales taken as 1; V written and read with K's
     // scale; per-head scales read as one (scale[0] for every head); rounded
@@ -166,7 +181,12 @@ NamedD run(const Case& c, const Options& o = {});
 // and an ill-conditioned stage amplifies what it inherits.
 // `truth`: the float64 reference of this case when the caller has it (a
 // block's taps are its starting point; otherwise it is computed again).
-std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const NamedD* truth = nullptr);
+// `variant`, when given, is a hypothesis whose paged sequences sum other keys
+// (packed with the earlier sequences, queries at the start, a partial page
+// dropped): the bound of a program that computes it sums those (paged_attention
+// only; `truth` is then the variant's float64 reference).
+std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const NamedD* truth = nullptr,
+                                               const Variant* variant = nullptr);
 
 // LibTorch's intra-op threads for the reference (its default on some
 // machines is one, whatever the cores). 0: every core.

@@ -25,6 +25,11 @@ torch::Tensor rmsnorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
     } else if (ctx.v.rms_eps_outside) {
         auto variance = sum_last(xf.pow(2), fctx) / D;
         y = xf / (torch::sqrt(variance) + eps);
+    } else if (ctx.v.rms_tail_skipped) {
+        const int64_t n = x.size(-1), whole = n - n % 8;  // the groups of 8; the tail left out of the sum
+        auto variance = whole > 0 ? sum_last(xf.narrow(-1, 0, whole).pow(2), fctx) / D
+                                  : torch::zeros_like(xf.narrow(-1, 0, 1));  // under 8: nothing summed
+        y = xf * torch::rsqrt(variance + eps);
     } else {
         auto variance = sum_last(xf.pow(2), fctx) / D;
         y = xf * torch::rsqrt(variance + eps);

@@ -27,11 +27,48 @@ struct WithRules : ScalarImpl {
     }
 };
 
+// The window's lower edge taken from the call's first query for every query
+// (k_pos > q_first - W): a prefill chunk's tile bounds its keys once, from
+// the chunk's first row, and never masks per row. A decode step (one query)
+// is right; a later query of a chunk sees up to rows - 1 keys too many.
+AttentionRules window_from_first() {
+    AttentionRules r;
+    r.in_window = [](const AttentionParams& p, int64_t k, int64_t q, const scalar::WindowAt& at) {
+        return (p.sliding_window <= 0 || k > at.q_first - p.sliding_window) && same_chunk(k, q, p.chunk);
+    };
+    return r;
+}
 
+// The window applied by whole pages: a page is read when any of its keys is
+// in the window, and read whole (the kernel skips pages left of the window but
+// masks no key inside the first one it reads): up to page - 1 keys too many.
+AttentionRules window_by_page() {
+    AttentionRules r;
+    r.in_window = [](const AttentionParams& p, int64_t k, int64_t q, const scalar::WindowAt& at) {
+        if (p.sliding_window <= 0 || at.page <= 0) return p.in_window(k, q);
+        const int64_t lo = std::max<int64_t>(0, q - p.sliding_window + 1);  // the first key in the window
+        return k >= lo / at.page * at.page && same_chunk(k, q, p.chunk);
+    };
+    return r;
+}
 
+// The window applied on the decode path only: a sequence with more than one
+// new query (a prefill, or a chunk of one) attends every earlier key.
+AttentionRules window_decode_only() {
+    AttentionRules r;
+    r.in_window = [](const AttentionParams& p, int64_t k, int64_t q, const scalar::WindowAt& at) {
+        return at.rows > 1 ? same_chunk(k, q, p.chunk) : p.in_window(k, q);
+    };
+    return r;
+}
 
-
-
+// The sink logit multiplied by the score scale, as if it were a score (the
+// sink is added to the softmax's logits as it stands: gpt-oss, vLLM's sinks).
+AttentionRules sink_times_scale() {
+    AttentionRules r;
+    r.sink_scaled = true;
+    return r;
+}
 
 // Sinks indexed by the kv head, as a kernel looping over kv groups might.
 AttentionRules sink_per_kv_head() {
@@ -189,6 +226,18 @@ std::unique_ptr<Implementation> sink_wrong_head(const ImplOptions& o) {
 }
 std::unique_ptr<Implementation> softcap_after_mask(const ImplOptions& o) {
     return detail::make<WithRules<softcap_masked_keys>>("softcap_after_mask", o);
+}
+std::unique_ptr<Implementation> window_from_first_query(const ImplOptions& o) {
+    return detail::make<WithRules<window_from_first>>("window_from_first_query", o);
+}
+std::unique_ptr<Implementation> window_per_page(const ImplOptions& o) {
+    return detail::make<WithRules<window_by_page>>("window_per_page", o);
+}
+std::unique_ptr<Implementation> window_ignored_in_prefill(const ImplOptions& o) {
+    return detail::make<WithRules<window_decode_only>>("window_ignored_in_prefill", o);
+}
+std::unique_ptr<Implementation> sink_scaled(const ImplOptions& o) {
+    return detail::make<WithRules<sink_times_scale>>("sink_scaled", o);
 }
 
 }  // namespace conform::mutants

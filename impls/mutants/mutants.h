@@ -48,6 +48,10 @@ std::unique_ptr<Implementation> softmax_tile_not_rescaled(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_cache_wraps_early(const ImplOptions& o);
 std::unique_ptr<Implementation> sink_wrong_head(const ImplOptions& o);
 std::unique_ptr<Implementation> softcap_after_mask(const ImplOptions& o);
+std::unique_ptr<Implementation> window_from_first_query(const ImplOptions& o);
+std::unique_ptr<Implementation> window_per_page(const ImplOptions& o);
+std::unique_ptr<Implementation> window_ignored_in_prefill(const ImplOptions& o);
+std::unique_ptr<Implementation> sink_scaled(const ImplOptions& o);
 
 // norm.cpp
 std::unique_ptr<Implementation> qk_norm_after_rope(const ImplOptions& o);
@@ -55,6 +59,7 @@ std::unique_ptr<Implementation> qk_norm_always_on(const ImplOptions& o);
 std::unique_ptr<Implementation> rmsnorm_eps_outside_sqrt(const ImplOptions& o);
 std::unique_ptr<Implementation> rmsnorm_mean_not_squared(const ImplOptions& o);
 std::unique_ptr<Implementation> layer_norm_not_rms(const ImplOptions& o);
+std::unique_ptr<Implementation> rmsnorm_tail_skipped(const ImplOptions& o);
 
 // moe.cpp
 std::unique_ptr<Implementation> selection_bias_in_weights(const ImplOptions& o);
@@ -86,6 +91,9 @@ std::unique_ptr<Implementation> kv_fp8_truncated(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_unsaturated(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_dequant_twice(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_reciprocal_scale(const ImplOptions& o);
+std::unique_ptr<Implementation> split_kv_merge_nan(const ImplOptions& o);
+std::unique_ptr<Implementation> paged_kv_len_off_by_one(const ImplOptions& o);
+std::unique_ptr<Implementation> sink_per_split(const ImplOptions& o);
 
 // twist.cpp: one mutant per twist bug its row marks (the twist ignored, or
 // read as a bug computes it), named by the bug (named_by where one bug has

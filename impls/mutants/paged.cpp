@@ -60,6 +60,20 @@ PagedRules sequences_packed() {
     return r;
 }
 
+// One key too many where the last page is partial: kv_len + 1, so the slot
+// after the sequence's last key is read and its queries sit one position
+// later (the last one sees it). Its poison is a slot past the last page's
+// length, as when the length is ignored; only its reference tells the two
+// apart.
+PagedRules one_slot_past() {
+    PagedRules r;
+    r.kv_len = [](const PagedIndex& idx, int64_t P, int64_t b) {
+        const int64_t n = scalar::paged_kv_len(idx, P, b);
+        return n % P != 0 ? n + 1 : n;
+    };
+    return r;
+}
+
 // A page-boundary off by one: pages counted kv_len / page_size, floored, so
 // the last partial page — the newest keys, the new tokens' own — is dropped.
 PagedRules partial_page_dropped() {
@@ -130,6 +144,73 @@ PagedRules fp8_dequant_twice() {  // the scale applied in the read and again aft
     return r;
 }
 
+// A split-KV kernel (a split per page) that starts every split's softmax
+// from the sink's state (max = sink, sum = 1) and merges them: the sink is
+// counted once per page, n·exp(sink) in the denominator, as a sink of
+// sink + ln n. Sequences of one page are right.
+struct SinkPerSplit : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                         MutView out, MutView lse) override {
+        scalar::paged_attention(q, k_cache, v_cache, idx, p, out, lse);
+        if (!p.sinks) return;
+        const int64_t B = idx.qo_indptr.n - 1;
+        std::vector<float> sinks(static_cast<size_t>(p.n_heads));
+        Tensor o(out.rows, out.cols), l(lse.rows, lse.cols);
+        for (int64_t pages = 2;; pages++) {  // each page count the batch has, once
+            bool any = false, more = false;
+            for (int64_t b = 0; b < B; b++) {
+                const int64_t n = idx.kv_indptr[b + 1] - idx.kv_indptr[b];
+                any = any || n == pages, more = more || n > pages;
+            }
+            if (any) {
+                for (int64_t h = 0; h < p.n_heads; h++)
+                    sinks[static_cast<size_t>(h)] = p.sinks[h] + std::log(static_cast<float>(pages));
+                PagedAttentionParams pp = p;
+                pp.sinks = sinks.data();
+                scalar::paged_attention(q, k_cache, v_cache, idx, pp, o.mut(), l.mut());
+                for (int64_t b = 0; b < B; b++) {
+                    if (idx.kv_indptr[b + 1] - idx.kv_indptr[b] != pages) continue;
+                    for (int64_t t = idx.qo_indptr[b]; t < idx.qo_indptr[b + 1]; t++) {
+                        std::copy_n(o.view().row(t), out.cols, out.row(t));
+                        std::copy_n(l.view().row(t), lse.cols, lse.row(t));
+                    }
+                }
+            }
+            if (!more) break;
+        }
+    }
+};
+
+// A split-KV kernel whose merge starts from (m = -inf, l = 0) and folds each
+// page's partial softmax in with exp(m_old - m_new): a first page with no key
+// in the window (a sliding window past it) gives exp(-inf + inf) = NaN, which
+// every later page carries on. Sinks start the state at (sink, 1) and a row
+// that sees no key at all is written as empty, so neither turns NaN.
+struct SplitMergeNan : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                         MutView out, MutView lse) override {
+        scalar::paged_attention(q, k_cache, v_cache, idx, p, out, lse);
+        if (p.sinks) return;
+        const AttentionParams ap(p.n_heads, p.n_kv_heads, p.head_dim, p);
+        const int64_t P = p.page_size;
+        for (int64_t b = 0; b + 1 < idx.qo_indptr.n; b++) {
+            const int64_t q0 = idx.qo_indptr[b], q_len = idx.qo_indptr[b + 1] - q0;
+            const int64_t kv_len = scalar::paged_kv_len(idx, P, b);
+            for (int64_t j = 0; j < q_len; j++) {
+                const int64_t qp = scalar::paged_q_pos(j, q_len, kv_len);
+                bool first = false, later = false;  // a key seen in the first page, in a later one
+                for (int64_t k = 0; k < kv_len; k++)
+                    if (ap.visible(k, qp)) (k < P ? first : later) = true;
+                if (first || !later) continue;
+                std::fill_n(out.row(q0 + j), out.cols, NAN);
+                std::fill_n(lse.row(q0 + j), lse.cols, NAN);
+            }
+        }
+    }
+};
+
 }  // namespace
 
 std::unique_ptr<Implementation> kv_fp8_scale_ignored(const ImplOptions& o) {
@@ -174,6 +255,16 @@ std::unique_ptr<Implementation> paged_lse_base2(const ImplOptions& o) {
 }
 std::unique_ptr<Implementation> paged_empty_unwritten(const ImplOptions& o) {
     return detail::make<WithPagedRules<empty_unwritten>>("paged_empty_unwritten", o);
+}
+
+std::unique_ptr<Implementation> sink_per_split(const ImplOptions& o) {
+    return detail::make<SinkPerSplit>("sink_per_split", o);
+}
+std::unique_ptr<Implementation> paged_kv_len_off_by_one(const ImplOptions& o) {
+    return detail::make<WithPagedRules<one_slot_past>>("paged_kv_len_off_by_one", o);
+}
+std::unique_ptr<Implementation> split_kv_merge_nan(const ImplOptions& o) {
+    return detail::make<SplitMergeNan>("split_kv_merge_nan", o);
 }
 
 }  // namespace conform::mutants

@@ -21,6 +21,9 @@ int64_t kv_head_grouped(int64_t h, int64_t n_heads, int64_t n_kv_heads) { return
 bool causal(int64_t k_pos, int64_t q_pos) { return k_pos <= q_pos; }
 int64_t own_sink(int64_t h, int64_t, int64_t) { return h; }
 double config_scale(const AttentionParams& p) { return p.score_scale(); }
+bool config_window(const AttentionParams& p, int64_t k_pos, int64_t q_pos, const WindowAt&) {
+    return p.in_window(k_pos, q_pos);
+}
 
 void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p, MutView out,
                const AttentionRules& rules) {
@@ -49,6 +52,7 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
     // The bug a rule can ask for: the cap taken after the mask, so a masked key
     // is read with logit cap * tanh(-inf) = -cap.
     const bool masked_read = rules.softcap_after_mask && cap > 0;
+    const WindowAt at{T > 0 ? q_pos[0] : 0, T, rules.page};
 
     for (int64_t t = 0; t < T; t++) {
         auto visible = [&](int64_t j) {
@@ -56,7 +60,7 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
                 rules.visible_index ? rules.visible_index(j, t, S, T) : rules.visible(k_pos[j], q_pos[t]);
             // if sliding_window: mask |= k_pos <= q_pos - sliding_window
             // if attention_chunk_size: mask |= k_pos // chunk != q_pos // chunk   (Llama 4)
-            return causal_ok && p.in_window(k_pos[j], q_pos[t]);
+            return causal_ok && rules.in_window(p, k_pos[j], q_pos[t], at);
         };
         auto seen = [&](int64_t j) { return masked_read || visible(j); };
         for (int64_t h = 0; h < H; h++) {
@@ -89,7 +93,7 @@ void attention(View q, View k, View v, Positions q_pos, Positions k_pos, const A
             // gpt-oss: combined = torch.cat([scores, sinks], -1); softmax; the sink's column dropped.
             // The sink is a logit in the denominator with no value.
             const bool sunk = p.sinks != nullptr;
-            const float sink = sunk ? p.sinks[rules.sink_head(h, H, KV)] : 0.0f;
+            const float sink = sunk ? p.sinks[rules.sink_head(h, H, KV)] * (rules.sink_scaled ? scale : 1.0f) : 0.0f;
             if (sunk && rules.sink_after_lse) {
                 // softmax over the keys alone, its lse = max + log(sum), then
                 // o *= exp(lse - L), L = logaddexp(lse, sink), all in float32.

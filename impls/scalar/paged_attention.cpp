@@ -46,12 +46,13 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
     detail::expect_shape("paged_attention", "out", out, T, H * hd);
     detail::expect_shape("paged_attention", "lse", lse, T, H);
     AttentionParams ap(H, KV, hd, p);  // the variant: mask, transform, sinks
-    const AttentionRules& ar = rules.attention;
+    AttentionRules ar = rules.attention;
+    ar.page = P;
     const float cap = static_cast<float>(p.softcap);
     const bool masked_read = ar.softcap_after_mask && cap > 0;  // the bug: masked keys at logit -cap
     // Whether key position k is visible to query position q: the rules' causal test, inside the window and the chunk.
-    auto sees = [&](int64_t k, int64_t qp) {
-        return ar.visible(k, qp) && p.in_window(k, qp);
+    auto sees = [&](int64_t k, int64_t qp, const WindowAt& at) {
+        return ar.visible(k, qp) && ar.in_window(ap, k, qp, at);
     };
     const float scale = static_cast<float>(ar.scale(ap));  // attn_scale, or 1 / sqrt(hd)
     const int64_t sd = ar.score_dims > 0 ? std::min(ar.score_dims, hd) : hd;
@@ -93,12 +94,13 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
         // out_b = attention(q_b, k_b, v_b)                        (q_len, H*hd)
         Tensor o_b(q_len, H * hd);
         attention(q_b, k_b.view(), v_b.view(), qp, kp, ap, o_b.mut(), ar);
+        const WindowAt at{q_len > 0 ? q_pos[0] : 0, q_len, P};  // what attention() asked its window with
 
         // lse[t, h] = max_i s_i + log(sum_i exp(s_i - max_i s_i)) over the visible keys
         for (int64_t j = 0; j < q_len; j++) {
             const bool any = kv_len > 0 && (masked_read || [&] {
                 for (int64_t i = 0; i < kv_len; i++)
-                    if (sees(k_pos[static_cast<size_t>(i)], q_pos[static_cast<size_t>(j)])) return true;
+                    if (sees(k_pos[static_cast<size_t>(i)], q_pos[static_cast<size_t>(j)], at)) return true;
                 return false;
             }());
             if (!any && !rules.write_empty) continue;  // the bug: an empty sequence's rows left as they were
@@ -113,7 +115,7 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
                 float m = -INFINITY;
                 std::vector<float> s(static_cast<size_t>(kv_len), -INFINITY);
                 for (int64_t i = 0; i < kv_len; i++) {
-                    const bool seen = sees(k_pos[static_cast<size_t>(i)], q_pos[static_cast<size_t>(j)]);
+                    const bool seen = sees(k_pos[static_cast<size_t>(i)], q_pos[static_cast<size_t>(j)], at);
                     if (!seen && !masked_read) continue;
                     float si = -cap;
                     if (seen) {
@@ -127,7 +129,7 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
                     m = std::max(m, s[static_cast<size_t>(i)]);
                 }
                 // A sink (gpt-oss) joins the denominator: lse = log(exp(sink) + sum_i exp(s_i)).
-                const float sink = p.sinks ? p.sinks[ar.sink_head(h, H, KV)] : -INFINITY;
+                const float sink = p.sinks ? p.sinks[ar.sink_head(h, H, KV)] * (ar.sink_scaled ? scale : 1.0f) : -INFINITY;
                 m = std::max(m, sink);
                 const float shift = ar.subtract_max ? m : 0.0f;
                 float sum = p.sinks ? std::exp(sink - shift) : 0.0f;

@@ -81,6 +81,13 @@ int64_t kv_head_grouped(int64_t h, int64_t n_heads, int64_t n_kv_heads);  // h /
 bool causal(int64_t k_pos, int64_t q_pos);                                 // k_pos <= q_pos
 double config_scale(const AttentionParams& p);  // p.scale (config.attn_scale), or 1 / sqrt(hd)
 int64_t own_sink(int64_t h, int64_t n_heads, int64_t n_kv_heads);  // h
+// Where a query's window test is asked: the call's first query position (a
+// prefill chunk's), its number of query rows, and the paged cache's page size
+// (0 outside one). The contract's test reads none of it.
+struct WindowAt {
+    int64_t q_first = 0, rows = 0, page = 0;
+};
+bool config_window(const AttentionParams& p, int64_t k_pos, int64_t q_pos, const WindowAt& at);  // p.in_window(k, q)
 struct AttentionRules {
     int64_t (*kv_head)(int64_t h, int64_t n_heads, int64_t n_kv_heads) = kv_head_grouped;
     bool (*visible)(int64_t k_pos, int64_t q_pos) = causal;
@@ -102,6 +109,13 @@ struct AttentionRules {
     // its log-sum-exp, o *= exp(lse - logaddexp(lse, sink)), as a split-KV
     // kernel does after its merge (MagiAttention after FlashAttention-2).
     bool sink_after_lse = false;
+    // The sliding window's (and the chunk's) test for key k_pos and query q_pos.
+    bool (*in_window)(const AttentionParams& p, int64_t k_pos, int64_t q_pos, const WindowAt& at) = config_window;
+    // The sink logit multiplied by the score scale, like a score (a bug: the
+    // sink is a logit as it stands).
+    bool sink_scaled = false;
+    // The page size paged_attention runs its sequences over (WindowAt::page); 0 for a plain call.
+    int64_t page = 0;
 };
 
 // out[T, H*hd] = softmax(q k^T / sqrt(hd), keys with k_pos <= q_pos) v

@@ -37,7 +37,11 @@ required = {"rope_layout_swapped", "rope_theta_default", "rope_angle_low_precisi
             "softcap_missing", "softcap_after_mask", "sink_missing", "sink_wrong_head", "norm_plus_one_missing",
             "norm_plus_one_spurious", "geglu_as_swiglu", "gelu_erf_for_tanh", "attn_scale_ignored", "sandwich_norm_missing", "nope_ignored", "chunk_ignored", "chunk_as_window",
             # quantised activations (issue 30)
-            "act_quant_undeclared"}
+            "act_quant_undeclared",
+            # names earned on the served ops (issue 53): a window per path, a NaN merge, logic inside bf16's bound
+            "window_from_first_query", "window_per_page", "window_ignored_in_prefill", "split_kv_merge_nan",
+            "sink_scaled", "rmsnorm_tail_skipped", "kv_fp8_reciprocal_scale", "paged_kv_len_off_by_one",
+            "sink_per_split"}
 # Named by its effect, not its own name.
 named_by = {"matmul_accumulates_bf16": "precision_downgrade", "gqa_tiled_above_group_4": "gqa_head_mapping_tiled",
             "window_one_too_wide": "window_off_by_one", "act_quant_undeclared": "precision_downgrade"}

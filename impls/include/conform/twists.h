@@ -426,6 +426,8 @@ inline const std::vector<Twist>& twist_table() {
             w.bugs.push_back(TwistBug{
                 "chunk_as_window",
                 [](const BlockConfig& c) {
+                    // (No chunk, no such bug: the edit would be the window ignored, another bug's.)
+                    if (c.attention_chunk_size <= 0) return std::vector<BlockConfig>{};
                     return edited(c, [](BlockConfig& e) {
                         const int64_t C = e.attention_chunk_size;
                         e.sliding_window = e.sliding_window > 0 ? std::min(e.sliding_window, C) : C;
