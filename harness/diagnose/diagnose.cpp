@@ -644,9 +644,12 @@ Diagnosis recheck(const Case& c, DType dtype, const NamedD& observed, const Case
         if (named(h.id)) try_variant(h.id, h.why, h.variant);
     // ...else the very conventions that matched (a fitted theta is not in
     // the catalogue; a fixed wrong base is the same base on every case).
+    // (Not a config edit: it is the earlier case's config, its sizes too,
+    // and this case's own edits of that id were tried above.)
     if (d.matches.empty())
         for (const HypothesisMatch& e : earlier)
-            if (e.id != "precision_downgrade" && !e.variant.faithful()) try_variant(e.id, e.why, e.variant);
+            if (e.id != "precision_downgrade" && !e.variant.faithful() && !e.variant.config)
+                try_variant(e.id, e.why, e.variant);
     if (d.matches.empty() && named("precision_downgrade")) precision_downgrade(c, dtype, observed, failed, d);
     return d;
 }

@@ -269,6 +269,8 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                        cfg.kv_cache_dtype == KvCacheDtype::fp8_e4m3 ? "NaN" : "inf"));
         kv("kv_fp8_dequant_twice", K::dequant_twice,
            "the cache dequantised twice: read as code * scale * scale, where it is code * scale once");
+        kv("kv_fp8_read_divides", K::read_divides,
+           "the cache read back as code / scale, the write's division repeated; it is code * scale");
         kv("kv_fp8_reciprocal_scale", K::reciprocal_scale,
            fmt::format("the {} cache written as fp8(k * fl(1 / scale)): the reciprocal's rounding moves k / scale off "
                        "a rounding tie of the format to another code; the write is fp8(k / scale), one division",
@@ -310,6 +312,9 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             {1.0, "1 (no scale)"},
             {1.0 / double(hd), fmt::format("1/head_dim = 1/{}", hd)},
         };
+        if (cfg.attn_scale > 0)  // both: the config's scale and the default one multiplied in
+            scales.push_back({cfg.attn_scale / std::sqrt(double(hd)),
+                              fmt::format("attn_scale x 1/sqrt(head_dim) = {} / sqrt({})", g(cfg.attn_scale), hd)});
         if (uses(op, kResidual))
             scales.insert(scales.begin() + 1, {1.0 / std::sqrt(double(cfg.d_model)),
                                                fmt::format("1/sqrt(d_model) = 1/sqrt({})", cfg.d_model)});

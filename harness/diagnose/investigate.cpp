@@ -349,6 +349,32 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
                 if (named.size() == 1) want = named, from = j, sharper = true;
             }
         }
+        // A bug that explains the drawn case but that the smallest failing
+        // case rules out (the same kernel failed there, and the output does
+        // not conform under it) is not the kernel's bug: a window that hid
+        // another mask's error on the drawn case. (Ruled out, not merely
+        // unnamed: a lower precision is too small to name on a tiny case,
+        // yet holds there.)
+        std::vector<std::string> ruled_out;
+        if (sharper && from == index && small_ids.empty()) {
+            std::vector<std::string> kept;
+            for (const auto& id : want)
+                (contradicted_on(best->c, best->out.outputs, id, false) ? ruled_out : kept).push_back(id);
+            want = kept;
+            sharper = !want.empty();
+        }
+        Diagnosis held = du;  // the drawn case's diagnosis, less what a smaller case rules out
+        held.matches.clear();
+        for (const auto& m : du.matches)
+            if (!has(ruled_out, m.id)) held.matches.push_back(m);
+        auto ruled_out_note = [&] {
+            if (!ruled_out.empty())
+                notes.push_back(fmt::format("candidates, not the diagnosis: {} explain{} the case as drawn ({}), "
+                                            "but a smaller failing case contradicts {} ({})",
+                                            join(ruled_out), ruled_out.size() == 1 ? "s" : "", unshrunk.c->id,
+                                            ruled_out.size() == 1 ? "it" : "them", best->c.id));
+        };
+        ruled_out_note();
         if (sharper) {
             const std::string coincide =
                 small_ids.empty() ? "no single-convention change explains them" : "there " + join(small_ids) + " coincide";
@@ -373,11 +399,14 @@ CaseResult shrink_and_explain(Implementation& impl, const gen::Stream& stream, i
                 adopt(std::move(sharp));
             } else if (from == index) {
                 notes.clear();
-                if (du.ids().size() < 2 ||
-                    !tell_apart(du.ids(), fmt::format("the first failing case, {}, and all it shrinks to", unshrunk.c->id))) {
+                ruled_out_note();
+                const bool told = held.ids().size() > 1 &&
+                                  tell_apart(held.ids(), fmt::format("the first failing case, {}, and all it shrinks to",
+                                                                     unshrunk.c->id));
+                if (!told && !held.matches.empty()) {
                     CaseResult r = failed;
                     notes.push_back(fmt::format("smaller cases fail too, but {} (e.g. {})", coincide, best->c.id));
-                    annotate(r, du, unshrunk, &impl, "the output", notes);
+                    annotate(r, held, unshrunk, &impl, "the output", notes);
                     if (reported) *reported = gen::draw(stream, index);
                     return finish(r, 0, r.seconds);
                 }

@@ -140,6 +140,7 @@ std::string Variant::describe() const {
         case KvFp8::unsaturated: sep() << "FP8 cache written without saturation"; break;
         case KvFp8::dequant_twice: sep() << "FP8 cache dequantised twice"; break;
         case KvFp8::reciprocal_scale: sep() << "FP8 cache written through the scale's reciprocal"; break;
+        case KvFp8::read_divides: sep() << "FP8 cache read as code / scale"; break;
     }
     return o.str();
 }

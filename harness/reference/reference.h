@@ -147,6 +147,7 @@ struct Variant {
         unsaturated,
         dequant_twice,
         reciprocal_scale,  // written as fp8(k * fl(1 / scale)): another code where k / scale is a rounding tie
+        read_divides,      // read back as code / scale (the write's division repeated on the read)
     };
     KvFp8 kv_fp8 = KvFp8::faithful;
 

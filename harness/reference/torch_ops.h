@@ -81,7 +81,7 @@ struct CacheRead {
     KvCacheDtype dtype = KvCacheDtype::none;
     std::vector<float> scale;  // per column (its head's scale), empty without a cache
     Fp8Rounding how;
-    int times = 1;  // the scale multiplied in this often on the read
+    int times = 1;  // the scale multiplied in this often on the read (-1: divided once)
     bool reciprocal = false;  // written as fp8(x * fl(1 / s)), in float32 as a kernel does
 
     CacheRead() = default;
@@ -98,13 +98,14 @@ struct CacheRead {
         }
         how.truncate = v.kv_fp8 == K::truncated;
         how.saturate = v.kv_fp8 != K::unsaturated;
-        times = v.kv_fp8 == K::dequant_twice ? 2 : 1;
+        times = v.kv_fp8 == K::dequant_twice ? 2 : v.kv_fp8 == K::read_divides ? -1 : 1;
         reciprocal = v.kv_fp8 == K::reciprocal_scale;
     }
     double value(float x, int64_t j) const {
         if (dtype == KvCacheDtype::none) return x;
         const float s = scale[static_cast<size_t>(j)];
         double y = fp8_round(reciprocal ? x * (1.0f / s) : x / s, dtype, how);
+        if (times < 0) return y / s;
         for (int t = 0; t < times; ++t) y *= s;
         return y;
     }

@@ -128,6 +128,18 @@ AttentionRules model_width_scale() {
     return r;
 }
 
+// The config's attn_scale and 1/sqrt(head_dim) both multiplied in (a kernel
+// that scales q by its softmax_scale argument and then the scores again by
+// the default): right wherever the config has no attn_scale.
+AttentionRules both_scales() {
+    AttentionRules r;
+    r.scale = [](const AttentionParams& p) {
+        const double d = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
+        return p.scale > 0 ? p.scale * d : d;
+    };
+    return r;
+}
+
 // A naive softmax, exp(score) without the row max: overflows to inf, then NaN,
 // for scores above ~88.7.
 AttentionRules softmax_unshifted() {
@@ -200,6 +212,9 @@ std::unique_ptr<Implementation> causal_mask_off_by_one(const ImplOptions& o) {
 }
 std::unique_ptr<Implementation> attention_scale_wrong(const ImplOptions& o) {
     return detail::make<WithRules<model_width_scale>>("attention_scale_wrong", o);
+}
+std::unique_ptr<Implementation> attn_scale_times_default(const ImplOptions& o) {
+    return detail::make<WithRules<both_scales>>("attn_scale_times_default", o);
 }
 std::unique_ptr<Implementation> softmax_no_max_subtraction(const ImplOptions& o) {
     return detail::make<WithRules<softmax_unshifted>>("softmax_no_max_subtraction", o);

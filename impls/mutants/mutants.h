@@ -41,6 +41,7 @@ std::unique_ptr<Implementation> causal_mask_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> causal_mask_off_by_one(const ImplOptions& o);
 std::unique_ptr<Implementation> attention_scale_wrong(const ImplOptions& o);
 std::unique_ptr<Implementation> softmax_no_max_subtraction(const ImplOptions& o);
+std::unique_ptr<Implementation> attn_scale_times_default(const ImplOptions& o);
 std::unique_ptr<Implementation> masked_row_nan(const ImplOptions& o);
 std::unique_ptr<Implementation> causal_mask_by_index(const ImplOptions& o);
 std::unique_ptr<Implementation> head_dim_truncated(const ImplOptions& o);
@@ -90,6 +91,7 @@ std::unique_ptr<Implementation> kv_fp8_per_head_read_per_tensor(const ImplOption
 std::unique_ptr<Implementation> kv_fp8_truncated(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_unsaturated(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_dequant_twice(const ImplOptions& o);
+std::unique_ptr<Implementation> kv_fp8_read_divides(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_reciprocal_scale(const ImplOptions& o);
 std::unique_ptr<Implementation> split_kv_merge_nan(const ImplOptions& o);
 std::unique_ptr<Implementation> paged_kv_len_off_by_one(const ImplOptions& o);

@@ -138,6 +138,11 @@ PagedRules fp8_reciprocal_scale() {  // fp8(k * fl(1 / scale)): a multiply for a
     r.cache.write = [](float x, float scale, KvCacheDtype d) { return fp8_round(x * (1.0f / scale), d); };
     return r;
 }
+PagedRules fp8_read_divides() {  // the read divides by the scale, as the write did
+    PagedRules r;
+    r.cache.read = [](float code, float scale) { return code / scale; };
+    return r;
+}
 PagedRules fp8_dequant_twice() {  // the scale applied in the read and again after it
     PagedRules r;
     r.cache.read = [](float code, float scale) { return code * scale * scale; };
@@ -230,6 +235,9 @@ std::unique_ptr<Implementation> kv_fp8_unsaturated(const ImplOptions& o) {
 }
 std::unique_ptr<Implementation> kv_fp8_reciprocal_scale(const ImplOptions& o) {
     return detail::make<WithPagedRules<fp8_reciprocal_scale>>("kv_fp8_reciprocal_scale", o);
+}
+std::unique_ptr<Implementation> kv_fp8_read_divides(const ImplOptions& o) {
+    return detail::make<WithPagedRules<fp8_read_divides>>("kv_fp8_read_divides", o);
 }
 std::unique_ptr<Implementation> kv_fp8_dequant_twice(const ImplOptions& o) {
     return detail::make<WithPagedRules<fp8_dequant_twice>>("kv_fp8_dequant_twice", o);
