@@ -419,6 +419,32 @@ TEST_CASE("precision is named only for rounding's kind of error", "[diagnose]") 
     CHECK_THAT(diagnose::unlike_rounding(l4, r4, l4), Catch::Contains("too few"));
 }
 
+// A later failure checked against an earlier one's bugs (--diagnose first)
+// must not run the earlier case's config edit on a case of other sizes: its
+// config is that case's (heads, head_dim), and LibTorch refused the reshape
+// (exit 70, found by a kernel whose chunks counted from its first key).
+TEST_CASE("a later case is never judged under an earlier case's config", "[diagnose]") {
+    auto mutant = test::make("chunk_ignored");
+    const Run first = run_explained(*mutant, "attention(T=6,S=12,H=4,KV=2,hd=8,qpos=6,kpos=0,chunk=4,mag=1,outliers=0,seed=43)");
+    REQUIRE(has(ids(first.r), "chunk_ignored"));
+    // Another failure, of other sizes, that no hypothesis of its own explains (noise on a faithful output).
+    const Case c = case_of("attention(T=3,S=5,H=2,KV=1,hd=4,qpos=2,kpos=0,mag=1,outliers=0,seed=8)");
+    auto scalar = test::make("scalar");
+    ImplOutputs out = run_impl(*scalar, c);
+    uint64_t s = 7;
+    for (auto& [name, t] : out.outputs)
+        for (double& v : t.data) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            v += 1e-1 * (static_cast<double>(s >> 11) * 0x1.0p-53 - 0.5);
+        }
+    const Truth truth = reference_truth(c, DType::f32);
+    const CaseResult failed = judge_case(c, DType::f32, out.outputs, truth);
+    REQUIRE_FALSE(failed.pass);
+    diagnose::Diagnosis d;
+    REQUIRE_NOTHROW(d = diagnose::recheck(c, DType::f32, out.outputs, failed, first.r.hypotheses, &truth));
+    CHECK(d.matches.empty());
+}
+
 // Logic bugs whose error fits under bf16's bound (issue 53: precision_downgrade
 // named them): an RMSNorm whose sum of squares skips the last D % 8 elements
 // at D = 4099 (each row's rms off by ~3/8198), and a sink logit multiplied by
