@@ -167,6 +167,8 @@ const std::vector<ImplEntry>& mutant_implementations() {
          always, paged_kv_len_off_by_one, {Op::paged_attention}},
         {"sink_per_split", "the sink added once per page: every split starts from it", true, always,
          sink_per_split, {Op::paged_attention}},
+        {"sink_missing_from_lse", "lse over the keys alone, the sink left out (the output has it)", true, always,
+         sink_missing_from_lse, {Op::paged_attention}},
         {"split_kv_merge_nan", "split-KV merge from (-inf, 0): NaN where the first page has no key in the window",
          true, always, split_kv_merge_nan, {Op::paged_attention}},
         // The chapter's design choices taken the other way.

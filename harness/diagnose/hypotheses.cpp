@@ -374,6 +374,11 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                                 cfg.page_size));
             }
             if (cfg.attn_sinks) {
+                ref::Variant vls;
+                vls.paged_lse_without_sink = true;
+                add("sink_missing_from_lse", vls,
+                    "lse over the keys alone, the sink left out (the output has it): the lse is the log of the whole "
+                    "denominator, exp(sink) included, so that a later merge weighs this part rightly");
                 ref::Variant vsp;
                 vsp.paged_sink_per_page = true;
                 add("sink_per_split", vsp,

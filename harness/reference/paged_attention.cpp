@@ -122,6 +122,8 @@ std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, 
                                           ? sinks + std::log(static_cast<double>(pages_b))
                                           : sinks;
         auto o = attention(g.q, g.k, g.v, g.q_pos, g.k_pos, attention_params(cfg), sinks_b, ctx, {}, &l);
+        if (ctx.v.paged_lse_without_sink && sinks.defined())  // the bug: the lse of the keys alone
+            attention(g.q, g.k, g.v, g.q_pos, g.k_pos, attention_params(cfg), torch::Tensor(), ctx, {}, &l);
         if (ctx.v.paged_first_page_empty_nan && !sinks.defined()) {
             // The rows whose first page (keys 0 .. P-1) holds no key they see, and a later page does.
             const AttentionParams ap = attention_params(cfg);

@@ -130,6 +130,7 @@ std::string Variant::describe() const {
     if (lse_base2) sep() << "lse in base 2";
     if (paged_one_slot_past) sep() << "a partial last page read one slot past its length";
     if (paged_sink_per_page) sep() << "the sink added once per page";
+    if (paged_lse_without_sink) sep() << "lse without the sink";
     if (paged_first_page_empty_nan) sep() << "NaN where the first page has no visible key (split merge from -inf)";
     switch (kv_fp8) {
         case KvFp8::faithful: break;

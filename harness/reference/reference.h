@@ -128,6 +128,7 @@ struct Variant {
     bool paged_partial_page_dropped = false;   // kv_len / page_size pages (floor): a last partial page dropped
     bool paged_one_slot_past = false;          // a partial last page read one slot past its length (kv_len + 1)
     bool paged_sink_per_page = false;          // the sink added once per page of the sequence (each split starts from it)
+    bool paged_lse_without_sink = false;       // lse over the keys alone: the sink left out of it (out keeps it)
     bool lse_base2 = false;                  // lse as log2 (FlashInfer's internal base) where the contract is ln
     // Without sinks, NaN (out and lse) for a row whose first page holds no key
     // it sees while a later page does: a split-KV merge from (-inf, 0).

@@ -96,6 +96,7 @@ std::unique_ptr<Implementation> kv_fp8_reciprocal_scale(const ImplOptions& o);
 std::unique_ptr<Implementation> split_kv_merge_nan(const ImplOptions& o);
 std::unique_ptr<Implementation> paged_kv_len_off_by_one(const ImplOptions& o);
 std::unique_ptr<Implementation> sink_per_split(const ImplOptions& o);
+std::unique_ptr<Implementation> sink_missing_from_lse(const ImplOptions& o);
 
 // twist.cpp: one mutant per twist bug its row marks (the twist ignored, or
 // read as a bug computes it), named by the bug (named_by where one bug has

@@ -149,16 +149,41 @@ PagedRules fp8_dequant_twice() {  // the scale applied in the read and again aft
     return r;
 }
 
-// A split-KV kernel (a split per page) that starts every split's softmax
-// from the sink's state (max = sink, sum = 1) and merges them: the sink is
-// counted once per page, n·exp(sink) in the denominator, as a sink of
-// sink + ln n. Sequences of one page are right.
-struct SinkPerSplit : ScalarImpl {
+// A sink bug: the faithful paged kernel's result, where a batch has sinks,
+// redone with the sinks taken in wrongly.
+struct SinkForm : ScalarImpl {
     using ScalarImpl::ScalarImpl;
     void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
                          MutView out, MutView lse) override {
         scalar::paged_attention(q, k_cache, v_cache, idx, p, out, lse);
-        if (!p.sinks) return;
+        if (p.sinks) with_sinks(q, k_cache, v_cache, idx, p, out, lse);
+    }
+    virtual void with_sinks(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                            MutView out, MutView lse) = 0;
+};
+
+// The lse of the keys alone: the sink joins the output's softmax but the
+// kernel returns the lse it had before adding it (FlashAttention's
+// softmax_lse, with the sink applied afterwards to the output only).
+struct SinkMissingFromLse : SinkForm {
+    using SinkForm::SinkForm;
+    void with_sinks(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p, MutView out,
+                    MutView lse) override {
+        PagedAttentionParams keys_only = p;
+        keys_only.sinks = nullptr;
+        Tensor o(out.rows, out.cols);
+        scalar::paged_attention(q, k_cache, v_cache, idx, keys_only, o.mut(), lse);
+    }
+};
+
+// A split-KV kernel (a split per page) that starts every split's softmax
+// from the sink's state (max = sink, sum = 1) and merges them: the sink is
+// counted once per page, n·exp(sink) in the denominator, as a sink of
+// sink + ln n. Sequences of one page are right.
+struct SinkPerSplit : SinkForm {
+    using SinkForm::SinkForm;
+    void with_sinks(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p, MutView out,
+                    MutView lse) override {
         const int64_t B = idx.qo_indptr.n - 1;
         std::vector<float> sinks(static_cast<size_t>(p.n_heads));
         Tensor o(out.rows, out.cols), l(lse.rows, lse.cols);
@@ -265,6 +290,9 @@ std::unique_ptr<Implementation> paged_empty_unwritten(const ImplOptions& o) {
     return detail::make<WithPagedRules<empty_unwritten>>("paged_empty_unwritten", o);
 }
 
+std::unique_ptr<Implementation> sink_missing_from_lse(const ImplOptions& o) {
+    return detail::make<SinkMissingFromLse>("sink_missing_from_lse", o);
+}
 std::unique_ptr<Implementation> sink_per_split(const ImplOptions& o) {
     return detail::make<SinkPerSplit>("sink_per_split", o);
 }
