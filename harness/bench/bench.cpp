@@ -14,6 +14,7 @@
 #include "bench/inputs.h"
 #include "config/anatomy.h"
 #include "reference/bench_torch.h"
+#include "reference/blas.h"
 #include "registry.h"
 #include "worker/client.h"
 
@@ -163,12 +164,26 @@ Result run(const Request& o, std::ostream& log) {
     for (const auto& d : o.model.defaults) log << "  default taken: " << d << "\n";
     for (const auto& d : o.model.overrides) log << "  override: " << d << "\n";
     log << "  torch: " << ref::torch_describe() << "\n";
+    if (!ref::blas::chosen().line.empty()) log << "  BLAS: " << ref::blas::chosen().line << "\n";
     res.ceilings = ref::measure_ceilings(o.threads);
-    const double bw = res.ceilings.copy_bytes_per_s, peak = res.ceilings.matmul_flops_per_s;
+    res.peak = measure_peak(o.threads);
+    const Peak& a = res.peak;
     log << fmt::format(
-        "  ceilings: copy {:.1f} GB/s (256 MiB, read + write), LibTorch f32 matmul {:.1f} GFLOP/s "
-        "({}^3); ridge {:.1f} FLOP/byte\n",
-        bw / 1e9, peak / 1e9, res.ceilings.matmul_n, peak / bw);
+        "  ceilings: copy {:.1f} GB/s (256 MiB, read + write), read {:.1f} GB/s (256 MiB), LibTorch f32 matmul "
+        "{:.1f} GFLOP/s ({}^3)\n",
+        res.ceilings.copy_bytes_per_s / 1e9, a.read_bytes_per_s / 1e9, res.ceilings.matmul_flops_per_s / 1e9,
+        res.ceilings.matmul_n);
+    log << fmt::format("  arithmetic ({} threads, Highway {}, {} f32 lanes): f32 FMA loop {:.1f} GFLOP/s", a.threads,
+                       a.target, a.f32_lanes, a.f32_fma / 1e9);
+    if (a.ghz > 0)
+        log << fmt::format(" (nominal {:.1f}: {} lanes x 2 x {} FMA/cycle x {:.2f} GHz x {})", a.f32_nominal / 1e9,
+                           a.f32_lanes, a.fma_pipes, a.ghz, a.threads);
+    log << fmt::format("; bf16 dot {}Highway's {:.1f} GFLOP/s{}\n",
+                       a.bf16_native > 0 ? fmt::format("vdpbf16ps {:.1f}, ", a.bf16_native / 1e9) : "",
+                       a.bf16_highway / 1e9,
+                       a.bf16_native > 0 ? " (Highway 1.0.3 has no target that uses vdpbf16ps)" : "");
+    log << fmt::format("  ridge {:.1f} FLOP/byte in f32; a row's roof is the best ceiling measured for its dtype\n",
+                       flops_ceiling(res, "f32").rate / bytes_ceiling(res).rate);
     // A GPU's ceilings, through LibTorch on it, where something runs there.
     const bool device_asked = std::any_of(o.impls.begin(), o.impls.end(), [](const std::string& i) {
         const ImplEntry* e = find_implementation(i);
@@ -421,6 +436,13 @@ Result run(const Request& o, std::ostream& log) {
                 if (const Runner* b = baseline(r)) {
                     row.ratio = row.median / quantile(b->times, 0.5);
                     row.vs = b->impl + " " + b->dtype;
+                    // Every runner ran once per round, in the same rounds: pair them.
+                    if (b != &r && b->times.size() == r.times.size()) {
+                        std::vector<double> q;
+                        for (size_t i = 0; i < r.times.size(); ++i) q.push_back(r.times[i] / b->times[i]);
+                        row.ratio_p25 = quantile(q, 0.25);
+                        row.ratio_p75 = quantile(q, 0.75);
+                    }
                 } else {
                     row.ratio = NAN;
                 }

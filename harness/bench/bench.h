@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "config/options.h"
+#include "bench/peak.h"
 #include "config/presets.h"
 #include "conform/impl.h"
 #include "reference/bench_torch.h"
@@ -76,6 +77,9 @@ struct Row {
     int reps = 0;
     Cost k;
     double ratio = 0, check = 0;  // time over `vs`'s; max rel diff vs torch (NaN: none)
+    // The ratio's spread: quartiles of this row's run over `vs`'s run of the
+    // same round (NaN: no baseline, or rounds not paired).
+    double ratio_p25 = std::numeric_limits<double>::quiet_NaN(), ratio_p75 = ratio_p25;
     std::string vs;               // what ratio divides by: "torch f32", or "torch-cuda bf16" for a row in bf16
     bool on_device = false;       // cuda, torch-cuda: priced against Result::device
     int sets = 1, compared = 0;   // input sets rotated among; runs compared with torch
@@ -87,10 +91,26 @@ struct Row {
 
 struct Result {
     ref::Ceilings ceilings;                            // the host's
+    Peak peak;                                         // the host's arithmetic, measured (peak.h)
     std::optional<ref::TorchCudaCeilings> device;      // the GPU's, where a device row ran and torch sees it
     nlohmann::json worker_round_trips = nlohmann::json::array();  // a trivial call per worker
     std::vector<Row> rows;
 };
+
+// The compute ceiling a host row of `dtype` is priced against: the fastest
+// rate measured this run that such a row could reach — f32: the FMA loop or
+// LibTorch's matmul; bf16: those or a bf16 dot loop (native or Highway's) —
+// and which one it was (its letter in the table's roof column).
+struct Ceiling {
+    double rate = 0;
+    char letter = ' ';  // F: f32 FMA loop, M: LibTorch matmul, D: native bf16 dot, H: Highway's bf16 dot,
+                        // B: copy, R: read stream
+    std::string name;
+};
+Ceiling flops_ceiling(const Result& res, const std::string& dtype);
+// The memory ceiling of a host row: the faster of the copy (read + written)
+// and the read stream (R) measured this run.
+Ceiling bytes_ceiling(const Result& res);
 
 // `conform bench`'s flags as typed (cli/bench.cpp declares them).
 struct Flags {

@@ -7,6 +7,7 @@
 #include "config/anatomy.h"
 #include "config/options.h"
 #include "reference/bench_torch.h"
+#include "reference/blas.h"
 #include "registry.h"
 
 namespace conform::bench {
@@ -15,23 +16,34 @@ namespace {
 
 using nlohmann::json;
 
-// The ceilings a row is priced against: the host's (LibTorch f32's matmul
-// rate whatever the row's dtype, as before there was a device), or, for a row
-// that ran on the GPU, the device's in the row's dtype. Zero: unknown.
+// Half the interquartile range over the median above which a row is marked
+// noisy: its median then moves by more than 5 % between like runs, more than
+// most differences the table is read for.
+constexpr double kNoisy = 0.05;
+
+// The ceilings a row is priced against: the host's (the faster of its copy
+// and read streams, and the best compute rate measured for the row's dtype),
+// or, for a row that ran on the GPU, the device's in the row's dtype. Zero:
+// unknown.
 struct Roofline {
-    double copy_bytes_per_s = 0, matmul_flops_per_s = 0;
+    Ceiling bytes, flops;
 };
 Roofline roofline(const Row& r, const Result& res) {
-    if (!r.on_device) return {res.ceilings.copy_bytes_per_s, res.ceilings.matmul_flops_per_s};
+    if (!r.on_device) return {bytes_ceiling(res), flops_ceiling(res, r.dtype)};
     if (!res.device) return {};
-    return {res.device->copy_bytes_per_s, r.dtype == "f32" ? res.device->f32_flops_per_s : res.device->bf16_flops_per_s};
+    return {{res.device->copy_bytes_per_s, 'B', "device copy"},
+            {r.dtype == "f32" ? res.device->f32_flops_per_s : res.device->bf16_flops_per_s, 'M', "device matmul"}};
 }
 
 // Where a row sits against the machine: its rates, its intensity, and the
-// fraction of whichever ceiling bounds that intensity (NaN: no ceiling known).
+// fraction of whichever ceiling bounds that intensity (NaN: no ceiling
+// known). A row faster than its ceiling (the ceiling's own measurement ran
+// slow) is shown at 100 % and marked `over`: never a roof above the roof.
 struct Place {
     double gflops, gbs, ai, roof, bw;
-    bool compute_bound;
+    bool compute_bound, over;
+    char letter;
+    std::string ceiling;
 };
 
 Place place(const Row& r, const Result& res) {
@@ -40,12 +52,17 @@ Place place(const Row& r, const Result& res) {
     p.gflops = r.k.flops / r.median / 1e9;
     p.gbs = r.k.bytes / r.median / 1e9;
     p.ai = r.k.flops / r.k.bytes;
-    p.bw = c.copy_bytes_per_s > 0 ? c.copy_bytes_per_s : NAN;
-    const double ridge = c.copy_bytes_per_s > 0 ? c.matmul_flops_per_s / c.copy_bytes_per_s : NAN;
+    p.bw = c.bytes.rate > 0 ? c.bytes.rate : NAN;
+    const double ridge = c.bytes.rate > 0 ? c.flops.rate / c.bytes.rate : NAN;
     p.compute_bound = p.ai >= ridge;
-    p.roof = c.copy_bytes_per_s <= 0  ? NAN
-             : p.compute_bound ? r.k.flops / r.median / c.matmul_flops_per_s
-                               : r.k.bytes / r.median / c.copy_bytes_per_s;
+    const double raw = c.bytes.rate <= 0 || c.flops.rate <= 0 ? NAN
+                       : p.compute_bound ? r.k.flops / r.median / c.flops.rate
+                                         : r.k.bytes / r.median / c.bytes.rate;
+    p.over = raw > 1;
+    p.roof = p.over ? 1.0 : raw;
+    const Ceiling& bound = p.compute_bound ? c.flops : c.bytes;
+    p.letter = bound.letter;
+    p.ceiling = bound.name;
     return p;
 }
 
@@ -72,11 +89,19 @@ json row_json(const Row& r, const Result& res) {
               {"on_device", r.on_device}};
     if (!std::isnan(roof)) {
         j["bound"] = compute_bound ? "compute" : "memory";
+        j["ceiling"] = p.ceiling;
         j["fraction_of_ceiling"] = roof;
+        if (p.over) j["faster_than_ceiling"] = true;  // the ceiling measured low this run
     }
+    const double spread = (r.p75 - r.p25) / 2 / r.median;
+    if (spread > kNoisy) j["noisy"] = true;
     if (!std::isnan(r.ratio)) {
         j["time_vs_torch"] = r.ratio;
         j["time_vs"] = r.vs;
+    }
+    if (!std::isnan(r.ratio_p25)) {  // of the same rounds' runs, paired
+        j["time_vs_torch_p25"] = r.ratio_p25;
+        j["time_vs_torch_p75"] = r.ratio_p75;
     }
     if (!std::isnan(r.check)) j["max_rel_diff_vs_torch"] = r.check;
     j["input_sets"] = r.sets;
@@ -89,12 +114,35 @@ json row_json(const Row& r, const Result& res) {
     if (r.bytes_per_call) j["bytes_per_call"] = r.bytes_per_call;
     if (r.k.weight_bytes > 0) {
         j["weight_gbytes_per_s"] = r.k.weight_bytes / r.median / 1e9;
-        if (!std::isnan(bw)) j["weight_fraction_of_copy"] = r.k.weight_bytes / r.median / bw;
+        if (r.on_device && !std::isnan(bw)) j["weight_fraction_of_copy"] = r.k.weight_bytes / r.median / bw;
+        if (!r.on_device) {
+            j["weight_fraction_of_copy"] = r.k.weight_bytes / r.median / res.ceilings.copy_bytes_per_s;
+            j["weight_fraction_of_read"] = r.k.weight_bytes / r.median / res.peak.read_bytes_per_s;
+        }
     }
     return j;
 }
 
 }  // namespace
+
+Ceiling bytes_ceiling(const Result& res) {
+    if (res.peak.read_bytes_per_s > res.ceilings.copy_bytes_per_s)
+        return {res.peak.read_bytes_per_s, 'R', "read stream"};
+    return {res.ceilings.copy_bytes_per_s, 'B', "copy bandwidth"};
+}
+
+Ceiling flops_ceiling(const Result& res, const std::string& dtype) {
+    std::vector<Ceiling> cs = {{res.peak.f32_fma, 'F', "f32 FMA loop"},
+                               {res.ceilings.matmul_flops_per_s, 'M', "LibTorch f32 matmul"}};
+    if (dtype == "bf16") {
+        cs.push_back({res.peak.bf16_native, 'D', "bf16 dot loop (vdpbf16ps)"});
+        cs.push_back({res.peak.bf16_highway, 'H', "bf16 dot loop (Highway)"});
+    }
+    Ceiling best;
+    for (const Ceiling& c : cs)
+        if (c.rate > best.rate) best = c;
+    return best;
+}
 
 std::string fmt_time(double s) {
     if (s >= 1) return fmt::format("{:.3f} s", s);
@@ -114,11 +162,21 @@ json to_json(const Request& o, const Result& res) {
             {"context", o.context},
             {"torch", ref::torch_describe()},
             {"simd", find_implementation("simd")->details()},
+            {"blas", {{"core", ref::blas::chosen().core}, {"how", ref::blas::chosen().line},
+                      {"changed", ref::blas::chosen().changed}}},
             {"ceilings",
              {{"copy_bytes_per_s", c.copy_bytes_per_s},
               {"matmul_flops_per_s", c.matmul_flops_per_s},
               {"matmul_n", c.matmul_n},
-              {"ridge", c.ridge()}}},
+              {"f32_fma_flops_per_s", res.peak.f32_fma},
+              {"f32_nominal_flops_per_s", res.peak.f32_nominal},
+              {"ghz", res.peak.ghz},
+              {"fma_pipes_assumed", res.peak.fma_pipes},
+              {"bf16_dot_highway_flops_per_s", res.peak.bf16_highway},
+              {"bf16_dot_native_flops_per_s", res.peak.bf16_native},
+              {"arithmetic_target", res.peak.target},
+              {"read_bytes_per_s", res.peak.read_bytes_per_s},
+              {"ridge", flops_ceiling(res, "f32").rate / bytes_ceiling(res).rate}}},
             {"worker_round_trips", res.worker_round_trips},
             {"results", results}};
     if (res.device)
@@ -134,31 +192,49 @@ std::string table(const Request&, const Result& res) {
     std::string s;
     size_t iw = 6, ow = 10;  // impl column: plugin names may be longer than ours; op: paged_attention
     for (const Row& r : res.rows) iw = std::max(iw, r.impl.size() + 1), ow = std::max(ow, r.op.size() + 1);
-    s += fmt::format("\n{:<{}}{:>5}  {:<{}}{:<6}{:>11}{:>7}{:>9}{:>8}{:>7}{:>9}{:>8}{:>9}\n", "op", ow, "T", "impl", iw,
-                     "dtype", "median", "+-", "GFLOP/s", "GB/s", "AI", "roof", "/torch", "check");
+    s += fmt::format("\n{:<{}}{:>5}  {:<{}}{:<6}{:>11}{:>8}{:>9}{:>8}{:>7}{:>9}{:>11}{:>9}\n", "op", ow, "T", "impl", iw,
+                     "dtype", "median", "+-  ", "GFLOP/s", "GB/s", "AI", "roof", "/torch", "check");
+    bool noisy = false, over = false;
     for (const Row& r : res.rows) {
         const Place p = place(r, res);
         const double spread = (r.p75 - r.p25) / 2 / r.median;
-        s +=
-            fmt::format("{:<{}}{:>5}  {:<{}}{:<6}{:>11}{:>6.1f}%{:>9.1f}{:>8.1f}{:>7.1f}{:>7} {}{:>8}{:>9}\n", r.op,
-                        ow, r.T, r.impl, iw, r.dtype, fmt_time(r.median), 100 * spread, p.gflops, p.gbs, p.ai,
-                        std::isnan(p.roof) ? "-" : fmt::format("{:.0f}%", 100 * p.roof),
-                        std::isnan(p.roof) ? " " : p.compute_bound ? "F" : "B", std::isnan(r.ratio) ? "-" : fmt::format("{:.2f}", r.ratio),
-                        std::isnan(r.check) ? "" : fmt::format("{:.0e}", r.check));
+        noisy |= spread > kNoisy;
+        over |= p.over;
+        const std::string ratio =
+            std::isnan(r.ratio) ? "-"
+            : std::isnan(r.ratio_p25) ? fmt::format("{:.2f}", r.ratio)
+                                      : fmt::format("{:.2f}+-{:.2f}", r.ratio, (r.ratio_p75 - r.ratio_p25) / 2);
+        s += fmt::format("{:<{}}{:>5}  {:<{}}{:<6}{:>11}{:>6.1f}%{}{:>9.1f}{:>8.1f}{:>7.1f}{:>7}{}{}{:>11}{:>9}\n", r.op,
+                         ow, r.T, r.impl, iw, r.dtype, fmt_time(r.median), 100 * spread, spread > kNoisy ? "~" : " ",
+                         p.gflops, p.gbs, p.ai, std::isnan(p.roof) ? "-" : fmt::format("{:.0f}%", 100 * p.roof),
+                         std::isnan(p.roof) ? ' ' : p.over ? '!' : ' ', std::isnan(p.roof) ? ' ' : p.letter, ratio,
+                         std::isnan(r.check) ? "" : fmt::format("{:.0e}", r.check));
     }
-    s += "\nmedian of interleaved runs after warm-up; +- half the interquartile range; roof: fraction of\n"
-         "the copy bandwidth (B) or the LibTorch matmul rate (F), whichever bounds the op's intensity,\n"
-         "the device's in the row's dtype for a row that ran on the GPU (cuda, torch-cuda);\n"
-         "/torch: time over LibTorch f32's on the host, or torch-cuda's in the row's dtype where it ran;\n"
+    s += "\nmedian of interleaved runs after warm-up; +- half the interquartile range";
+    if (noisy) s += fmt::format(" (~: above {:.0f}% of the median: too noisy to compare rows closer than that)", 100 * kNoisy);
+    s += ";\nroof: fraction of the ceiling that bounds the op's intensity: the faster memory stream measured\n"
+         "(B copy, R read), or the fastest arithmetic measured for the row's dtype (F f32 FMA loop, M LibTorch\n"
+         "matmul, D native bf16 dot loop, H Highway's bf16 dot loop); the device's in the row's dtype for a row\n"
+         "that ran on the GPU";
+    if (over)
+        s += ";\n!: faster than its ceiling, shown at 100%: a B/R row whose data stays in cache from run to run\n"
+             "(the streams are of 256 MiB, from memory), or an F/D/H/M row whose ceiling's measurement ran slow";
+    s += ";\n/torch: time over LibTorch f32's on the host, or torch-cuda's in the row's dtype where it ran,\n"
+         "+- half the interquartile range of the ratios of the same rounds;\n"
          "check: max |out - torch| / max |torch|.\n";
     for (const Row& r : res.rows)
         if (r.k.weight_bytes > 0 && r.op == "decode") {
             const Place p = place(r, res);
             s += fmt::format("decode {} {}: weights streamed at {:.1f} GB/s", r.impl, r.dtype,
                              r.k.weight_bytes / r.median / 1e9);
-            s += std::isnan(p.bw) ? "\n"
-                                  : fmt::format(" = {:.0f}% of {} copy bandwidth\n", 100 * r.k.weight_bytes / r.median / p.bw,
-                                                r.on_device ? "the device's" : "the host's");
+            if (r.on_device)
+                s += std::isnan(p.bw) ? "\n"
+                                      : fmt::format(" = {:.0f}% of the device's copy bandwidth\n",
+                                                    100 * r.k.weight_bytes / r.median / p.bw);
+            else
+                s += fmt::format(" = {:.0f}% of the host's read stream, {:.0f}% of its copy\n",
+                                 100 * r.k.weight_bytes / r.median / res.peak.read_bytes_per_s,
+                                 100 * r.k.weight_bytes / r.median / res.ceilings.copy_bytes_per_s);
         }
     bool any = false;
     for (const Row& r : res.rows) {

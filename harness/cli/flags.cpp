@@ -43,6 +43,13 @@ CLI::Validator seed_text() {
         "SEED");
 }
 
+void add_blas_core_flag(CLI::App& app, std::string& mode) {
+    app.add_option("--blas-core", mode,
+                   "OpenBLAS core for LibTorch's matmul: auto (replace a generic core DYNAMIC_ARCH fell back to by the "
+                   "best this CPU runs, verified first; the default, which keeps OPENBLAS_CORETYPE where it is set), keep "
+                   "(OpenBLAS's own pick), or a core's name (e.g. Haswell, SkylakeX)");
+}
+
 CLI::Validator machine_threads() {
     return CLI::Validator(
         [](std::string& text) -> std::string {

@@ -42,4 +42,8 @@ CLI::Validator seed_text();
 // so that a typo cannot start a million threads at once; 0 is "theirs".
 CLI::Validator machine_threads();
 
+// --blas-core auto | keep | NAME (harness/reference/blas.h): which OpenBLAS
+// core LibTorch's matmul runs on, chosen before the command's work.
+void add_blas_core_flag(CLI::App& app, std::string& mode);
+
 }  // namespace conform::cli

@@ -9,12 +9,15 @@
 #include "cli/gate.h"
 #include "config/hf_config.h"
 #include "worker/process.h"
+#include "reference/blas.h"
 #include "reference/reference.h"
 
 using namespace conform;
 using namespace conform::cli;
 
 int main(int argc, char** argv) {
+    // The child select_core() starts to try an OpenBLAS core answers and exits here.
+    ref::blas::serve_probe_if_asked();
     // Before anything else, and before any worker exists: a non-dumpable judge
     // cannot be read, written or traced by a process of its own uid that lacks
     // CAP_SYS_PTRACE (a worker: /proc/PID/mem, /proc/PID/fd, ptrace), and a
@@ -43,6 +46,11 @@ int main(int argc, char** argv) {
         add_anatomy(app),
         add_detection_floor(app),
     };
+    // --blas-core: on the gate and every command that runs the reference or torch.
+    std::string blas_core;
+    add_blas_core_flag(app, blas_core);
+    for (const auto& c : commands)
+        if (c.app->get_name() != "list" && c.app->get_name() != "merge-reports") add_blas_core_flag(*c.app, blas_core);
 
     try {
         app.parse(argc, argv);
@@ -54,9 +62,20 @@ int main(int argc, char** argv) {
     // Every command reports a bad input by throwing: one line, exit 2 (3 for
     // an implementation this machine cannot run); anything else is ours.
     try {
+        // The BLAS the reference and torch run on is chosen before any work
+        // (this may execute conform again, with OPENBLAS_CORETYPE set); the
+        // commands that never multiply matrices skip it.
+        const bool multiplies = !app.got_subcommand("list") && !app.got_subcommand("merge-reports");
+        if (multiplies) {
+            const ref::blas::Choice& blas = ref::blas::select_core(blas_core, argv);
+            if (blas.changed && !app.got_subcommand("bench")) std::cerr << "conform: " << blas.line << "\n";
+        }
         for (const auto& c : commands)
             if (c.app->parsed()) return c.run();
         return run_gate(g);
+    } catch (const std::invalid_argument& e) {  // --blas-core
+        std::cerr << "conform: " << e.what() << "\n";
+        return kUsage;
     } catch (const InputError& e) {
         std::cerr << "conform: " << e.what() << "\n";
         return kUsage;
