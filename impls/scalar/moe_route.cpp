@@ -38,14 +38,72 @@ void check_moe_weights(const char* op, const MoeWeights& w, const BlockConfig& c
     }
 }
 
+void moe_route_row(float* scores, const MoeWeights& w, const BlockConfig& c, float* route, const MoeRules& rules) {
+    const int64_t E = c.n_experts, K = c.n_experts_per_tok;
+    const float minus_inf = -std::numeric_limits<float>::infinity();
+    // scores = softmax(logits, dim=-1) | logits.sigmoid()
+    if (c.moe_scoring == MoeScoring::softmax) {
+        float m = scores[0], sum = 0.0f;
+        for (int64_t e = 1; e < E; e++) m = std::max(m, scores[e]);
+        for (int64_t e = 0; e < E; e++) sum += (scores[e] = std::exp(scores[e] - m));
+        for (int64_t e = 0; e < E; e++) scores[e] /= sum;
+    } else {
+        for (int64_t e = 0; e < E; e++) scores[e] = 1.0f / (1.0f + std::exp(-scores[e]));
+    }
+    // scores_for_choice = scores + e_score_correction_bias
+    std::vector<float> choice(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; e++) choice[e] = c.moe_selection_bias ? scores[e] + w.e_bias.data[e] : scores[e];
+    // Grouped top-k: each group's score (its best, or its two best summed);
+    // the experts of all but the topk_group best groups out of the choice.
+    if (c.moe_n_group > 0) {
+        const int64_t G = c.moe_n_group, size = E / G;
+        std::vector<float> group(static_cast<size_t>(G));
+        for (int64_t g = 0; g < G; g++) {
+            float first = minus_inf, second = minus_inf;
+            for (int64_t i = g * size; i < (g + 1) * size; i++) {
+                if (choice[i] > first) second = first, first = choice[i];
+                else if (choice[i] > second) second = choice[i];
+            }
+            group[g] = c.moe_group_score == MoeGroupScore::max || size < 2 ? first : first + second;
+        }
+        std::vector<bool> kept(static_cast<size_t>(G), false);
+        for (int64_t n = 0; n < c.moe_topk_group; n++) {
+            int64_t best = -1;
+            for (int64_t g = 0; g < G; g++)
+                if (!kept[g] && (best < 0 || group[g] > group[best])) best = g;
+            kept[best] = true;
+        }
+        for (int64_t e = 0; e < E; e++)
+            if (!kept[e / size]) choice[e] = minus_inf;
+    }
+    // topk_indices = topk(scores_for_choice, k): the K largest, one at a time
+    std::vector<int64_t> chosen;
+    std::vector<bool> taken(static_cast<size_t>(E), false);
+    for (int64_t k = 0; k < K; k++) {
+        int64_t best = -1;
+        for (int64_t e = 0; e < E; e++)
+            if (!taken[e] && (best < 0 || choice[e] > choice[best])) best = e;
+        taken[best] = true;
+        chosen.push_back(best);
+    }
+    // topk_weights = scores.gather(1, topk_indices); renormalised (+ 1e-20); * routed_scaling_factor
+    const float* from = rules.weights_from_choice ? choice.data() : scores;
+    float sum = 0.0f;
+    for (int64_t e : chosen) sum += from[e];
+    for (int64_t e = 0; e < E; e++) route[e] = 0.0f;
+    for (int64_t e : chosen) {
+        float v = c.moe_norm_topk_prob ? from[e] / (sum + 1e-20f) : from[e];
+        if (c.moe_routed_scaling_factor > 0) v *= static_cast<float>(c.moe_routed_scaling_factor);
+        route[e] = v;
+    }
+}
+
 void moe_route(View x, const MoeWeights& w, const BlockConfig& c, MutView route, const MoeRules& rules) {
-    const int64_t T = x.rows, D = c.d_model, E = c.n_experts, K = c.n_experts_per_tok;
+    const int64_t T = x.rows, D = c.d_model, E = c.n_experts;
     detail::expect_shape("moe_route", "x", x, T, D);
     detail::expect_shape("moe_route", "route", route, T, E);
     check_moe_weights("moe_route", w, c, true, false);
-    const float minus_inf = -std::numeric_limits<float>::infinity();
-    std::vector<float> scores(static_cast<size_t>(E)), choice(static_cast<size_t>(E));
-    std::vector<int64_t> chosen;
+    std::vector<float> scores(static_cast<size_t>(E));
     for (int64_t t = 0; t < T; t++) {
         const float* xt = x.data + t * D;
         // router_logits = x @ w_router (+ router_bias)
@@ -54,61 +112,7 @@ void moe_route(View x, const MoeWeights& w, const BlockConfig& c, MutView route,
             for (int64_t d = 0; d < D; d++) l += xt[d] * w.w_router.data[d * E + e];
             scores[e] = c.moe_router_bias ? l + w.router_bias.data[e] : l;
         }
-        // scores = softmax(logits, dim=-1) | logits.sigmoid()
-        if (c.moe_scoring == MoeScoring::softmax) {
-            float m = scores[0], sum = 0.0f;
-            for (int64_t e = 1; e < E; e++) m = std::max(m, scores[e]);
-            for (int64_t e = 0; e < E; e++) sum += (scores[e] = std::exp(scores[e] - m));
-            for (int64_t e = 0; e < E; e++) scores[e] /= sum;
-        } else {
-            for (int64_t e = 0; e < E; e++) scores[e] = 1.0f / (1.0f + std::exp(-scores[e]));
-        }
-        // scores_for_choice = scores + e_score_correction_bias
-        for (int64_t e = 0; e < E; e++) choice[e] = c.moe_selection_bias ? scores[e] + w.e_bias.data[e] : scores[e];
-        // Grouped top-k: each group's score (its best, or its two best summed);
-        // the experts of all but the topk_group best groups out of the choice.
-        if (c.moe_n_group > 0) {
-            const int64_t G = c.moe_n_group, size = E / G;
-            std::vector<float> group(static_cast<size_t>(G));
-            for (int64_t g = 0; g < G; g++) {
-                float first = minus_inf, second = minus_inf;
-                for (int64_t i = g * size; i < (g + 1) * size; i++) {
-                    if (choice[i] > first) second = first, first = choice[i];
-                    else if (choice[i] > second) second = choice[i];
-                }
-                group[g] = c.moe_group_score == MoeGroupScore::max || size < 2 ? first : first + second;
-            }
-            std::vector<bool> kept(static_cast<size_t>(G), false);
-            for (int64_t n = 0; n < c.moe_topk_group; n++) {
-                int64_t best = -1;
-                for (int64_t g = 0; g < G; g++)
-                    if (!kept[g] && (best < 0 || group[g] > group[best])) best = g;
-                kept[best] = true;
-            }
-            for (int64_t e = 0; e < E; e++)
-                if (!kept[e / size]) choice[e] = minus_inf;
-        }
-        // topk_indices = topk(scores_for_choice, k): the K largest, one at a time
-        chosen.clear();
-        std::vector<bool> taken(static_cast<size_t>(E), false);
-        for (int64_t k = 0; k < K; k++) {
-            int64_t best = -1;
-            for (int64_t e = 0; e < E; e++)
-                if (!taken[e] && (best < 0 || choice[e] > choice[best])) best = e;
-            taken[best] = true;
-            chosen.push_back(best);
-        }
-        // topk_weights = scores.gather(1, topk_indices); renormalised (+ 1e-20); * routed_scaling_factor
-        const std::vector<float>& from = rules.weights_from_choice ? choice : scores;
-        float sum = 0.0f;
-        for (int64_t e : chosen) sum += from[e];
-        float* r = route.data + t * E;
-        for (int64_t e = 0; e < E; e++) r[e] = 0.0f;
-        for (int64_t e : chosen) {
-            float v = c.moe_norm_topk_prob ? from[e] / (sum + 1e-20f) : from[e];
-            if (c.moe_routed_scaling_factor > 0) v *= static_cast<float>(c.moe_routed_scaling_factor);
-            r[e] = v;
-        }
+        moe_route_row(scores.data(), w, c, route.data + t * E, rules);
     }
 }
 

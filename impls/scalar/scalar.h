@@ -170,6 +170,11 @@ struct MoeRules {
     bool down_bias_after_weight = false;  // b2 added after the routing weight: w * (a @ w2) + b2
 };
 void moe_route(View x, const MoeWeights& w, const BlockConfig& c, MutView route, const MoeRules& rules = {});
+// One token's route from its router logits (x @ w_router + router_bias, [E];
+// overwritten with its scores): the scoring, the choice, the weights into
+// route[E]. moe_route's rule after the product; simd's router calls it after
+// its own product.
+void moe_route_row(float* logits, const MoeWeights& w, const BlockConfig& c, float* route, const MoeRules& rules = {});
 void moe_experts(View x, View route, const MoeWeights& w, const BlockConfig& c, MutView out,
                  const MoeRules& rules = {});
 void moe(View x, const MoeWeights& w, const BlockConfig& c, MutView out, MutView route, const MoeRules& rules = {});

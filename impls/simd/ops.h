@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "conform/config.h"
+#include "conform/interface.h"
 #include "simd/kernels.h"
 #include "simd/pack.h"
 #include "simd/rope_table.h"
@@ -34,5 +35,13 @@ void paged_attention(ThreadPool& pool, Target t, PagedJob& job, float* lse);
 // swiglu.cpp: out[T, D] = (act(x @ w1) * (x @ w3)) @ w2, w13 from pack_gate_up
 void swiglu(ThreadPool& pool, Target t, CRows x, size_t T, const PackedWeight& w13, const PackedWeight& w2,
             HiddenAct act, MRows out, Buffer& gated, GemmScratch& scratch);
+
+// A mixture of experts (conform/interface.h; docs/moe.md), float32 only: the
+// contract's views as they come.
+// moe_route.cpp: route[T, E], each token's weight on each expert (0: not chosen)
+void moe_route(ThreadPool& pool, Target t, View x, const MoeWeights& w, const BlockConfig& c, MutView route);
+// moe_experts.cpp: out[T, D] from a route
+void moe_experts(ThreadPool& pool, Target t, View x, View route, const MoeWeights& w, const BlockConfig& c,
+                 MutView out);
 
 }  // namespace conform::simd

@@ -169,6 +169,8 @@ struct Fp8Cache {
     }
 };
 
+bool is_moe(Op op) { return op_info(op).uses(kMoeRoute) || op_info(op).uses(kMoeExperts); }
+
 class SimdImpl : public Implementation {
    public:
     explicit SimdImpl(const ImplOptions& o)
@@ -181,12 +183,15 @@ class SimdImpl : public Implementation {
     // order: neither the batch, the pages' places nor the threads change a row.
     bool batch_invariant(Op op) const override { return op == Op::paged_attention; }
 
-    bool implements(Op op) const override { return !op_info(op).uses(kMoeRoute) && !op_info(op).uses(kMoeExperts); }
+    // A mixture of experts in float32 only: in bf16 its router would round
+    // the logits it chooses by, and a choice near a tie is judged on the
+    // selection taken only once the route is tapped that way (issue 51).
+    bool implements(Op op) const override { return elem_ == Elem::f32 || !is_moe(op); }
 
     Support supports(Op op, const BlockConfig& c) const override {
         if (Support s = chk::config_support(op, c); !s.ok) return s;
-        if (op_info(op).uses(kMoeRoute) || op_info(op).uses(kMoeExperts))
-            return Support::no("simd has no mixture-of-experts kernels yet (scalar has; docs/moe.md)");
+        if (is_moe(op) && elem_ != Elem::f32)
+            return Support::no("simd's mixture of experts runs in f32 only (docs/moe.md)");
         if ((op == Op::block || op == Op::decode) && c.head_dim > static_cast<int64_t>(kMaxHeadDim))
             return Support::no("the fused QK-norm + RoPE holds a head on the stack: head_dim <= " +
                                std::to_string(kMaxHeadDim) + ", found " + std::to_string(c.head_dim));
@@ -300,6 +305,26 @@ class SimdImpl : public Implementation {
         GemmScratch scratch;
         simd::swiglu(pool_, target_, xi.rows(), rows_of(x), w13, w2p, p.act, o.rows(), gated, scratch);
         o.finish();
+    }
+
+    void moe_route(View x, const MoeWeights& w, const BlockConfig& c, MutView route) override {
+        chk::expect_shape("moe_route", "x", x, x.rows, c.d_model);
+        chk::expect_shape("moe_route", "route", route, x.rows, c.n_experts);
+        scalar::check_moe_weights("moe_route", w, c, true, false);
+        simd::moe_route(pool_, target_, x, w, c, route);
+    }
+
+    void moe_experts(View x, View route, const MoeWeights& w, const BlockConfig& c, MutView out) override {
+        chk::expect_shape("moe_experts", "x", x, x.rows, c.d_model);
+        chk::expect_shape("moe_experts", "route", route, x.rows, c.n_experts);
+        chk::expect_shape("moe_experts", "out", out, x.rows, c.d_model);
+        scalar::check_moe_weights("moe_experts", w, c, false, true);
+        simd::moe_experts(pool_, target_, x, route, w, c, out);
+    }
+
+    void moe(View x, const MoeWeights& w, const BlockConfig& c, MutView out, MutView route) override {
+        moe_route(x, w, c, route);
+        moe_experts(x, View{route.data, route.rows, route.cols}, w, c, out);
     }
 
     TapSet block(View x, const BlockWeights& w, Positions pos, const BlockConfig& c, BlockOutputs& out) override {
@@ -556,7 +581,7 @@ std::unique_ptr<BenchOp> make_bench_op(const ImplOptions& o, const BenchInputs& 
         case Op::paged_attention: return std::make_unique<PagedBench>(o, in);
         case Op::moe:
         case Op::moe_route:
-        case Op::moe_experts: break;  // no SIMD kernels for a mixture of experts yet (supports())
+        case Op::moe_experts: break;  // not timed yet: bench has no mixture-of-experts inputs
     }
     throw ImplError("simd bench: unknown op");
 }

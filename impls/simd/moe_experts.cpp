@@ -1,0 +1,117 @@
+// moe_experts — a mixture of experts' experts and their combine, given the
+// route, the way an engine's grouped kernel runs them: the tokens sorted by
+// expert, each expert's rows gathered into one block and multiplied by its
+// weights once (two products over the pool), the outputs scattered back
+// with their weights; the shared expert over every token.
+//
+//   h   = x_e @ w13_e (+ b13_e)          [n_e, 2F]   (x_e: the rows routed to e, times r for Llama 4)
+//   a   = act(gate, up)                   [n_e, F]    silu(gate) * up, or gpt-oss's clamped form
+//   y   = a @ w2_e (+ b2_e)               [n_e, D]    the bias before the weight, as GptOssExperts adds it
+//   out[t] += r * y, or y (the weight on the input)
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "simd/ops.h"
+
+namespace conform::simd {
+
+namespace {
+
+float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
+
+// a[n, F] from h[n, 2F]: HF's act over [gate | up] or gate, up interleaved.
+void activate(ThreadPool& pool, const float* h, size_t n, size_t F, bool interleaved, float limit, float* a) {
+    pool.Run(n, [&](size_t r, int) {
+        const float* hr = h + r * 2 * F;
+        float* ar = a + r * F;
+        for (size_t i = 0; i < F; ++i) {
+            float gate = interleaved ? hr[2 * i] : hr[i];
+            float up = interleaved ? hr[2 * i + 1] : hr[F + i];
+            if (limit > 0) {
+                // gate.clamp(max=limit); up.clamp(-limit, limit); (up + 1) * gate * sigmoid(1.702 gate)
+                gate = std::min(gate, limit);
+                up = std::max(-limit, std::min(up, limit));
+                ar[i] = gate * sigmoid(1.702f * gate) * (up + 1.0f);
+            } else {
+                ar[i] = gate * sigmoid(gate) * up;  // silu(gate) * up
+            }
+        }
+    });
+}
+
+// y[n, D] = act(x[n, D] @ w13 (+ b13)) @ w2 (+ b2): one expert over its rows.
+void expert(ThreadPool& pool, Target t, CRows x, size_t n, View w13, const float* b13, View w2, const float* b2,
+            bool interleaved, float limit, Buffer& h, Buffer& a, MRows y, GemmScratch& scratch) {
+    const size_t F = static_cast<size_t>(w2.rows);
+    const PackedWeight p13 = pack_columns(pool, Elem::f32, {w13});
+    const PackedWeight p2 = pack_columns(pool, Elem::f32, {w2});
+    h.resize(Elem::f32, n, 2 * F);
+    a.resize(Elem::f32, n, F);
+    matmul(pool, t, x, n, p13, {b13 ? Epilogue::bias : Epilogue::store, h.m(), {}, {}, b13}, scratch);
+    activate(pool, static_cast<const float*>(h.data()), n, F, interleaved, limit, static_cast<float*>(a.data()));
+    matmul(pool, t, a.c(), n, p2, {b2 ? Epilogue::bias : Epilogue::store, y, {}, {}, b2}, scratch);
+}
+
+}  // namespace
+
+void moe_experts(ThreadPool& pool, Target t, View x, View route, const MoeWeights& w, const BlockConfig& c,
+                 MutView out) {
+    const size_t T = static_cast<size_t>(x.rows), D = static_cast<size_t>(c.d_model);
+    const size_t E = static_cast<size_t>(c.n_experts), F = static_cast<size_t>(c.moe_ffn_dim);
+    const size_t Fs = static_cast<size_t>(c.moe_shared_ffn_dim);
+    const float limit = static_cast<float>(c.moe_swiglu_limit);
+    std::fill(out.data, out.data + T * D, 0.0f);
+
+    // The tokens sorted by expert (moe_align's order, without its padding).
+    std::vector<std::vector<size_t>> rows(E);
+    for (size_t i = 0; i < T; ++i)
+        for (size_t e = 0; e < E; ++e)
+            if (route.data[i * E + e] != 0.0f) rows[e].push_back(i);
+
+    Buffer xe, h, a, y;
+    GemmScratch scratch;
+    for (size_t e = 0; e < E; ++e) {
+        const size_t n = rows[e].size();
+        if (n == 0) continue;  // an idle expert costs nothing
+        // x_e: the rows routed to e (Llama 4: r * x, the weight on the input)
+        xe.resize(Elem::f32, n, D);
+        float* xp = static_cast<float*>(xe.data());
+        for (size_t j = 0; j < n; ++j) {
+            const float r = route.data[rows[e][j] * E + e];
+            const float* src = x.data + rows[e][j] * D;
+            for (size_t d = 0; d < D; ++d) xp[j * D + d] = c.moe_weight_on_input ? r * src[d] : src[d];
+        }
+        const float* b13 = c.moe_expert_bias ? w.b13.data + e * 2 * F : nullptr;
+        const float* b2 = c.moe_expert_bias ? w.b2.data + e * D : nullptr;
+        y.resize(Elem::f32, n, D);
+        expert(pool, t, xe.c(), n, View{w.w13.data + e * D * 2 * F, static_cast<int64_t>(D), static_cast<int64_t>(2 * F)},
+               b13, View{w.w2.data + e * F * D, static_cast<int64_t>(F), static_cast<int64_t>(D)}, b2,
+               c.moe_gate_up_interleaved, limit, h, a, y.m(), scratch);
+        // out[t] += r * y, or y
+        const float* yp = static_cast<const float*>(y.data());
+        for (size_t j = 0; j < n; ++j) {
+            const size_t i = rows[e][j];
+            const float r = route.data[i * E + e];
+            float* o = out.data + i * D;
+            for (size_t d = 0; d < D; ++d)
+                o[d] += c.moe_weight_on_input ? yp[j * D + d] : r * yp[j * D + d];
+        }
+    }
+    if (Fs == 0) return;
+    // shared_experts(x), Qwen2-MoE: * sigmoid(shared_expert_gate(x))
+    y.resize(Elem::f32, T, D);
+    expert(pool, t, {x.data, D, Elem::f32}, T, w.ws13, nullptr, w.ws2, nullptr, false, 0.0f, h, a, y.m(), scratch);
+    const float* yp = static_cast<const float*>(y.data());
+    for (size_t i = 0; i < T; ++i) {
+        float gate = 1.0f;
+        if (c.moe_shared_gate) {
+            float z = 0.0f;
+            for (size_t d = 0; d < D; ++d) z += x.data[i * D + d] * w.ws_gate.data[d];
+            gate = sigmoid(z);
+        }
+        for (size_t d = 0; d < D; ++d) out.data[i * D + d] += gate * yp[i * D + d];
+    }
+}
+
+}  // namespace conform::simd
