@@ -80,6 +80,16 @@ CaseResult first_kill(const ImplEntry& e, uint64_t seed) {
     return {};
 }
 
+// Uniform noise of width 1e-1 on every output element (an LCG from `seed`):
+// wrong, but not by any one convention nor by a lower precision.
+void add_noise(NamedD& outputs, uint64_t seed) {
+    for (auto& [name, t] : outputs)
+        for (double& v : t.data) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            v += 1e-1 * (static_cast<double>(seed >> 11) * 0x1.0p-53 - 0.5);
+        }
+}
+
 }  // namespace
 
 TEST_CASE("every mutant's failure report names its bug", "[diagnose][mutants]") {
@@ -243,12 +253,7 @@ TEST_CASE("a failure no convention explains is reported as such", "[diagnose]") 
             // Output plus noise at 1e-1 of its scale: wrong, but not by any one
             // convention, nor by a lower precision (up to ~1e-2 it is within
             // what the bf16 judge allows, and precision_downgrade is named).
-            uint64_t s = 12345;
-            for (auto& [name, t] : out.outputs)
-                for (double& v : t.data) {
-                    s = s * 6364136223846793005ull + 1442695040888963407ull;
-                    v += 1e-1 * (static_cast<double>(s >> 11) * 0x1.0p-53 - 0.5);
-                }
+            add_noise(out.outputs, 12345);
             const Truth truth = reference_truth(c, DType::f32);
             CaseResult r = judge_case(c, DType::f32, out.outputs, truth);
             REQUIRE_FALSE(r.pass);
@@ -431,12 +436,7 @@ TEST_CASE("a later case is never judged under an earlier case's config", "[diagn
     const Case c = case_of("attention(T=3,S=5,H=2,KV=1,hd=4,qpos=2,kpos=0,mag=1,outliers=0,seed=8)");
     auto scalar = test::make("scalar");
     ImplOutputs out = run_impl(*scalar, c);
-    uint64_t s = 7;
-    for (auto& [name, t] : out.outputs)
-        for (double& v : t.data) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            v += 1e-1 * (static_cast<double>(s >> 11) * 0x1.0p-53 - 0.5);
-        }
+    add_noise(out.outputs, 7);
     const Truth truth = reference_truth(c, DType::f32);
     const CaseResult failed = judge_case(c, DType::f32, out.outputs, truth);
     REQUIRE_FALSE(failed.pass);

@@ -43,6 +43,12 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
     const Op op = c.op;
     std::vector<Hypothesis> h;
     auto add = [&](std::string id, ref::Variant v, std::string why) { h.push_back({std::move(id), v, std::move(why)}); };
+    // A hypothesis that is one of the reference's bug switches turned on.
+    auto flag = [&](std::string id, bool ref::Variant::*on, std::string why) {
+        ref::Variant v;
+        v.*on = true;
+        add(std::move(id), v, std::move(why));
+    };
 
     if (uses(op, kRope)) {
         ref::Variant v;
@@ -65,9 +71,7 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         const RopeScaling& sc = cfg.rope_scaling;
         if (sc.type != RopeScalingType::none) {
             if (sc.type == RopeScalingType::dynamic) {
-                ref::Variant vd;
-                vd.dynamic_at_scaled_context = true;
-                add("dynamic_ntk_inside_context", vd,
+                flag("dynamic_ntk_inside_context", &ref::Variant::dynamic_at_scaled_context,
                     fmt::format("dynamic NTK's base computed for seq_len = original_max_position x factor = {} "
                                 "whatever the sequence's length: within the original {} positions RoPE must be "
                                 "left unscaled",
@@ -81,24 +85,15 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                                 to_string(sc.type)));
             }
         }
-        ref::Variant va;
-        va.rope_angle_bf16 = true;
-        add("rope_angle_low_precision", va,
+        flag("rope_angle_low_precision", &ref::Variant::rope_angle_bf16,
             "RoPE angles (position x inv_freq) rounded to bf16 before cos/sin; compute them in float32 or wider");
-        ref::Variant vcs;
-        vcs.rope_cos_sin_bf16 = true;
-        add("rope_cos_sin_bf16", vcs,
+        flag("rope_cos_sin_bf16", &ref::Variant::rope_cos_sin_bf16,
             "RoPE's cos/sin table held in bf16 (a cache in the model's dtype) in a float32 kernel: keep it in float32");
-        ref::Variant vif;
-        vif.rope_inv_freq_bf16 = true;
-        add("rope_inv_freq_bf16", vif, "RoPE's inverse frequencies held in bf16: compute and keep them in float32");
-        ref::Variant vpf;
-        vpf.rope_positions_f16 = true;
-        add("rope_positions_f16", vpf,
+        flag("rope_inv_freq_bf16", &ref::Variant::rope_inv_freq_bf16,
+             "RoPE's inverse frequencies held in bf16: compute and keep them in float32");
+        flag("rope_positions_f16", &ref::Variant::rope_positions_f16,
             "positions rounded to f16 before the angle (exact only up to 2048): keep positions integer or float32");
-        ref::Variant vps;
-        vps.rope_pos_from_start = true;
-        add("rope_position_from_row_index", vps,
+        flag("rope_position_from_row_index", &ref::Variant::rope_pos_from_start,
             "each row rotated at positions[0] + its row index, not at its own position: the position array "
             "(gaps, restarts, any order) is what defines the angle");
         // The converse of a scaling bug: scaling applied although the config
@@ -159,16 +154,12 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             for (const BlockConfig& e : b.as(cfg)) add(b.id, ref::Variant::with_config(cfg, e), b.why(cfg, e));
     }
     if (uses(op, kResidual)) {
-        ref::Variant v;
-        v.rope_twice = true;
-        add("rope_applied_twice", v, "q and k rotated twice: RoPE applied in two places (model and attention kernel)");
-        ref::Variant vr;
-        vr.v_rotated = true;
-        add("v_rotated", vr, "v rotated like k: RoPE applies to q and k only, v is cached as projected");
+        flag("rope_applied_twice", &ref::Variant::rope_twice,
+             "q and k rotated twice: RoPE applied in two places (model and attention kernel)");
+        flag("v_rotated", &ref::Variant::v_rotated,
+             "v rotated like k: RoPE applies to q and k only, v is cached as projected");
         if (uses(op, kKvCache)) {
-            ref::Variant vk;
-            vk.k_unrotated = true;
-            add("decode_cache_unrotated_k", vk,
+            flag("decode_cache_unrotated_k", &ref::Variant::k_unrotated,
                 "decode steps cache their key before RoPE: the KV cache must hold rotated keys");
         }
         ref::Variant vq;
@@ -199,26 +190,19 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                 "the sandwich norms taken after the residual add (h = norm(x + attn)): they norm the sublayer's "
                 "output before it, h = x + norm(attn @ wo), and the stream is never normed");
         }
-        ref::Variant vres;
-        vres.residual_missing = true;
-        add("residual_missing", vres, "attention residual dropped: h = attn @ wo, where it must be x + attn @ wo");
-        ref::Variant vpost;
-        vpost.post_norm = true;
-        add("post_norm", vpost,
+        flag("residual_missing", &ref::Variant::residual_missing,
+             "attention residual dropped: h = attn @ wo, where it must be x + attn @ wo");
+        flag("post_norm", &ref::Variant::post_norm,
             "post-norm (h = norm(x + attn(x)), out = norm(h + ffn(h))) where the Llama block is pre-norm "
             "(each sublayer reads norm(x), the residual stream is never normed)");
     }
     if (uses(op, kMoeRoute) && cfg.moe_selection_bias) {
-        ref::Variant v;
-        v.moe_weights_from_choice = true;
-        add("selection_bias_in_weights", v,
+        flag("selection_bias_in_weights", &ref::Variant::moe_weights_from_choice,
             "the routing weights taken from scores + e_bias, the scores the choice is made on; DeepSeek-V3's "
             "weights are the unbiased scores (e_score_correction_bias is for the choice only)");
     }
     if (uses(op, kMoeExperts) && cfg.moe_expert_bias && !cfg.moe_weight_on_input) {
-        ref::Variant v;
-        v.moe_down_bias_after_weight = true;
-        add("expert_bias_after_weight", v,
+        flag("expert_bias_after_weight", &ref::Variant::moe_down_bias_after_weight,
             "each expert's down bias b2 added after its routing weight, w * (a @ w2) + b2; gpt-oss adds it first, "
             "(a @ w2 + b2) * w");
     }
@@ -278,9 +262,7 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
     }
     if (uses(op, kSoftcap) && cfg.attn_logit_softcapping > 0) {
         const double cap = cfg.attn_logit_softcapping;
-        ref::Variant vc;
-        vc.softcap_after_mask = true;
-        add("softcap_after_mask", vc,
+        flag("softcap_after_mask", &ref::Variant::softcap_after_mask,
             fmt::format("soft-cap applied after the mask: tanh turns each masked key's -inf into a logit of -{}, so "
                         "masked keys are read; the cap goes on the raw scores, before the mask",
                         cap));
@@ -288,9 +270,7 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
     if (uses(op, kCausal)) {
         const int64_t H = cfg.n_heads, KV = cfg.n_kv_heads, hd = cfg.head_dim;
         if (KV > 1 && KV < H) {
-            ref::Variant v;
-            v.gqa_tiled = true;
-            add("gqa_head_mapping_tiled", v,
+            flag("gqa_head_mapping_tiled", &ref::Variant::gqa_tiled,
                 fmt::format("query head h reads kv head h % {} (tiled); it must read h / {} (repeat_interleave)", KV,
                             H / KV));
         }
@@ -334,61 +314,42 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             // A sequence's keys sit at positions 0..kv_len-1 and its queries
             // are its last rows (bottom-right); the bug puts them at its
             // start (top-left), and a sliding window then follows them.
-            ref::Variant vi;
-            vi.paged_queries_at_start = true;
-            add("paged_queries_at_start", vi,
+            flag("paged_queries_at_start", &ref::Variant::paged_queries_at_start,
                 "new queries placed at the start of their sequence (top-left causal): query j must sit at position "
                 "kv_len - q_len + j, after the sequence's cached keys");
-            ref::Variant vp;
-            vp.paged_sequences_packed = true;
-            add("paged_sequences_packed", vp,
+            flag("paged_sequences_packed", &ref::Variant::paged_sequences_packed,
                 "the batch attended as one packed sequence: a query also sees the keys of the sequences before its "
                 "own (qo_indptr / kv_indptr boundaries ignored)");
-            ref::Variant vb;
-            vb.paged_block_table_ignored = true;
-            add("paged_block_table_ignored", vb,
+            flag("paged_block_table_ignored", &ref::Variant::paged_block_table_ignored,
                 "the block table ignored: a sequence's pages read as consecutive from its first "
                 "(kv_indices[kv_indptr[b]] + i) instead of kv_indices[kv_indptr[b] + i]");
-            ref::Variant vw;
-            vw.paged_last_page_len_ignored = true;
-            add("paged_last_page_len_ignored", vw,
+            flag("paged_last_page_len_ignored", &ref::Variant::paged_last_page_len_ignored,
                 "every sequence's last page read whole: kv_last_page_len ignored (a sequence has (n - 1) * page_size + "
                 "last_page_len keys)");
-            ref::Variant vo;
-            vo.paged_one_slot_past = true;
-            add("paged_kv_len_off_by_one", vo,
+            flag("paged_kv_len_off_by_one", &ref::Variant::paged_one_slot_past,
                 "a sequence's keys counted one too many where its last page is partial: the slot after its last key "
                 "read (and the queries placed one position later); it has (n - 1) * page_size + last_page_len keys");
-            ref::Variant vf;
-            vf.paged_partial_page_dropped = true;
-            add("paged_partial_page_dropped", vf,
+            flag("paged_partial_page_dropped", &ref::Variant::paged_partial_page_dropped,
                 "pages counted as kv_len / page_size (floor): a sequence's last partial page, and its keys, dropped; "
                 "it has ceil(kv_len / page_size) pages");
             if (!cfg.attn_sinks && (cfg.sliding_window > 0 || cfg.attention_chunk_size > 0)) {
-                ref::Variant vn;
-                vn.paged_first_page_empty_nan = true;
-                add("split_kv_merge_nan", vn,
+                flag("split_kv_merge_nan", &ref::Variant::paged_first_page_empty_nan,
                     fmt::format("NaN where a query's first page ({} keys) holds no key it sees and a later page does: "
                                 "a split-KV merge that starts from (max -inf, sum 0) computes exp(-inf - -inf); start "
                                 "from the first split that has a key, or guard the rescale",
                                 cfg.page_size));
             }
             if (cfg.attn_sinks) {
-                ref::Variant vls;
-                vls.paged_lse_without_sink = true;
-                add("sink_missing_from_lse", vls,
+                flag("sink_missing_from_lse", &ref::Variant::paged_lse_without_sink,
                     "lse over the keys alone, the sink left out (the output has it): the lse is the log of the whole "
                     "denominator, exp(sink) included, so that a later merge weighs this part rightly");
-                ref::Variant vsp;
-                vsp.paged_sink_per_page = true;
-                add("sink_per_split", vsp,
+                flag("sink_per_split", &ref::Variant::paged_sink_per_page,
                     "the sink added once per page of a sequence: each split of a split-KV kernel starts its softmax "
                     "from the sink (max sink, sum 1) and the merge adds them all; the sink joins the softmax once, when "
                     "the splits are merged");
             }
-            ref::Variant vl;
-            vl.lse_base2 = true;
-            add("paged_lse_base2", vl, "lse returned in base 2 (log2 of the softmax's denominator); the contract is the natural log");
+            flag("paged_lse_base2", &ref::Variant::lse_base2,
+                 "lse returned in base 2 (log2 of the softmax's denominator); the contract is the natural log");
         } else if (!uses(op, kResidual) || op == Op::block) {
             // Derived from the row index: wrong as soon as positions are not
             // the rows (a chunk after a cache, gaps, any order).
@@ -415,14 +376,11 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         vring.kv_ring = 16;
         add("kv_cache_wraps_early", vring,
             "a decoding query sees only the last 16 cached keys: a KV ring that wraps before the context ends");
-        ref::Variant vs;
-        vs.softmax_no_max = true;
-        add("softmax_no_max_subtraction", vs,
+        flag("softmax_no_max_subtraction", &ref::Variant::softmax_no_max,
             "softmax without subtracting the row max: exp overflows for scores above ~88.7 and gives NaN");
         if (own_key_positions(op)) {
-            ref::Variant ve;
-            ve.empty_row_nan = true;
-            add("masked_row_nan", ve, "a query that sees no key gets NaN (softmax over an all -inf row); it must get zeros");
+            flag("masked_row_nan", &ref::Variant::empty_row_nan,
+                 "a query that sees no key gets NaN (softmax over an all -inf row); it must get zeros");
         }
     }
     if (cfg.sliding_window > 0 && (op == Op::attention || op == Op::paged_attention)) {
@@ -448,28 +406,21 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         }
     }
     if (uses(op, kRmsNorm)) {
-        ref::Variant vl;
-        vl.layer_norm = true;
-        add("layer_norm_not_rms", vl, "LayerNorm (the mean subtracted) where the model uses RMSNorm (no centring)");
-        ref::Variant v;
-        v.rms_eps_outside = true;
-        add("rmsnorm_eps_outside_sqrt", v, "RMSNorm adds eps outside the square root: x / (sqrt(mean(x^2)) + eps)");
-        ref::Variant va;
-        va.rms_mean_abs = true;
-        add("rmsnorm_mean_not_squared", va, "RMSNorm divides by sqrt(mean|x|) where it must use mean(x^2)");
+        flag("layer_norm_not_rms", &ref::Variant::layer_norm,
+             "LayerNorm (the mean subtracted) where the model uses RMSNorm (no centring)");
+        flag("rmsnorm_eps_outside_sqrt", &ref::Variant::rms_eps_outside,
+             "RMSNorm adds eps outside the square root: x / (sqrt(mean(x^2)) + eps)");
+        flag("rmsnorm_mean_not_squared", &ref::Variant::rms_mean_abs,
+             "RMSNorm divides by sqrt(mean|x|) where it must use mean(x^2)");
         if (cfg.d_model % 8 != 0 || cfg.head_dim % 8 != 0) {
-            ref::Variant vt;
-            vt.rms_tail_skipped = true;
-            add("rmsnorm_tail_skipped", vt,
+            flag("rmsnorm_tail_skipped", &ref::Variant::rms_tail_skipped,
                 "RMSNorm's sum of squares leaves out the last n % 8 elements of each row (a vector loop without its "
                 "scalar tail); every element is in the mean");
         }
     }
     if (uses(op, kSwiglu)) {
         const bool geglu = cfg.hidden_act == HiddenAct::gelu_tanh;
-        ref::Variant v;
-        v.swiglu_gate_on_up = true;
-        add("swiglu_gate_on_up", v,
+        flag("swiglu_gate_on_up", &ref::Variant::swiglu_gate_on_up,
             std::string(geglu ? "gelu_tanh" : "SiLU") + " applied to the up branch (x @ w3) instead of the gate (x @ w1)");
         ref::Variant vg;
         vg.gelu_gate = true;
