@@ -55,6 +55,37 @@ const char* kMinimalLlama = R"({"architectures": ["LlamaForCausalLM"], "hidden_s
 
 }  // namespace
 
+TEST_CASE("Mixtral, Qwen2-MoE and Qwen3-MoE: their experts read as the moe ops compute them, defaults said", "[config]") {
+    const ModelConfig q3 = parse_hf_config(R"({"model_type": "qwen3_moe"})", "x.json");
+    CHECK(q3.block.n_experts == 128);
+    CHECK(q3.block.n_experts_per_tok == 8);
+    CHECK(q3.block.moe_ffn_dim == 768);
+    CHECK_FALSE(q3.block.moe_norm_topk_prob);
+    CHECK(q3.block.qk_norm);
+    CHECK(q3.block.moe_shared_ffn_dim == 0);
+    CHECK_THAT(q3.ffn_unmodelled, Catch::Contains("a mixture of 128 experts, 8 per token") &&
+                                      Catch::Contains("the top 8 as they are"));
+    CHECK(std::count(q3.defaults.begin(), q3.defaults.end(), "norm_topk_prob: absent, took false (Qwen3MoeConfig's default)") == 1);
+    const ModelConfig q2 = parse_hf_config(R"({"model_type": "qwen2_moe", "norm_topk_prob": true})", "x.json");
+    CHECK(q2.block.n_experts == 60);
+    CHECK(q2.block.moe_norm_topk_prob);
+    CHECK(q2.block.moe_shared_ffn_dim == 5632);
+    CHECK(q2.block.moe_shared_gate);
+    CHECK(q2.block.qkv_bias);
+    const ModelConfig mx = parse_hf_config(R"({"model_type": "mixtral", "intermediate_size": 512, "decoder_sparse_step": 2})",
+                                           "x.json");
+    CHECK(mx.block.n_experts == 8);
+    CHECK(mx.block.n_experts_per_tok == 2);
+    CHECK(mx.block.moe_ffn_dim == 512);  // Mixtral's experts are intermediate_size wide
+    CHECK(mx.block.moe_norm_topk_prob);  // always renormalised
+    CHECK(std::none_of(mx.notes.begin(), mx.notes.end(), [](const std::string& n) {
+        return n.find("decoder_sparse_step") != std::string::npos;  // Qwen's field only
+    }));
+    const ModelConfig sparse = parse_hf_config(R"({"model_type": "qwen3_moe", "mlp_only_layers": [0, 3]})", "x.json");
+    CHECK(std::any_of(sparse.notes.begin(), sparse.notes.end(),
+                      [](const std::string& n) { return n.find("some layers are dense") != std::string::npos; }));
+}
+
 TEST_CASE("each preset's config.json loads to the preset", "[config]") {
     for (const auto& p : presets()) {
         INFO(p.name);
@@ -75,6 +106,17 @@ TEST_CASE("each preset's config.json loads to the preset", "[config]") {
         CHECK(a.rope_layout == b.rope_layout);
         CHECK(a.rotary() == b.rotary());
         CHECK(a.rope_scaling == b.rope_scaling);
+        CHECK(a.n_experts == b.n_experts);
+        CHECK(a.n_experts_per_tok == b.n_experts_per_tok);
+        CHECK(a.moe_ffn_dim == b.moe_ffn_dim);
+        CHECK(a.moe_norm_topk_prob == b.moe_norm_topk_prob);
+        CHECK(a.moe_shared_ffn_dim == b.moe_shared_ffn_dim);
+        CHECK(a.moe_shared_gate == b.moe_shared_gate);
+        CHECK(a.moe_router_bias == b.moe_router_bias);
+        CHECK(a.moe_expert_bias == b.moe_expert_bias);
+        CHECK(a.moe_gate_up_interleaved == b.moe_gate_up_interleaved);
+        CHECK(a.moe_swiglu_limit == b.moe_swiglu_limit);
+        CHECK(m.ffn_unmodelled.empty() == p.ffn_unmodelled.empty());
         CHECK(m.layers == p.layers);
         CHECK(m.vocab == p.vocab);
         CHECK(m.max_position == p.max_position);
@@ -352,7 +394,14 @@ TEST_CASE("bad configs are refused naming the file and the field", "[config]") {
                Catch::Contains("x.json: attention_chunk_size: 8192: chunked attention: the block models it"));
     CHECK_THAT(refusal(base + ", \"query_pre_attn_scalar\": 144}"), Catch::Contains("x.json: query_pre_attn_scalar: 144"));
     CHECK_THAT(refusal(R"({"model_type": "gemma3"})"), Catch::Contains("x.json: model_type: \"gemma3\" (gemma3) has a vision tower"));
-    CHECK_THAT(refusal(R"({"model_type": "qwen3_moe"})"), Catch::Contains("x.json: model_type: \"qwen3_moe\" (qwen3_moe) has Qwen3-MoE's mixture-of-experts FFN"));
+    CHECK_THAT(refusal(R"({"model_type": "llama4_text"})"), Catch::Contains("x.json: model_type: \"llama4_text\" (llama4_text) has Llama 4's"));
+    // A mixture of experts is read where the moe ops compute it (Mixtral, Qwen2/3-MoE), its bad counts refused.
+    CHECK_THAT(refusal(R"({"model_type": "qwen3_moe", "num_experts": 4, "num_experts_per_tok": 5})"),
+               Catch::Contains("x.json: num_experts_per_tok: must be in [1, num_experts = 4], found 5"));
+    CHECK_THAT(refusal(R"({"model_type": "mixtral", "num_local_experts": 0})"),
+               Catch::Contains("x.json: num_local_experts: expected a positive integer"));
+    CHECK_THAT(refusal(R"({"model_type": "qwen2_moe", "norm_topk_prob": "yes"})"),
+               Catch::Contains("x.json: norm_topk_prob: expected true or false"));
     // ... and their "off" values are not twists.
     CHECK_NOTHROW(parse_hf_config(base + R"(, "attention_bias": false, "mlp_bias": false, "attn_logit_softcapping": null,
                                       "layer_types": ["full_attention", "full_attention", "full_attention", "full_attention"],
@@ -666,7 +715,7 @@ TEST_CASE("anatomy page: the table, every preset and the configuration, embedded
     const auto whole = std::count_if(presets().begin(), presets().end(),
                                      [](const Preset& q) { return unmodelled_for(q.model(), Op::block).empty(); });
     CHECK(data["presets"].size() == static_cast<size_t>(whole));
-    CHECK(whole == static_cast<long>(presets().size()) - 2);
+    CHECK(whole == static_cast<long>(presets().size()) - 5);  // gpt-oss x 2, mixtral, qwen3-moe, qwen1.5-moe
     CHECK(data["initial"]["config"] == config_json(p.model));
     CHECK(data["initial"]["config"]["notes"][0] == "a note with </script> in it");
     CHECK(data["initial"]["tokens"] == 300);

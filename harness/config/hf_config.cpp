@@ -65,6 +65,15 @@ const HfDefaults kArchitectures[] = {
     // SmolLM3: Llama's block with NoPE layers (no_rope_layers; below).
     {"SmolLM3Config", "SmolLM3ForCausalLM", "smollm3", 128256, 2048, 11008, 36, 16, 4, 0, 32768, 1e-6, 2e6, false, false,
      nullptr},
+    // Mixtral, Qwen2-MoE and Qwen3-MoE: Mistral's, Qwen2's and Qwen3's
+    // attention, and a mixture of experts the moe ops compute (below; the
+    // block and forward do not: ModelConfig::ffn_unmodelled).
+    {"MixtralConfig", "MixtralForCausalLM", "mixtral", 32000, 4096, 14336, 32, 32, 8, 0, 4096 * 32, 1e-5, 1e6, false,
+     false, nullptr},
+    {"Qwen2MoeConfig", "Qwen2MoeForCausalLM", "qwen2_moe", 151936, 2048, 5632, 24, 16, 16, 0, 8192, 1e-6, 1e6, false,
+     true, nullptr},
+    {"Qwen3MoeConfig", "Qwen3MoeForCausalLM", "qwen3_moe", 151936, 2048, 6144, 24, 32, 4, 0, 32768, 1e-6, 10000.0, true,
+     false, nullptr},
     // gpt-oss: its attention is read (q/k/v and o_proj biases, a sink per
     // head, sliding / full layers); its FFN is a mixture of experts, which
     // conform does not compute (below: ModelConfig::ffn_unmodelled).
@@ -85,9 +94,6 @@ const Unmodelled kUnmodelled[] = {
                "config is its text_config, model_type gemma3_text, which conform reads"},
     {"llama4", "Llama 4's NoPE layers, chunked attention and mixture-of-experts FFN"},
     {"llama4_text", "Llama 4's NoPE layers, chunked attention and mixture-of-experts FFN"},
-    {"mixtral", "Mixtral's mixture-of-experts FFN"},
-    {"qwen2_moe", "Qwen2-MoE's mixture-of-experts FFN"},
-    {"qwen3_moe", "Qwen3-MoE's mixture-of-experts FFN"},
 };
 
 // Fields that name a twist of the attention or the FFN the block does not
@@ -339,10 +345,12 @@ ModelConfig resolve(const json& j, const std::string& file) {
     const std::string_view arch_type = arch ? arch->model_type : "";
     const bool gemma2 = arch_type == "gemma2", gemma3 = arch_type == "gemma3_text", gemma23 = gemma2 || gemma3;
     const bool smollm3 = arch_type == "smollm3", gptoss = arch_type == "gpt_oss";
+    const bool mixtral = arch_type == "mixtral", qwen_moe = arch_type == "qwen2_moe" || arch_type == "qwen3_moe";
     auto modelled = [&](std::string_view key) {
         const bool either = key == "attn_logit_softcapping" || key == "final_logit_softcapping" || key == "query_pre_attn_scalar";
         return (gemma23 && either) || (gemma3 && (key == "sliding_window_pattern" || key == "rope_local_base_freq")) ||
-               (smollm3 && key == "no_rope_layers") || (gptoss && key == "num_local_experts");
+               (smollm3 && key == "no_rope_layers") || ((gptoss || mixtral) && key == "num_local_experts") ||
+               (qwen_moe && key == "num_experts");
     };
     for (const TwistField& t : kTwistFields) {
         if (!r.present(t.key) || modelled(t.key)) continue;
@@ -423,7 +431,6 @@ ModelConfig resolve(const json& j, const std::string& file) {
                                               std::to_string(used));
         m.block.n_experts = experts;
         m.block.n_experts_per_tok = used;
-        m.block.moe_ffn_dim = m.block.ffn_dim;
         m.block.moe_router_bias = m.block.moe_norm_topk_prob = m.block.moe_gate_up_interleaved = true;
         m.block.moe_expert_bias = true;
         const double limit = r.present("swiglu_limit") ? r.number(j, "swiglu_limit", "swiglu_limit") : 7.0;
@@ -457,6 +464,54 @@ ModelConfig resolve(const json& j, const std::string& file) {
     }
     c.ffn_dim = r.size("intermediate_size", arch->intermediate, dflt);
     m.layers = r.size("num_hidden_layers", arch->layers, dflt, limits::kLayers);
+    if (gptoss) c.moe_ffn_dim = c.ffn_dim;  // GptOssExperts: intermediate_size is each expert's width
+
+    // ---- a mixture-of-experts FFN: Mixtral, Qwen2-MoE, Qwen3-MoE (gpt-oss's above) ----
+    // As the moe ops compute it (docs/moe.md): a softmax over every expert,
+    // the top k, the experts' SwiGLU on [gate | up] without biases.
+    if (mixtral || qwen_moe) {
+        const char* count_key = mixtral ? "num_local_experts" : "num_experts";
+        const int64_t experts = r.size(count_key, mixtral ? 8 : (arch_type == "qwen2_moe" ? 60 : 128), dflt, limits::kExperts);
+        const int64_t used = r.size("num_experts_per_tok", mixtral ? 2 : (arch_type == "qwen2_moe" ? 4 : 8), dflt);
+        if (used > experts)
+            r.fail("num_experts_per_tok", "must be in [1, " + std::string(count_key) + " = " + std::to_string(experts) +
+                                              "], found " + std::to_string(used));
+        c.n_experts = experts;
+        c.n_experts_per_tok = used;
+        // MixtralSparseMoeBlock renormalises its top k always (no field); Qwen's by norm_topk_prob (default false).
+        c.moe_norm_topk_prob = mixtral;
+        if (qwen_moe && r.present("norm_topk_prob")) {
+            if (!j.at("norm_topk_prob").is_boolean())
+                r.fail("norm_topk_prob", "expected true or false, found " + shown(j.at("norm_topk_prob")));
+            c.moe_norm_topk_prob = j.at("norm_topk_prob").get<bool>();
+        } else if (qwen_moe) {
+            m.defaults.push_back("norm_topk_prob: absent, took false (" + dflt + ")");
+        }
+        // Mixtral's experts are intermediate_size wide; Qwen's moe_intermediate_size.
+        c.moe_ffn_dim = mixtral ? c.ffn_dim
+                                : r.size("moe_intermediate_size", arch_type == "qwen2_moe" ? 1408 : 768, dflt);
+        std::string what = mixtral ? "MixtralSparseMoeBlock: a softmax over the experts, the top " +
+                                         std::to_string(used) + " renormalised"
+                                   : std::string(arch->architecture) + "'s sparse block: a softmax over the experts, the top " +
+                                         std::to_string(used) + (c.moe_norm_topk_prob ? " renormalised" : " as they are");
+        if (arch_type == "qwen2_moe") {
+            // Qwen2MoeSparseMoeBlock: shared_expert(x) * sigmoid(shared_expert_gate(x)), always.
+            c.moe_shared_ffn_dim = r.size("shared_expert_intermediate_size", 5632, dflt);
+            c.moe_shared_gate = true;
+            what += ", and a shared expert gated by sigmoid(x @ shared_expert_gate)";
+        }
+        m.ffn_unmodelled = "a mixture of " + std::to_string(experts) + " experts, " + std::to_string(used) +
+                           " per token (" + what + "): the block does not compute it (--op moe does)";
+        // Which layers have experts: every decoder_sparse_step-th, but those in mlp_only_layers (dense).
+        if (qwen_moe) {
+            const bool every = !r.present("decoder_sparse_step") || j.at("decoder_sparse_step") == 1;
+            const bool none_dense = !r.present("mlp_only_layers") ||
+                                    (j.at("mlp_only_layers").is_array() && j.at("mlp_only_layers").empty());
+            if (!every || !none_dense)
+                m.notes.push_back("decoder_sparse_step / mlp_only_layers: some layers are dense (intermediate_size "
+                                  "wide); the moe ops take the sparse layers' FFN");
+        }
+    }
 
     // ---- sliding window, and which layers have it ------------------------------------
     // As transformers applies it. The window W: key visible iff q - W < k <= q.
@@ -510,7 +565,7 @@ ModelConfig resolve(const json& j, const std::string& file) {
         }
         for (int64_t l = 0; l < m.layers; ++l) sliding.push_back((l + 1) % p != 0);
         which = "sliding_window_pattern " + std::to_string(p) + " (every " + std::to_string(p) + "th layer full)";
-    } else if ((mt == "qwen2" || mt == "qwen3") && W > 0) {
+    } else if ((mt == "qwen2" || mt == "qwen3" || mt == "qwen2_moe" || mt == "qwen3_moe") && W > 0) {
         const bool use = r.present("use_sliding_window") && j.at("use_sliding_window") == true;
         const int64_t from = r.present("max_window_layers") ? r.integer(j, "max_window_layers", "max_window_layers") : m.layers;
         if (!use) {

@@ -111,6 +111,26 @@ std::string num(double v) {
 // router bias, softmax over the chosen 4's logits, interleaved gate/up,
 // SwiGLU clamped at 7, expert biases); the block's dense FFN stands for none
 // of it, so the block's ops are refused (config::unmodelled_for).
+// A mixture of experts as Mixtral's and Qwen2/3-MoE's sparse blocks run it
+// (softmax over every expert, the top k, SwiGLU experts on [gate | up]
+// without biases); `shared`: Qwen2-MoE's shared expert, gated by a sigmoid.
+Preset with_experts(Preset p, int64_t experts, int64_t used, int64_t expert_ffn, bool renormalised, int64_t shared,
+                    const std::string& block) {
+    BlockConfig& c = p.config;
+    c.n_experts = experts;
+    c.n_experts_per_tok = used;
+    c.moe_ffn_dim = expert_ffn;
+    c.moe_norm_topk_prob = renormalised;
+    c.moe_shared_ffn_dim = shared;
+    c.moe_shared_gate = shared > 0;
+    p.ffn_unmodelled = "a mixture of " + std::to_string(experts) + " experts, " + std::to_string(used) + " per token (" +
+                       block + ": a softmax over the experts, the top " + std::to_string(used) +
+                       (renormalised ? " renormalised" : " as they are") +
+                       (shared > 0 ? ", and a shared expert gated by sigmoid(x @ shared_expert_gate)" : "") +
+                       "): the block does not compute it (--op moe does)";
+    return p;
+}
+
 Preset gpt_oss(std::string name, std::string source, int64_t layers, int64_t experts) {
     BlockConfig c = make(2880, 64, 8, 64, 2880, 150000.0, 1e-5, false);
     c.qkv_bias = true;
@@ -196,6 +216,16 @@ const std::vector<Preset>& presets() {
                make(1152, 4, 1, 256, 6912, 1e6, 1e-6, true), 26, 512, 262144, 32768, 1.0),
         gemma3("gemma3-4b", "google/gemma-3-4b-pt's text_config (GQA 2, QK-norm, window 1024, linear RoPE x8 on full layers)",
                make(2560, 8, 4, 256, 10240, 1e6, 1e-6, true), 34, 1024, 262208, 131072, 8.0),
+        with_experts({"mixtral-8x7b", "mistralai/Mixtral-8x7B-v0.1 (GQA 4; 8 experts, 2 per token, by --op moe)",
+                      make(4096, 32, 8, 128, 14336, 1e6, 1e-5, false), 32, 32000, 32768, false},
+                     8, 2, 14336, true, 0, "MixtralSparseMoeBlock"),
+        with_experts({"qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B (GQA 8, QK-norm; 128 experts, 8 per token, by --op moe)",
+                      make(2048, 32, 4, 128, 6144, 1e6, 1e-6, true), 48, 151936, 40960, false},
+                     128, 8, 768, true, 0, "Qwen3MoeSparseMoeBlock"),
+        with_experts({"qwen1.5-moe-a2.7b",
+                      "Qwen/Qwen1.5-MoE-A2.7B (q/k/v biases; 60 experts, 4 per token, a gated shared expert, by --op moe)",
+                      with_qkv_bias(make(2048, 16, 16, 128, 5632, 1e6, 1e-6, false)), 24, 151936, 8192, false},
+                     60, 4, 1408, false, 5632, "Qwen2MoeSparseMoeBlock"),
         gpt_oss("gpt-oss-20b", "openai/gpt-oss-20b (GQA 8, sinks, q/k/v/o biases, sliding 128 / full, YaRN; its experts by --op moe)", 24, 32),
         gpt_oss("gpt-oss-120b", "openai/gpt-oss-120b (GQA 8, sinks, q/k/v/o biases, sliding 128 / full, YaRN; its experts by --op moe)", 36, 128),
     };
