@@ -9,6 +9,7 @@
 #include <limits>
 #include <ostream>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "bench/inputs.h"
@@ -266,6 +267,7 @@ Result run(const Request& o, std::ostream& log) {
     // (a plugin cannot tell a compared call from another).
     std::mt19937_64 pick(std::random_device{}());
 
+    std::set<std::string> untimed;  // "impl dtype op" said not timed
     for (Op op : o.ops) {
         for (int64_t T : o.tokens) {
             if (op == Op::decode && T != 1) continue;  // a decode step is one token
@@ -322,6 +324,13 @@ Result run(const Request& o, std::ostream& log) {
                         std::shared_ptr<BenchOp> b;
                         try {
                             if (const Availability a = e->available(); !a.available) throw ImplError(a.reason);
+                            // An op it has not in this dtype (simd's mixture of experts in bf16): said once, not timed.
+                            if (!std::unique_ptr<Implementation>(e->create(io))->implements(op)) {
+                                if (untimed.insert(impl + " " + to_string(d) + " " + to_string(op)).second)
+                                    log << "  " << impl << " " << to_string(d) << " " << to_string(op)
+                                        << ": not timed (" << impl << " does not implement it in " << to_string(d) << ")\n";
+                                continue;
+                            }
                             b = e->bench(io, bench_inputs(in));
                         } catch (const std::exception& ex) {
                             throw Unavailable(impl + ": " + ex.what());

@@ -103,6 +103,7 @@ BenchInputs bench_inputs(const Inputs& in) {
         b.v = call.in("v_cache");
         b.paged = paged_index(call);
     }
+    if (op_info(in.c.op).uses(kMoeRoute) || op_info(in.c.op).uses(kMoeExperts)) b.moe = calls::moe_weights(call);
     if (in.c.op == Op::decode) {
         b.context_x = in.context_x.view();
         b.context_pos = Positions{in.context_pos.data(), static_cast<int64_t>(in.context_pos.size())};
@@ -143,9 +144,20 @@ Cost cost(Op op, const config::ModelConfig& model, int64_t T, int64_t context, d
             parts = {"layer"};
             C = context;
             break;
-        case Op::moe:
-        case Op::moe_route:
-        case Op::moe_experts: throw std::logic_error("bench: a mixture of experts is not timed (bench/resolve.cpp refuses it)");
+        case Op::moe: {
+            // The router's product, each token's K experts (two products and
+            // the gate each), the shared expert; the weights of the experts
+            // T tokens are expected to touch under a uniform router
+            // (E (1 - (1 - K/E)^T)), the router's, the shared expert's.
+            const BlockConfig& c = m.block;
+            const double t = static_cast<double>(T), D = static_cast<double>(c.d_model);
+            const double E = static_cast<double>(c.n_experts), K = static_cast<double>(c.n_experts_per_tok);
+            const double F = static_cast<double>(c.moe_ffn_dim), Fs = static_cast<double>(c.moe_shared_ffn_dim);
+            const double touched = E * (1.0 - std::pow(1.0 - K / E, t));
+            const double flops = 2 * t * D * E + t * K * (6 * D * F + 4 * F + 3 * D) + t * (6 * D * Fs + 4 * Fs + 2 * D);
+            const double weights = es * (D * E + touched * 3 * D * F + 3 * D * Fs);
+            return {flops, weights + es * 2 * t * D, weights};
+        }
         case Op::paged_attention: {
             // T sequences, each one query over its `context` cached keys and
             // its own: T times a decode step's attention (each reads its own keys).

@@ -26,21 +26,29 @@ std::optional<Request> resolve(const Flags& o, std::ostream& err) {
         return std::nullopt;
     }
     // "all" is the block's ops: paged_attention's batches (--tokens sequences
-    // of --context keys each) are asked for by name.
-    // A mixture of experts is not timed yet (no anatomy lane prices its call).
-    auto timed = [](Op op) { return !op_info(op).uses(kMoeRoute) && !op_info(op).uses(kMoeExperts); };
+    // of --context keys each) and a mixture of experts are asked for by name.
+    // A mixture of experts is timed whole (moe: the router and the experts),
+    // on a model that has one.
+    auto moe_part = [](Op op) { return op == Op::moe_route || op == Op::moe_experts; };
+    auto moe_op = [](Op op) { return op_info(op).uses(kMoeRoute) || op_info(op).uses(kMoeExperts); };
     if (o.ops == "all")
         for (Op op : kAllOps)
-            if (!op_info(op).uses(kPaged) && timed(op)) r.ops.push_back(op);
+            if (!op_info(op).uses(kPaged) && !moe_op(op)) r.ops.push_back(op);
     for (const auto& name : o.ops == "all" ? std::vector<std::string>{} : run::split_list(o.ops)) {
         auto op = parse_op(name);
         if (!op) {
             err << "conform bench: --op: unknown op '" << name << "'\n";
             return std::nullopt;
         }
-        if (!timed(*op)) {
-            err << "conform bench: --op " << name << ": a mixture of experts is not timed yet (`conform --op " << name
-                << "` judges one)\n";
+        if (moe_part(*op)) {
+            err << "conform bench: --op " << name << ": a mixture of experts is timed whole (--op moe); `conform --op "
+                << name << "` judges its part\n";
+            return std::nullopt;
+        }
+        if (*op == Op::moe && r.model.block.n_experts <= 0) {
+            err << "conform bench: --op moe: " << r.model.name
+                << " has no mixture of experts (e.g. --preset qwen3-30b-a3b, mixtral-8x7b, qwen1.5-moe-a2.7b, "
+                   "gpt-oss-20b)\n";
             return std::nullopt;
         }
         r.ops.push_back(*op);

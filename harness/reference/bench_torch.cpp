@@ -10,6 +10,8 @@
 #include <functional>
 #include <limits>
 
+#include "reference/torch_ops.h"  // moe_route, moe_experts: the mixture of experts' eager graph
+
 namespace conform::ref {
 
 namespace {
@@ -305,6 +307,30 @@ class SwigluOp : public Op1 {
     HiddenAct act_;
 };
 
+// A mixture of experts as HF's sparse blocks run it in eager PyTorch: the
+// router's product, softmax / sigmoid, topk, then a loop over the experts that
+// some token chose (index_select, two products, index_add_) — the
+// reference's own graph (moe.cpp), in float32 through LibTorch's matmul.
+class MoeOp : public Op1 {
+   public:
+    explicit MoeOp(const Case& c) : x_(to_torch(c.in("x"))), cfg_(c.config) {
+        auto opt = [&](const char* n) { return c.inputs.count(n) ? to_torch(c.in(n)) : Tensor(); };
+        w_ = MoeTensors{opt("w_router"), opt("router_bias"), opt("e_bias"), opt("w13"), opt("w2"),
+                        opt("b13"),      opt("b2"),          opt("ws13"),   opt("ws2"), opt("ws_gate")};
+    }
+    void compute() override {
+        torch::NoGradGuard g;
+        static const Variant none;
+        const Ctx ctx{torch::kFloat32, torch::kFloat32, Order::library, none};
+        out_ = moe_experts(x_, moe_route(x_, w_, cfg_, ctx), w_, cfg_, ctx);
+    }
+
+   private:
+    Tensor x_;
+    MoeTensors w_;
+    BlockConfig cfg_;
+};
+
 class BlockOp : public Op1 {
    public:
     explicit BlockOp(const Case& c)
@@ -397,9 +423,9 @@ std::unique_ptr<TorchBenchOp> make_torch_bench_op(const Case& c, const conform::
             return std::make_unique<DecodeOp>(c, context_x ? *context_x : none, context_pos ? *context_pos : no_pos);
         }
         case Op::paged_attention: return std::make_unique<PagedOp>(c);
-        case Op::moe:
+        case Op::moe: return std::make_unique<MoeOp>(c);
         case Op::moe_route:
-        case Op::moe_experts: break;  // not timed (bench/resolve.cpp refuses it)
+        case Op::moe_experts: break;  // timed whole, as moe (bench/resolve.cpp)
     }
     throw std::logic_error("torch bench: unknown op");
 }

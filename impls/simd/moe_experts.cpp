@@ -41,11 +41,10 @@ void activate(ThreadPool& pool, const float* h, size_t n, size_t F, bool interle
 }
 
 // y[n, D] = act(x[n, D] @ w13 (+ b13)) @ w2 (+ b2): one expert over its rows.
-void expert(ThreadPool& pool, Target t, CRows x, size_t n, View w13, const float* b13, View w2, const float* b2,
-            bool interleaved, float limit, Buffer& h, Buffer& a, MRows y, GemmScratch& scratch) {
-    const size_t F = static_cast<size_t>(w2.rows);
-    const PackedWeight p13 = pack_columns(pool, Elem::f32, {w13});
-    const PackedWeight p2 = pack_columns(pool, Elem::f32, {w2});
+void expert(ThreadPool& pool, Target t, CRows x, size_t n, const PackedWeight& p13, const float* b13,
+            const PackedWeight& p2, const float* b2, bool interleaved, float limit, Buffer& h, Buffer& a, MRows y,
+            GemmScratch& scratch) {
+    const size_t F = p2.K;
     h.resize(Elem::f32, n, 2 * F);
     a.resize(Elem::f32, n, F);
     matmul(pool, t, x, n, p13, {b13 ? Epilogue::bias : Epilogue::store, h.m(), {}, {}, b13}, scratch);
@@ -55,8 +54,24 @@ void expert(ThreadPool& pool, Target t, CRows x, size_t n, View w13, const float
 
 }  // namespace
 
-void moe_experts(ThreadPool& pool, Target t, View x, View route, const MoeWeights& w, const BlockConfig& c,
-                 MutView out) {
+MoePacked pack_moe(ThreadPool& pool, const MoeWeights& w, const BlockConfig& c) {
+    const int64_t D = c.d_model, E = c.n_experts, F = c.moe_ffn_dim;
+    MoePacked p;
+    if (w.w_router.data) p.router = pack_columns(pool, Elem::f32, {w.w_router});
+    if (w.w13.data)
+        for (int64_t e = 0; e < E; ++e) {
+            p.w13.push_back(pack_columns(pool, Elem::f32, {View{w.w13.data + e * D * 2 * F, D, 2 * F}}));
+            p.w2.push_back(pack_columns(pool, Elem::f32, {View{w.w2.data + e * F * D, F, D}}));
+        }
+    if (c.moe_shared_ffn_dim > 0 && w.ws13.data) {
+        p.ws13 = pack_columns(pool, Elem::f32, {w.ws13});
+        p.ws2 = pack_columns(pool, Elem::f32, {w.ws2});
+    }
+    return p;
+}
+
+void moe_experts(ThreadPool& pool, Target t, View x, View route, const MoePacked& p, const MoeWeights& w,
+                 const BlockConfig& c, MutView out) {
     const size_t T = static_cast<size_t>(x.rows), D = static_cast<size_t>(c.d_model);
     const size_t E = static_cast<size_t>(c.n_experts), F = static_cast<size_t>(c.moe_ffn_dim);
     const size_t Fs = static_cast<size_t>(c.moe_shared_ffn_dim);
@@ -85,9 +100,7 @@ void moe_experts(ThreadPool& pool, Target t, View x, View route, const MoeWeight
         const float* b13 = c.moe_expert_bias ? w.b13.data + e * 2 * F : nullptr;
         const float* b2 = c.moe_expert_bias ? w.b2.data + e * D : nullptr;
         y.resize(Elem::f32, n, D);
-        expert(pool, t, xe.c(), n, View{w.w13.data + e * D * 2 * F, static_cast<int64_t>(D), static_cast<int64_t>(2 * F)},
-               b13, View{w.w2.data + e * F * D, static_cast<int64_t>(F), static_cast<int64_t>(D)}, b2,
-               c.moe_gate_up_interleaved, limit, h, a, y.m(), scratch);
+        expert(pool, t, xe.c(), n, p.w13[e], b13, p.w2[e], b2, c.moe_gate_up_interleaved, limit, h, a, y.m(), scratch);
         // out[t] += r * y, or y
         const float* yp = static_cast<const float*>(y.data());
         for (size_t j = 0; j < n; ++j) {
@@ -101,7 +114,7 @@ void moe_experts(ThreadPool& pool, Target t, View x, View route, const MoeWeight
     if (Fs == 0) return;
     // shared_experts(x), Qwen2-MoE: * sigmoid(shared_expert_gate(x))
     y.resize(Elem::f32, T, D);
-    expert(pool, t, {x.data, D, Elem::f32}, T, w.ws13, nullptr, w.ws2, nullptr, false, 0.0f, h, a, y.m(), scratch);
+    expert(pool, t, {x.data, D, Elem::f32}, T, p.ws13, nullptr, p.ws2, nullptr, false, 0.0f, h, a, y.m(), scratch);
     const float* yp = static_cast<const float*>(y.data());
     for (size_t i = 0; i < T; ++i) {
         float gate = 1.0f;

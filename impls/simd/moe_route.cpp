@@ -11,10 +11,11 @@
 
 namespace conform::simd {
 
-void moe_route(ThreadPool& pool, Target t, View x, const MoeWeights& w, const BlockConfig& c, MutView route) {
+void moe_route(ThreadPool& pool, Target t, View x, const MoePacked& p, const MoeWeights& w, const BlockConfig& c,
+               MutView route) {
     const size_t T = static_cast<size_t>(x.rows), E = static_cast<size_t>(c.n_experts);
     // router_logits = x @ w_router (+ router_bias)             [T, E]
-    const PackedWeight wr = pack_columns(pool, Elem::f32, {w.w_router});
+    const PackedWeight& wr = p.router;
     Buffer logits(Elem::f32, T, E);
     GemmScratch scratch;
     const CRows xr{x.data, static_cast<size_t>(x.cols), Elem::f32};

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "conform/config.h"
 #include "conform/interface.h"
@@ -37,11 +38,19 @@ void swiglu(ThreadPool& pool, Target t, CRows x, size_t T, const PackedWeight& w
             HiddenAct act, MRows out, Buffer& gated, GemmScratch& scratch);
 
 // A mixture of experts (conform/interface.h; docs/moe.md), float32 only: the
-// contract's views as they come.
+// contract's views as they come, the weights packed once (pack_moe) as an
+// engine holds them between calls.
+struct MoePacked {
+    PackedWeight router;                // [D, E]
+    std::vector<PackedWeight> w13, w2;  // per expert: [D, 2F], [F, D]
+    PackedWeight ws13, ws2;             // the shared expert's, where the config has one
+};
+MoePacked pack_moe(ThreadPool& pool, const MoeWeights& w, const BlockConfig& c);
 // moe_route.cpp: route[T, E], each token's weight on each expert (0: not chosen)
-void moe_route(ThreadPool& pool, Target t, View x, const MoeWeights& w, const BlockConfig& c, MutView route);
+void moe_route(ThreadPool& pool, Target t, View x, const MoePacked& p, const MoeWeights& w, const BlockConfig& c,
+               MutView route);
 // moe_experts.cpp: out[T, D] from a route
-void moe_experts(ThreadPool& pool, Target t, View x, View route, const MoeWeights& w, const BlockConfig& c,
-                 MutView out);
+void moe_experts(ThreadPool& pool, Target t, View x, View route, const MoePacked& p, const MoeWeights& w,
+                 const BlockConfig& c, MutView out);
 
 }  // namespace conform::simd

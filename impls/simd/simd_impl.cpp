@@ -311,7 +311,7 @@ class SimdImpl : public Implementation {
         chk::expect_shape("moe_route", "x", x, x.rows, c.d_model);
         chk::expect_shape("moe_route", "route", route, x.rows, c.n_experts);
         scalar::check_moe_weights("moe_route", w, c, true, false);
-        simd::moe_route(pool_, target_, x, w, c, route);
+        simd::moe_route(pool_, target_, x, pack_moe(pool_, MoeWeights{w.w_router}, c), w, c, route);
     }
 
     void moe_experts(View x, View route, const MoeWeights& w, const BlockConfig& c, MutView out) override {
@@ -319,7 +319,9 @@ class SimdImpl : public Implementation {
         chk::expect_shape("moe_experts", "route", route, x.rows, c.n_experts);
         chk::expect_shape("moe_experts", "out", out, x.rows, c.d_model);
         scalar::check_moe_weights("moe_experts", w, c, false, true);
-        simd::moe_experts(pool_, target_, x, route, w, c, out);
+        MoeWeights experts = w;
+        experts.w_router = View{};  // the router is not this op's
+        simd::moe_experts(pool_, target_, x, route, pack_moe(pool_, experts, c), w, c, out);
     }
 
     void moe(View x, const MoeWeights& w, const BlockConfig& c, MutView out, MutView route) override {
@@ -522,6 +524,44 @@ class SwigluBench : public BenchBase {
     GemmScratch scratch_;
 };
 
+// moe: the router and the experts, the weights packed once; what the
+// kernels read at run time besides them (x, the biases) copied, as the
+// inputs' views do not outlive the constructor.
+class MoeBench : public BenchBase {
+   public:
+    MoeBench(const ImplOptions& o, const BenchInputs& in)
+        : BenchBase(o), c_(in.config), T_(in.x.rows), packed_(pack_moe(pool_, in.moe, in.config)) {
+        if (elem_ != Elem::f32) throw ImplError("simd bench: a mixture of experts runs in f32 only");
+        x_ = own(in.x, 0);
+        w_.router_bias = own(in.moe.router_bias, 1);
+        w_.e_bias = own(in.moe.e_bias, 2);
+        w_.b13 = own(in.moe.b13, 3);
+        w_.b2 = own(in.moe.b2, 4);
+        w_.ws_gate = own(in.moe.ws_gate, 5);
+        route_.resize(static_cast<size_t>(T_ * c_.n_experts));
+        out_.resize(static_cast<size_t>(T_ * c_.d_model));
+    }
+    void run() override {
+        simd::moe_route(pool_, target_, x_, packed_, w_, c_, MutView{route_.data(), T_, c_.n_experts});
+        simd::moe_experts(pool_, target_, x_, View{route_.data(), T_, c_.n_experts}, packed_, w_, c_,
+                          MutView{out_.data(), T_, c_.d_model});
+    }
+    std::vector<float> output() const override { return out_; }
+
+   private:
+    View own(View v, size_t slot) {
+        copies_[slot].assign(v.data, v.data + (v.data ? v.size() : 0));
+        return v.data ? View{copies_[slot].data(), v.rows, v.cols} : View{};
+    }
+    BlockConfig c_;
+    int64_t T_;
+    MoePacked packed_;
+    std::vector<float> copies_[6];
+    View x_;
+    MoeWeights w_;
+    std::vector<float> route_, out_;
+};
+
 // block: one forward over T tokens from an empty cache. decode: one token
 // after `context` tokens already in the cache (the cache is rolled back after
 // each run, so every run is the same step).
@@ -579,9 +619,9 @@ std::unique_ptr<BenchOp> make_bench_op(const ImplOptions& o, const BenchInputs& 
         case Op::block:
         case Op::decode: return std::make_unique<BlockBench>(o, in);
         case Op::paged_attention: return std::make_unique<PagedBench>(o, in);
-        case Op::moe:
+        case Op::moe: return std::make_unique<MoeBench>(o, in);
         case Op::moe_route:
-        case Op::moe_experts: break;  // not timed yet: bench has no mixture-of-experts inputs
+        case Op::moe_experts: break;  // timed whole, as moe
     }
     throw ImplError("simd bench: unknown op");
 }

@@ -65,6 +65,13 @@ for x in r["results"]:
     assert x["time_vs"] == "torch f32", x
 assert "device_ceilings" not in r
 PY
+# A mixture of experts, timed whole (simd f32 against torch's eager loop over experts), checked against torch.
+expect 0 "moe  *3  simd  f32 .* [0-9]e-0[5-9]$" -- bench --preset qwen1.5-moe-a2.7b --d-model 256 --op moe --tokens 1,3 \
+  --min-time 0 --min-reps 2 --settle-ms 0
+grep -q "simd bf16 moe: not timed (simd does not implement it in bf16)" "$tmp/out" || { cat "$tmp/out"; fail "bf16 moe not said"; }
+grep -q "^moe  *3  torch f32" "$tmp/out" || { cat "$tmp/out"; fail "no torch moe row"; }
+expect 2 "tinyllama-1.1b has no mixture of experts" -- bench --op moe
+expect 2 "a mixture of experts is timed whole (--op moe)" -- bench --op moe_route --preset qwen3-30b-a3b
 expect 2 "unknown op" -- bench --op nope
 expect 2 "unknown preset 'nope'" -- bench --preset nope
 echo "simd cli: ok"

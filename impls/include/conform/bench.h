@@ -30,7 +30,8 @@ class BenchOp {
 //   decode: x [1, D] and pos [1] for the step, after context_x / context_pos
 //           went through the block into the cache (once, at creation); each
 //           run is that same step again (the cache is rolled back);
-//   paged_attention: q, k = k_cache, v = v_cache, paged (the index arrays).
+//   paged_attention: q, k = k_cache, v = v_cache, paged (the index arrays);
+//   moe: x, moe (the router's and the experts' weights).
 struct BenchInputs {
     Op op = Op::rmsnorm;
     BlockConfig config;
@@ -40,6 +41,7 @@ struct BenchInputs {
     PagedIndex paged;
     View context_x;
     Positions context_pos;
+    MoeWeights moe;
 };
 
 }  // namespace conform
