@@ -75,6 +75,7 @@ torch::Tensor moe_route(const torch::Tensor& x, const MoeTensors& w, const Block
 torch::Tensor moe_experts(const torch::Tensor& x, const torch::Tensor& route, const MoeTensors& w,
                           const BlockConfig& c, const Ctx& ctx) {
     const int64_t E = c.n_experts, D = x.size(1), F = c.moe_ffn_dim;
+    auto weight_of = [&](const torch::Tensor& slice) { return w.expert_weight ? w.expert_weight(slice) : slice; };
     auto out = torch::zeros_like(x);
     for (int64_t e = 0; e < E; ++e) {
         // token_idx = where(expert_mask[e]): the tokens that chose expert e
@@ -84,11 +85,11 @@ torch::Tensor moe_experts(const torch::Tensor& x, const torch::Tensor& route, co
         auto xe = x.index_select(0, tokens);                                          // [n, D]
         if (c.moe_weight_on_input) xe = xe * weight;  // Llama4: routed_in = hidden_states * router_scores
         // gate_up = x @ gate_up_proj[e] + gate_up_proj_bias[e]
-        auto h = matmul(xe, w.w13.narrow(0, e * D, D), ctx);  // [n, 2F]
+        auto h = matmul(xe, weight_of(w.w13.narrow(0, e * D, D)), ctx);  // [n, 2F]
         if (c.moe_expert_bias) h = h + w.b13.select(0, e).unsqueeze(0);
         const auto [gate, up] = split_gate_up(h, c.moe_gate_up_interleaved);
         // down_proj(act(gate) * up) + down_proj_bias[e]
-        auto y = matmul(gated(gate, up, c.moe_swiglu_limit), w.w2.narrow(0, e * F, F), ctx);  // [n, D]
+        auto y = matmul(gated(gate, up, c.moe_swiglu_limit), weight_of(w.w2.narrow(0, e * F, F)), ctx);  // [n, D]
         const bool late = ctx.v.moe_down_bias_after_weight && !c.moe_weight_on_input;  // a bug's order
         if (c.moe_expert_bias && !late) y = y + w.b2.select(0, e).unsqueeze(0);
         // final_hidden_states.index_add_(0, token_idx, current_hidden_states * routing_weights)

@@ -262,8 +262,11 @@ NamedD run(const Case& c, const Options& o) {
         case Op::moe_experts: {
             // A twist's tensor only where it is on (its bug, a config edit, may turn it off).
             auto opt = [&](const char* n) { return c.inputs.count(n) ? in(n) : torch::Tensor(); };
-            MoeTensors w{opt("w_router"), opt("router_bias"), opt("e_bias"), opt("w13"), opt("w2"),
-                         opt("b13"),      opt("b2"),          opt("ws13"),   opt("ws2"), opt("ws_gate")};
+            // The experts as stored, each chosen one converted when used (MoeTensors::expert_weight).
+            auto stored = [&](const char* n) { return c.inputs.count(n) ? float_view(c.in(n)) : torch::Tensor(); };
+            MoeTensors w{opt("w_router"), opt("router_bias"), opt("e_bias"), stored("w13"), stored("w2"),
+                         opt("b13"),      opt("b2"),          opt("ws13"),   opt("ws2"),    opt("ws_gate")};
+            w.expert_weight = [&o](const torch::Tensor& slice) { return as_precision(slice, o.precision); };
             const auto x = in("x");
             const auto route = c.op == Op::moe_experts ? in("route") : moe_route(x, w, cfg, ctx);
             if (c.op == Op::moe) put("route", route);

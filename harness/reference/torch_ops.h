@@ -2,6 +2,8 @@
 // torch::Tensor. Included only by this folder's .cpp files.
 #pragma once
 
+#include <functional>
+
 #include <torch/torch.h>
 
 #include "conform/dtype.h"
@@ -165,6 +167,11 @@ torch::Tensor swiglu(const torch::Tensor& x, const torch::Tensor& w1, const torc
 // undefined where its twist is off.
 struct MoeTensors {
     torch::Tensor w_router, router_bias, e_bias, w13, w2, b13, b2, ws13, ws2, ws_gate;
+    // Where set, w13 and w2 are held as stored (the case's float32, not
+    // copied) and each chosen expert's slice goes through this into the
+    // computation's precision when it is used: a full-size layer's experts
+    // (qwen3-30b-a3b: 2.4 GB in float32) are never all in float64 at once.
+    std::function<torch::Tensor(const torch::Tensor&)> expert_weight;
 };
 // The router's stages, per token: logits [T, E], scores (softmax or sigmoid),
 // the scores the choice is made on (+ e_bias; the groups not kept -inf) and,

@@ -54,15 +54,25 @@ void expert(ThreadPool& pool, Target t, CRows x, size_t n, const PackedWeight& p
 
 }  // namespace
 
-MoePacked pack_moe(ThreadPool& pool, const MoeWeights& w, const BlockConfig& c) {
+MoePacked pack_moe(ThreadPool& pool, const MoeWeights& w, const BlockConfig& c, const View* route) {
     const int64_t D = c.d_model, E = c.n_experts, F = c.moe_ffn_dim;
     MoePacked p;
     if (w.w_router.data) p.router = pack_columns(pool, Elem::f32, {w.w_router});
-    if (w.w13.data)
-        for (int64_t e = 0; e < E; ++e) {
-            p.w13.push_back(pack_columns(pool, Elem::f32, {View{w.w13.data + e * D * 2 * F, D, 2 * F}}));
-            p.w2.push_back(pack_columns(pool, Elem::f32, {View{w.w2.data + e * F * D, F, D}}));
-        }
+    auto chosen = [&](int64_t e) {
+        if (!route) return true;
+        for (int64_t i = 0; i < route->rows; ++i)
+            if (route->at(i, e) != 0.0f) return true;
+        return false;
+    };
+    if (w.w13.data) {
+        p.w13.resize(static_cast<size_t>(E));
+        p.w2.resize(static_cast<size_t>(E));
+        for (int64_t e = 0; e < E; ++e)
+            if (chosen(e)) {
+                p.w13[e] = pack_columns(pool, Elem::f32, {View{w.w13.data + e * D * 2 * F, D, 2 * F}});
+                p.w2[e] = pack_columns(pool, Elem::f32, {View{w.w2.data + e * F * D, F, D}});
+            }
+    }
     if (c.moe_shared_ffn_dim > 0 && w.ws13.data) {
         p.ws13 = pack_columns(pool, Elem::f32, {w.ws13});
         p.ws2 = pack_columns(pool, Elem::f32, {w.ws2});

@@ -45,7 +45,9 @@ struct MoePacked {
     std::vector<PackedWeight> w13, w2;  // per expert: [D, 2F], [F, D]
     PackedWeight ws13, ws2;             // the shared expert's, where the config has one
 };
-MoePacked pack_moe(ThreadPool& pool, const MoeWeights& w, const BlockConfig& c);
+// `route` [T, E] where given: only the experts some token chose are packed
+// (a call's; a model packs them all, route null).
+MoePacked pack_moe(ThreadPool& pool, const MoeWeights& w, const BlockConfig& c, const View* route = nullptr);
 // moe_route.cpp: route[T, E], each token's weight on each expert (0: not chosen)
 void moe_route(ThreadPool& pool, Target t, View x, const MoePacked& p, const MoeWeights& w, const BlockConfig& c,
                MutView route);

@@ -321,7 +321,7 @@ class SimdImpl : public Implementation {
         scalar::check_moe_weights("moe_experts", w, c, false, true);
         MoeWeights experts = w;
         experts.w_router = View{};  // the router is not this op's
-        simd::moe_experts(pool_, target_, x, route, pack_moe(pool_, experts, c), w, c, out);
+        simd::moe_experts(pool_, target_, x, route, pack_moe(pool_, experts, c, &route), w, c, out);
     }
 
     void moe(View x, const MoeWeights& w, const BlockConfig& c, MutView out, MutView route) override {
