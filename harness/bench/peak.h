@@ -24,7 +24,7 @@ struct Peak {
     double f32_fma = 0;      // measured, FLOP/s (2 per multiply-add)
     double bf16_highway = 0; // ReorderWidenMulAccumulate bf16 -> f32, FLOP/s (2 per product)
     double bf16_native = 0;  // vdpbf16ps, FLOP/s; 0: the CPU has none
-    double read_bytes_per_s = 0;  // 256 MiB summed, every thread its slice
+    double read_bytes_per_s = 0;  // 256 MiB summed, every thread its slice, as 4 streams
 };
 
 // Each loop runs ~`seconds` per repetition on `threads` threads at once,

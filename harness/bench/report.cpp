@@ -218,7 +218,8 @@ std::string table(const Request&, const Result& res) {
          "that ran on the GPU";
     if (over)
         s += ";\n!: faster than its ceiling, shown at 100%: a B/R row whose data stays in cache from run to run\n"
-             "(the streams are of 256 MiB, from memory), or an F/D/H/M row whose ceiling's measurement ran slow";
+             "(the streams are of 256 MiB, from memory) or whose reads the memory served faster than the stream's,\n"
+             "or an F/D/H/M row whose ceiling's measurement ran slow";
     s += ";\n/torch: time over LibTorch f32's on the host, or torch-cuda's in the row's dtype where it ran,\n"
          "+- half the interquartile range of the ratios of the same rounds;\n"
          "check: max |out - torch| / max |torch|.\n";
