@@ -37,8 +37,9 @@ Roofline roofline(const Row& r, const Result& res) {
 
 // Where a row sits against the machine: its rates, its intensity, and the
 // fraction of whichever ceiling bounds that intensity (NaN: no ceiling
-// known). A row faster than its ceiling (the ceiling's own measurement ran
-// slow) is shown at 100 % and marked `over`: never a roof above the roof.
+// known). A row faster than its ceiling (its data in cache, reads the memory
+// served faster than the stream's, or a ceiling measured slow) is shown at
+// 100 % and marked `over`: never a roof above the roof.
 struct Place {
     double gflops, gbs, ai, roof, bw;
     bool compute_bound, over;
