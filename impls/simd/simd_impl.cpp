@@ -188,6 +188,20 @@ class SimdImpl : public Implementation {
     // selection taken only once the route is tapped that way (issue 51).
     bool implements(Op op) const override { return elem_ == Elem::f32 || !is_moe(op); }
 
+    // Every twist, but in bf16 decode's FP8 cache: the engine's cache buffer
+    // is bf16, so each dequantized value (code * scale) is rounded to bf16
+    // once more before attention reads it, which an engine's FP8 read (codes
+    // into float32 registers) does not do; with large logits (qk_gain 16)
+    // that rounding moves the output past the bound (found by a fresh seed:
+    // decode(T=317,...,qk_gain=16,...,kv_dtype=fp8_e5m2,...,seed=25104198)).
+    // Not claimed until the cache keeps its values in float32.
+    TwistSet twists(Op op) const override {
+        TwistSet s = TwistSet::all();
+        if (op == Op::decode && elem_ != Elem::f32)
+            if (const Twist* t = find_twist("kv_cache_dtype")) s.allowed[twist_index(*t)] = 1u;  // none only
+        return s;
+    }
+
     Support supports(Op op, const BlockConfig& c) const override {
         if (Support s = chk::config_support(op, c); !s.ok) return s;
         if (is_moe(op) && elem_ != Elem::f32)

@@ -208,7 +208,9 @@ class Implementation {
     // The twists it computes, per op (conform/twists.h): it is offered a case
     // only where every twist that is on is declared, and its property cases
     // are drawn within them (an undeclared twist costs it no case). In-repo
-    // implementations compute every twist; a worker and a plugin say.
+    // implementations compute every twist (but simd's bf16 decode, whose
+    // cache rounds FP8 values to bf16: not kv_cache_dtype); a worker and a
+    // plugin say.
     virtual TwistSet twists(Op op) const {
         (void)op;
         return TwistSet::all();
