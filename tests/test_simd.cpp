@@ -90,7 +90,7 @@ TEST_CASE("simd vs reference, every op, f32 and bf16", "[simd]") {
 // carried it past the bound. Until the cache keeps them in float32, simd in
 // bf16 does not declare decode's kv_cache_dtype: the case is not offered
 // (and in f32 it is, and conforms).
-TEST_CASE("simd does not claim bf16 decode with an FP8 cache; in f32 it does, and conforms", "[simd]") {
+TEST_CASE("simd does not claim bf16 decode with an FP8 cache, and in f32 it does and conforms", "[simd]") {
     const Case c = gen::materialize(*gen::parse_case_id(
         "decode(T=317,D=34,H=3,KV=3,hd=8,F=17,layout=neox,theta=1000,scaling=linear,factor=3,qk_norm=1,"
         "eps=1.0000000000000001e-05,pos=30,prefill=0,qk_gain=16,sinks=1,kv_dtype=fp8_e5m2,kv_scale=tensor,mag=1,"
