@@ -108,6 +108,22 @@ TEST_CASE("every mutant's failure report names its bug", "[diagnose][mutants]") 
     }
 }
 
+// Found by `conform mutants --seed 1`: with sinks, a row the off-by-one
+// mask leaves without a key has lse -inf in the kernel (the contract: "a row
+// that sees no key: out 0, lse -inf") but had the sink's own log in the
+// reference's hypothesis, which therefore did not match the case the failure
+// was drawn as, and the bug went unnamed.
+TEST_CASE("a row without a key has lse -inf with sinks too: the off-by-one mask is named", "[diagnose]") {
+    const ImplEntry* e = find_implementation("causal_mask_off_by_one");
+    REQUIRE(e);
+    auto impl = e->create(ImplOptions{});
+    const Run x = run_explained(*impl, "paged_attention(H=4,KV=2,hd=32,P=16,kv=16,q=16,sinks=1,kv_dtype=fp8_e4m3,"
+                                       "kv_scale=tensor,mag=0.001,outliers=0,seed=88933069)");
+    INFO(test::explain(x.r));
+    REQUIRE_FALSE(x.r.pass);
+    CHECK(has(ids(x.r), "causal_mask_off_by_one"));
+}
+
 TEST_CASE("a faithful output names no bug", "[diagnose]") {
     // Rich cases: GQA with 1 < KV < H, positions far from 0, non-uniform
     // QK-norm weights, a decode with a prefill, queries before their keys,
@@ -210,6 +226,10 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         "moe(T=6,D=8,E=8,K=2,Fe=4,router_bias=1,n_group=4,topk_group=2,group_score=max,renorm=1,w_on_input=1,"
         "swiglu_limit=7,mag=1,outliers=0,seed=48)",
         "moe(T=8,D=8,E=16,K=2,Fe=4,n_group=4,topk_group=1,mag=1,outliers=0,seed=49)",
+        // gpt-oss's clamps binding (limit 1.5); one kept group of two with a negative biased score in it (the
+        // masked groups' 0.0 would beat it).
+        "moe(T=6,D=8,E=8,K=2,Fe=4,swiglu_limit=1.5,mag=1,outliers=0,seed=50)",
+        "moe(T=8,D=8,E=8,K=2,Fe=4,scoring=sigmoid,sel_bias=1,n_group=4,topk_group=1,mag=4,outliers=0,seed=58)",
     };
     auto scalar = test::make("scalar");
     std::set<std::string> distinguished;

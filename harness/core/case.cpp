@@ -7,6 +7,7 @@
 #include <functional>
 #include <cstring>
 #include <string_view>
+#include <tuple>
 #include <sstream>
 
 namespace conform {
@@ -412,20 +413,43 @@ std::optional<std::pair<std::string, std::string>> rope_config_problem(const Blo
     return std::nullopt;
 }
 
-// Whether token t's expert choice is clear of a float32 router's noise: its
-// K-th and (K + 1)-th choice scores (and with groups, its topk_group-th and
-// next group scores) further apart than twice what a float32 program's
-// logits, scores and bias can move them. The bound is generous (16x the
-// typical sum's). materialize() draws no token that is not; the judge does
-// not judge a case that holds one (docs/moe.md).
-bool route_clear(const Case& c, int64_t t) {
-    const BlockConfig& g = c.config;
+namespace {
+
+// One token's router as a program in `dtype` sees it: each expert's
+// selection score (its score plus e_bias), its score, each group's score,
+// and what that program's arithmetic may move each of them by (`m`, `gm`).
+// In float32 (the inputs float32, the logits summed in float32) a logit
+// moves by at most dl, generously 16x the typical bound of its sum; a
+// softmax score by p_i (dl_i + max_j dl_j) (p_i's own logit and the
+// denominator's) plus its own exp and division, a sigmoid score by
+// s (1 - s) dl plus its rounding; a group's score by the margins of the
+// scores it sums. Below float32 the inputs are the dtype's values (the gate
+// rounds them) and the router is float32 — DeepSeek's, GLM's and Kimi's
+// (sigmoid, e_bias) and gpt-oss's (router_bias) run it so, and a router that
+// rounds their logits to bf16 chooses other experts (vllm#54048, vllm#14027)
+// — except a plain softmax router (Mixtral, Qwen2/3-MoE, OLMoE), whose
+// logits HF's linear returns in the model's dtype: there logit l moves by
+// u_d |l| more. The softmax and the choice are float32 in every model (HF:
+// softmax(..., dtype=float)).
+struct RouterView {
+    std::vector<double> key, p, m;  // per expert: selection score, score, margin
+    std::vector<double> group, gm;  // per group (empty without groups): score, margin
+    int64_t size = 0;               // experts per group
+};
+
+RouterView router_view(const Case& c, const BlockConfig& g, int64_t t, DType dtype) {
     const Tensor& x = c.in("x");
     const Tensor& w = c.in("w_router");
     const int64_t D = x.cols(), E = g.n_experts;
     const double u = std::ldexp(1.0, -24);
-    std::vector<double> l(static_cast<size_t>(E)), p(static_cast<size_t>(E)), key(static_cast<size_t>(E));
-    double spread = 0, top = 0;
+    const double ud = dtype == DType::f32 ? 0.0 : std::ldexp(1.0, dtype == DType::bf16 ? -8 : -11);
+    const bool model_dtype_logits = g.moe_scoring == MoeScoring::softmax && !g.moe_selection_bias && !g.moe_router_bias;
+    RouterView v;
+    v.key.resize(static_cast<size_t>(E));
+    v.p.resize(static_cast<size_t>(E));
+    v.m.resize(static_cast<size_t>(E));
+    std::vector<double> l(static_cast<size_t>(E)), dl(static_cast<size_t>(E));
+    double top = -INFINITY, dl_max = 0;
     for (int64_t e = 0; e < E; ++e) {
         double acc = 0, mag = 0;
         for (int64_t d = 0; d < D; ++d) {
@@ -434,52 +458,163 @@ bool route_clear(const Case& c, int64_t t) {
         }
         if (g.moe_router_bias) acc += c.in("router_bias").data[e], mag += std::fabs(c.in("router_bias").data[e]);
         l[e] = acc;
-        spread = std::max(spread, mag);
+        dl[e] = 16.0 * (std::sqrt(static_cast<double>(D)) + 4.0) * u * mag + (model_dtype_logits ? ud * std::fabs(acc) : 0.0);
+        dl_max = std::max(dl_max, dl[e]);
         top = std::max(top, acc);
     }
     double sum = 0;
-    for (int64_t e = 0; e < E; ++e) sum += (p[e] = g.moe_scoring == MoeScoring::softmax ? std::exp(l[e] - top) : 0.0);
+    for (int64_t e = 0; e < E; ++e) sum += (v.p[e] = g.moe_scoring == MoeScoring::softmax ? std::exp(l[e] - top) : 0.0);
+    const double exp_sum = 16.0 * (std::sqrt(static_cast<double>(E)) + 4.0) * u;  // the softmax's own, relative
     for (int64_t e = 0; e < E; ++e) {
-        p[e] = g.moe_scoring == MoeScoring::softmax ? p[e] / sum : 1.0 / (1.0 + std::exp(-l[e]));
-        key[e] = p[e] + (g.moe_selection_bias ? c.in("e_bias").data[e] : 0.0);
-    }
-    // A logit moves by at most dl; a score by 2·dl (softmax: p_i (dl + Σ p_j dl) <= 2 dl) or dl / 4 (sigmoid).
-    const double dl = 16.0 * (std::sqrt(static_cast<double>(D)) + 4.0) * u * spread;
-    double margin = (g.moe_scoring == MoeScoring::softmax ? 2.0 : 0.25) * dl + 16.0 * (std::sqrt(static_cast<double>(E)) + 4.0) * u;
-    std::vector<bool> live(static_cast<size_t>(E), true);
-    auto gap_at = [](std::vector<double> v, int64_t k) {  // v sorted descending: v[k-1] - v[k]
-        std::sort(v.begin(), v.end(), std::greater<double>());
-        return k < static_cast<int64_t>(v.size()) ? v[static_cast<size_t>(k - 1)] - v[static_cast<size_t>(k)] : 1e300;
-    };
-    if (g.moe_n_group > 0) {
-        const int64_t G = g.moe_n_group, size = E / G;
-        std::vector<double> score(static_cast<size_t>(G));
-        for (int64_t q = 0; q < G; ++q) {
-            std::vector<double> in(key.begin() + q * size, key.begin() + (q + 1) * size);
-            std::sort(in.begin(), in.end(), std::greater<double>());
-            score[static_cast<size_t>(q)] = g.moe_group_score == MoeGroupScore::max || size < 2 ? in[0] : in[0] + in[1];
+        if (g.moe_scoring == MoeScoring::softmax) {
+            v.p[e] /= sum;
+            v.m[e] = v.p[e] * (dl[e] + dl_max + exp_sum);
+        } else {
+            v.p[e] = 1.0 / (1.0 + std::exp(-l[e]));
+            v.m[e] = v.p[e] * (1.0 - v.p[e]) * dl[e] + 16.0 * u * v.p[e];
         }
-        if (gap_at(score, g.moe_topk_group) <= 4.0 * margin) return false;  // a group's score sums two keys
-        std::vector<double> sorted = score;
-        std::sort(sorted.begin(), sorted.end(), std::greater<double>());
-        const double cut = sorted[static_cast<size_t>(g.moe_topk_group - 1)];
-        for (int64_t e = 0; e < E; ++e) live[static_cast<size_t>(e)] = score[static_cast<size_t>(e / size)] >= cut;
+        v.key[e] = v.p[e] + (g.moe_selection_bias ? c.in("e_bias").data[e] : 0.0);
+        if (g.moe_selection_bias) v.m[e] += 4.0 * u * std::fabs(v.key[e]);  // score + e_bias, rounded
     }
-    std::vector<std::pair<double, int64_t>> kept;  // (choice score, expert)
-    for (int64_t e = 0; e < E; ++e)
-        if (live[static_cast<size_t>(e)]) kept.emplace_back(key[static_cast<size_t>(e)], e);
-    std::sort(kept.begin(), kept.end(), std::greater<>());
+    if (g.moe_n_group > 0) {
+        const int64_t G = g.moe_n_group;
+        v.size = E / G;
+        v.group.resize(static_cast<size_t>(G));
+        v.gm.resize(static_cast<size_t>(G));
+        for (int64_t q = 0; q < G; ++q) {
+            std::vector<std::pair<double, double>> in;  // (key, margin)
+            for (int64_t e = q * v.size; e < (q + 1) * v.size; ++e) in.emplace_back(v.key[e], v.m[e]);
+            std::sort(in.begin(), in.end(), std::greater<>());
+            const bool one = g.moe_group_score == MoeGroupScore::max || v.size < 2;
+            v.group[static_cast<size_t>(q)] = one ? in[0].first : in[0].first + in[1].first;
+            // (which two are the best may itself change within the margins: the largest two margins then)
+            std::vector<double> ms;
+            for (const auto& [k, m] : in) ms.push_back(m);
+            std::sort(ms.begin(), ms.end(), std::greater<>());
+            v.gm[static_cast<size_t>(q)] = one ? ms[0] : ms[0] + ms[1];
+        }
+    }
+    return v;
+}
+
+std::string num_g(double x) {
+    std::ostringstream o;
+    o.precision(4);
+    o << x;
+    return o.str();
+}
+
+}  // namespace
+
+// Whether token t's expert choice is clear of a float32 router's noise: its
+// K-th and (K + 1)-th choice scores (and with groups, its topk_group-th and
+// next group scores) further apart than twice what a float32 program's
+// logits, scores and bias can move them (router_view). materialize() draws
+// no token that is not, so a float32 kernel is judged on the one choice every
+// honest float32 kernel makes (docs/moe.md).
+bool route_clear(const Case& c, int64_t t) {
+    const BlockConfig& g = c.config;
+    const int64_t E = g.n_experts;
+    const RouterView v = router_view(c, g, t, DType::f32);
+    // Sorted descending by score: (score, margin, index).
+    auto sorted = [](const std::vector<double>& s, const std::vector<double>& m, const std::vector<bool>* live) {
+        std::vector<std::tuple<double, double, int64_t>> r;
+        for (size_t i = 0; i < s.size(); ++i)
+            if (!live || (*live)[i]) r.emplace_back(s[i], m[i], static_cast<int64_t>(i));
+        std::sort(r.begin(), r.end(), std::greater<>());
+        return r;
+    };
+    // The k-th and (k + 1)-th further apart than both can move.
+    auto clear_at = [](const std::vector<std::tuple<double, double, int64_t>>& r, size_t k) {
+        if (k >= r.size()) return true;
+        return std::get<0>(r[k - 1]) - std::get<0>(r[k]) > std::get<1>(r[k - 1]) + std::get<1>(r[k]);
+    };
+    std::vector<bool> live(static_cast<size_t>(E), true);
+    if (!v.group.empty()) {
+        const auto groups = sorted(v.group, v.gm, nullptr);
+        if (!clear_at(groups, static_cast<size_t>(g.moe_topk_group))) return false;
+        const double cut = std::get<0>(groups[static_cast<size_t>(g.moe_topk_group - 1)]);
+        for (int64_t e = 0; e < E; ++e) live[static_cast<size_t>(e)] = v.group[static_cast<size_t>(e / v.size)] >= cut;
+    }
+    const auto kept = sorted(v.key, v.m, &live);
     const size_t K = static_cast<size_t>(g.n_experts_per_tok);
-    if (K < kept.size() && kept[K - 1].first - kept[K].first <= 2.0 * margin) return false;
+    if (!clear_at(kept, K)) return false;
     // And every chosen expert's weight far above float32's underflow: a
     // weight that reads 0 there is "not chosen" by the route's contract,
     // which under the weight on the input with expert biases (expert(0) is
     // not 0) is another output, not a rounding of this one.
     for (size_t k = 0; k < std::min(K, kept.size()); ++k)
-        if (!(p[static_cast<size_t>(kept[k].second)] > 1e-30)) return false;
+        if (!(v.p[static_cast<size_t>(std::get<2>(kept[k]))] > 1e-30)) return false;
     return true;
 }
 
+std::string route_outside_tie(const Case& c, const BlockConfig& g, DType dtype, int64_t t,
+                              const std::vector<uint8_t>& chosen) {
+    const int64_t E = g.n_experts;
+    const RouterView v = router_view(c, g, t, dtype);
+    const std::string tok = "token " + std::to_string(t);
+    const std::string dt = to_string(dtype);
+    int64_t n = 0;
+    for (int64_t e = 0; e < E; ++e) n += chosen[static_cast<size_t>(e)] != 0;
+    if (n != g.n_experts_per_tok)
+        return tok + " chose " + std::to_string(n) + " experts, want n_experts_per_tok = " +
+               std::to_string(g.n_experts_per_tok);
+    // Grouped: each group it took from must be one some honest program keeps
+    // (fewer than topk_group groups beat it by more than both can move), and
+    // no more groups than topk_group; a group every honest program keeps
+    // (fewer than topk_group others could reach it) competes with the chosen experts.
+    std::vector<bool> competes(static_cast<size_t>(E), true);
+    if (!v.group.empty()) {
+        const int64_t G = g.moe_n_group;
+        const size_t Gs = static_cast<size_t>(G);
+        auto gap = [&](int64_t h, int64_t q) { return v.group[static_cast<size_t>(h)] - v.group[static_cast<size_t>(q)]; };
+        auto room = [&](int64_t h, int64_t q) { return v.gm[static_cast<size_t>(h)] + v.gm[static_cast<size_t>(q)]; };
+        std::vector<bool> used(Gs, false);
+        for (int64_t e = 0; e < E; ++e)
+            if (chosen[static_cast<size_t>(e)]) used[static_cast<size_t>(e / v.size)] = true;
+        int64_t n_used = 0;
+        for (int64_t q = 0; q < G; ++q) {
+            if (!used[static_cast<size_t>(q)]) continue;
+            ++n_used;
+            int64_t above = 0, worst = -1;
+            for (int64_t h = 0; h < G; ++h)
+                if (h != q && gap(h, q) > room(h, q)) {
+                    ++above;
+                    if (worst < 0 || gap(h, q) - room(h, q) < gap(worst, q) - room(worst, q)) worst = h;
+                }
+            if (above >= g.moe_topk_group)
+                return tok + " took an expert of group " + std::to_string(q) + " (score " +
+                       num_g(v.group[static_cast<size_t>(q)]) + "), which " + std::to_string(above) +
+                       " groups beat by more than " + dt + " routing can move them (group " + std::to_string(worst) +
+                       ": " + num_g(v.group[static_cast<size_t>(worst)]) + ", a gap of " + num_g(gap(worst, q)) +
+                       " against " + num_g(room(worst, q)) + "); topk_group = " + std::to_string(g.moe_topk_group);
+        }
+        if (n_used > g.moe_topk_group)
+            return tok + " took experts from " + std::to_string(n_used) + " groups, more than topk_group = " +
+                   std::to_string(g.moe_topk_group);
+        for (int64_t q = 0; q < G; ++q) {
+            int64_t rivals = 0;
+            for (int64_t h = 0; h < G; ++h) rivals += h != q && gap(h, q) >= -room(h, q);
+            const bool kept = used[static_cast<size_t>(q)] || rivals < g.moe_topk_group;
+            for (int64_t e = q * v.size; e < (q + 1) * v.size; ++e) competes[static_cast<size_t>(e)] = kept;
+        }
+    }
+    // Every expert it took at least as good as every one it left, within what both can move.
+    for (int64_t e = 0; e < E; ++e) {
+        if (!chosen[static_cast<size_t>(e)]) continue;
+        for (int64_t f = 0; f < E; ++f) {
+            if (chosen[static_cast<size_t>(f)] || !competes[static_cast<size_t>(f)]) continue;
+            const double gap = v.key[static_cast<size_t>(f)] - v.key[static_cast<size_t>(e)];
+            const double room = v.m[static_cast<size_t>(e)] + v.m[static_cast<size_t>(f)];
+            if (gap > room)
+                return tok + " took expert " + std::to_string(e) + " (selection score " +
+                       num_g(v.key[static_cast<size_t>(e)]) + ") over expert " + std::to_string(f) + " (" +
+                       num_g(v.key[static_cast<size_t>(f)]) + "): a gap of " + num_g(gap) + ", more than " + dt +
+                       " routing can move them (" + num_g(room) + "), so not a near-tie broken the other way";
+        }
+    }
+    return "";
+}
 
 int64_t first_route_tie(const Case& c) {
     if (!op_info(c.op).uses(kMoeRoute)) return -1;

@@ -133,9 +133,19 @@ void validate_case(const Case& c);
 // A router's case (moe, moe_route): whether token t's K-th and (K + 1)-th
 // choice scores (and its groups', grouped) lie further apart than a float32
 // router's arithmetic can move them, with every chosen weight far above
-// float32's underflow, and the first token where they do not (-1: none). Such a token is a tie an honest kernel may break either way
-// (docs/moe.md): the generator draws none, and the judge does not judge one.
+// float32's underflow, and the first token where they do not (-1: none).
+// Such a token is a tie an honest kernel may break either way (docs/moe.md):
+// the generator draws none.
 bool route_clear(const Case& c, int64_t t);
+// A kernel's choice for token t (chosen[e] != 0 for each expert it took, E
+// entries): "" when it is one an honest program in `dtype` may make — K
+// experts, each within what that program's arithmetic can move the scores of
+// every expert it left (a near-tie broken the other way) — else why not,
+// naming the token, the experts (or groups) and the gap against the bound.
+// The judge judges a kernel on the selection it took when this is "".
+// `g`: the config the choice is made under (the case's, or a hypothesis's).
+std::string route_outside_tie(const Case& c, const BlockConfig& g, DType dtype, int64_t t,
+                              const std::vector<uint8_t>& chosen);
 int64_t first_route_tie(const Case& c);
 
 // What is wrong with a config's RoPE scaling or rotary_dim, as (field under

@@ -80,12 +80,18 @@ void prime(const Case& c, DType dtype, const Truth* t) {
     if (!f.noise) f.noise = t->noise;
 }
 
-Truth variant_truth(const Case& c, DType dtype, const ref::Variant& v) {
+// `taken`: a router's choice to compute it on (judge_under), else the variant's own.
+Truth variant_truth(const Case& c, DType dtype, const ref::Variant& v, const std::vector<uint8_t>* taken = nullptr) {
     Truth t;
     t.source = "reference f64 with " + v.describe();
-    t.ref = ref::run(c, {ref::Precision::f64, ref::Order::library, v});
-    t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, v, false, c.act_quant});
-    t.base_sequential = ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, v, false, c.act_quant});
+    t.ref = ref::run(c, {ref::Precision::f64, ref::Order::library, v, false, ActQuant::none, taken});
+    // A router's baselines on the same choice (judge.cpp's baselines()).
+    t.route_choice = route_choice_of(c, t.ref);
+    t.route_given = true;  // judge_under takes the kernel's choice, under the variant's config
+    const std::vector<uint8_t>* choice = t.route_choice.empty() ? nullptr : &t.route_choice;
+    t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, v, false, c.act_quant, choice});
+    t.base_sequential =
+        ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, v, false, c.act_quant, choice});
     // The a-priori bound of a program that computes the variant: the
     // faithful one where the variant's values are of the faithful sizes (the
     // bound follows magnitudes, not which convention made them), else
@@ -162,6 +168,21 @@ std::string subject_tensor(const CaseResult& failed) {
     return failed.tensors.empty() ? "out" : failed.tensors.front().name;
 }
 
+// The variant's truth for `observed`: a router judged on the experts it
+// took where the variant's config makes them a near-tie (as judge_case does
+// under the case's); nullopt where it makes them a choice no honest program
+// makes (the variant does not explain them). A variant that changes the
+// choice's own rule (the masked groups' fill, a bf16 router) is judged on
+// its own choice: the margin (route_outside_tie) knows the config's rules only.
+std::optional<Truth> truth_for(const Case& c, DType dtype, const NamedD& observed, const ref::Variant& v) {
+    Truth t = variant_truth(c, dtype, v);
+    if (t.route_choice.empty() || v.moe_group_mask_zero || v.moe_router_bf16) return t;
+    const ChoiceTaken ct = choice_taken(c, v.config ? *v.config : c.config, dtype, observed, t.route_choice);
+    if (!ct.outside.empty()) return std::nullopt;
+    if (ct.differ > 0) t = variant_truth(c, dtype, v, &ct.choice);
+    return t;
+}
+
 bool conforms(const Case& c, DType dtype, NamedD observed, Truth t) {
     return set_aside_nonfinite(observed, t) >= 0 && judge_case(c, dtype, observed, t).pass;
 }
@@ -222,8 +243,13 @@ bool poison_read_only(const Case& c, const NamedD& observed, const Truth& t, con
 
 bool judge_under(const Case& c, DType dtype, const NamedD& observed, const ref::Variant& v, const CaseResult& failed,
                  HypothesisMatch& m, const NamedD* faithful = nullptr) {
-    Truth t = variant_truth(c, dtype, v);
-    if (faithful && conforms(c, dtype, *faithful, t)) return false;
+    if (faithful) {
+        const std::optional<Truth> tf = truth_for(c, dtype, *faithful, v);
+        if (tf && conforms(c, dtype, *faithful, *tf)) return false;
+    }
+    std::optional<Truth> to = truth_for(c, dtype, observed, v);
+    if (!to) return false;
+    Truth& t = *to;
     // Asked before the non-finite elements are set aside (that zeroes them in t).
     const bool poison_only = poison_read_only(c, observed, t, v);
     NamedD obs = observed;
@@ -555,7 +581,8 @@ std::string match_line(const HypothesisMatch& m) {
 }  // namespace
 
 bool conforms_under(const Case& c, DType dtype, const NamedD& observed, const Hypothesis& h) {
-    return conforms(c, dtype, observed, variant_truth(c, dtype, h.variant));
+    const std::optional<Truth> t = truth_for(c, dtype, observed, h.variant);
+    return t && conforms(c, dtype, observed, *t);
 }
 
 bool explains(const Case& c, DType dtype, const NamedD& observed, const Hypothesis& h) {

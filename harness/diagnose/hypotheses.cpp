@@ -201,6 +201,32 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             "the routing weights taken from scores + e_bias, the scores the choice is made on; DeepSeek-V3's "
             "weights are the unbiased scores (e_score_correction_bias is for the choice only)");
     }
+    if (uses(op, kMoeRoute)) {
+        flag("router_in_bf16", &ref::Variant::moe_router_bf16,
+             "the router's logits and scores held in bf16, where the model's router is float32 (DeepSeek's, "
+             "gpt-oss's; vllm#54048, vllm#14027): the weights move by bf16's rounding and a near-tie flips");
+        if (cfg.moe_n_group > 0)
+            flag("group_mask_fill_zero", &ref::Variant::moe_group_mask_zero,
+                 "the groups not kept filled with 0.0 (HF's DeepseekV3TopkRouter masked_fill) where DeepSeek's "
+                 "inference masks them with -inf: a masked expert beats a kept one whose biased score is negative");
+        if (cfg.moe_scoring == MoeScoring::softmax && cfg.moe_norm_topk_prob) {
+            // The same function as renorm_missing's config edit, under the name a gpt-oss kernel's author knows.
+            ref::Variant v;
+            v.config = cfg;
+            v.config->moe_norm_topk_prob = false;
+            add("topk_softmax_over_all", v,
+                "the softmax taken over all E logits and the top k of it kept, where gpt-oss's router takes the "
+                "softmax over the k chosen logits (the same as renormalising the k: norm_topk_prob)");
+        }
+    }
+    if (uses(op, kMoeExperts) && cfg.moe_swiglu_limit > 0)
+        flag("swiglu_clamp_dropped", &ref::Variant::moe_swiglu_no_clamp,
+             "gpt-oss's SwiGLU without its clamps, gate * sigmoid(1.702 gate) * (up + 1); gpt-oss clamps gate <= " +
+                 g(cfg.moe_swiglu_limit) + " and up to [-" + g(cfg.moe_swiglu_limit) + ", " + g(cfg.moe_swiglu_limit) +
+                 "] first (tokenspeed#1647)");
+    if (uses(op, kMoeExperts) && cfg.moe_shared_ffn_dim > 0)
+        flag("shared_expert_doubled", &ref::Variant::moe_shared_twice,
+             "the shared expert's output added twice (once fused into the routed sum, once after it)");
     if (uses(op, kMoeExperts) && cfg.moe_expert_bias && !cfg.moe_weight_on_input) {
         flag("expert_bias_after_weight", &ref::Variant::moe_down_bias_after_weight,
             "each expert's down bias b2 added after its routing weight, w * (a @ w2) + b2; gpt-oss adds it first, "

@@ -278,7 +278,7 @@ void moe_inputs(Rng& r, const CaseSpec& s, Case& c) {
     // the others keep theirs); after 100 tries at smaller magnitudes, down
     // to 2^-20 of the case's, where no score saturates and no logit rounds
     // far (duplicated router columns, which no draw makes, could still tie:
-    // the judge then finds the baseline on other experts and does not judge).
+    // the judge then judges a kernel on the experts it took, docs/moe.md).
     Tensor& x = c.inputs.at("x");
     for (int64_t t = 0; t < T; ++t) {
         Rng again{s.seed ^ (static_cast<uint64_t>(t) + 1) * 0x9E3779B97F4A7C15ull};

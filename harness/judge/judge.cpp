@@ -1,5 +1,6 @@
 #include "judge/judge.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -113,10 +114,11 @@ namespace {
 // The float64 reference of a case; for decode with every tap of the block it
 // is (`taps`), which the a-priori bound starts from — without them it would
 // compute the block again.
-NamedD reference_f64(const Case& c, NamedD* taps) {
+NamedD reference_f64(const Case& c, NamedD* taps, const std::vector<uint8_t>* taken = nullptr) {
     phases::Scope p("reference f64");
     ref::Options o;
     o.decode_taps = c.op == Op::decode;
+    o.route_taken = taken;
     NamedD all = ref::run(c, o);
     if (c.op != Op::decode) return all;
     NamedD out{{"out", all.at("out")}};
@@ -125,52 +127,23 @@ NamedD reference_f64(const Case& c, NamedD* taps) {
 }
 
 // The tolerance model's measured baselines and its a-priori term. `ours`:
-// our float64 reference of the case (with a decode case's taps).
+// our float64 reference of the case (with a decode case's taps). A router's
+// baselines make no choice of their own: they are computed on the truth's
+// (a baseline that took the other side of a near-tie would be another
+// expert's output, and would excuse any).
 void baselines(Truth& t, const Case& c, DType dtype, const NamedD& ours) {
     const std::string d = to_string(dtype);
-    // Below float32 a router's top-k may honestly take either side of a
-    // near-tie, and so may the baselines: a baseline on other experts would
-    // excuse anything. Judging such a kernel on the selection it took is not
-    // built yet (docs/moe.md); the generator keeps float32's ties out.
-    if (op_info(c.op).uses(kMoeRoute) && dtype != DType::f32) {
-        t.beyond_declared = "a router below float32 is not judged yet: its top-k may honestly take either side of a "
-                            "near-tie, and judging it on the selection it took is not built (docs/moe.md); "
-                            "moe_experts takes a route and is judged in every dtype";
-        return;
-    }
+    if (t.route_choice.empty()) t.route_choice = route_choice_of(c, ours);
+    const std::vector<uint8_t>* choice = t.route_choice.empty() ? nullptr : &t.route_choice;
     {
         phases::Scope p("baseline " + d + " library order");
-        t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, {}, false, c.act_quant});
+        t.base_library =
+            ref::run(c, {ref::precision_of(dtype), ref::Order::library, {}, false, c.act_quant, choice});
     }
     {
         phases::Scope p("baseline " + d + " sequential order");
-        t.base_sequential = ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, {}, false, c.act_quant});
-    }
-    // A router's near-tie (a fixture's, or duplicated router columns): a
-    // float32 router may break it either way, and so may a baseline, which
-    // would then excuse any choice. Not judged. The drawn cases hold none
-    // (core/case.cpp route_clear); a baseline on other experts than the
-    // reference's is the same finding, checked too.
-    if (const int64_t tie = first_route_tie(c); tie >= 0) {
-        t.beyond_declared = "token " + std::to_string(tie) +
-                            "'s expert choice is a near-tie a float32 router may break either way (its K-th and "
-                            "(K + 1)-th choice scores within the router's rounding bound): not judged (docs/moe.md)";
-        return;
-    }
-    if (op_info(c.op).uses(kMoeRoute)) {
-        const char* route = c.op == Op::moe ? "route" : "out";
-        const DTensor& r = ours.at(route);
-        for (const NamedD* b : {&t.base_library, &t.base_sequential}) {
-            const DTensor& o = b->at(route);
-            for (size_t i = 0; i < r.data.size() && t.beyond_declared.empty(); ++i)
-                // (a chosen weight below float32's range reads 0 there: chosen still)
-                if ((r.data[i] != 0) != (o.data[i] != 0) && !(o.data[i] == 0 && std::fabs(r.data[i]) < 1e-30))
-                    t.beyond_declared = "token " + std::to_string(i / static_cast<size_t>(r.cols())) +
-                                        "'s expert choice is a near-tie a float32 router may break either way "
-                                        "(a float32 baseline chooses expert " +
-                                        std::to_string(i % static_cast<size_t>(r.cols())) +
-                                        " where the reference does not, or the other way): not judged (docs/moe.md)";
-        }
+        t.base_sequential =
+            ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, {}, false, c.act_quant, choice});
     }
     if (c.act_quant != ActQuant::none)
         for (const auto& [name, b] : t.base_library) {
@@ -195,12 +168,22 @@ void baselines(Truth& t, const Case& c, DType dtype, const NamedD& ours) {
 
 }  // namespace
 
-Truth reference_truth(const Case& c, DType dtype) {
+std::vector<uint8_t> route_choice_of(const Case& c, const NamedD& out) {
+    if (!op_info(c.op).uses(kMoeRoute)) return {};
+    const auto r = out.find(c.op == Op::moe ? "route" : "out");
+    if (r == out.end()) return {};
+    std::vector<uint8_t> choice(r->second.data.size());
+    for (size_t i = 0; i < choice.size(); ++i) choice[i] = r->second.data[i] != 0;
+    return choice;
+}
+
+Truth reference_truth(const Case& c, DType dtype, const std::vector<uint8_t>* taken) {
     ref::threads_for(c);
     Truth t;
-    t.source = "reference f64";
+    t.source = taken ? "reference f64 on the kernel's choice of experts" : "reference f64";
+    if (taken) t.route_choice = *taken, t.route_given = true;
     NamedD taps;
-    t.ref = reference_f64(c, &taps);
+    t.ref = reference_f64(c, &taps, taken);
     baselines(t, c, dtype, taps.empty() ? t.ref : taps);
     return t;
 }
@@ -272,7 +255,10 @@ std::optional<Exact> exact_infinities(const DTensor& ref, const DTensor& out, co
 
 }  // namespace
 
-CaseResult judge_case(const Case& c, DType dtype, const NamedD& outputs, const Truth& truth) {
+namespace {
+
+// Every output against the truth, value by value.
+CaseResult judge_values(const Case& c, DType dtype, const NamedD& outputs, const Truth& truth) {
     CaseResult r;
     r.op = c.op;
     r.dtype = dtype;
@@ -339,6 +325,81 @@ CaseResult judge_case(const Case& c, DType dtype, const NamedD& outputs, const T
         r.pass = false;
         r.error = "no output to compare";
     }
+    return r;
+}
+
+}  // namespace
+
+// A router's case: where the kernel's choice of experts (the nonzero entries
+// of its route) differs from the one the truth was computed on, each token
+// it chose otherwise is checked against the router's margin in the dtype
+// (route_outside_tie). A choice an honest program may make (a near-tie taken
+// the other way) is judged on that choice: the reference, its baselines and
+// its bound computed again on it. One no honest program makes fails on the
+// route with the reason. A token with other than K experts is left to the
+// values (its chosen weight may read 0: a fixture's underflow).
+ChoiceTaken choice_taken(const Case& c, const BlockConfig& g, DType dtype, const NamedD& outputs,
+                         const std::vector<uint8_t>& truth_choice) {
+    ChoiceTaken r;
+    r.choice = truth_choice;
+    const auto o = outputs.find(c.op == Op::moe ? "route" : "out");
+    const int64_t E = g.n_experts;
+    if (o == outputs.end() || o->second.data.size() != truth_choice.size() || E <= 0) return r;
+    const int64_t T = static_cast<int64_t>(truth_choice.size()) / E;
+    for (int64_t t = 0; t < T; ++t) {
+        std::vector<uint8_t> row(static_cast<size_t>(E));
+        int64_t n = 0;
+        for (int64_t e = 0; e < E; ++e) n += (row[static_cast<size_t>(e)] = o->second.data[t * E + e] != 0);
+        if (n != g.n_experts_per_tok) continue;
+        if (std::equal(row.begin(), row.end(), r.choice.begin() + t * E)) continue;
+        const std::string why = route_outside_tie(c, g, dtype, t, row);
+        if (!why.empty()) {
+            if (r.outside.empty()) r.outside = why;
+            continue;
+        }
+        if (r.took.empty()) {
+            std::string gave, got;
+            for (int64_t e = 0; e < E; ++e) {
+                const bool mine = r.choice[static_cast<size_t>(t * E + e)], theirs = row[static_cast<size_t>(e)];
+                if (mine && !theirs) gave += (gave.empty() ? "" : ", ") + std::to_string(e);
+                if (theirs && !mine) got += (got.empty() ? "" : ", ") + std::to_string(e);
+            }
+            r.took = "token " + std::to_string(t) + " took expert " + got + " where the reference takes " + gave +
+                     ", a near-tie in " + to_string(dtype);
+        }
+        std::copy(row.begin(), row.end(), r.choice.begin() + t * E);
+        ++r.differ;
+    }
+    return r;
+}
+
+// A router's case: where the kernel's choice of experts (the nonzero entries
+// of its route) differs from the one the truth was computed on, a choice an
+// honest program may make (a near-tie taken the other way) is judged on that
+// choice: the reference, its baselines and its bound computed again on it.
+// One no honest program makes fails on the route with the reason.
+CaseResult judge_case(const Case& c, DType dtype, const NamedD& outputs, const Truth& truth) {
+    if (truth.route_choice.empty() || truth.route_given) return judge_values(c, dtype, outputs, truth);
+    const ChoiceTaken ct = choice_taken(c, c.config, dtype, outputs, truth.route_choice);
+    if (!ct.outside.empty()) {
+        const char* name = c.op == Op::moe ? "route" : "out";
+        CaseResult r = judge_values(c, dtype, outputs, truth);
+        for (TensorResult& tr : r.tensors)
+            if (tr.name == name) {
+                tr.v.pass = false;
+                tr.v.decided_by = "selection";
+                tr.v.margin = 0;
+                tr.v.why = std::string("an expert no honest ") + to_string(dtype) + " router chooses: " + ct.outside;
+            }
+        r.pass = false;
+        r.first_failing = name;  // the route comes first in data-flow order
+        return r;
+    }
+    if (ct.differ == 0) return judge_values(c, dtype, outputs, truth);
+    const Truth forced = reference_truth(c, dtype, &ct.choice);
+    CaseResult r = judge_values(c, dtype, outputs, forced);
+    r.route_taken = "judged on the experts it chose: " + ct.took +
+                    (ct.differ > 1 ? " (and " + std::to_string(ct.differ - 1) + " more tokens)" : "");
     return r;
 }
 

@@ -42,9 +42,37 @@ struct Truth {
     // (Q8_0's f16 block scale overflows above an amax of 127 · 65504). Such
     // a case is not run for that implementation, with this as the reason.
     std::string beyond_declared;
+    // A router's case (moe, moe_route): the choice everything above was
+    // computed on ([T, E] row-major, 1 at each token's chosen experts) — the
+    // float64 reference's own, or (route_given) a kernel's, taken at a
+    // near-tie. judge_case judges a kernel whose choice differs from the
+    // reference's own on the choice it took, where route_outside_tie allows
+    // it (docs/moe.md).
+    std::vector<uint8_t> route_choice;
+    bool route_given = false;
 };
 
-Truth reference_truth(const Case& c, DType dtype);
+// `taken`: a router's choice to compute everything on instead of the
+// reference's own (Truth::route_choice).
+Truth reference_truth(const Case& c, DType dtype, const std::vector<uint8_t>* taken = nullptr);
+// The choice a router's output holds ([T, E]: 1 where nonzero); empty when
+// the op has no router. `out`: the reference's outputs.
+std::vector<uint8_t> route_choice_of(const Case& c, const NamedD& out);
+
+// A router's outputs against the choice a truth was computed on
+// (truth_choice, [T, E]): the choice to judge them on — truth_choice with
+// each token the kernel chose otherwise replaced by the kernel's, where an
+// honest program in `dtype` may make that choice under config `g`
+// (route_outside_tie). A token with other than K experts keeps the truth's.
+struct ChoiceTaken {
+    std::vector<uint8_t> choice;
+    int64_t differ = 0;    // tokens judged on the kernel's choice
+    std::string outside;   // the first token whose choice no honest program makes ("": none)
+    std::string took;      // the first token taken otherwise, in words
+};
+ChoiceTaken choice_taken(const Case& c, const BlockConfig& g, DType dtype, const NamedD& outputs,
+                         const std::vector<uint8_t>& truth_choice);
+
 // A fixture's expected values as the truth; baselines are our reference in the
 // dtype, measured against the expected values.
 Truth fixture_truth(const Case& c, DType dtype);
@@ -106,6 +134,10 @@ struct CaseResult {
     // Not diagnosed on its own (--diagnose first): the case of this op and
     // implementation whose diagnosis it shares, or that it is like.
     std::string same_as;
+    // A router's case judged on the choice the kernel took, not the
+    // reference's (a near-tie broken the other way, docs/moe.md): which
+    // token took which expert for which, and the gap against its bound.
+    std::string route_taken;
     // Failing cases: |impl − ref| on the first failing tensor, for the HTML
     // report; and, for a shrunk case, the same on the case it was shrunk from
     // (larger, so the bug's pattern over positions and heads shows).

@@ -30,6 +30,19 @@ conform_config core_of(DType dtype, const BlockConfig& c) {
     return k;
 }
 
+// The mixture of experts' functions, appended to version 2's table: there
+// only where the table's struct_size covers them.
+bool has_moe(const conform_plugin& t, Op op) {
+    if (t.struct_size < offsetof(conform_plugin, moe) + sizeof(t.moe)) return false;
+    switch (op) {
+        case Op::moe: return t.moe != nullptr;
+        case Op::moe_route: return t.moe_route != nullptr;
+        case Op::moe_experts: return t.moe_experts != nullptr;
+        default: return false;
+    }
+}
+bool is_moe(Op op) { return op == Op::moe || op == Op::moe_route || op == Op::moe_experts; }
+
 // The names a twist's value travels as: a choice's, kept alive for the call.
 const char* choice_name(const Twist& t, const BlockConfig& c) {
     static const std::vector<std::vector<std::string>> names = [] {
@@ -67,11 +80,11 @@ class Adapter final : public Implementation {
         const char* opname = to_string(op);
         Call call(opname, dtype_);
         Params p(op, dtype_, c);
-        // Every tensor a twist that is on brings, as a parameter.
+        // Every tensor a twist that is on brings, as a parameter (1-D where it is one row).
         for (const Twist& t : twist_table())
             if (op_info(op).reads(t) && twist_on(t, c))
                 for (const char* name : t.tensors)
-                    if (const View v = tensors.in(name); v.data) p.tensor(name, call.in(name, v, true));
+                    if (const View v = tensors.in(name); v.data) p.tensor(name, call.in(name, v, v.rows == 1));
         p.finish();
         auto in = [&](const char* name) {
             const TensorSpec* s = op_info(op).input(name);
@@ -141,9 +154,22 @@ class Adapter final : public Implementation {
                 call.finish(timed([&] { return t_.paged_attention(k, &q, &kc, &vc, &qo, &kp, &ki, &kl, &o, &l, msg, cap); }));
                 break;
             }
-            case Op::moe:
-            case Op::moe_route:
-            case Op::moe_experts: typed();  // not offered (has_function): no function in the table
+            case Op::moe_route: {
+                const conform_tensor x = in("x"), wr = in("w_router"), r = out("out");
+                call.finish(timed([&] { return t_.moe_route(k, &x, &wr, &r, msg, cap); }));
+                break;
+            }
+            case Op::moe_experts: {
+                const conform_tensor x = in("x"), r = in("route"), w13 = in("w13"), w2 = in("w2"), o = out("out");
+                call.finish(timed([&] { return t_.moe_experts(k, &x, &r, &w13, &w2, &o, msg, cap); }));
+                break;
+            }
+            case Op::moe: {
+                const conform_tensor x = in("x"), wr = in("w_router"), w13 = in("w13"), w2 = in("w2"),
+                                     r = out("route"), o = out("out");
+                call.finish(timed([&] { return t_.moe(k, &x, &wr, &w13, &w2, &r, &o, msg, cap); }));
+                break;
+            }
         }
         return true;
     }
@@ -179,6 +205,17 @@ class Adapter final : public Implementation {
                 }
                 list.push_back(p);
             }
+            // A mixture of experts' sizes: not twists, and not in the frozen core.
+            if (is_moe(op))
+                for (const auto& [name, v] : {std::pair<const char*, int64_t>{"n_experts", c.n_experts},
+                                              {"n_experts_per_tok", c.n_experts_per_tok},
+                                              {"moe_ffn_dim", c.moe_ffn_dim}}) {
+                    conform_param q{};
+                    q.name = name;
+                    q.type = CONFORM_PARAM_INT;
+                    q.i = v;
+                    list.push_back(q);
+                }
             finish();
         }
         void tensor(const char* name, const conform_tensor& t) {
@@ -224,6 +261,7 @@ class Adapter final : public Implementation {
 
 bool implements(const Library& l, Op op) {
     if (l.abi == 1) return implements_v1(*l.table_v1, op);
+    if (is_moe(op)) return has_moe(*l.table, op);
     return detail::has_function(*l.table, op);
 }
 

@@ -35,7 +35,7 @@ bool has_function(const Table& t, Op op) {
         case Op::paged_attention: return t.paged_attention != nullptr;
         case Op::moe:
         case Op::moe_route:
-        case Op::moe_experts: return false;  // no function in the table yet: a plugin is not offered them
+        case Op::moe_experts: return false;  // version 2's are appended (adapter.cpp has_moe); 1.x has none
     }
     return false;
 }

@@ -19,9 +19,11 @@ struct Head {
     uint32_t struct_size;
 };
 
-// Version 1's table is at least 1.0's fields; version 2's, its own.
+// Version 1's table is at least 1.0's fields; version 2's, its fields before
+// the functions appended since (the mixture of experts' first), which a
+// table has where its struct_size covers them.
 constexpr size_t kAbi1TableSize = offsetof(conform_v1_plugin, abi_minor);
-constexpr size_t kAbi2TableSize = sizeof(conform_plugin);
+constexpr size_t kAbi2TableSize = offsetof(conform_plugin, moe_route);
 
 bool valid_name(const char* s) {
     if (s == nullptr || *s == '\0') return false;

@@ -174,6 +174,10 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
             l = torch::where(sum32.isinf(), torch::full_like(l, std::numeric_limits<double>::infinity()), l);
             l = torch::where(sum32 == 0, torch::full_like(l, -std::numeric_limits<double>::infinity()), l);
         }
+        // A row that sees no key: lse -inf, sinks or not (the contract's
+        // "out 0, lse -inf"; reachable only under a bug's mask, whose
+        // kernel then writes that, not the sink's own log).
+        l = torch::where(vis.any(-1).view({1, T}), l, torch::full_like(l, -std::numeric_limits<double>::infinity()));
         *lse = l.transpose(0, 1).to(q.scalar_type());  // [T, H]
     }
     torch::Tensor out;

@@ -316,7 +316,7 @@ class MoeOp : public Op1 {
     explicit MoeOp(const Case& c) : x_(to_torch(c.in("x"))), cfg_(c.config) {
         auto opt = [&](const char* n) { return c.inputs.count(n) ? to_torch(c.in(n)) : Tensor(); };
         w_ = MoeTensors{opt("w_router"), opt("router_bias"), opt("e_bias"), opt("w13"), opt("w2"),
-                        opt("b13"),      opt("b2"),          opt("ws13"),   opt("ws2"), opt("ws_gate")};
+                        opt("b13"),      opt("b2"),          opt("ws13"),   opt("ws2"), opt("ws_gate"), {}};
     }
     void compute() override {
         torch::NoGradGuard g;

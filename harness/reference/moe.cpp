@@ -6,6 +6,7 @@
 // Qwen2MoeSparseMoeBlock.shared_expert_gate). docs/moe.md says which model
 // takes which twist.
 #include <limits>
+#include <stdexcept>
 
 #include "reference/torch_ops.h"
 
@@ -16,10 +17,11 @@ namespace {
 // silu(gate) * up, or gpt-oss's clamped form (GptOssExperts._apply_gate):
 //   gate = gate.clamp(max=limit); up = up.clamp(-limit, limit)
 //   glu = gate * sigmoid(gate * 1.702); (up + 1) * glu
-torch::Tensor gated(const torch::Tensor& gate, const torch::Tensor& up, double limit) {
+// (clamp false: a bug's form, the clamps dropped)
+torch::Tensor gated(const torch::Tensor& gate, const torch::Tensor& up, double limit, bool clamp = true) {
     if (limit <= 0) return torch::silu(gate) * up;
-    const auto g = gate.clamp_max(limit);
-    const auto u = up.clamp(-limit, limit);
+    const auto g = clamp ? gate.clamp_max(limit) : gate;
+    const auto u = clamp ? up.clamp(-limit, limit) : up;
     return g * torch::sigmoid(g * 1.702) * (u + 1.0);
 }
 
@@ -30,14 +32,38 @@ std::pair<torch::Tensor, torch::Tensor> split_gate_up(const torch::Tensor& h, bo
     return {h.narrow(1, 0, F), h.narrow(1, F, F)};
 }
 
+// The K chosen experts of each token from a [T, E] choice table, [T, K] int64.
+torch::Tensor taken_indices(const std::vector<uint8_t>& taken, int64_t T, int64_t E, int64_t K) {
+    if (static_cast<int64_t>(taken.size()) != T * E)
+        throw std::logic_error("route_taken has " + std::to_string(taken.size()) + " entries, want T * E = " +
+                               std::to_string(T * E));
+    auto idx = torch::empty({T, K}, torch::kInt64);
+    auto a = idx.accessor<int64_t, 2>();
+    for (int64_t t = 0; t < T; ++t) {
+        int64_t k = 0;
+        for (int64_t e = 0; e < E; ++e)
+            if (taken[static_cast<size_t>(t * E + e)]) {
+                if (k == K) throw std::logic_error("route_taken: token " + std::to_string(t) + " has more than K experts");
+                a[t][k++] = e;
+            }
+        if (k != K) throw std::logic_error("route_taken: token " + std::to_string(t) + " has fewer than K experts");
+    }
+    return idx;
+}
+
 }  // namespace
 
 MoeScores moe_scores(const torch::Tensor& x, const MoeTensors& w, const BlockConfig& c, const Ctx& ctx) {
     MoeScores s;
     s.logits = matmul(x, w.w_router, ctx);  // router_logits = F.linear(hidden_states, self.weight, self.bias)
     if (c.moe_router_bias) s.logits = s.logits + w.router_bias.reshape({1, -1});
+    // (a bug's form: the router in bf16, its logits and scores rounded so)
+    auto held = [&](const torch::Tensor& t) {
+        return ctx.v.moe_router_bf16 ? t.to(torch::kBFloat16).to(t.scalar_type()) : t;
+    };
+    s.logits = held(s.logits);
     // softmax(router_logits, dim=-1) | router_logits.sigmoid()
-    s.scores = c.moe_scoring == MoeScoring::softmax ? torch::softmax(s.logits, -1) : torch::sigmoid(s.logits);
+    s.scores = held(c.moe_scoring == MoeScoring::softmax ? torch::softmax(s.logits, -1) : torch::sigmoid(s.logits));
     // scores_for_choice = scores + e_score_correction_bias
     s.choice = c.moe_selection_bias ? s.scores + w.e_bias.reshape({1, -1}) : s.scores;
     if (c.moe_n_group > 0) {
@@ -53,7 +79,8 @@ MoeScores moe_scores(const torch::Tensor& x, const MoeTensors& w, const BlockCon
         const auto group_idx = std::get<1>(torch::topk(s.group_scores, c.moe_topk_group, -1));
         const auto group_mask = torch::zeros({T, G}, torch::kBool).scatter(1, group_idx, true);
         const auto score_mask = group_mask.unsqueeze(-1).expand({T, G, c.n_experts / G}).reshape({T, -1});
-        s.choice = s.choice.masked_fill(score_mask.logical_not(), -std::numeric_limits<double>::infinity());
+        s.choice = s.choice.masked_fill(score_mask.logical_not(),
+                                        ctx.v.moe_group_mask_zero ? 0.0 : -std::numeric_limits<double>::infinity());
     }
     return s;
 }
@@ -61,7 +88,12 @@ MoeScores moe_scores(const torch::Tensor& x, const MoeTensors& w, const BlockCon
 torch::Tensor moe_route(const torch::Tensor& x, const MoeTensors& w, const BlockConfig& c, const Ctx& ctx) {
     const MoeScores s = moe_scores(x, w, c, ctx);
     // topk_indices = torch.topk(scores_for_choice, k=top_k, dim=-1)[1]
-    const auto idx = std::get<1>(torch::topk(s.choice, c.n_experts_per_tok, -1));
+    // (or the choice given: a kernel judged on the one it took at a near-tie)
+    // (the masked groups' zeros tie: a bug's form breaks them lowest index first, as a loop does)
+    const auto idx = ctx.route_taken ? taken_indices(*ctx.route_taken, x.size(0), c.n_experts, c.n_experts_per_tok)
+                     : ctx.v.moe_group_mask_zero
+                         ? std::get<1>(s.choice.sort(/*stable=*/true, -1, /*descending=*/true)).narrow(1, 0, c.n_experts_per_tok)
+                         : std::get<1>(torch::topk(s.choice, c.n_experts_per_tok, -1));
     // topk_weights = scores.gather(1, topk_indices)  (the unbiased scores)
     auto weights = (ctx.v.moe_weights_from_choice ? s.choice : s.scores).gather(1, idx);
     // if norm_topk_prob: topk_weights /= topk_weights.sum(dim=-1, keepdim=True) + 1e-20
@@ -89,7 +121,8 @@ torch::Tensor moe_experts(const torch::Tensor& x, const torch::Tensor& route, co
         if (c.moe_expert_bias) h = h + w.b13.select(0, e).unsqueeze(0);
         const auto [gate, up] = split_gate_up(h, c.moe_gate_up_interleaved);
         // down_proj(act(gate) * up) + down_proj_bias[e]
-        auto y = matmul(gated(gate, up, c.moe_swiglu_limit), weight_of(w.w2.narrow(0, e * F, F)), ctx);  // [n, D]
+        auto y = matmul(gated(gate, up, c.moe_swiglu_limit, !ctx.v.moe_swiglu_no_clamp),
+                        weight_of(w.w2.narrow(0, e * F, F)), ctx);  // [n, D]
         const bool late = ctx.v.moe_down_bias_after_weight && !c.moe_weight_on_input;  // a bug's order
         if (c.moe_expert_bias && !late) y = y + w.b2.select(0, e).unsqueeze(0);
         // final_hidden_states.index_add_(0, token_idx, current_hidden_states * routing_weights)
@@ -103,6 +136,7 @@ torch::Tensor moe_experts(const torch::Tensor& x, const torch::Tensor& route, co
         auto shared = matmul(torch::silu(gate) * up, w.ws2, ctx);
         if (c.moe_shared_gate) shared = shared * torch::sigmoid(matmul(x, w.ws_gate, ctx));
         out = out + shared;
+        if (ctx.v.moe_shared_twice) out = out + shared;  // a bug's form
     }
     return out;
 }

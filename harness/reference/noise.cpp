@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <string_view>
 
 #include "conform/dtype.h"
 #include "reference/torch_ops.h"
@@ -660,8 +661,9 @@ Tensor experts_bound(const Tensor& x, const Tensor& route, const Tensor& e_route
             xe = r * xe;
         }
         const bool bias = cfg.moe_expert_bias;
-        auto [y, e_y] = swiglu(xe, e_xin, w.at("w13").narrow(0, e * D, D),
-                               bias ? w.at("b13").select(0, e).unsqueeze(0) : none, w.at("w2").narrow(0, e * F, F),
+        auto [y, e_y] = swiglu(xe, e_xin, w.at("w13").narrow(0, e * D, D).to(torch::kFloat64),
+                               bias ? w.at("b13").select(0, e).unsqueeze(0) : none,
+                               w.at("w2").narrow(0, e * F, F).to(torch::kFloat64),
                                bias ? w.at("b2").select(0, e).unsqueeze(0) : none, cfg.moe_gate_up_interleaved,
                                cfg.moe_swiglu_limit);
         auto term = cfg.moe_weight_on_input ? y : r * y;
@@ -780,8 +782,14 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
         case Op::moe_experts: {
             auto x = in("x");
             std::map<std::string, Tensor> w;
+            // The experts as stored (float32, not copied): each chosen one is
+            // converted when its bound is taken, so a full-size layer's
+            // experts (gpt-oss-20b: 3.2 GB in float32) are never all in float64.
             for (const TensorSpec& t : op_info(c.op).inputs)
-                if (t.present(cfg) && c.inputs.count(t.name)) w[t.name] = in(t.name);
+                if (t.present(cfg) && c.inputs.count(t.name))
+                    w[t.name] = std::string_view(t.name) == "w13" || std::string_view(t.name) == "w2"
+                                    ? float_view(c.in(t.name))
+                                    : in(t.name);
             Tensor route, e_route;
             if (c.op == Op::moe_experts) {
                 route = w.at("route");

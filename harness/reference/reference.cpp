@@ -116,6 +116,10 @@ std::string Variant::describe() const {
     if (swiglu_gate_on_up) sep() << "activation on the up branch";
     if (moe_weights_from_choice) sep() << "routing weights from scores + e_bias";
     if (moe_down_bias_after_weight) sep() << "down bias after the routing weight";
+    if (moe_group_mask_zero) sep() << "groups not kept filled with 0";
+    if (moe_router_bf16) sep() << "router in bf16";
+    if (moe_swiglu_no_clamp) sep() << "SwiGLU without its clamps";
+    if (moe_shared_twice) sep() << "shared expert added twice";
     if (gelu_gate) sep() << "exact (erf) gelu gate";
     if (gelu_f16_table) sep() << "gelu through a float16 table (ggml)";
     if (layer_norm) sep() << "layernorm (mean subtracted)";
@@ -238,7 +242,7 @@ NamedD run(const Case& c, const Options& o) {
     torch::NoGradGuard no_grad;
     const auto dt = torch_dtype(o.precision);
     const auto acc = dt == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-    Ctx ctx{dt, acc, o.order, o.variant, o.act_quant};
+    Ctx ctx{dt, acc, o.order, o.variant, o.act_quant, o.route_taken};
     auto in = [&](const std::string& n) { return to_torch(c.in(n), o.precision); };
     auto pos = [&](const std::string& n) { return to_torch(c.pos(n)); };
     // A twist's bug as a config edit: the same op on the same tensors, another config.
@@ -265,8 +269,8 @@ NamedD run(const Case& c, const Options& o) {
             // The experts as stored, each chosen one converted when used (MoeTensors::expert_weight).
             auto stored = [&](const char* n) { return c.inputs.count(n) ? float_view(c.in(n)) : torch::Tensor(); };
             MoeTensors w{opt("w_router"), opt("router_bias"), opt("e_bias"), stored("w13"), stored("w2"),
-                         opt("b13"),      opt("b2"),          opt("ws13"),   opt("ws2"),    opt("ws_gate")};
-            w.expert_weight = [&o](const torch::Tensor& slice) { return as_precision(slice, o.precision); };
+                         opt("b13"),      opt("b2"),          opt("ws13"),   opt("ws2"),    opt("ws_gate"),
+                         [&o](const torch::Tensor& slice) { return as_precision(slice, o.precision); }};
             const auto x = in("x");
             const auto route = c.op == Op::moe_experts ? in("route") : moe_route(x, w, cfg, ctx);
             if (c.op == Op::moe) put("route", route);

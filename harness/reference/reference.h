@@ -110,6 +110,10 @@ struct Variant {
     // choice's scores); the experts' down bias added after the routing weight.
     bool moe_weights_from_choice = false;
     bool moe_down_bias_after_weight = false;
+    bool moe_group_mask_zero = false;   // the groups not kept filled with 0.0 (HF's masked_fill), not -inf
+    bool moe_router_bf16 = false;       // the router's logits and scores rounded to bf16
+    bool moe_swiglu_no_clamp = false;   // gpt-oss's SwiGLU without min(gate, L) and clamp(up, -L, L)
+    bool moe_shared_twice = false;      // the shared expert's output added twice
     bool gelu_gate = false;          // gelu(x@w1) * (x@w3), exact (erf) GELU: a GELU MLP's gate
     bool layer_norm = false;         // the norms subtract the mean (LayerNorm without bias) before dividing by the rms
     bool post_norm = false;          // h = norm(x + attn(x)), out = norm(h + ffn(h)): post-norm, not pre-norm
@@ -166,6 +170,11 @@ struct Options {
     // The activations of every weight product quantised so before it, as an
     // implementation declares (Case::act_quant): the baselines only.
     ActQuant act_quant = ActQuant::none;
+    // A router's choice given rather than made ([T, E] row-major, nonzero at
+    // each token's K chosen experts): the weights and everything after them
+    // computed on it. The judge's: a kernel judged on the selection it took
+    // at a near-tie, the baselines on the reference's (judge/judge.cpp).
+    const std::vector<uint8_t>* route_taken = nullptr;
 };
 
 // Runs the case's op. Returns "out" and, for block, every tap by name (all as

@@ -23,6 +23,7 @@ struct Ctx {
     Order order;
     const Variant& v;
     ActQuant act_quant = ActQuant::none;  // Options::act_quant
+    const std::vector<uint8_t>* route_taken = nullptr;  // Options::route_taken
 };
 
 // y = a @ b, in the context's summation order. a[..., M, K], b[..., K, N].

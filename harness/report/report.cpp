@@ -207,6 +207,7 @@ nlohmann::json to_json(const CaseResult& c) {
         if (!c.shrink_stopped.empty()) j["shrink_stopped"] = c.shrink_stopped;
     }
     if (!c.same_as.empty()) j["same_as"] = c.same_as;
+    if (!c.route_taken.empty()) j["route_taken"] = c.route_taken;
     if (!c.diagnosis.empty() || c.hypotheses_tried > 0) {
         // Structured: every hypothesis under which the output conforms, by bug id.
         auto& d = j["diagnosis"];

@@ -156,6 +156,7 @@ std::string failure_text(const json& c) {
         s += "\n";
     }
     if (!text(c, "same_as").empty()) s += fmt::format("  same as:   {}\n", text(c, "same_as"));
+    if (!text(c, "route_taken").empty()) s += fmt::format("  experts:   {}\n", text(c, "route_taken"));
     s += fmt::format("  inputs:    {}\n", text(c, "inputs"));
     if (!text(c, "error").empty()) s += fmt::format("  error:     {}\n", text(c, "error"));
     if (!text(c, "first_failing").empty()) s += fmt::format("  first failing tensor: {}\n", text(c, "first_failing"));

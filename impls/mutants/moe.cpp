@@ -12,29 +12,40 @@ struct MoeWithRules : scalar::ScalarImpl {
     scalar::MoeRules moe_rules() const override { return R(); }
 };
 
-// The weights gathered from scores + e_bias, the scores the choice is made
-// on, where DeepSeek-V3 takes the unbiased scores (its bias is for the
-// choice only).
-scalar::MoeRules biased_weights() {
+// scalar's rules with one broken: each MoeRules field (scalar/scalar.h)
+// says what its mutant computes instead, and each mutant's hypothesis is
+// the ref::Variant of the same name (diagnose/hypotheses.cpp says why each
+// is wrong: the weights from scores + e_bias, the down bias after the
+// routing weight, the masked groups' 0.0, the router in bf16, ...).
+template <bool scalar::MoeRules::*Rule>
+scalar::MoeRules broken() {
     scalar::MoeRules r;
-    r.weights_from_choice = true;
-    return r;
-}
-// gpt-oss's down bias added after the routing weight, w * (a @ w2) + b2,
-// where GptOssExperts adds it first: (a @ w2 + b2) * w.
-scalar::MoeRules late_down_bias() {
-    scalar::MoeRules r;
-    r.down_bias_after_weight = true;
+    r.*Rule = true;
     return r;
 }
 
 }  // namespace
 
+std::unique_ptr<Implementation> group_mask_fill_zero(const ImplOptions& o) {
+    return detail::make<MoeWithRules<broken<&scalar::MoeRules::group_mask_zero>>>("group_mask_fill_zero", o);
+}
+std::unique_ptr<Implementation> router_in_bf16(const ImplOptions& o) {
+    return detail::make<MoeWithRules<broken<&scalar::MoeRules::router_bf16>>>("router_in_bf16", o);
+}
+std::unique_ptr<Implementation> topk_softmax_over_all(const ImplOptions& o) {
+    return detail::make<MoeWithRules<broken<&scalar::MoeRules::softmax_over_all>>>("topk_softmax_over_all", o);
+}
+std::unique_ptr<Implementation> swiglu_clamp_dropped(const ImplOptions& o) {
+    return detail::make<MoeWithRules<broken<&scalar::MoeRules::swiglu_clamp_dropped>>>("swiglu_clamp_dropped", o);
+}
+std::unique_ptr<Implementation> shared_expert_doubled(const ImplOptions& o) {
+    return detail::make<MoeWithRules<broken<&scalar::MoeRules::shared_twice>>>("shared_expert_doubled", o);
+}
 std::unique_ptr<Implementation> selection_bias_in_weights(const ImplOptions& o) {
-    return detail::make<MoeWithRules<biased_weights>>("selection_bias_in_weights", o);
+    return detail::make<MoeWithRules<broken<&scalar::MoeRules::weights_from_choice>>>("selection_bias_in_weights", o);
 }
 std::unique_ptr<Implementation> expert_bias_after_weight(const ImplOptions& o) {
-    return detail::make<MoeWithRules<late_down_bias>>("expert_bias_after_weight", o);
+    return detail::make<MoeWithRules<broken<&scalar::MoeRules::down_bias_after_weight>>>("expert_bias_after_weight", o);
 }
 
 }  // namespace conform::mutants

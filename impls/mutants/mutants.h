@@ -65,6 +65,11 @@ std::unique_ptr<Implementation> rmsnorm_tail_skipped(const ImplOptions& o);
 // moe.cpp
 std::unique_ptr<Implementation> selection_bias_in_weights(const ImplOptions& o);
 std::unique_ptr<Implementation> expert_bias_after_weight(const ImplOptions& o);
+std::unique_ptr<Implementation> group_mask_fill_zero(const ImplOptions& o);
+std::unique_ptr<Implementation> router_in_bf16(const ImplOptions& o);
+std::unique_ptr<Implementation> topk_softmax_over_all(const ImplOptions& o);
+std::unique_ptr<Implementation> swiglu_clamp_dropped(const ImplOptions& o);
+std::unique_ptr<Implementation> shared_expert_doubled(const ImplOptions& o);
 
 // block.cpp
 std::unique_ptr<Implementation> rope_position_off_by_one(const ImplOptions& o);

@@ -15,7 +15,7 @@ namespace {
 //   h = x @ w13 (+ b13)    w13[D, 2F]: [gate | up], or gate, up interleaved
 //   act: silu(gate) * up, or gpt-oss's min(gate, L) * sigmoid(1.702 min(gate, L)) * (clamp(up, -L, L) + 1)
 void expert(const float* x, int64_t D, int64_t F, const float* w13, const float* b13, const float* w2,
-            const float* b2, bool interleaved, float limit, std::vector<float>& h, float* y) {
+            const float* b2, bool interleaved, float limit, std::vector<float>& h, float* y, bool clamp = true) {
     h.assign(static_cast<size_t>(2 * F), 0.0f);
     for (int64_t j = 0; j < 2 * F; j++) {
         float acc = 0.0f;
@@ -27,8 +27,10 @@ void expert(const float* x, int64_t D, int64_t F, const float* w13, const float*
         float gate = interleaved ? h[2 * i] : h[i];
         float up = interleaved ? h[2 * i + 1] : h[F + i];
         if (limit > 0) {
-            gate = std::min(gate, limit);
-            up = std::max(-limit, std::min(up, limit));
+            if (clamp) {
+                gate = std::min(gate, limit);
+                up = std::max(-limit, std::min(up, limit));
+            }
             a[i] = gate / (1.0f + std::exp(-1.702f * gate)) * (up + 1.0f);
         } else {
             a[i] = silu(gate) * up;
@@ -63,7 +65,8 @@ void moe_experts(View x, View route, const MoeWeights& w, const BlockConfig& c, 
             const bool late = rules.down_bias_after_weight && c.moe_expert_bias && !c.moe_weight_on_input;
             const float* b2 = c.moe_expert_bias ? w.b2.data + e * D : nullptr;
             expert(xin.data(), D, F, w.w13.data + e * D * 2 * F, c.moe_expert_bias ? w.b13.data + e * 2 * F : nullptr,
-                   w.w2.data + e * F * D, late ? nullptr : b2, c.moe_gate_up_interleaved, limit, h, y.data());
+                   w.w2.data + e * F * D, late ? nullptr : b2, c.moe_gate_up_interleaved, limit, h, y.data(),
+                   !rules.swiglu_clamp_dropped);
             for (int64_t d = 0; d < D; d++) o[d] += c.moe_weight_on_input ? y[d] : r * y[d] + (late ? b2[d] : 0.0f);
         }
         if (Fs > 0) {
@@ -75,7 +78,7 @@ void moe_experts(View x, View route, const MoeWeights& w, const BlockConfig& c, 
                 for (int64_t d = 0; d < D; d++) z += xt[d] * w.ws_gate.data[d];
                 gate = 1.0f / (1.0f + std::exp(-z));
             }
-            for (int64_t d = 0; d < D; d++) o[d] += gate * y[d];
+            for (int64_t d = 0; d < D; d++) o[d] += (rules.shared_twice ? 2.0f : 1.0f) * gate * y[d];
         }
     }
 }

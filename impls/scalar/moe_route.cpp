@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "conform/dtype.h"
 #include "scalar.h"
 
 namespace conform::scalar {
@@ -41,6 +42,8 @@ void check_moe_weights(const char* op, const MoeWeights& w, const BlockConfig& c
 void moe_route_row(float* scores, const MoeWeights& w, const BlockConfig& c, float* route, const MoeRules& rules) {
     const int64_t E = c.n_experts, K = c.n_experts_per_tok;
     const float minus_inf = -std::numeric_limits<float>::infinity();
+    if (rules.router_bf16)
+        for (int64_t e = 0; e < E; e++) scores[e] = round_bf16(scores[e]);
     // scores = softmax(logits, dim=-1) | logits.sigmoid()
     if (c.moe_scoring == MoeScoring::softmax) {
         float m = scores[0], sum = 0.0f;
@@ -50,6 +53,8 @@ void moe_route_row(float* scores, const MoeWeights& w, const BlockConfig& c, flo
     } else {
         for (int64_t e = 0; e < E; e++) scores[e] = 1.0f / (1.0f + std::exp(-scores[e]));
     }
+    if (rules.router_bf16)
+        for (int64_t e = 0; e < E; e++) scores[e] = round_bf16(scores[e]);
     // scores_for_choice = scores + e_score_correction_bias
     std::vector<float> choice(static_cast<size_t>(E));
     for (int64_t e = 0; e < E; e++) choice[e] = c.moe_selection_bias ? scores[e] + w.e_bias.data[e] : scores[e];
@@ -74,7 +79,7 @@ void moe_route_row(float* scores, const MoeWeights& w, const BlockConfig& c, flo
             kept[best] = true;
         }
         for (int64_t e = 0; e < E; e++)
-            if (!kept[e / size]) choice[e] = minus_inf;
+            if (!kept[e / size]) choice[e] = rules.group_mask_zero ? 0.0f : minus_inf;
     }
     // topk_indices = topk(scores_for_choice, k): the K largest, one at a time
     std::vector<int64_t> chosen;
@@ -92,7 +97,8 @@ void moe_route_row(float* scores, const MoeWeights& w, const BlockConfig& c, flo
     for (int64_t e : chosen) sum += from[e];
     for (int64_t e = 0; e < E; e++) route[e] = 0.0f;
     for (int64_t e : chosen) {
-        float v = c.moe_norm_topk_prob ? from[e] / (sum + 1e-20f) : from[e];
+        const bool renorm = c.moe_norm_topk_prob && !(rules.softmax_over_all && c.moe_scoring == MoeScoring::softmax);
+        float v = renorm ? from[e] / (sum + 1e-20f) : from[e];
         if (c.moe_routed_scaling_factor > 0) v *= static_cast<float>(c.moe_routed_scaling_factor);
         route[e] = v;
     }

@@ -168,6 +168,11 @@ void swiglu(View x, View w1, View w3, View w2, MutView out, const MatMul& mm = m
 struct MoeRules {
     bool weights_from_choice = false;     // the weights gathered from the biased choice scores
     bool down_bias_after_weight = false;  // b2 added after the routing weight: w * (a @ w2) + b2
+    bool group_mask_zero = false;         // the groups not kept filled with 0.0, not -inf
+    bool router_bf16 = false;             // the router's logits and scores held in bf16
+    bool softmax_over_all = false;        // softmax scoring: the k weights not renormalised (over all E)
+    bool swiglu_clamp_dropped = false;    // gpt-oss's SwiGLU without its clamps
+    bool shared_twice = false;            // the shared expert added twice
 };
 void moe_route(View x, const MoeWeights& w, const BlockConfig& c, MutView route, const MoeRules& rules = {});
 // One token's route from its router logits (x @ w_router + router_bias, [E];

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <vector>
 
+#include "conform/dtype.h"
 #include "simd/ops.h"
 
 namespace conform::simd {
@@ -19,6 +20,12 @@ namespace conform::simd {
 namespace {
 
 float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
+
+// A value stored by a bf16 engine: rounded to bf16 (float32: as it is).
+void stored(Elem e, float* p, size_t n) {
+    if (e == Elem::f32) return;
+    for (size_t i = 0; i < n; ++i) p[i] = round_bf16(p[i]);
+}
 
 // a[n, F] from h[n, 2F]: HF's act over [gate | up] or gate, up interleaved.
 void activate(ThreadPool& pool, const float* h, size_t n, size_t F, bool interleaved, float limit, float* a) {
@@ -41,23 +48,27 @@ void activate(ThreadPool& pool, const float* h, size_t n, size_t F, bool interle
 }
 
 // y[n, D] = act(x[n, D] @ w13 (+ b13)) @ w2 (+ b2): one expert over its rows.
-void expert(ThreadPool& pool, Target t, CRows x, size_t n, const PackedWeight& p13, const float* b13,
+void expert(ThreadPool& pool, Target t, Elem storage, CRows x, size_t n, const PackedWeight& p13, const float* b13,
             const PackedWeight& p2, const float* b2, bool interleaved, float limit, Buffer& h, Buffer& a, MRows y,
             GemmScratch& scratch) {
     const size_t F = p2.K;
     h.resize(Elem::f32, n, 2 * F);
     a.resize(Elem::f32, n, F);
     matmul(pool, t, x, n, p13, {b13 ? Epilogue::bias : Epilogue::store, h.m(), {}, {}, b13}, scratch);
+    stored(storage, static_cast<float*>(h.data()), n * 2 * F);
     activate(pool, static_cast<const float*>(h.data()), n, F, interleaved, limit, static_cast<float*>(a.data()));
+    stored(storage, static_cast<float*>(a.data()), n * F);
     matmul(pool, t, a.c(), n, p2, {b2 ? Epilogue::bias : Epilogue::store, y, {}, {}, b2}, scratch);
+    stored(storage, static_cast<float*>(y.data), n * y.ld);
 }
 
 }  // namespace
 
-MoePacked pack_moe(ThreadPool& pool, const MoeWeights& w, const BlockConfig& c, const View* route) {
+MoePacked pack_moe(ThreadPool& pool, const MoeWeights& w, const BlockConfig& c, const View* route, Elem storage) {
     const int64_t D = c.d_model, E = c.n_experts, F = c.moe_ffn_dim;
     MoePacked p;
-    if (w.w_router.data) p.router = pack_columns(pool, Elem::f32, {w.w_router});
+    p.storage = storage;
+    if (w.w_router.data) p.router = pack_columns(pool, storage, {w.w_router});
     auto chosen = [&](int64_t e) {
         if (!route) return true;
         for (int64_t i = 0; i < route->rows; ++i)
@@ -69,13 +80,13 @@ MoePacked pack_moe(ThreadPool& pool, const MoeWeights& w, const BlockConfig& c, 
         p.w2.resize(static_cast<size_t>(E));
         for (int64_t e = 0; e < E; ++e)
             if (chosen(e)) {
-                p.w13[e] = pack_columns(pool, Elem::f32, {View{w.w13.data + e * D * 2 * F, D, 2 * F}});
-                p.w2[e] = pack_columns(pool, Elem::f32, {View{w.w2.data + e * F * D, F, D}});
+                p.w13[e] = pack_columns(pool, storage, {View{w.w13.data + e * D * 2 * F, D, 2 * F}});
+                p.w2[e] = pack_columns(pool, storage, {View{w.w2.data + e * F * D, F, D}});
             }
     }
     if (c.moe_shared_ffn_dim > 0 && w.ws13.data) {
-        p.ws13 = pack_columns(pool, Elem::f32, {w.ws13});
-        p.ws2 = pack_columns(pool, Elem::f32, {w.ws2});
+        p.ws13 = pack_columns(pool, storage, {w.ws13});
+        p.ws2 = pack_columns(pool, storage, {w.ws2});
     }
     return p;
 }
@@ -110,7 +121,8 @@ void moe_experts(ThreadPool& pool, Target t, View x, View route, const MoePacked
         const float* b13 = c.moe_expert_bias ? w.b13.data + e * 2 * F : nullptr;
         const float* b2 = c.moe_expert_bias ? w.b2.data + e * D : nullptr;
         y.resize(Elem::f32, n, D);
-        expert(pool, t, xe.c(), n, p.w13[e], b13, p.w2[e], b2, c.moe_gate_up_interleaved, limit, h, a, y.m(), scratch);
+        stored(p.storage, xp, n * D);  // Llama 4's r * x, as the engine stores it
+        expert(pool, t, p.storage, xe.c(), n, p.w13[e], b13, p.w2[e], b2, c.moe_gate_up_interleaved, limit, h, a, y.m(), scratch);
         // out[t] += r * y, or y
         const float* yp = static_cast<const float*>(y.data());
         for (size_t j = 0; j < n; ++j) {
@@ -121,10 +133,10 @@ void moe_experts(ThreadPool& pool, Target t, View x, View route, const MoePacked
                 o[d] += c.moe_weight_on_input ? yp[j * D + d] : r * yp[j * D + d];
         }
     }
-    if (Fs == 0) return;
+    if (Fs == 0) return stored(p.storage, out.data, T * D);
     // shared_experts(x), Qwen2-MoE: * sigmoid(shared_expert_gate(x))
     y.resize(Elem::f32, T, D);
-    expert(pool, t, {x.data, D, Elem::f32}, T, p.ws13, nullptr, p.ws2, nullptr, false, 0.0f, h, a, y.m(), scratch);
+    expert(pool, t, p.storage, {x.data, D, Elem::f32}, T, p.ws13, nullptr, p.ws2, nullptr, false, 0.0f, h, a, y.m(), scratch);
     const float* yp = static_cast<const float*>(y.data());
     for (size_t i = 0; i < T; ++i) {
         float gate = 1.0f;
@@ -135,6 +147,7 @@ void moe_experts(ThreadPool& pool, Target t, View x, View route, const MoePacked
         }
         for (size_t d = 0; d < D; ++d) out.data[i * D + d] += gate * yp[i * D + d];
     }
+    stored(p.storage, out.data, T * D);
 }
 
 }  // namespace conform::simd

@@ -6,6 +6,7 @@
 // (lowest index first) the same.
 #include <vector>
 
+#include "conform/dtype.h"
 #include "scalar/scalar.h"
 #include "simd/ops.h"
 
@@ -25,7 +26,12 @@ void moe_route(ThreadPool& pool, Target t, View x, const MoePacked& p, const Moe
         matmul(pool, t, xr, T, wr, {Epilogue::store, logits.m(), {}, {}}, scratch);
     // topk over the scores, per token                          route[T, E]
     float* l = static_cast<float*>(logits.data());
-    pool.Run(T, [&](size_t i, int) { scalar::moe_route_row(l + i * E, w, c, route.data + i * E); });
+    pool.Run(T, [&](size_t i, int) {
+        scalar::moe_route_row(l + i * E, w, c, route.data + i * E);
+        // routing_weights.to(hidden_states.dtype): a bf16 engine stores them in bf16
+        if (p.storage != Elem::f32)
+            for (size_t e = 0; e < E; ++e) route.data[i * E + e] = round_bf16(route.data[i * E + e]);
+    });
 }
 
 }  // namespace conform::simd

@@ -169,7 +169,6 @@ struct Fp8Cache {
     }
 };
 
-bool is_moe(Op op) { return op_info(op).uses(kMoeRoute) || op_info(op).uses(kMoeExperts); }
 
 class SimdImpl : public Implementation {
    public:
@@ -183,10 +182,6 @@ class SimdImpl : public Implementation {
     // order: neither the batch, the pages' places nor the threads change a row.
     bool batch_invariant(Op op) const override { return op == Op::paged_attention; }
 
-    // A mixture of experts in float32 only: in bf16 its router would round
-    // the logits it chooses by, and a choice near a tie is judged on the
-    // selection taken only once the route is tapped that way (issue 51).
-    bool implements(Op op) const override { return elem_ == Elem::f32 || !is_moe(op); }
 
     // Every twist, but in bf16 decode's FP8 cache: the engine's cache buffer
     // is bf16, so each dequantized value (code * scale) is rounded to bf16
@@ -204,8 +199,6 @@ class SimdImpl : public Implementation {
 
     Support supports(Op op, const BlockConfig& c) const override {
         if (Support s = chk::config_support(op, c); !s.ok) return s;
-        if (is_moe(op) && elem_ != Elem::f32)
-            return Support::no("simd's mixture of experts runs in f32 only (docs/moe.md)");
         if ((op == Op::block || op == Op::decode) && c.head_dim > static_cast<int64_t>(kMaxHeadDim))
             return Support::no("the fused QK-norm + RoPE holds a head on the stack: head_dim <= " +
                                std::to_string(kMaxHeadDim) + ", found " + std::to_string(c.head_dim));
@@ -325,7 +318,9 @@ class SimdImpl : public Implementation {
         chk::expect_shape("moe_route", "x", x, x.rows, c.d_model);
         chk::expect_shape("moe_route", "route", route, x.rows, c.n_experts);
         scalar::check_moe_weights("moe_route", w, c, true, false);
-        simd::moe_route(pool_, target_, x, pack_moe(pool_, MoeWeights{w.w_router}, c), w, c, route);
+        MoeWeights router;  // only the router packed: no expert is read here
+        router.w_router = w.w_router;
+        simd::moe_route(pool_, target_, x, pack_moe(pool_, router, c, nullptr, elem_), w, c, route);
     }
 
     void moe_experts(View x, View route, const MoeWeights& w, const BlockConfig& c, MutView out) override {
@@ -335,7 +330,7 @@ class SimdImpl : public Implementation {
         scalar::check_moe_weights("moe_experts", w, c, false, true);
         MoeWeights experts = w;
         experts.w_router = View{};  // the router is not this op's
-        simd::moe_experts(pool_, target_, x, route, pack_moe(pool_, experts, c, &route), w, c, out);
+        simd::moe_experts(pool_, target_, x, route, pack_moe(pool_, experts, c, &route, elem_), w, c, out);
     }
 
     void moe(View x, const MoeWeights& w, const BlockConfig& c, MutView out, MutView route) override {
@@ -544,8 +539,7 @@ class SwigluBench : public BenchBase {
 class MoeBench : public BenchBase {
    public:
     MoeBench(const ImplOptions& o, const BenchInputs& in)
-        : BenchBase(o), c_(in.config), T_(in.x.rows), packed_(pack_moe(pool_, in.moe, in.config)) {
-        if (elem_ != Elem::f32) throw ImplError("simd bench: a mixture of experts runs in f32 only");
+        : BenchBase(o), c_(in.config), T_(in.x.rows), packed_(pack_moe(pool_, in.moe, in.config, nullptr, elem_)) {
         x_ = own(in.x, 0);
         w_.router_bias = own(in.moe.router_bias, 1);
         w_.e_bias = own(in.moe.e_bias, 2);

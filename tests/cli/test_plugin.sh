@@ -309,12 +309,27 @@ PY
     python3 - "$tmp/v2-$seed/conform.json" <<'PY' || fail "scalar-v2, seed $seed"
 import json, sys
 r = json.load(open(sys.argv[1]))
-for op in ["rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode", "paged_attention"]:
+for op in ["rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode", "paged_attention",
+           "moe", "moe_route", "moe_experts"]:
     n = sum(1 for c in r["cases"] if c["impl"] == "scalar-v2" and c["op"] == op and c["origin"] == "property")
     assert n == 100, "%s: %d property cases judged, not 100" % (op, n)
 assert r["pass"] and not r["not_offered"], r["not_offered"]
 PY
   done
+  # The same table as built before the mixture of experts' functions were
+  # appended (its struct_size ends before them): it loads, is not offered
+  # them, and every other op runs as before.
+  export SCALAR_PLUGIN_V2_BEFORE_MOE=1
+  expect 0 "block +scalar-v2" -- --impl-lib "$v2" --op all --cases 5 --no-default-fixtures --out "$tmp/v2-before-moe"
+  unset SCALAR_PLUGIN_V2_BEFORE_MOE
+  python3 - "$tmp/v2-before-moe/conform.json" <<'PY' || fail "scalar-v2 as built before the MoE functions"
+import json, sys
+r = json.load(open(sys.argv[1]))
+ran = {c["op"] for c in r["cases"] if c["impl"] == "scalar-v2"}
+assert not ran & {"moe", "moe_route", "moe_experts"}, ran
+assert {"rmsnorm", "block", "paged_attention"} <= ran, ran
+assert {n["op"] for n in r["not_run"] if n["impl"] == "scalar-v2"} >= {"moe", "moe_route", "moe_experts"}, r["not_run"]
+PY
   ;;
 
 gqa)

@@ -12,6 +12,7 @@
 #include "conform/plugin.h"
 #endif
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -115,6 +116,10 @@ BlockConfig config_of(const conform_config* k, Tensors& t) {
             t.ins[p.name] = view(&p.t);
             continue;
         }
+        // A mixture of experts' sizes, parameters too.
+        if (std::strcmp(p.name, "n_experts") == 0) c.n_experts = p.i;
+        if (std::strcmp(p.name, "n_experts_per_tok") == 0) c.n_experts_per_tok = p.i;
+        if (std::strcmp(p.name, "moe_ffn_dim") == 0) c.moe_ffn_dim = p.i;
         const Twist* tw = find_twist(p.name);
         if (!tw) continue;  // a twist this build does not know
         double v = p.type == CONFORM_PARAM_INT ? static_cast<double>(p.i) : p.f;
@@ -210,6 +215,31 @@ int32_t p_paged(const conform_config* k, const conform_tensor* q, const conform_
 }
 
 #ifndef ABI_V1
+int32_t p_moe_route(const conform_config* k, const conform_tensor* x, const conform_tensor* wr,
+                    const conform_tensor* route, char* msg, size_t cap) {
+    Tensors t;
+    const BlockConfig c = config_of(k, t);
+    t.ins["x"] = view(x), t.ins["w_router"] = view(wr), t.outs["out"] = mut(route);
+    return run(Op::moe_route, c, t, msg, cap);
+}
+int32_t p_moe_experts(const conform_config* k, const conform_tensor* x, const conform_tensor* route,
+                      const conform_tensor* w13, const conform_tensor* w2, const conform_tensor* out, char* msg,
+                      size_t cap) {
+    Tensors t;
+    const BlockConfig c = config_of(k, t);
+    t.ins["x"] = view(x), t.ins["route"] = view(route), t.ins["w13"] = view(w13), t.ins["w2"] = view(w2);
+    t.outs["out"] = mut(out);
+    return run(Op::moe_experts, c, t, msg, cap);
+}
+int32_t p_moe(const conform_config* k, const conform_tensor* x, const conform_tensor* wr, const conform_tensor* w13,
+              const conform_tensor* w2, const conform_tensor* route, const conform_tensor* out, char* msg, size_t cap) {
+    Tensors t;
+    const BlockConfig c = config_of(k, t);
+    t.ins["x"] = view(x), t.ins["w_router"] = view(wr), t.ins["w13"] = view(w13), t.ins["w2"] = view(w2);
+    t.outs["route"] = mut(route), t.outs["out"] = mut(out);
+    return run(Op::moe, c, t, msg, cap);
+}
+
 // Every twist of the record, as an engine would list its own by name.
 const char* const* every_twist() {
     static std::vector<const char*> names = [] {
@@ -242,6 +272,9 @@ extern "C" CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void) 
         t.name = "scalar-v2";
         t.description = "conform's scalar implementation behind plugin ABI 2 (tests/plugins/scalar_plugin.cpp)";
         t.twists = every_twist();
+        // As built against plugin.h before the MoE functions were appended (cli/test_plugin.sh abi).
+        if (const char* b = std::getenv("SCALAR_PLUGIN_V2_BEFORE_MOE"); b && *b == '1')
+            t.struct_size = static_cast<uint32_t>(offsetof(conform_plugin, moe_route));
 #endif
         t.dtypes = CONFORM_DTYPE_BIT(CONFORM_DTYPE_F32);
         t.rmsnorm = p_rmsnorm;
@@ -252,6 +285,11 @@ extern "C" CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void) 
         t.block = p_block;
         t.decode = p_decode;
         t.paged_attention = p_paged;
+#ifndef ABI_V1
+        t.moe_route = p_moe_route;
+        t.moe_experts = p_moe_experts;
+        t.moe = p_moe;
+#endif
         return t;
     }();
     return &table;

@@ -244,6 +244,30 @@ typedef struct conform_plugin {
      * implements when it is loaded; only swiglu, block and decode have
      * weight products, and any other answer there is a load error. */
     uint32_t (*activation_quant)(uint32_t op);
+
+    /* ---- appended to version 2: conform reads them only where struct_size
+     * covers them (a table built before has none, and is not offered these
+     * ops). NULL: not implemented. ---------------------------------------------
+     * A mixture-of-experts FFN (docs/moe.md), weights [in, out]. Its sizes are
+     * parameters, as its twists are: "n_experts" (E), "n_experts_per_tok" (K),
+     * "moe_ffn_dim" (Fe), each CONFORM_PARAM_INT; so are its twists' tensors
+     * by their schema names: router_bias [E], e_bias [E] (1-D), b13 [E, 2*Fe],
+     * b2 [E, D], ws13 [D, 2*Fs], ws2 [Fs, D], ws_gate [D, 1].
+     *   x[T, D], w_router[D, E]
+     *   w13[E*D, 2*Fe]  expert e's gate and up in rows e*D .. e*D + D - 1
+     *   w2[E*Fe, D]     expert e's down projection in rows e*Fe .. e*Fe + Fe - 1
+     *   route[T, E]     token t's weight on expert e, exactly 0 where not chosen
+     *   out[T, D]       sum over chosen e of route[t, e] * expert_e(x_t) (+ the shared expert)
+     * moe_route writes route; moe_experts takes it (its nonzero entries are the
+     * choice) and writes out; moe writes both. */
+    int32_t (*moe_route)(const conform_config* cfg, const conform_tensor* x, const conform_tensor* w_router,
+                         const conform_tensor* route, char* msg, size_t msg_cap);
+    int32_t (*moe_experts)(const conform_config* cfg, const conform_tensor* x, const conform_tensor* route,
+                           const conform_tensor* w13, const conform_tensor* w2, const conform_tensor* out, char* msg,
+                           size_t msg_cap);
+    int32_t (*moe)(const conform_config* cfg, const conform_tensor* x, const conform_tensor* w_router,
+                   const conform_tensor* w13, const conform_tensor* w2, const conform_tensor* route,
+                   const conform_tensor* out, char* msg, size_t msg_cap);
 } conform_plugin;
 
 typedef const conform_plugin* (*conform_plugin_get_fn)(void);
