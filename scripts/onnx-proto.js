@@ -20,9 +20,10 @@ const str = (f, s) => bytesField(f, [...Buffer.from(s)]);
 const int = (f, v) => [...key(f, 0), ...varint(v)];
 const f32 = (f, v) => { const b = Buffer.alloc(4); b.writeFloatLE(v); return [...key(f, 5), ...b]; };
 
-const INT_ATTR = 2, FLOAT_ATTR = 1;
+const INT_ATTR = 2, FLOAT_ATTR = 1, STRING_ATTR = 3;
 const attrInt = (name, v) => bytesField(5, [...str(1, name), ...int(3, v), ...int(20, INT_ATTR)]);
 const attrFloat = (name, v) => bytesField(5, [...str(1, name), ...f32(2, v), ...int(20, FLOAT_ATTR)]);
+const attrString = (name, v) => bytesField(5, [...str(1, name), ...str(4, v), ...int(20, STRING_ATTR)]);
 
 // TensorProto data types
 const FLOAT = 1, INT32 = 6, INT64 = 7, FLOAT8E4M3FN = 17, FLOAT8E5M2 = 19;
@@ -43,5 +44,5 @@ const modelProto = (graph, onnxOpset, microsoft = false) =>
                    ...(microsoft ? bytesField(8, [...str(1, 'com.microsoft'), ...int(2, 1)]) : []),
                    ...bytesField(7, graph)]);
 
-module.exports = { varint, key, bytesField, str, int, f32, attrInt, attrFloat, vinfo, nodeProto, modelProto,
+module.exports = { varint, key, bytesField, str, int, f32, attrInt, attrFloat, attrString, vinfo, nodeProto, modelProto,
                    FLOAT, INT32, INT64, FLOAT8E4M3FN, FLOAT8E5M2 };

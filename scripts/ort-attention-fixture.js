@@ -15,10 +15,10 @@
 // `head_sink` logit joins each row's softmax denominator and is not
 // soft-capped. Queries are the last T of S keys at positions 0 … S − 1 (with
 // past keys through `past_key` / `past_value` when T < S).
-const { spawnSync } = require('child_process');
 const ort = require('onnxruntime-node');
 
 const { bytesField, str, attrInt, attrFloat, vinfo, nodeProto, modelProto, FLOAT, INT32 } = require('./onnx-proto');
+const { draws, writeFixture } = require('./fixture-writer');
 
 // One GroupQueryAttention node: q k v past_key past_value seqlens_k total_sequence_length
 // cos_cache sin_cache position_ids attention_bias head_sink (inputs 0 … 11).
@@ -38,14 +38,7 @@ function gqaModel(c) {
 }
 
 // ---- inputs: xorshift64 + Box-Muller, rounded to float32 ----
-let state = 0x2545F4914F6CDD1Dn;
-function uniform() {
-  const M = 0xFFFFFFFFFFFFFFFFn;
-  state ^= (state << 13n) & M; state ^= state >> 7n; state ^= (state << 17n) & M;
-  return (Number(state >> 11n) + 0.5) / 2 ** 53;
-}
-const normal = () => Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
-const draw = (n, scale = 1, mean = 0) => Float32Array.from({ length: n }, () => mean + scale * normal());
+const { draw } = draws(0x2545F4914F6CDD1Dn);
 
 // The cases: where each twist matters (fixtures/SCHEMA.md's `sliding_window`, `attn_sinks`, `attn_logit_softcapping`).
 const cases = [
@@ -104,33 +97,21 @@ const cases = [
   const producer = `ONNX Runtime ${version} (npm onnxruntime-node, CPU, 1 thread): GroupQueryAttention, ` +
                    'scripts/ort-attention-fixture.js';
   // The fixture (fixtures/SCHEMA.md): one case group per case; float32 inputs, ORT's float32 output as expected/out.
-  const py = `
-import h5py, json, sys, numpy as np
-d = json.load(sys.stdin)
-with h5py.File(sys.argv[1], 'w') as f:
-    f.attrs['conform_schema'] = 'conform-fixture/1'
-    for c in d['cases']:
-        g = f.create_group(c['name'])
-        g.attrs['op'] = 'attention'
-        g.attrs['description'] = c['what']
-        g.attrs['producer'] = d['producer']
-        cfg = g.create_group('config')
-        cfg.attrs['n_heads'], cfg.attrs['n_kv_heads'], cfg.attrs['head_dim'] = c['H'], c['KV'], c['hd']
-        if c['window']: cfg.attrs['sliding_window'] = c['window']
-        if c['softcap']: cfg.attrs['attn_logit_softcapping'] = float(c['softcap'])
-        if c['sinks'] is not None: cfg.attrs['attn_sinks'] = 1
-        S, T, H, KV, hd = c['S'], c['T'], c['H'], c['KV'], c['hd']
-        i = g.create_group('inputs')
-        i['q'] = np.asarray(c['q'], np.float32).reshape(T, H * hd)
-        i['k'] = np.asarray(c['k'], np.float32).reshape(S, KV * hd)
-        i['v'] = np.asarray(c['v'], np.float32).reshape(S, KV * hd)
-        i['k_positions'] = np.arange(S, dtype=np.int64)
-        i['q_positions'] = np.arange(S - T, S, dtype=np.int64)
-        if c['sinks'] is not None: i['sinks'] = np.asarray(c['sinks'], np.float32)
-        g.create_group('expected')['out'] = np.asarray(c['out'], np.float32).reshape(T, H * hd)
-`;
-  const py3 = spawnSync('/usr/bin/python3', ['-c', py, process.argv[2]],
-                        { input: JSON.stringify({ cases: out, producer }), stdio: ['pipe', 'inherit', 'inherit'] });
-  if (py3.status !== 0) throw new Error(`writing ${process.argv[2]} failed`);
+  writeFixture(process.argv[2], 'attention', out, producer, `
+cfg = g.create_group('config')
+cfg.attrs['n_heads'], cfg.attrs['n_kv_heads'], cfg.attrs['head_dim'] = c['H'], c['KV'], c['hd']
+if c['window']: cfg.attrs['sliding_window'] = c['window']
+if c['softcap']: cfg.attrs['attn_logit_softcapping'] = float(c['softcap'])
+if c['sinks'] is not None: cfg.attrs['attn_sinks'] = 1
+S, T, H, KV, hd = c['S'], c['T'], c['H'], c['KV'], c['hd']
+i = g.create_group('inputs')
+i['q'] = np.asarray(c['q'], np.float32).reshape(T, H * hd)
+i['k'] = np.asarray(c['k'], np.float32).reshape(S, KV * hd)
+i['v'] = np.asarray(c['v'], np.float32).reshape(S, KV * hd)
+i['k_positions'] = np.arange(S, dtype=np.int64)
+i['q_positions'] = np.arange(S - T, S, dtype=np.int64)
+if c['sinks'] is not None: i['sinks'] = np.asarray(c['sinks'], np.float32)
+g.create_group('expected')['out'] = np.asarray(c['out'], np.float32).reshape(T, H * hd)
+`);
   console.log(`${process.argv[2]}: ${out.length} attention cases, ${producer}`);
 })().catch(e => { console.error(e.message || e); process.exit(2); });

@@ -751,9 +751,17 @@ void annotate(CaseResult& r, const Diagnosis& d, const Evidence& failing, Implem
         std::string alternatives;
         for (size_t i = 0; i < ids.size(); ++i)
             alternatives += (i == 0 ? "" : i + 1 == ids.size() ? " or " : ", ") + ids[i];
-        lines.push_back(fmt::format("equivalent on every case tried: {} (a case that tells them apart needs more "
-                                    "tokens, positions or heads)",
-                                    alternatives));
+        // The same convention change under each name (renorm_missing and
+        // topk_softmax_over_all on a softmax router): no case can tell them apart.
+        bool same = !d.matches.empty();
+        for (const auto& m : d.matches) same = same && m.change == d.matches.front().change;
+        if (same)
+            lines.push_back(fmt::format("one function under {} names: {} ({}: no case tells them apart)", ids.size(),
+                                        alternatives, d.matches.front().change));
+        else
+            lines.push_back(fmt::format("equivalent on every case tried: {} (a case that tells them apart needs more "
+                                        "tokens, positions or heads)",
+                                        alternatives));
     }
     for (const auto& f : d.findings) lines.push_back("found: " + f);
     for (const auto& m : d.matches) lines.push_back(match_line(m));

@@ -211,10 +211,9 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                  "inference masks them with -inf: a masked expert beats a kept one whose biased score is negative");
         if (cfg.moe_scoring == MoeScoring::softmax && cfg.moe_norm_topk_prob) {
             // The same function as renorm_missing's config edit, under the name a gpt-oss kernel's author knows.
-            ref::Variant v;
-            v.config = cfg;
-            v.config->moe_norm_topk_prob = false;
-            add("topk_softmax_over_all", v,
+            BlockConfig over_all = cfg;
+            over_all.moe_norm_topk_prob = false;
+            add("topk_softmax_over_all", ref::Variant::with_config(cfg, over_all),
                 "the softmax taken over all E logits and the top k of it kept, where gpt-oss's router takes the "
                 "softmax over the k chosen logits (the same as renormalising the k: norm_topk_prob)");
         }

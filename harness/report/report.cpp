@@ -171,6 +171,17 @@ void print_summary(std::ostream& os, const RunReport& r) {
         for (const auto& t : n.twists) ts += (ts.empty() ? "" : ", ") + t;
         os << fmt::format("not offered: {} {}: {} (undeclared twists: no case with one on)\n", n.impl, n.op, ts);
     }
+    // Router cases judged on the experts the kernel took (near-ties it broke
+    // its own way, docs/moe.md): how many, and the first, per implementation and op.
+    std::map<std::pair<std::string, std::string>, std::pair<int, std::string>> taken;
+    for (const auto& c : r.results)
+        if (!c.route_taken.empty()) {
+            auto& [n, first] = taken[{c.impl, to_string(c.op)}];
+            if (n++ == 0) first = c.case_id + ": " + c.route_taken;
+        }
+    for (const auto& [key, v] : taken)
+        os << fmt::format("experts:   {} {}: {} case{} judged on the experts it took, at near-ties (first: {})\n",
+                          key.first, key.second, v.first, v.first == 1 ? "" : "s", v.second);
     for (const auto& m : r.missing_twists) os << "FAIL: --require-twists: " << m << " is not declared\n";
     for (const auto& w : r.workers)
         if (w.restarts > 0)

@@ -323,6 +323,18 @@ for mutant in window_off_by_one window_one_too_wide window_ignored softcap_missi
   [ "$mutant" = window_one_too_wide ] && named=window_off_by_one  # one key either way is the same name
   has "diagnosis: $named: matches"
 done
+# ONNX Runtime's MoE with gpt-oss's conventions (scripts/ort-moe-fixture.js): the reference, scalar and
+# simd pass it, and an expert kernel with each convention wrong fails it and is named.
+ortmoe=$root/fixtures/moe-ort-gpt-oss.h5
+expect 0 -- --impl scalar,simd --fixtures "$ortmoe" --cases 0 --no-default-fixtures
+grep -qE "^moe +reference +4 +4 " "$tmp/out" || { cat "$tmp/out"; fail "the reference does not pass ORT's MoE"; }
+for mutant in gate_up_interleave_swapped swiglu_clamp_dropped swiglu_oai_as_silu expert_bias_missing \
+              expert_bias_after_weight router_bias_missing; do
+  expect 1 -- --impl "$mutant" --fixtures "$ortmoe" --cases 0 --no-default-fixtures
+  has "diagnosis: $mutant: matches"
+done
+expect 1 -- --impl topk_softmax_over_all --fixtures "$ortmoe" --cases 0 --no-default-fixtures
+has "one function under 2 names: renorm_missing or topk_softmax_over_all"
 # OpenAI's gpt-oss RoPE (its reference model.py, run at the desk: fixtures/README.md): YaRN with
 # truncate false. The reference, scalar and simd pass it; a RoPE that rounds the correction range fails
 # and is named; and the same file read as truncate: true fails the reference, so the file tells them apart.
