@@ -103,6 +103,24 @@ TEST_CASE("simd does not claim bf16 decode with an FP8 cache, and in f32 it does
     CHECK(r.pass);
 }
 
+// Found by soak.short (2026-12-06): with chunk 1 each token sees only its own
+// key and the sink, and at qk_gain 16 its score (298) sits 2 from the sink's
+// (296). bf16's q and k move the score by ~2, so an honest bf16 engine moves
+// that head's weight from the key to the sink (p 0.87 -> 0.44) and its output
+// toward the sink's 0. attn's bound allowed it (its spread counts the sink's
+// 0); its carry through wo into h did not (the spread there counted the
+// visible values only), and the case failed at 0.46x on h.
+TEST_CASE("simd bf16 decode conforms where a head's weight moves onto its sink", "[simd]") {
+    const Case c = gen::materialize(*gen::parse_case_id(
+        "decode(T=317,D=23,H=3,KV=1,hd=2,F=4,layout=neox,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,pos=0,"
+        "prefill=0,qk_gain=16,bias=1,bias_mean=-8,chunk=1,sinks=1,attn_scale=0.66666666666666663,mag=1,"
+        "outliers=0,seed=532374447)"));
+    auto bf16 = make_simd("", DType::bf16);
+    const CaseResult r = test::check(*bf16, c, DType::bf16);
+    INFO(test::explain(r));
+    CHECK(r.pass);
+}
+
 // The prefill path of the product (more rows than a tile, K in several
 // blocks, A in several row blocks) is reached only by shapes larger than the
 // generators draw.

@@ -88,10 +88,7 @@ Truth variant_truth(const Case& c, DType dtype, const ref::Variant& v, const std
     // A router's baselines on the same choice (judge.cpp's baselines()).
     t.route_choice = route_choice_of(c, t.ref);
     t.route_given = true;  // judge_under takes the kernel's choice, under the variant's config
-    const std::vector<uint8_t>* choice = t.route_choice.empty() ? nullptr : &t.route_choice;
-    t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, v, false, c.act_quant, choice});
-    t.base_sequential =
-        ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, v, false, c.act_quant, choice});
+    measure_baselines(t, c, dtype, v);
     // The a-priori bound of a program that computes the variant: the
     // faithful one where the variant's values are of the faithful sizes (the
     // bound follows magnitudes, not which convention made them), else
@@ -174,13 +171,15 @@ std::string subject_tensor(const CaseResult& failed) {
 // makes (the variant does not explain them). A variant that changes the
 // choice's own rule (the masked groups' fill, a bf16 router) is judged on
 // its own choice: the margin (route_outside_tie) knows the config's rules only.
-std::optional<Truth> truth_for(const Case& c, DType dtype, const NamedD& observed, const ref::Variant& v) {
-    Truth t = variant_truth(c, dtype, v);
-    if (t.route_choice.empty() || v.moe_group_mask_zero || v.moe_router_bf16) return t;
-    const ChoiceTaken ct = choice_taken(c, v.config ? *v.config : c.config, dtype, observed, t.route_choice);
+// `own`: the variant's truth on its own choice (variant_truth), computed
+// once by the caller and shared by every output judged under the variant.
+std::optional<Truth> truth_for(const Case& c, DType dtype, const NamedD& observed, const ref::Variant& v,
+                               const Truth& own) {
+    if (own.route_choice.empty() || v.moe_group_mask_zero || v.moe_router_bf16) return own;
+    const ChoiceTaken ct = choice_taken(c, v.config ? *v.config : c.config, dtype, observed, own.route_choice);
     if (!ct.outside.empty()) return std::nullopt;
-    if (ct.differ > 0) t = variant_truth(c, dtype, v, &ct.choice);
-    return t;
+    if (ct.differ > 0) return variant_truth(c, dtype, v, &ct.choice);
+    return own;
 }
 
 bool conforms(const Case& c, DType dtype, NamedD observed, Truth t) {
@@ -243,11 +242,12 @@ bool poison_read_only(const Case& c, const NamedD& observed, const Truth& t, con
 
 bool judge_under(const Case& c, DType dtype, const NamedD& observed, const ref::Variant& v, const CaseResult& failed,
                  HypothesisMatch& m, const NamedD* faithful = nullptr) {
+    const Truth own = variant_truth(c, dtype, v);
     if (faithful) {
-        const std::optional<Truth> tf = truth_for(c, dtype, *faithful, v);
+        const std::optional<Truth> tf = truth_for(c, dtype, *faithful, v, own);
         if (tf && conforms(c, dtype, *faithful, *tf)) return false;
     }
-    std::optional<Truth> to = truth_for(c, dtype, observed, v);
+    std::optional<Truth> to = truth_for(c, dtype, observed, v, own);
     if (!to) return false;
     Truth& t = *to;
     // Asked before the non-finite elements are set aside (that zeroes them in t).
@@ -581,7 +581,7 @@ std::string match_line(const HypothesisMatch& m) {
 }  // namespace
 
 bool conforms_under(const Case& c, DType dtype, const NamedD& observed, const Hypothesis& h) {
-    const std::optional<Truth> t = truth_for(c, dtype, observed, h.variant);
+    const std::optional<Truth> t = truth_for(c, dtype, observed, h.variant, variant_truth(c, dtype, h.variant));
     return t && conforms(c, dtype, observed, *t);
 }
 

@@ -15,6 +15,10 @@ namespace conform {
 
 namespace {
 
+// The output that says which experts a router took: moe's route tap, moe_route's out.
+const char* route_output(Op op) { return op == Op::moe ? "route" : "out"; }
+
+
 constexpr uint32_t kPoisonBits = 0x7FC0DEADu;  // a quiet NaN no arithmetic produces
 constexpr uint32_t kSentinelBits = 0x7FA5A5A5u;
 constexpr int64_t kGuard = 64;                  // sentinel floats after each buffer
@@ -132,19 +136,8 @@ NamedD reference_f64(const Case& c, NamedD* taps, const std::vector<uint8_t>* ta
 // (a baseline that took the other side of a near-tie would be another
 // expert's output, and would excuse any).
 void baselines(Truth& t, const Case& c, DType dtype, const NamedD& ours) {
-    const std::string d = to_string(dtype);
     if (t.route_choice.empty()) t.route_choice = route_choice_of(c, ours);
-    const std::vector<uint8_t>* choice = t.route_choice.empty() ? nullptr : &t.route_choice;
-    {
-        phases::Scope p("baseline " + d + " library order");
-        t.base_library =
-            ref::run(c, {ref::precision_of(dtype), ref::Order::library, {}, false, c.act_quant, choice});
-    }
-    {
-        phases::Scope p("baseline " + d + " sequential order");
-        t.base_sequential =
-            ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, {}, false, c.act_quant, choice});
-    }
+    measure_baselines(t, c, dtype, {});
     if (c.act_quant != ActQuant::none)
         for (const auto& [name, b] : t.base_library) {
             const auto r = ours.find(name);
@@ -168,9 +161,23 @@ void baselines(Truth& t, const Case& c, DType dtype, const NamedD& ours) {
 
 }  // namespace
 
+void measure_baselines(Truth& t, const Case& c, DType dtype, const ref::Variant& v) {
+    const std::string d = to_string(dtype);
+    const std::vector<uint8_t>* choice = t.route_choice.empty() ? nullptr : &t.route_choice;
+    {
+        phases::Scope p("baseline " + d + " library order");
+        t.base_library = ref::run(c, {ref::precision_of(dtype), ref::Order::library, v, false, c.act_quant, choice});
+    }
+    {
+        phases::Scope p("baseline " + d + " sequential order");
+        t.base_sequential =
+            ref::run(c, {ref::precision_of(dtype), ref::Order::sequential, v, false, c.act_quant, choice});
+    }
+}
+
 std::vector<uint8_t> route_choice_of(const Case& c, const NamedD& out) {
     if (!op_info(c.op).uses(kMoeRoute)) return {};
-    const auto r = out.find(c.op == Op::moe ? "route" : "out");
+    const auto r = out.find(route_output(c.op));
     if (r == out.end()) return {};
     std::vector<uint8_t> choice(r->second.data.size());
     for (size_t i = 0; i < choice.size(); ++i) choice[i] = r->second.data[i] != 0;
@@ -342,7 +349,7 @@ ChoiceTaken choice_taken(const Case& c, const BlockConfig& g, DType dtype, const
                          const std::vector<uint8_t>& truth_choice) {
     ChoiceTaken r;
     r.choice = truth_choice;
-    const auto o = outputs.find(c.op == Op::moe ? "route" : "out");
+    const auto o = outputs.find(route_output(c.op));
     const int64_t E = g.n_experts;
     if (o == outputs.end() || o->second.data.size() != truth_choice.size() || E <= 0) return r;
     const int64_t T = static_cast<int64_t>(truth_choice.size()) / E;
@@ -382,7 +389,7 @@ CaseResult judge_case(const Case& c, DType dtype, const NamedD& outputs, const T
     if (truth.route_choice.empty() || truth.route_given) return judge_values(c, dtype, outputs, truth);
     const ChoiceTaken ct = choice_taken(c, c.config, dtype, outputs, truth.route_choice);
     if (!ct.outside.empty()) {
-        const char* name = c.op == Op::moe ? "route" : "out";
+        const char* name = route_output(c.op);
         CaseResult r = judge_values(c, dtype, outputs, truth);
         for (TensorResult& tr : r.tensors)
             if (tr.name == name) {

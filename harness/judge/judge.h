@@ -55,6 +55,11 @@ struct Truth {
 // `taken`: a router's choice to compute everything on instead of the
 // reference's own (Truth::route_choice).
 Truth reference_truth(const Case& c, DType dtype, const std::vector<uint8_t>* taken = nullptr);
+// The measured baselines (t.base_library, t.base_sequential): the case in
+// the dtype's precision in the library's and the sequential order, under
+// the variant `v`, on t.route_choice where a router has one (a baseline
+// makes no choice of its own).
+void measure_baselines(Truth& t, const Case& c, DType dtype, const ref::Variant& v);
 // The choice a router's output holds ([T, E]: 1 where nonzero); empty when
 // the op has no router. `out`: the reference's outputs.
 std::vector<uint8_t> route_choice_of(const Case& c, const NamedD& out);

@@ -298,6 +298,7 @@ struct AttnBound {
     Tensor visible;          // [T, S] bool
     Tensor vg, o;            // [KV, S, hd], [H, T, hd]: v per kv head, the output
     int64_t rep = 1;         // query heads per kv head: head h reads vg[h / rep]
+    bool sunk = false;       // a sink in every row: the output may move toward its value, 0
 };
 // Heads are taken in kv groups throughout: [T, n·hd] as [KV, rep·T, hd]
 // (query head h = g·rep + r at rows r·T..) against [KV, S, hd], so a GEMM's
@@ -464,7 +465,7 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
     auto back = [&](const Tensor& e) {
         return torch::where(any, e, torch::zeros_like(e)).transpose(0, 1).reshape({T, H * hd});
     };
-    return {back(together), back(apart), weight, vis, vg, o, rep};
+    return {back(together), back(apart), weight, vis, vg, o, rep, sinks.defined()};
 }
 
 // The softmax's part of attn carried through wo into h = x + attn @ wo. To
@@ -473,7 +474,8 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
 // projected before its magnitude is taken, which keeps the cancellation
 // inside (v_s − o) @ wo_h that |v_s − o| @ |wo_h| throws away (a factor up to
 // sqrt(hd)). The projection of a softmax average also stays inside the
-// projections of the visible values: |δo @ wo_h| ≤ max_s |(v_s − o) @ wo_h|.
+// projections of the visible values (and of a sink's 0): |δo @ wo_h| ≤
+// max_s |(v_s − o) @ wo_h|.
 // Both are bounds, as is the old |together| @ |wo_h|: the least is kept, per
 // head, and heads are summed in quadrature as before.
 Tensor attn_through_wo(const AttnBound& a, const Tensor& wo, int64_t hd, const Tensor& rest) {
@@ -501,6 +503,10 @@ Tensor attn_through_wo(const AttnBound& a, const Tensor& wo, int64_t hd, const T
     auto lin = torch::stack(linear).index_select(1, rows);                           // [H, R, D]
     auto moved = torch::empty({H, R, D}, wo.options()), spread = torch::empty({H, R, D}, wo.options());
     weighted_deviation(vw, 1, ow, w_r, vis_r, moved, spread);
+    // With a sink the output is a weighting of the visible v and of the
+    // sink's 0 (as attention_bound's spread): a row that moves weight onto
+    // the sink moves toward 0, by up to |o @ wo_h|.
+    if (a.sunk) spread = torch::maximum(spread, ow.abs());
     auto best = torch::minimum(torch::minimum(moved, spread), lin);
     auto sel_sq = (best.pow(2) - lin.pow(2)).sum(0);  // [R, D]
     sum_sq.index_add_(0, rows, sel_sq);

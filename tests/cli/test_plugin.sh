@@ -7,7 +7,9 @@
 #   test_plugin.sh contract   plugins that crash, overrun, underrun, leave
 #                             outputs unwritten, return errors, exit, write their
 #                             inputs, speak another ABI or are no plugin at all,
-#                             or predate a config field (qkv_bias, ABI 1.3):
+#                             or predate a config field (qkv_bias, ABI 1.3);
+#                             ABI 2's MoE functions writing stacked experts
+#                             or a twist tensor, overrunning, crashing:
 #                             each reported precisely, with exit 1 or 2, and
 #                             conform alive to write its report
 #   test_plugin.sh dtypes     a plugin in f32, bf16 and f16 conforms in each, and
@@ -136,6 +138,25 @@ PY
   check_case error "rope returned CONFORM_ERR_INTERNAL: device lost while rotating 3 rows"
   check_case exit 'the worker exited with status 3 in rope'
   check_case input_write "rope wrote into its input 'x' \(inputs are read-only\)"
+
+  # The mixture of experts' functions (ABI 2's appended three) are held to
+  # the same contract, where the inputs are stacked experts and the twists'
+  # tensors ride in the parameters: scalar-v2 computes each answer, then
+  # breaks it one way (SCALAR_PLUGIN_V2_BREAK).
+  v2=$BAD_PLUGIN_DIR/libscalar_v2_plugin.so
+  moe_case='moe(T=2,D=13,E=8,K=1,Fe=4,sel_bias=1,renorm=1,interleaved=1,swiglu_limit=1.5,mag=1,outliers=0,seed=47528470)'
+  experts_case='moe_experts(T=3,D=9,E=4,K=1,Fe=5,swiglu_limit=1.5,expert_bias=1,mag=1,outliers=0,seed=104227615)'
+  route_case='moe_route(T=1,D=4,E=8,K=2,router_bias=1,n_group=2,topk_group=1,mag=1,outliers=3,seed=108983102)'
+  expect 0 "moe +scalar-v2 +1 +1" -- --impl-lib "$v2" --case "$moe_case" --out "$tmp/moe-ok"
+  moe_break() {  # moe_break HOW CASE PATTERN
+    SCALAR_PLUGIN_V2_BREAK=$1 expect 1 "$3" -- --impl-lib "$v2" --case "$2" --out "$tmp/moe-$1"
+  }
+  moe_break w13_write "$moe_case" "moe wrote into its input 'w13' \(inputs are read-only\)"
+  moe_break w13_write "$experts_case" "moe_experts wrote into its input 'w13' \(inputs are read-only\)"
+  moe_break twist_write "$moe_case" "moe wrote into its input 'e_bias' \(inputs are read-only\)"
+  moe_break twist_write "$route_case" "moe_route wrote into its input 'router_bias' \(inputs are read-only\)"
+  moe_break overrun "$route_case" "wrote past the end of output 'out'"
+  moe_break crash "$experts_case" 'the worker was killed by signal 11 \(SIGSEGV\) in moe_experts'
 
   # Libraries conform cannot use: exit 2, naming the file and the problem.
   expect 2 "libbad_plugin_abi.so: built against plugin ABI version 7, but this conform speaks versions 1" -- \

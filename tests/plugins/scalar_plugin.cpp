@@ -17,6 +17,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "conform/op_info.h"
 #include "scalar/scalar.h"
@@ -215,12 +216,40 @@ int32_t p_paged(const conform_config* k, const conform_tensor* q, const conform_
 }
 
 #ifndef ABI_V1
+// SCALAR_PLUGIN_V2_BREAK: the mixture of experts' functions break the
+// contract after computing their answer (cli/test_plugin.sh contract), as
+// bad.c's rope does, where the inputs are many and stacked:
+//   w13_write    writes the last element of the stacked experts w13
+//   twist_write  writes the first element of the first twist tensor it was given
+//   overrun      writes one element past the end of its output
+//   crash        dereferences NULL
+int32_t broken(const conform_config* k, const conform_tensor* stacked, const conform_tensor* out, int32_t rc) {
+    const char* how = std::getenv("SCALAR_PLUGIN_V2_BREAK");
+    if (!how || !*how) return rc;
+    auto numel = [](const conform_tensor* t) {
+        int64_t n = 1;
+        for (int32_t d = 0; d < t->ndim; ++d) n *= t->shape[d];
+        return n;
+    };
+    const std::string_view w(how);
+    if (w == "w13_write" && stacked) static_cast<float*>(const_cast<void*>(stacked->data))[numel(stacked) - 1] += 1.0f;
+    if (w == "twist_write")
+        for (int64_t i = 0; i < k->n_params; ++i)
+            if (k->params[i].type == CONFORM_PARAM_TENSOR) {
+                static_cast<float*>(const_cast<void*>(k->params[i].t.data))[0] += 1.0f;
+                break;
+            }
+    if (w == "overrun") static_cast<float*>(out->data)[numel(out)] = 0.0f;
+    if (w == "crash") *static_cast<volatile float*>(nullptr) = 1.0f;
+    return rc;
+}
+
 int32_t p_moe_route(const conform_config* k, const conform_tensor* x, const conform_tensor* wr,
                     const conform_tensor* route, char* msg, size_t cap) {
     Tensors t;
     const BlockConfig c = config_of(k, t);
     t.ins["x"] = view(x), t.ins["w_router"] = view(wr), t.outs["out"] = mut(route);
-    return run(Op::moe_route, c, t, msg, cap);
+    return broken(k, nullptr, route, run(Op::moe_route, c, t, msg, cap));
 }
 int32_t p_moe_experts(const conform_config* k, const conform_tensor* x, const conform_tensor* route,
                       const conform_tensor* w13, const conform_tensor* w2, const conform_tensor* out, char* msg,
@@ -229,7 +258,7 @@ int32_t p_moe_experts(const conform_config* k, const conform_tensor* x, const co
     const BlockConfig c = config_of(k, t);
     t.ins["x"] = view(x), t.ins["route"] = view(route), t.ins["w13"] = view(w13), t.ins["w2"] = view(w2);
     t.outs["out"] = mut(out);
-    return run(Op::moe_experts, c, t, msg, cap);
+    return broken(k, w13, out, run(Op::moe_experts, c, t, msg, cap));
 }
 int32_t p_moe(const conform_config* k, const conform_tensor* x, const conform_tensor* wr, const conform_tensor* w13,
               const conform_tensor* w2, const conform_tensor* route, const conform_tensor* out, char* msg, size_t cap) {
@@ -237,7 +266,7 @@ int32_t p_moe(const conform_config* k, const conform_tensor* x, const conform_te
     const BlockConfig c = config_of(k, t);
     t.ins["x"] = view(x), t.ins["w_router"] = view(wr), t.ins["w13"] = view(w13), t.ins["w2"] = view(w2);
     t.outs["route"] = mut(route), t.outs["out"] = mut(out);
-    return run(Op::moe, c, t, msg, cap);
+    return broken(k, w13, out, run(Op::moe, c, t, msg, cap));
 }
 
 // Every twist of the record, as an engine would list its own by name.
