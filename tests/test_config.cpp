@@ -86,6 +86,53 @@ TEST_CASE("Mixtral, Qwen2-MoE and Qwen3-MoE: their experts read as the moe ops c
                       [](const std::string& n) { return n.find("some layers are dense") != std::string::npos; }));
 }
 
+TEST_CASE("DeepSeek-V3 and OLMoE: their experts read as the moe ops compute them, their attention refused", "[config]") {
+    const ModelConfig v3 = parse_hf_config(R"({"model_type": "deepseek_v3"})", "x.json");
+    const BlockConfig& d = v3.block;
+    CHECK(d.n_experts == 256);
+    CHECK(d.n_experts_per_tok == 8);
+    CHECK(d.moe_ffn_dim == 2048);
+    CHECK(d.moe_scoring == MoeScoring::sigmoid);
+    CHECK(d.moe_selection_bias);
+    CHECK(d.moe_n_group == 8);
+    CHECK(d.moe_topk_group == 4);
+    CHECK(d.moe_group_score == MoeGroupScore::top2_sum);
+    CHECK(d.moe_norm_topk_prob);
+    CHECK(d.moe_routed_scaling_factor == 2.5);
+    CHECK(d.moe_shared_ffn_dim == 2048);
+    CHECK_FALSE(d.moe_shared_gate);
+    CHECK(std::count(v3.defaults.begin(), v3.defaults.end(), "routed_scaling_factor: absent, took 2.5 (DeepseekV3Config's default)") == 1);
+    CHECK_THAT(v3.attention_unmodelled, Catch::Contains("multi-head latent attention"));
+    // Which ops run: the FFN's and the norm; not the attention's, nor the block's.
+    for (Op op : {Op::moe, Op::moe_route, Op::moe_experts, Op::rmsnorm}) CHECK(unmodelled_for(v3, op).empty());
+    for (Op op : {Op::rope, Op::qk_norm, Op::attention, Op::paged_attention, Op::block, Op::decode})
+        CHECK_THAT(unmodelled_for(v3, op), Catch::Contains("runs the attention") || Catch::Contains("runs the FFN"));
+    CHECK_THAT(unmodelled_for(v3, Op::attention), Catch::Contains("x.json's attention is multi-head latent attention"));
+    // A router V3's class does not compute (V2's softmax, its greedy top-k) is refused, not run as V3's.
+    CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "deepseek_v3", "scoring_func": "softmax"})", "x.json"),
+                      Catch::Contains("x.json: scoring_func: expected \"sigmoid\"") && Catch::Contains("found \"softmax\""));
+    CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "deepseek_v3", "topk_method": "greedy"})", "x.json"),
+                      Catch::Contains("x.json: topk_method: expected \"noaux_tc\""));
+    CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "deepseek_v3", "n_group": 7})", "x.json"),
+                      Catch::Contains("x.json: n_group: expected a divisor of n_routed_experts = 256"));
+    CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "deepseek_v3", "topk_group": 9})", "x.json"),
+                      Catch::Contains("x.json: topk_group: expected a positive integer <= 8"));
+    const ModelConfig v3_plain = parse_hf_config(R"({"model_type": "deepseek_v3", "routed_scaling_factor": 1.0, "n_shared_experts": 0})", "x.json");
+    CHECK(v3_plain.block.moe_routed_scaling_factor == 0.0);  // 1: none
+    CHECK(v3_plain.block.moe_shared_ffn_dim == 0);
+
+    const ModelConfig ol = parse_hf_config(R"({"model_type": "olmoe"})", "x.json");
+    CHECK(ol.block.n_experts == 64);
+    CHECK(ol.block.n_experts_per_tok == 8);
+    CHECK(ol.block.moe_ffn_dim == 2048);  // OLMoE's experts are intermediate_size wide
+    CHECK(ol.block.moe_scoring == MoeScoring::softmax);
+    CHECK_FALSE(ol.block.moe_norm_topk_prob);
+    CHECK(std::count(ol.defaults.begin(), ol.defaults.end(), "norm_topk_prob: absent, took false (OlmoeConfig's default)") == 1);
+    CHECK_THAT(ol.attention_unmodelled, Catch::Contains("over all heads together"));
+    CHECK(unmodelled_for(ol, Op::moe).empty());
+    CHECK_FALSE(unmodelled_for(ol, Op::rope).empty());
+}
+
 TEST_CASE("each preset's config.json loads to the preset", "[config]") {
     for (const auto& p : presets()) {
         INFO(p.name);
@@ -116,7 +163,15 @@ TEST_CASE("each preset's config.json loads to the preset", "[config]") {
         CHECK(a.moe_expert_bias == b.moe_expert_bias);
         CHECK(a.moe_gate_up_interleaved == b.moe_gate_up_interleaved);
         CHECK(a.moe_swiglu_limit == b.moe_swiglu_limit);
+        CHECK(a.moe_scoring == b.moe_scoring);
+        CHECK(a.moe_selection_bias == b.moe_selection_bias);
+        CHECK(a.moe_n_group == b.moe_n_group);
+        CHECK(a.moe_topk_group == b.moe_topk_group);
+        CHECK(a.moe_group_score == b.moe_group_score);
+        CHECK(a.moe_routed_scaling_factor == b.moe_routed_scaling_factor);
+        CHECK(a.moe_weight_on_input == b.moe_weight_on_input);
         CHECK(m.ffn_unmodelled.empty() == p.ffn_unmodelled.empty());
+        CHECK(m.attention_unmodelled.empty() == p.attention_unmodelled.empty());
         CHECK(m.layers == p.layers);
         CHECK(m.vocab == p.vocab);
         CHECK(m.max_position == p.max_position);
@@ -715,7 +770,7 @@ TEST_CASE("anatomy page: the table, every preset and the configuration, embedded
     const auto whole = std::count_if(presets().begin(), presets().end(),
                                      [](const Preset& q) { return unmodelled_for(q.model(), Op::block).empty(); });
     CHECK(data["presets"].size() == static_cast<size_t>(whole));
-    CHECK(whole == static_cast<long>(presets().size()) - 5);  // gpt-oss x 2, mixtral, qwen3-moe, qwen1.5-moe
+    CHECK(whole == static_cast<long>(presets().size()) - 7);  // gpt-oss x 2, mixtral, qwen3-moe, qwen1.5-moe, olmoe, deepseek-v3
     CHECK(data["initial"]["config"] == config_json(p.model));
     CHECK(data["initial"]["config"]["notes"][0] == "a note with </script> in it");
     CHECK(data["initial"]["tokens"] == 300);

@@ -77,6 +77,16 @@ const HfDefaults kArchitectures[] = {
     // gpt-oss: its attention is read (q/k/v and o_proj biases, a sink per
     // head, sliding / full layers); its FFN is a mixture of experts, which
     // conform does not compute (below: ModelConfig::ffn_unmodelled).
+    // DeepSeek-V3 (Kimi-K2 too): its FFN is a mixture of experts the moe
+    // ops compute; its attention is latent (MLA), which conform does not
+    // compute yet (ModelConfig::attention_unmodelled). head_dim is
+    // qk_rope_head_dim, as DeepseekV3Config sets it.
+    {"DeepseekV3Config", "DeepseekV3ForCausalLM", "deepseek_v3", 129280, 7168, 18432, 61, 128, 128, 64, 4096, 1e-6,
+     10000.0, false, false, nullptr},
+    // OLMoE: experts the moe ops compute; q and k normed over all heads at
+    // once, which the block's per-head QK-norm is not (attention_unmodelled).
+    {"OlmoeConfig", "OlmoeForCausalLM", "olmoe", 50304, 2048, 2048, 16, 16, 0, 0, 4096, 1e-5, 10000.0, false, false,
+     nullptr},
     {"GptOssConfig", "GptOssForCausalLM", "gpt_oss", 201088, 2880, 2880, 36, 64, 8, 64, 131072, 1e-5, 150000.0, false,
      true, nullptr},
 };
@@ -346,11 +356,12 @@ ModelConfig resolve(const json& j, const std::string& file) {
     const bool gemma2 = arch_type == "gemma2", gemma3 = arch_type == "gemma3_text", gemma23 = gemma2 || gemma3;
     const bool smollm3 = arch_type == "smollm3", gptoss = arch_type == "gpt_oss";
     const bool mixtral = arch_type == "mixtral", qwen_moe = arch_type == "qwen2_moe" || arch_type == "qwen3_moe";
+    const bool deepseek = arch_type == "deepseek_v3", olmoe = arch_type == "olmoe";
     auto modelled = [&](std::string_view key) {
         const bool either = key == "attn_logit_softcapping" || key == "final_logit_softcapping" || key == "query_pre_attn_scalar";
         return (gemma23 && either) || (gemma3 && (key == "sliding_window_pattern" || key == "rope_local_base_freq")) ||
                (smollm3 && key == "no_rope_layers") || ((gptoss || mixtral) && key == "num_local_experts") ||
-               (qwen_moe && key == "num_experts");
+               ((qwen_moe || olmoe) && key == "num_experts") || (deepseek && key == "n_routed_experts");
     };
     for (const TwistField& t : kTwistFields) {
         if (!r.present(t.key) || modelled(t.key)) continue;
@@ -511,6 +522,83 @@ ModelConfig resolve(const json& j, const std::string& file) {
                 m.notes.push_back("decoder_sparse_step / mlp_only_layers: some layers are dense (intermediate_size "
                                   "wide); the moe ops take the sparse layers' FFN");
         }
+    }
+
+    // ---- DeepSeek-V3's router and experts (DeepseekV3MoE), OLMoE's ---------------------
+    if (deepseek || olmoe) {
+        const char* count_key = deepseek ? "n_routed_experts" : "num_experts";
+        const int64_t experts = r.size(count_key, deepseek ? 256 : 64, dflt, limits::kExperts);
+        const int64_t used = r.size("num_experts_per_tok", 8, dflt);
+        if (used > experts)
+            r.fail("num_experts_per_tok", "must be in [1, " + std::string(count_key) + " = " + std::to_string(experts) +
+                                              "], found " + std::to_string(used));
+        c.n_experts = experts;
+        c.n_experts_per_tok = used;
+        auto flag = [&](const char* key, bool fallback) {
+            if (!r.present(key)) {
+                m.defaults.push_back(std::string(key) + ": absent, took " + (fallback ? "true" : "false") + " (" + dflt + ")");
+                return fallback;
+            }
+            if (!j.at(key).is_boolean()) r.fail(key, "expected true or false, found " + shown(j.at(key)));
+            return j.at(key).get<bool>();
+        };
+        c.moe_norm_topk_prob = flag("norm_topk_prob", deepseek);
+        // OLMoE's experts are intermediate_size wide; DeepSeek's moe_intermediate_size
+        // (its intermediate_size is the first dense layers').
+        c.moe_ffn_dim = olmoe ? c.ffn_dim : r.size("moe_intermediate_size", 2048, dflt);
+        std::string what;
+        if (olmoe) {
+            what = "OlmoeSparseMoeBlock: a softmax over the experts, the top " + std::to_string(used) +
+                   (c.moe_norm_topk_prob ? " renormalised" : " as they are");
+            m.attention_unmodelled = "attention with q and k RMS-normed over all heads together (OlmoeAttention: "
+                                     "q_norm over hidden_size, k_norm over the kv width), not per head as the "
+                                     "block's QK-norm: its FFN ops run (--op moe, moe_route, moe_experts, rmsnorm)";
+        } else {
+            // The router DeepseekV3TopkRouter computes, whatever the file says
+            // of it; a file that says otherwise (DeepSeek-V2's softmax or
+            // greedy routers under this class) is refused, not run as V3's.
+            for (const auto& [key, want] : {std::pair<const char*, const char*>{"scoring_func", "sigmoid"},
+                                            {"topk_method", "noaux_tc"}})
+                if (r.present(key) && j.at(key) != want)
+                    r.fail(key, "expected \"" + std::string(want) + "\" (DeepseekV3TopkRouter computes that), found " +
+                                    shown(j.at(key)));
+            c.moe_scoring = MoeScoring::sigmoid;
+            c.moe_selection_bias = true;  // e_score_correction_bias: the choice only
+            c.moe_n_group = r.size("n_group", 8, dflt, experts);
+            c.moe_topk_group = r.size("topk_group", 4, dflt, c.moe_n_group);
+            if (experts % c.moe_n_group != 0 || experts / c.moe_n_group < 2)
+                r.fail("n_group", "expected a divisor of n_routed_experts = " + std::to_string(experts) +
+                                      " leaving at least 2 experts a group (its score is their top-2 sum), found " +
+                                      std::to_string(c.moe_n_group));
+            c.moe_group_score = MoeGroupScore::top2_sum;
+            double rsf = 1.0;
+            if (r.present("routed_scaling_factor")) {
+                rsf = r.number(j, "routed_scaling_factor", "routed_scaling_factor");
+                if (!(rsf > 0)) r.fail("routed_scaling_factor", "expected a positive number, found " + num(rsf));
+            } else {
+                rsf = 2.5;
+                m.defaults.push_back("routed_scaling_factor: absent, took 2.5 (" + dflt + ")");
+            }
+            c.moe_routed_scaling_factor = rsf == 1.0 ? 0.0 : rsf;
+            const int64_t shared = r.present("n_shared_experts") ? r.integer(j, "n_shared_experts", "n_shared_experts") : 1;
+            if (shared < 0 || shared > 64)
+                r.fail("n_shared_experts", "expected an integer in [0, 64], found " + std::to_string(shared));
+            c.moe_shared_ffn_dim = shared * c.moe_ffn_dim;  // DeepseekV3MLP(intermediate = moe_intermediate_size * n_shared)
+            c.moe_shared_gate = false;
+            what = "DeepseekV3MoE: a float32 sigmoid router whose e_score_correction_bias chooses, " +
+                   std::to_string(c.moe_topk_group) + " of " + std::to_string(c.moe_n_group) + " groups, the top " +
+                   std::to_string(used) + (c.moe_norm_topk_prob ? " renormalised" : " as they are") + " times " +
+                   num(rsf) + (shared > 0 ? ", and an unweighted shared expert" : "");
+            m.attention_unmodelled = "multi-head latent attention (q and kv through low-rank projections, a shared "
+                                     "RoPE key of 64 dims, YaRN's mscale in the scale), which conform does not "
+                                     "compute yet (issue 52): its FFN ops run (--op moe, moe_route, moe_experts, "
+                                     "rmsnorm)";
+            if (r.present("first_k_dense_replace") && j.at("first_k_dense_replace") != 0)
+                m.notes.push_back("first_k_dense_replace: the first layers are dense (intermediate_size wide); the "
+                                  "moe ops take the sparse layers' FFN");
+        }
+        m.ffn_unmodelled = "a mixture of " + std::to_string(experts) + " experts, " + std::to_string(used) +
+                           " per token (" + what + "): the block does not compute it (--op moe does)";
     }
 
     // ---- sliding window, and which layers have it ------------------------------------

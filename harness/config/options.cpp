@@ -267,8 +267,11 @@ std::optional<ModelConfig> resolve_model(const ConfigOptions& o, std::string* pr
         // forward's random model and anatomy are the whole block: a model with a part conform does not
         // compute (gpt-oss's experts, its YaRN) is refused here, by that part.
         if (const std::string why = unmodelled_for(m, Op::block); !why.empty()) {
-            *problem = m.name + ": " + why + "; a whole block of it is not this model (its attention ops are: " +
-                       "conform --op attention,paged_attention)";
+            *problem = m.name + ": " + why + "; a whole block of it is not this model (" +
+                       (m.attention_unmodelled.empty()
+                            ? std::string("its attention ops are: conform --op attention,paged_attention")
+                            : "nor its attention: its FFN ops are: conform --op moe,moe_route,moe_experts") +
+                       ")";
             return std::nullopt;
         }
         if (!m.name.empty()) return m;

@@ -131,6 +131,59 @@ Preset with_experts(Preset p, int64_t experts, int64_t used, int64_t expert_ffn,
     return p;
 }
 
+// DeepSeek-V3 (and Kimi-K2, GLM-4.5's router): its multi-head latent
+// attention is not the block's (issue 52), so only its FFN ops run. The
+// router as DeepseekV3TopkRouter: a float32 sigmoid, e_score_correction_bias
+// for the choice only, 8 groups of 32 scored by their top-2 sum, the top 4
+// groups kept, the top 8 experts renormalised (+1e-20) and times 2.5; one
+// shared expert of the experts' width, unweighted. The first 3 layers are
+// dense (first_k_dense_replace): the moe ops take the other 58.
+Preset deepseek_v3() {
+    BlockConfig c = make(7168, 128, 128, 64, 18432, 10000.0, 1e-6, false);
+    // As config.json states it (YaRN, factor 40 over 4096, mscale = mscale_all_dim = 1): read, never run here.
+    c.rope_scaling.type = RopeScalingType::yarn;
+    c.rope_scaling.factor = 40.0;
+    c.rope_scaling.original_max_position = 4096;
+    c.rope_scaling.beta_fast = 32.0;
+    c.rope_scaling.beta_slow = 1.0;
+    c.rope_scaling.attention_factor = 1.0;
+    Preset p{"deepseek-v3",
+             "deepseek-ai/DeepSeek-V3 (MLA: its FFN ops only; 256 experts, 8 per token, grouped sigmoid router, "
+             "a shared expert, by --op moe)",
+             c, 61, 129280, 163840, false};
+    p = with_experts(p, 256, 8, 2048, true, 2048, "DeepseekV3MoE");
+    BlockConfig& m = p.config;
+    m.moe_shared_gate = false;
+    m.moe_scoring = MoeScoring::sigmoid;
+    m.moe_selection_bias = true;
+    m.moe_n_group = 8;
+    m.moe_topk_group = 4;
+    m.moe_group_score = MoeGroupScore::top2_sum;
+    m.moe_routed_scaling_factor = 2.5;
+    p.ffn_unmodelled = "a mixture of 256 experts, 8 per token (DeepseekV3MoE: a float32 sigmoid router whose "
+                       "e_score_correction_bias chooses, 4 of 8 groups, the top 8 renormalised times 2.5, and an "
+                       "unweighted shared expert): the block does not compute it (--op moe does)";
+    p.attention_unmodelled = "multi-head latent attention (q and kv through low-rank projections, a shared RoPE "
+                             "key of 64 dims, YaRN's mscale in the scale), which conform does not compute yet "
+                             "(issue 52): its FFN ops run (--op moe, moe_route, moe_experts, rmsnorm)";
+    return p;
+}
+
+// OLMoE: its router and experts are the moe ops' (a softmax over 64, the
+// top 8 as they are); its attention norms q and k over all heads at once
+// (OlmoeAttention's q_norm is RMSNorm(hidden_size)), not per head as the
+// block's QK-norm does, so only its FFN ops run.
+Preset olmoe() {
+    Preset p{"olmoe-1b-7b",
+             "allenai/OLMoE-1B-7B-0924 (QK-norm over all heads: its FFN ops only; 64 experts, 8 per token, by --op moe)",
+             make(2048, 16, 16, 128, 1024, 10000.0, 1e-5, false), 16, 50304, 4096, false};
+    p = with_experts(p, 64, 8, 1024, false, 0, "OlmoeSparseMoeBlock");
+    p.attention_unmodelled = "attention with q and k RMS-normed over all heads together (OlmoeAttention: "
+                             "q_norm over hidden_size, k_norm over the kv width), not per head as the block's "
+                             "QK-norm: its FFN ops run (--op moe, moe_route, moe_experts, rmsnorm)";
+    return p;
+}
+
 Preset gpt_oss(std::string name, std::string source, int64_t layers, int64_t experts) {
     BlockConfig c = make(2880, 64, 8, 64, 2880, 150000.0, 1e-5, false);
     c.qkv_bias = true;
@@ -169,6 +222,11 @@ std::string unmodelled_for(const ModelConfig& m, Op op) {
     const std::string who = m.name.empty() ? std::string("the model") : m.name;
     if (!m.ffn_unmodelled.empty() && info.has_dim(Dim::F))
         return "op " + std::string(to_string(op)) + " runs the FFN, and " + who + "'s FFN is " + m.ffn_unmodelled;
+    const bool heads = info.has_dim(Dim::Q) || info.has_dim(Dim::KVW) || info.has_dim(Dim::N) ||
+                       info.has_dim(Dim::hd) || info.has_dim(Dim::H) || info.has_dim(Dim::S);
+    if (!m.attention_unmodelled.empty() && heads)
+        return "op " + std::string(to_string(op)) + " runs the attention, and " + who + "'s attention is " +
+               m.attention_unmodelled;
     if ((info.uses(kMoeRoute) || info.uses(kMoeExperts)) && m.block.n_experts <= 0)
         return "op " + std::string(to_string(op)) + " runs a mixture of experts, and " + who + " has none (a dense FFN)";
     return "";
@@ -185,6 +243,7 @@ ModelConfig Preset::model() const {
     m.final_logit_softcapping = final_logit_softcapping;
     m.pattern = pattern;
     m.ffn_unmodelled = ffn_unmodelled;
+    m.attention_unmodelled = attention_unmodelled;
     m.o_bias = o_bias;
     m.name = name;
     m.origin = "preset " + name;
@@ -226,6 +285,8 @@ const std::vector<Preset>& presets() {
                       "Qwen/Qwen1.5-MoE-A2.7B (q/k/v biases; 60 experts, 4 per token, a gated shared expert, by --op moe)",
                       with_qkv_bias(make(2048, 16, 16, 128, 5632, 1e6, 1e-6, false)), 24, 151936, 8192, false},
                      60, 4, 1408, false, 5632, "Qwen2MoeSparseMoeBlock"),
+        olmoe(),
+        deepseek_v3(),
         gpt_oss("gpt-oss-20b", "openai/gpt-oss-20b (GQA 8, sinks, q/k/v/o biases, sliding 128 / full, YaRN; its experts by --op moe)", 24, 32),
         gpt_oss("gpt-oss-120b", "openai/gpt-oss-120b (GQA 8, sinks, q/k/v/o biases, sliding 128 / full, YaRN; its experts by --op moe)", 36, 128),
     };

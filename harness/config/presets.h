@@ -65,6 +65,12 @@ struct ModelConfig {
     // model is read for its attention only (forward --expect-hidden); every
     // path that would run its layers as blocks refuses it.
     std::string ffn_unmodelled;
+    // Where the model's attention is not the block's (DeepSeek-V3's latent
+    // attention, OLMoE's QK-norm over all heads at once): what it is, in a
+    // line; "" when the block's attention is the model's. Every op that runs
+    // the attention (its inputs are heads: rope, qk_norm, attention,
+    // paged_attention, block, decode) refuses such a model; its FFN ops run.
+    std::string attention_unmodelled;
     // An output-projection bias (gpt-oss's o_proj.bias): h = x + attn @ wo + bo.
     // Not a block convention: only the attention check (run/hidden.h) adds it.
     bool o_bias = false;
@@ -84,9 +90,9 @@ struct ModelConfig {
 };
 
 // What of model `m` op `op` would run that conform does not compute, or ""
-// when nothing: its FFN for an op with FFN weights (swiglu, block, decode;
-// the op record says which, conform/op_info.h). A caller refuses the pair
-// with this line.
+// when nothing: its FFN for an op with FFN weights (swiglu, block, decode),
+// its attention for an op whose inputs are heads (the op record says which,
+// conform/op_info.h). A caller refuses the pair with this line.
 std::string unmodelled_for(const ModelConfig& m, Op op);
 
 struct Preset {
@@ -102,6 +108,7 @@ struct Preset {
     LayerPattern pattern{};  // (initialised here: the table's rows leave it out)
     // As ModelConfig's: what of the model conform does not compute (gpt-oss's experts).
     std::string ffn_unmodelled{};
+    std::string attention_unmodelled{};  // as ModelConfig's (DeepSeek-V3's MLA)
     bool o_bias = false;
 
     ModelConfig model() const;

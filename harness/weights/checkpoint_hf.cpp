@@ -64,6 +64,10 @@ void open_safetensors(Checkpoint::Impl& c, const std::string& path, const std::s
     c.note("config: " + cfg + (config_json.empty() ? " (the config.json beside the weights)" : " (given)"));
     const BlockConfig& b = c.model.block;
     const std::string arch = c.model.architecture.empty() ? std::string("an unnamed architecture") : c.model.architecture;
+    // Neither its attention nor its FFN is the block's: nothing of it runs as layers.
+    if (!c.model.attention_unmodelled.empty())
+        throw WeightsError(cfg + ": " + arch + "'s attention is " + c.model.attention_unmodelled +
+                           "; its checkpoint is not read (the moe ops take the preset or config: --preset, --config)");
     c.note("rope layout: neox (safetensors: HF runs " + arch +
            " with rotate_half; HF's converter already undid Meta's q/k permutation)");
     if (b.qk_norm) c.note("qk_norm: on (" + arch + " norms q and k per head: self_attn.{q,k}_norm.weight)");
