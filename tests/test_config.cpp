@@ -131,6 +131,21 @@ TEST_CASE("DeepSeek-V3 and OLMoE: their experts read as the moe ops compute them
     CHECK_THAT(ol.attention_unmodelled, Catch::Contains("over all heads together"));
     CHECK(unmodelled_for(ol, Op::moe).empty());
     CHECK_FALSE(unmodelled_for(ol, Op::rope).empty());
+
+    // Llama 4's text model: the top 1 of 16 by logit, weighted by its sigmoid on the expert's input, a shared expert.
+    const ModelConfig l4 = parse_hf_config(R"({"model_type": "llama4_text", "attention_chunk_size": 8192,
+                                               "no_rope_layers": [1, 1, 1, 0], "num_hidden_layers": 4})", "x.json");
+    CHECK(l4.block.n_experts == 16);
+    CHECK(l4.block.n_experts_per_tok == 1);
+    CHECK(l4.block.moe_scoring == MoeScoring::sigmoid);
+    CHECK_FALSE(l4.block.moe_norm_topk_prob);
+    CHECK(l4.block.moe_weight_on_input);
+    CHECK(l4.block.moe_ffn_dim == 8192);
+    CHECK(l4.block.moe_shared_ffn_dim == 8192);
+    CHECK_FALSE(l4.block.moe_shared_gate);
+    CHECK_THAT(unmodelled_for(l4, Op::block), Catch::Contains("runs the FFN"));
+    CHECK_THAT(unmodelled_for(l4, Op::attention), Catch::Contains("L2-normed"));
+    CHECK(unmodelled_for(l4, Op::moe_route).empty());
 }
 
 TEST_CASE("each preset's config.json loads to the preset", "[config]") {
@@ -449,7 +464,8 @@ TEST_CASE("bad configs are refused naming the file and the field", "[config]") {
                Catch::Contains("x.json: attention_chunk_size: 8192: chunked attention: the block models it"));
     CHECK_THAT(refusal(base + ", \"query_pre_attn_scalar\": 144}"), Catch::Contains("x.json: query_pre_attn_scalar: 144"));
     CHECK_THAT(refusal(R"({"model_type": "gemma3"})"), Catch::Contains("x.json: model_type: \"gemma3\" (gemma3) has a vision tower"));
-    CHECK_THAT(refusal(R"({"model_type": "llama4_text"})"), Catch::Contains("x.json: model_type: \"llama4_text\" (llama4_text) has Llama 4's"));
+    CHECK_THAT(refusal(R"({"model_type": "llama4"})"), Catch::Contains("x.json: model_type: \"llama4\" (llama4) has a vision tower") &&
+                                                            Catch::Contains("its text_config, model_type llama4_text"));
     // A mixture of experts is read where the moe ops compute it (Mixtral, Qwen2/3-MoE), its bad counts refused.
     CHECK_THAT(refusal(R"({"model_type": "qwen3_moe", "num_experts": 4, "num_experts_per_tok": 5})"),
                Catch::Contains("x.json: num_experts_per_tok: must be in [1, num_experts = 4], found 5"));
@@ -770,7 +786,7 @@ TEST_CASE("anatomy page: the table, every preset and the configuration, embedded
     const auto whole = std::count_if(presets().begin(), presets().end(),
                                      [](const Preset& q) { return unmodelled_for(q.model(), Op::block).empty(); });
     CHECK(data["presets"].size() == static_cast<size_t>(whole));
-    CHECK(whole == static_cast<long>(presets().size()) - 7);  // gpt-oss x 2, mixtral, qwen3-moe, qwen1.5-moe, olmoe, deepseek-v3
+    CHECK(whole == static_cast<long>(presets().size()) - 8);  // gpt-oss x 2, mixtral, qwen3-moe, qwen1.5-moe, olmoe, deepseek-v3, llama4-scout
     CHECK(data["initial"]["config"] == config_json(p.model));
     CHECK(data["initial"]["config"]["notes"][0] == "a note with </script> in it");
     CHECK(data["initial"]["tokens"] == 300);

@@ -87,6 +87,12 @@ const HfDefaults kArchitectures[] = {
     // once, which the block's per-head QK-norm is not (attention_unmodelled).
     {"OlmoeConfig", "OlmoeForCausalLM", "olmoe", 50304, 2048, 2048, 16, 16, 0, 0, 4096, 1e-5, 10000.0, false, false,
      nullptr},
+    // Llama 4's text model: experts the moe ops compute (a sigmoid of the
+    // chosen logits, the weight on the expert's input, a shared expert); its
+    // attention (unweighted L2 QK-norm on RoPE layers, NoPE layers' temperature
+    // tuning) is not the block's (attention_unmodelled).
+    {"Llama4TextConfig", "Llama4ForCausalLM", "llama4_text", 202048, 5120, 8192, 48, 40, 8, 128, 4096 * 32, 1e-5,
+     500000.0, false, false, nullptr},
     {"GptOssConfig", "GptOssForCausalLM", "gpt_oss", 201088, 2880, 2880, 36, 64, 8, 64, 131072, 1e-5, 150000.0, false,
      true, nullptr},
 };
@@ -102,8 +108,8 @@ const Unmodelled kUnmodelled[] = {
     // (Gemma 1, 2 and 3's text model are read: every twist of theirs is modelled.)
     {"gemma3", "a vision tower around its text model (Gemma3ForConditionalGeneration); the text model's "
                "config is its text_config, model_type gemma3_text, which conform reads"},
-    {"llama4", "Llama 4's NoPE layers, chunked attention and mixture-of-experts FFN"},
-    {"llama4_text", "Llama 4's NoPE layers, chunked attention and mixture-of-experts FFN"},
+    {"llama4", "a vision tower around its text model (Llama4ForConditionalGeneration); the text model's config "
+               "is its text_config, model_type llama4_text, which conform reads (its FFN ops)"},
 };
 
 // Fields that name a twist of the attention or the FFN the block does not
@@ -135,7 +141,7 @@ const TwistField kTwistFields[] = {
     {"no_rope_layers", "layers without RoPE (NoPE)"},
     {"attention_chunk_size", "chunked attention",
      "the block models it (--attention-chunk-size), but of the architectures read here none applies it (Llama 4 "
-     "does, refused for its mixture-of-experts FFN); refused rather than run as another model"},
+     "does, whose attention is read around: its FFN ops run); refused rather than run as another model"},
     {"num_local_experts", "a mixture-of-experts FFN"},
     {"num_experts", "a mixture-of-experts FFN"},
     {"n_routed_experts", "a mixture-of-experts FFN"},
@@ -356,12 +362,13 @@ ModelConfig resolve(const json& j, const std::string& file) {
     const bool gemma2 = arch_type == "gemma2", gemma3 = arch_type == "gemma3_text", gemma23 = gemma2 || gemma3;
     const bool smollm3 = arch_type == "smollm3", gptoss = arch_type == "gpt_oss";
     const bool mixtral = arch_type == "mixtral", qwen_moe = arch_type == "qwen2_moe" || arch_type == "qwen3_moe";
-    const bool deepseek = arch_type == "deepseek_v3", olmoe = arch_type == "olmoe";
+    const bool deepseek = arch_type == "deepseek_v3", olmoe = arch_type == "olmoe", llama4 = arch_type == "llama4_text";
     auto modelled = [&](std::string_view key) {
         const bool either = key == "attn_logit_softcapping" || key == "final_logit_softcapping" || key == "query_pre_attn_scalar";
         return (gemma23 && either) || (gemma3 && (key == "sliding_window_pattern" || key == "rope_local_base_freq")) ||
                (smollm3 && key == "no_rope_layers") || ((gptoss || mixtral) && key == "num_local_experts") ||
-               ((qwen_moe || olmoe) && key == "num_experts") || (deepseek && key == "n_routed_experts");
+               ((qwen_moe || olmoe) && key == "num_experts") || (deepseek && key == "n_routed_experts") ||
+               (llama4 && (key == "num_local_experts" || key == "attention_chunk_size" || key == "no_rope_layers"));
     };
     for (const TwistField& t : kTwistFields) {
         if (!r.present(t.key) || modelled(t.key)) continue;
@@ -522,6 +529,36 @@ ModelConfig resolve(const json& j, const std::string& file) {
                 m.notes.push_back("decoder_sparse_step / mlp_only_layers: some layers are dense (intermediate_size "
                                   "wide); the moe ops take the sparse layers' FFN");
         }
+    }
+
+    // ---- Llama 4's router and experts (Llama4TextMoe) -----------------------------------
+    if (llama4) {
+        const int64_t experts = r.size("num_local_experts", 16, dflt, limits::kExperts);
+        const int64_t used = r.size("num_experts_per_tok", 1, dflt);
+        if (used > experts)
+            r.fail("num_experts_per_tok", "must be in [1, num_local_experts = " + std::to_string(experts) +
+                                              "], found " + std::to_string(used));
+        c.n_experts = experts;
+        c.n_experts_per_tok = used;
+        // Llama4Router: the top k of the raw logits, then sigmoid of the
+        // chosen (sigmoid is monotone: the moe ops' sigmoid scoring chooses
+        // the same k, and weighs them by sigmoid, not renormalised).
+        c.moe_scoring = MoeScoring::sigmoid;
+        c.moe_norm_topk_prob = false;
+        c.moe_weight_on_input = true;  // routed_in = hidden_states * router_scores
+        c.moe_ffn_dim = c.ffn_dim;     // the experts and the shared expert are intermediate_size wide
+        c.moe_shared_ffn_dim = c.ffn_dim;
+        c.moe_shared_gate = false;
+        m.ffn_unmodelled = "a mixture of " + std::to_string(experts) + " experts, " + std::to_string(used) +
+                           " per token (Llama4TextMoe: the top " + std::to_string(used) +
+                           " of the router's logits weighted by their sigmoid, the weight on the expert's input, "
+                           "and an unweighted shared expert): the block does not compute it (--op moe does)";
+        m.attention_unmodelled = "attention with q and k L2-normed without a weight on its RoPE layers and its "
+                                 "NoPE layers' scores temperature-tuned (attn_scale, floor_scale), which the block "
+                                 "does not model: its FFN ops run (--op moe, moe_route, moe_experts, rmsnorm)";
+        if (r.present("interleave_moe_layer_step") && j.at("interleave_moe_layer_step") != 1)
+            m.notes.push_back("interleave_moe_layer_step: some layers are dense (intermediate_size_mlp wide); the "
+                              "moe ops take the sparse layers' FFN");
     }
 
     // ---- DeepSeek-V3's router and experts (DeepseekV3MoE), OLMoE's ---------------------

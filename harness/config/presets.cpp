@@ -184,6 +184,29 @@ Preset olmoe() {
     return p;
 }
 
+// Llama 4 Scout's text model: 16 experts, one per token, weighted by the
+// sigmoid of its logit on the expert's input, and a shared expert; its
+// attention (unweighted L2 QK-norm, NoPE layers' temperature tuning) is not
+// the block's, so only its FFN ops run.
+Preset llama4_scout() {
+    Preset p{"llama4-scout",
+             "meta-llama/Llama-4-Scout-17B-16E's text_config (L2 QK-norm, NoPE temperature: its FFN ops only; 16 "
+             "experts, 1 per token on its input, a shared expert, by --op moe)",
+             with_llama3_scaling(make(5120, 40, 8, 128, 8192, 5e5, 1e-5, false)), 48, 202048, 262144, false};
+    p = with_experts(p, 16, 1, 8192, false, 8192, "Llama4TextMoe");
+    BlockConfig& m = p.config;
+    m.moe_shared_gate = false;
+    m.moe_scoring = MoeScoring::sigmoid;
+    m.moe_weight_on_input = true;
+    p.ffn_unmodelled = "a mixture of 16 experts, 1 per token (Llama4TextMoe: the top 1 of the router's logits "
+                       "weighted by their sigmoid, the weight on the expert's input, and an unweighted shared "
+                       "expert): the block does not compute it (--op moe does)";
+    p.attention_unmodelled = "attention with q and k L2-normed without a weight on its RoPE layers and its NoPE "
+                             "layers' scores temperature-tuned (attn_scale, floor_scale), which the block does not "
+                             "model: its FFN ops run (--op moe, moe_route, moe_experts, rmsnorm)";
+    return p;
+}
+
 Preset gpt_oss(std::string name, std::string source, int64_t layers, int64_t experts) {
     BlockConfig c = make(2880, 64, 8, 64, 2880, 150000.0, 1e-5, false);
     c.qkv_bias = true;
@@ -287,6 +310,7 @@ const std::vector<Preset>& presets() {
                      60, 4, 1408, false, 5632, "Qwen2MoeSparseMoeBlock"),
         olmoe(),
         deepseek_v3(),
+        llama4_scout(),
         gpt_oss("gpt-oss-20b", "openai/gpt-oss-20b (GQA 8, sinks, q/k/v/o biases, sliding 128 / full, YaRN; its experts by --op moe)", 24, 32),
         gpt_oss("gpt-oss-120b", "openai/gpt-oss-120b (GQA 8, sinks, q/k/v/o biases, sliding 128 / full, YaRN; its experts by --op moe)", 36, 128),
     };
