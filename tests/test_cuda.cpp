@@ -134,6 +134,11 @@ TEST_CASE("cuda decode conforms on property cases", "[cuda][decode]") {
     for (DType d : kDtypes) property_cases(Op::decode, d);
 }
 
+TEST_CASE("cuda moe_route, moe_experts and moe conform on property cases", "[cuda][moe]") {
+    for (Op op : {Op::moe_route, Op::moe_experts, Op::moe})
+        for (DType d : kDtypes) property_cases(op, d);
+}
+
 TEST_CASE("cuda block and decode with Qwen2's q, k, v biases (the gemm_bias path), every dtype", "[cuda][block]") {
     for (DType d : kDtypes) {
         auto impl = make_impl(d);
@@ -161,7 +166,7 @@ TEST_CASE("cuda: every twist of the record, on the gate's draws that have it, ev
         for (DType d : kDtypes) {
             auto impl = make_impl(d);
             for (Op op : kAllOps) {
-                if (!op_info(op).reads(t) || !impl->implements(op)) continue;  // (no MoE kernels yet)
+                if (!op_info(op).reads(t) || !impl->implements(op)) continue;
                 int found = 0;
                 for (int i = 0; found < 3 && i < 400; ++i) {
                     const gen::CaseSpec s = gen::draw(op, kSeed, i);

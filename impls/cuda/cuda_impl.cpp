@@ -20,12 +20,13 @@ class CudaImpl : public Implementation {
     std::string name() const override { return name_; }
     DType dtype() const override { return ctx_.dtype; }
 
-    bool implements(Op op) const override { return !op_info(op).uses(kMoeRoute) && !op_info(op).uses(kMoeExperts); }
+    bool implements(Op) const override { return true; }
 
     Support supports(Op op, const BlockConfig& c) const override {
         if (Support s = scalar::detail::config_support(op, c); !s.ok) return s;
-        if (op_info(op).uses(kMoeRoute) || op_info(op).uses(kMoeExperts))
-            return Support::no("cuda has no mixture-of-experts kernels yet (scalar has; docs/moe.md)");
+        if (op_info(op).uses(kMoeRoute) && c.n_experts_per_tok > kMaxMoeTopK)
+            return Support::no("the router's thread 0 holds a token's choice: n_experts_per_tok <= " +
+                               std::to_string(kMaxMoeTopK) + ", found " + std::to_string(c.n_experts_per_tok));
         const bool needs_attention =
             op == Op::attention || op == Op::block || op == Op::decode || op == Op::paged_attention;
         if (needs_attention && c.head_dim > kMaxAttentionHeadDim)
@@ -56,6 +57,16 @@ class CudaImpl : public Implementation {
     void decode(View x, const BlockWeights& w, Positions pos, int64_t prefill, const BlockConfig& c,
                 MutView out) override {
         op_decode(ctx_, x, w, pos, prefill, c, out);
+    }
+
+    void moe(View x, const MoeWeights& w, const BlockConfig& c, MutView out, MutView route) override {
+        op_moe(ctx_, x, w, c, out, route);
+    }
+    void moe_route(View x, const MoeWeights& w, const BlockConfig& c, MutView route) override {
+        op_moe_route(ctx_, x, w, c, route);
+    }
+    void moe_experts(View x, View route, const MoeWeights& w, const BlockConfig& c, MutView out) override {
+        op_moe_experts(ctx_, x, route, w, c, out);
     }
 
    private:

@@ -118,6 +118,45 @@ void launch_attention(const AttentionArgs<T>& a, const AttentionPlan& plan, floa
 template <typename T>
 void launch_swiglu_act(const T* gu, T* g, int64_t tokens, int64_t F, HiddenAct act, cudaStream_t s);
 
+// ---- moe_route.cu ----------------------------------------------------------------------
+
+// A mixture of experts' router (config.h's moe_* fields), per token:
+//   l = x @ w_router (+ router_bias)          float32, whatever T is
+//   s = softmax(l) | sigmoid(l)
+//   choice = s (+ e_bias); groups; the top K of the choice
+//   route[t, e] = s_e (renormalised, times rsf) for the K chosen, else 0   route [T, E]
+constexpr int64_t kMaxMoeTopK = 64;  // the experts a token takes: one thread's list (supports() declines more)
+struct MoeRouteArgs {
+    int64_t T = 0, D = 0, E = 0, K = 0;
+    bool softmax = true, router_bias = false, selection_bias = false;
+    int64_t n_group = 0, topk_group = 0;
+    bool group_max = false, renorm = false;
+    float rsf = 0.0f;  // 0: none
+};
+template <typename T>
+void launch_moe_route(const T* x, const T* w_router, const T* router_bias, const T* e_bias, T* route,
+                      const MoeRouteArgs& a, cudaStream_t s);
+
+// ---- moe_experts.cu --------------------------------------------------------------------
+
+// out[t] = sum over e with route[t, e] != 0 of route[t, e] * expert_e(x_t)
+// (expert_e(route[t, e] * x_t) with weight_on_input), then + shared(x_t)
+// (times sigmoid(x_t @ ws_gate) with shared_gate). An expert's gate | up (h,
+// [T, 2 max(F, Fs)]) and its activation (act, [T, max(F, Fs)]) are scratch.
+struct MoeExpertArgs {
+    int64_t T = 0, D = 0, E = 0, F = 0, Fs = 0;
+    bool interleaved = false, weight_on_input = false, expert_bias = false, shared_gate = false;
+    float limit = 0.0f;  // gpt-oss's clamped SwiGLU; 0: silu(gate) * up
+};
+template <typename T>
+struct MoeExpertWeights {
+    const T *w13 = nullptr, *b13 = nullptr, *w2 = nullptr, *b2 = nullptr;
+    const T *ws13 = nullptr, *ws2 = nullptr, *ws_gate = nullptr;
+};
+template <typename T>
+void launch_moe_experts(const T* x, const T* route, const MoeExpertWeights<T>& w, T* h, T* act, T* out,
+                        const MoeExpertArgs& a, cudaStream_t s);
+
 // ---- matmul.cu ---------------------------------------------------------------------
 
 // y[M, N] = x[M, K] @ w[K, N] (+ y when accumulate), row-major, float32 accumulation (cuBLAS).

@@ -8,6 +8,7 @@
 
 #include "conform/impl.h"
 #include "cuda/device.h"
+#include "cuda/kernels.h"
 
 namespace conform::cuda {
 
@@ -23,6 +24,23 @@ TapSet op_block(const Context& ctx, View x, const BlockWeights& w, Positions pos
                 BlockOutputs& out);
 void op_decode(const Context& ctx, View x, const BlockWeights& w, Positions pos, int64_t prefill,
                const BlockConfig& c, MutView out);
+void op_moe_route(const Context& ctx, View x, const MoeWeights& w, const BlockConfig& c, MutView route);
+void op_moe_experts(const Context& ctx, View x, View route, const MoeWeights& w, const BlockConfig& c, MutView out);
+void op_moe(const Context& ctx, View x, const MoeWeights& w, const BlockConfig& c, MutView out, MutView route);
+
+// The router's and the experts' arguments from the config (moe_route.cu, moe_experts.cu).
+MoeRouteArgs moe_route_args(const BlockConfig& c, int64_t T);
+MoeExpertArgs moe_expert_args(const BlockConfig& c, int64_t T);
+// The router on x already on the device: its weights uploaded, route [T, E]
+// written on the device (moe_route.cu).
+template <typename T>
+void run_route(const Context& ctx, const DeviceBuffer<T>& x, const MoeWeights& w, const BlockConfig& c,
+               DeviceBuffer<T>& route);
+// The experts on a route already on the device (moe's router wrote it, or
+// moe_experts uploaded it): their weights uploaded, out written (moe_experts.cu).
+template <typename T>
+void run_experts(const Context& ctx, const DeviceBuffer<T>& x, const DeviceBuffer<T>& route, const MoeWeights& w,
+                 const BlockConfig& c, MutView out);
 
 // RoPE's inverse frequencies inv_freq[rotary_dim / 2], scaled as p says
 // (dynamic NTK for a sequence of seq_len tokens), computed in double on the
