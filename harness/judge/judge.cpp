@@ -18,7 +18,6 @@ namespace {
 // The output that says which experts a router took: moe's route tap, moe_route's out.
 const char* route_output(Op op) { return op == Op::moe ? "route" : "out"; }
 
-
 constexpr uint32_t kPoisonBits = 0x7FC0DEADu;  // a quiet NaN no arithmetic produces
 constexpr uint32_t kSentinelBits = 0x7FA5A5A5u;
 constexpr int64_t kGuard = 64;                  // sentinel floats after each buffer
