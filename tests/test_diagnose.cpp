@@ -124,6 +124,38 @@ TEST_CASE("a row without a key has lse -inf with sinks too: the off-by-one mask 
     CHECK(has(ids(x.r), "causal_mask_off_by_one"));
 }
 
+// Found by `conform mutants --seed 20261207`: window_ignored_in_prefill was
+// named window_ignored. On a prefill of 207 keys with a window of 1 the
+// mutant sums every key, as window_ignored does, but its hypothesis was
+// bounded as the config's one-key window (an lse of log 207 held to a
+// one-term rounding), so its own output did not conform under it and the
+// later case chosen to tell the two apart told nothing. A window hypothesis
+// is bounded over the keys it sums.
+TEST_CASE("a window hypothesis is bounded over the keys it lets a row see", "[diagnose]") {
+    for (const char* name : {"window_ignored_in_prefill", "window_per_page", "window_from_first_query"}) {
+        DYNAMIC_SECTION(name) {
+            const ImplEntry* e = find_implementation(name);
+            REQUIRE(e);
+            auto impl = e->create(ImplOptions{});
+            const Case c = case_of("paged_attention(H=1,KV=1,hd=4,P=256,kv=207,q=2,window=1,mag=0.001,outliers=0,seed=0)");
+            const ImplOutputs out = run_impl(*impl, c);
+            REQUIRE(out.error.empty());
+            bool found = false;
+            for (const auto& h : diagnose::hypotheses(c)) {
+                if (h.id != e->bug_id()) continue;
+                found = true;
+                CHECK(diagnose::explains(c, DType::f32, out.outputs, h));
+            }
+            CHECK(found);
+        }
+    }
+    // And the mutant's first kill on that seed is named for its bug.
+    const ImplEntry* e = find_implementation("window_ignored_in_prefill");
+    const CaseResult r = first_kill(*e, 20261207);
+    INFO(test::explain(r));
+    CHECK(ids(r) == std::vector<std::string>{"window_ignored_in_prefill"});
+}
+
 TEST_CASE("a faithful output names no bug", "[diagnose]") {
     // Rich cases: GQA with 1 < KV < H, positions far from 0, non-uniform
     // QK-norm weights, a decode with a prefill, queries before their keys,

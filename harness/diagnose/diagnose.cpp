@@ -112,9 +112,11 @@ Truth variant_truth(const Case& c, DType dtype, const ref::Variant& v, const std
         Case edited = c;
         edited.config = *v.config;
         t.noise = ref::reduction_noise(edited, dtype, &t.ref);
-    } else if (v.paged_sequences_packed || v.paged_queries_at_start || v.paged_partial_page_dropped) {
+    } else if (v.paged_sequences_packed || v.paged_queries_at_start || v.paged_partial_page_dropped ||
+               v.window != ref::Variant::Window::as_config) {
         // Other keys summed per sequence (every earlier sequence's, up to
-        // thousands more): the bound of that sum.
+        // thousands more; a window that holds in decode only, every earlier
+        // key of a prefill): the bound of that sum.
         t.noise = ref::reduction_noise(c, dtype, &t.ref, &v);
     } else {
         t.noise = resized ? ref::reduction_noise(c, dtype, &t.ref) : faithful_noise(c, dtype);

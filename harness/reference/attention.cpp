@@ -27,6 +27,27 @@ torch::Tensor visible(const torch::Tensor& q_pos, const torch::Tensor& k_pos, Va
     return kp <= qp;
 }
 
+}  // namespace
+
+torch::Tensor window_edge(const torch::Tensor& q_pos, int64_t W, const Variant& v) {
+    auto lo = q_pos.unsqueeze(1) - W;  // [T, 1]
+    switch (v.window) {
+        case Variant::Window::as_config: break;
+        case Variant::Window::from_first_query: lo = torch::full_like(lo, q_pos[0].item<int64_t>() - W); break;
+        case Variant::Window::by_page: {  // the page of the first key in the window, whole
+            const int64_t P = std::max<int64_t>(1, v.window_page);
+            lo = (lo + 1).clamp_min(0).div(P, "floor") * P - 1;
+            break;
+        }
+        case Variant::Window::decode_only:
+            if (q_pos.size(0) > 1) lo = torch::full_like(lo, std::numeric_limits<int64_t>::min());
+            break;
+    }
+    return lo;
+}
+
+namespace {
+
 // A flash kernel's softmax over tiles of `tile` keys that forgets to rescale:
 // the running max moves, the sums accumulated under the old max stay as they
 // were. p[h, t, s] for the visible keys (scores already masked with -inf).
@@ -119,23 +140,7 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
         reach = reach.logical_and(torch::arange(S, torch::kInt64).unsqueeze(0) >= S - ctx.v.kv_ring);
     auto vis = visible(q_pos, k_pos, ctx.v.mask).logical_and(reach);  // [T, S]
     // Sliding window: k_pos > q_pos - W as well.
-    const int64_t W = p.sliding_window;
-    if (W > 0) {
-        auto lo = q_pos.unsqueeze(1) - W;  // [T, 1]: keys after it are in the window
-        switch (ctx.v.window) {
-            case Variant::Window::as_config: break;
-            case Variant::Window::from_first_query: lo = torch::full_like(lo, q_pos[0].item<int64_t>() - W); break;
-            case Variant::Window::by_page: {  // the page of the first key in the window, whole
-                const int64_t P = std::max<int64_t>(1, ctx.v.window_page);
-                lo = (lo + 1).clamp_min(0).div(P, "floor") * P - 1;
-                break;
-            }
-            case Variant::Window::decode_only:
-                if (T > 1) lo = torch::full_like(lo, std::numeric_limits<int64_t>::min());
-                break;
-        }
-        vis = vis.logical_and(k_pos.unsqueeze(0) > lo);
-    }
+    if (p.sliding_window > 0) vis = vis.logical_and(k_pos.unsqueeze(0) > window_edge(q_pos, p.sliding_window, ctx.v));
     // Chunked attention (Llama 4): k_pos // C == q_pos // C as well.
     const int64_t C = p.chunk;
     if (C > 0)

@@ -309,7 +309,7 @@ struct AttnBound {
 AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, const Tensor& ek, const Tensor& v,
                           const Tensor& ev, const Tensor& q_pos, const Tensor& k_pos, const AttentionParams& ap,
                           const Tensor& sinks, const Units& u, const RopeBound* rq = nullptr,
-                          const RopeBound* rk = nullptr, bool with_weight = false) {
+                          const RopeBound* rk = nullptr, bool with_weight = false, const Variant* keys = nullptr) {
     const int64_t H = ap.n_heads, KV = ap.n_kv_heads, hd = ap.head_dim, window = ap.sliding_window;
     const int64_t T = q.size(0), S = k.size(0), rep = H / KV;
     auto qg = [&](const Tensor& t) {  // [T, H·hd] -> [KV, rep·T, hd]
@@ -346,7 +346,9 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
                                         kt(torch::cat({k2, kg(rk->freq).pow(2)}, -1))));
     }
     Tensor vis = k_pos.unsqueeze(0) <= q_pos.unsqueeze(1);  // [T, S]
-    if (window > 0) vis = vis.logical_and(k_pos.unsqueeze(0) > q_pos.unsqueeze(1) - window);
+    // The window the computation bounded applies: the config's, or a window
+    // hypothesis's (the keys it sums are the ones its errors come from).
+    if (window > 0) vis = vis.logical_and(k_pos.unsqueeze(0) > window_edge(q_pos, window, keys ? *keys : Variant{}));
     if (ap.chunk > 0) vis = vis.logical_and(k_pos.div(ap.chunk, "floor").unsqueeze(0) == q_pos.div(ap.chunk, "floor").unsqueeze(1));
     vis = vis.contiguous();
     auto p = torch::empty({H, T, S}, q.options()), pds = torch::empty({H, T, S}, q.options());
@@ -775,8 +777,11 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
         case Op::rope: e["out"] = rope_bound(in("x"), none, pos("positions"), rope_params(cfg), u).total(); break;
         case Op::attention:
         {
+            Variant keys;
+            if (variant) keys.window = variant->window, keys.window_page = variant->window_page;
             const AttnBound a = attention_bound(in("q"), none, in("k"), none, in("v"), none, pos("q_positions"),
-                                                pos("k_positions"), attention_params(cfg), sinks, u);
+                                                pos("k_positions"), attention_params(cfg), sinks, u, nullptr, nullptr,
+                                                false, &keys);
             e["out"] = a.together + a.apart;
         }
             break;
@@ -844,6 +849,8 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
                 keys.paged_sequences_packed = variant->paged_sequences_packed;
                 keys.paged_queries_at_start = variant->paged_queries_at_start;
                 keys.paged_partial_page_dropped = variant->paged_partial_page_dropped;
+                keys.window = variant->window;
+                keys.window_page = variant->window_page;
             }
             for (int64_t b = 0; b + 1 < static_cast<int64_t>(seqs.qo_indptr.size()); ++b) {
                 const PagedSeq g = gather_sequence(q, kc, vc, Precision::f64, seqs, b, keys);
@@ -858,10 +865,12 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
                     vb = u.a * g.v.abs() + u.store(g.v);
                 }
                 const AttnBound a = attention_bound(g.q, none, g.k, kb, g.v, vb, g.q_pos, g.k_pos,
-                                                    attention_params(cfg), sinks, u, nullptr, nullptr, true);
-                // Terms a row's softmax sums: its sequence's keys, or the window's, and a sink.
+                                                    attention_params(cfg), sinks, u, nullptr, nullptr, true, &keys);
+                // Terms a row's softmax sums: its sequence's keys, or the window's, and a sink — or
+                // as many as a window hypothesis lets a row see, where that is more.
+                const int64_t seen = a.visible.sum(1).max().item<int64_t>();
                 const double S = static_cast<double>(
-                    (cfg.sliding_window > 0 ? std::min(g.kv_len, cfg.sliding_window) : g.kv_len) +
+                    std::max(cfg.sliding_window > 0 ? std::min(g.kv_len, cfg.sliding_window) : g.kv_len, seen) +
                     (cfg.attn_sinks ? 1 : 0));
                 auto o_ref = out_ref.narrow(0, g.q_begin, g.q_len);
                 out.narrow(0, g.q_begin, g.q_len).copy_(a.together + a.apart + (S - 1.0) * u.a * o_ref.abs());

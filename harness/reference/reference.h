@@ -192,10 +192,11 @@ NamedD run(const Case& c, const Options& o = {});
 // and an ill-conditioned stage amplifies what it inherits.
 // `truth`: the float64 reference of this case when the caller has it (a
 // block's taps are its starting point; otherwise it is computed again).
-// `variant`, when given, is a hypothesis whose paged sequences sum other keys
-// (packed with the earlier sequences, queries at the start, a partial page
-// dropped): the bound of a program that computes it sums those (paged_attention
-// only; `truth` is then the variant's float64 reference).
+// `variant`, when given, is a hypothesis whose attention sums other keys
+// (paged sequences packed with the earlier ones, queries at the start, a
+// partial page dropped; a window of its own, on attention too): the bound of
+// a program that computes it sums those (`truth` is then the variant's
+// float64 reference).
 std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const NamedD* truth = nullptr,
                                                const Variant* variant = nullptr);
 

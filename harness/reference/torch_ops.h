@@ -58,6 +58,14 @@ double rope_attention_factor(const RopeParams& p, const Ctx& ctx);
 torch::Tensor qk_norm(const torch::Tensor& x, const torch::Tensor& weight, int64_t head_dim, double eps, bool plus_one,
                       const Ctx& ctx);
 
+// The sliding window's edge for queries at q_pos [T]: [T, 1], a key is in
+// the window iff k_pos > edge — q_pos - W as the config has it, or a
+// variant's window (from the call's first query, by whole pages, or none
+// where the call has more than one query). The reference's attention and
+// its bound (noise.cpp) both take it from here, so a window hypothesis is
+// bounded over the keys it sums.
+torch::Tensor window_edge(const torch::Tensor& q_pos, int64_t W, const Variant& v);
+
 // q[T, H*hd], k/v[S, KV*hd] → [T, H*hd] under p (conform/config.h
 // AttentionParams: heads, the sliding window, the soft-cap; the variant may
 // replace the window or the cap; p.sinks is not read). `sinks`, when defined,
