@@ -156,6 +156,50 @@ TEST_CASE("a window hypothesis is bounded over the keys it lets a row see", "[di
     CHECK(ids(r) == std::vector<std::string>{"window_ignored_in_prefill"});
 }
 
+// Found by `conform mutants --seed 3`: both paged overruns were named
+// softmax_no_max_subtraction. Their first failure has an FP8 cache, whose
+// codes round the poison's payload away, so the overrun's NaN looked like no
+// read of the poison and the overrun's own hypotheses were refused, while an
+// overflow at magnitude 30 put NaN at the same elements. Both directions:
+// where the payload cannot survive, a plain NaN may be the poison's; where a
+// NaN carries it, a hypothesis that overflows by itself is not the read.
+TEST_CASE("NaNs agree only when they come from the same source", "[diagnose]") {
+    for (const char* name : {"paged_last_page_len_ignored", "paged_kv_len_off_by_one"}) {
+        DYNAMIC_SECTION(name) {
+            const ImplEntry* e = find_implementation(name);
+            REQUIRE(e);
+            const CaseResult r = first_kill(*e, 3);
+            INFO(test::explain(r));
+            CHECK(ids(r) == std::vector<std::string>{name});
+        }
+    }
+    SECTION("a NaN that carries the poison is not an overflow's") {
+        auto impl = find_implementation("paged_last_page_len_ignored")->create(ImplOptions{});
+        const Case c = case_of("paged_attention(H=1,KV=1,hd=4,P=8,kv=7,q=1,mag=30,outliers=0,seed=0)");
+        const ImplOutputs out = run_impl(*impl, c);
+        REQUIRE(out.error.empty());
+        bool poisoned = false;
+        for (double x : out.outputs.at("out").data) poisoned = poisoned || gen::poison_row(static_cast<float>(x));
+        REQUIRE(poisoned);  // the read shows in the output
+        int tried = 0;
+        for (const auto& h : diagnose::hypotheses(c)) {
+            if (h.id == "softmax_no_max_subtraction") {
+                ++tried;
+                // Its own float64 output is NaN at the same elements (scores of ~1e3 overflow exp)...
+                const NamedD v = ref::run(c, {ref::Precision::f64, ref::Order::library, h.variant});
+                for (double x : v.at("out").data) CHECK_FALSE(std::isfinite(x));
+                // ...but that NaN is not the poison the kernel's carries.
+                CHECK_FALSE(diagnose::explains(c, DType::f32, out.outputs, h));
+            }
+            if (h.id == "paged_last_page_len_ignored") {
+                ++tried;
+                CHECK(diagnose::explains(c, DType::f32, out.outputs, h));
+            }
+        }
+        CHECK(tried == 2);
+    }
+}
+
 TEST_CASE("a faithful output names no bug", "[diagnose]") {
     // Rich cases: GQA with 1 < KV < H, positions far from 0, non-uniform
     // QK-norm weights, a decode with a prefill, queries before their keys,

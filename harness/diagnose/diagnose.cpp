@@ -128,7 +128,7 @@ Truth variant_truth(const Case& c, DType dtype, const ref::Variant& v, const std
 // values: where the observed output is non-finite at exactly the elements the
 // variant is, those elements are set aside — zeroed on every side — and the
 // rest is judged as usual. Returns how many were set aside, or -1 when the
-// patterns differ (no match possible). (Whose NaN it is: poison_read_only.)
+// patterns differ (no match possible). (Whose NaN it is: nan_sources_differ.)
 int64_t set_aside_nonfinite(NamedD& observed, Truth& t) {
     int64_t total = 0;
     for (auto& [name, o] : observed) {
@@ -203,43 +203,63 @@ void record_errors(HypothesisMatch& m, const CaseResult& failed, const CaseResul
 // conforms there — and, given the faithful float64 reference, when that does
 // not: a convention the case cannot tell from the config's explains nothing
 // (on a marginal failure it would "match" by a hair).
-// Whether the variant's non-finite values where `observed` is NaN come only
-// from reading the paged pool's poison, while the observed NaNs do not carry
-// it. The poison (gen::poison_bits) survives every float32 operation that
-// propagates a NaN operand, so a kernel that read it shows it;
-// LibTorch's float64 reductions do not keep payloads, so the variant's NaN is
-// asked again with the poison made finite. A kernel whose split-KV merge
-// overflows to NaN at the places a last-page overrun would read poison is
-// then not that overrun (issue 53).
-bool poison_read_only(const Case& c, const NamedD& observed, const Truth& t, const ref::Variant& v) {
+// Whether the observed NaNs and the variant's come from different sources
+// where both are non-finite: the paged pool's poison on one side, the
+// computation's own overflow on the other. The poison (gen::poison_bits)
+// survives every float32 operation that propagates a NaN operand, so a
+// kernel that read it shows it; LibTorch's float64 reductions do not keep
+// payloads, so the variant's NaN is asked again with the poison made finite.
+// - The observed NaNs carry no poison, and the variant's come only from
+//   reading it: a kernel whose split-KV merge overflows to NaN at the places
+//   a last-page overrun would read poison is not that overrun (in float32
+//   without an FP8 cache, where the payload reaches the output).
+// - An observed NaN carries the poison, and the variant's NaN there is its
+//   own (non-finite with the poison made finite too): a kernel that read one
+//   slot past its last page at magnitude 30 is not a softmax without its max
+//   that overflows at the same elements (issue 53: NaN positions agreeing is
+//   not agreement). (A variant that both reads the poison and overflows at
+//   an element is not told from one that only overflows: it is not named
+//   there, which is no wrong name.)
+bool nan_sources_differ(const Case& c, DType dtype, const NamedD& observed, const Truth& t, const ref::Variant& v) {
     const Tensor* kc = c.inputs.count("k_cache") ? &c.inputs.at("k_cache") : nullptr;
     if (!kc) return false;
-    // Only where the observed NaNs carry no poison and the variant is
-    // non-finite at one of them is the question worth a reference run.
-    bool shared = false;
-    for (const auto& [name, o] : observed) {
+    // Where the payload cannot reach the output (an FP8 cache's codes, an
+    // output below float32), a NaN without it may still be the poison's.
+    const bool payload_kept = dtype == DType::f32 && c.config.kv_cache_dtype == KvCacheDtype::none;
+    auto variant_nonfinite = [&](const std::string& name, size_t i) {
         const auto tt = t.ref.find(name);
+        return tt != t.ref.end() && i < tt->second.data.size() && !std::isfinite(tt->second.data[i]);
+    };
+    bool poison_seen = false, shared = false;
+    for (const auto& [name, o] : observed)
         for (size_t i = 0; i < o.data.size(); ++i) {
             if (!std::isnan(o.data[i])) continue;
-            if (gen::poison_row(static_cast<float>(o.data[i]))) return false;  // it read a poison: the variant may too
-            shared = shared || (tt != t.ref.end() && i < tt->second.data.size() && !std::isfinite(tt->second.data[i]));
+            poison_seen = poison_seen || gen::poison_row(static_cast<float>(o.data[i])).has_value();
+            shared = shared || variant_nonfinite(name, i);
         }
-    }
+    // Only where the variant is non-finite at an observed NaN is the question worth a reference run.
     if (!shared) return false;
     Case finite = c;
     for (const char* pool : {"k_cache", "v_cache"})
         for (float& x : finite.inputs.at(pool).data)
             if (gen::poison_row(x)) x = 0.0f;
     const NamedD r = ref::run(finite, {ref::Precision::f64, ref::Order::library, v});
-    for (const auto& [name, o] : observed) {
+    auto own_nan = [&](const std::string& name, size_t i) {  // non-finite without the poison too
         const auto it = r.find(name);
-        const auto tt = t.ref.find(name);
-        if (it == r.end() || tt == t.ref.end() || it->second.data.size() != o.data.size()) continue;
-        for (size_t i = 0; i < o.data.size(); ++i)
-            if (std::isnan(o.data[i]) && !std::isfinite(tt->second.data[i]) && !std::isfinite(it->second.data[i]))
-                return false;  // non-finite without the poison too: the variant's own NaN
-    }
-    return true;
+        return it != r.end() && i < it->second.data.size() && !std::isfinite(it->second.data[i]);
+    };
+    bool any_own = false;
+    for (const auto& [name, o] : observed)
+        for (size_t i = 0; i < o.data.size(); ++i) {
+            if (!std::isnan(o.data[i]) || !variant_nonfinite(name, i)) continue;
+            const bool own = own_nan(name, i);
+            if (own && gen::poison_row(static_cast<float>(o.data[i]))) return true;  // poison seen, overflow predicted
+            any_own = any_own || own;
+        }
+    // No poison seen, and every NaN the variant predicts is the poison's.
+    // (Where the kernel read the poison somewhere, a NaN of its that lost
+    // the payload may still be the poison's: not told apart.)
+    return payload_kept && !poison_seen && !any_own;
 }
 
 bool judge_under(const Case& c, DType dtype, const NamedD& observed, const ref::Variant& v, const CaseResult& failed,
@@ -253,11 +273,11 @@ bool judge_under(const Case& c, DType dtype, const NamedD& observed, const ref::
     if (!to) return false;
     Truth& t = *to;
     // Asked before the non-finite elements are set aside (that zeroes them in t).
-    const bool poison_only = poison_read_only(c, observed, t, v);
+    const bool other_source = nan_sources_differ(c, dtype, observed, t, v);
     NamedD obs = observed;
     const int64_t aside = set_aside_nonfinite(obs, t);
     if (aside < 0) return false;
-    if (aside > 0 && poison_only) return false;
+    if (aside > 0 && other_source) return false;
     const CaseResult jr = judge_case(c, dtype, obs, t);
     m.change = v.describe();
     m.variant = v;
