@@ -81,7 +81,8 @@ std::vector<std::string> patterns(const DTensor& obs, const DTensor& ref, double
 
     const auto by_token = max_by(obs, ref, rows, [](int64_t r, int64_t) { return r; });
     const auto bad_tokens = over(by_token, allowed);
-    if (rows > 1)
+    // (None over it: the tensor failed by what it chose, a router's experts, not by its values.)
+    if (rows > 1 && !bad_tokens.empty())
         p.push_back(bad_tokens.size() == static_cast<size_t>(rows)
                         ? fmt::format("all {} tokens over the bound", rows)
                         : fmt::format("tokens over the bound: {} of {}", ranges(bad_tokens), rows));

@@ -262,7 +262,20 @@ void moe_inputs(Rng& r, const CaseSpec& s, Case& c) {
     // The twists' tensors, each only where its twist is on (conform/twists.h rows).
     if (router && g.moe_router_bias) c.inputs["router_bias"] = normal(r, 1, E, 1.0);
     // DeepSeek's correction bias is of the order of the scores' own spread.
-    if (router && g.moe_selection_bias) c.inputs["e_bias"] = normal(r, 1, E, g.moe_scoring == MoeScoring::sigmoid ? 0.2 : 1.0 / static_cast<double>(E));
+    if (router && g.moe_selection_bias) {
+        const bool sigmoid = g.moe_scoring == MoeScoring::sigmoid;
+        Tensor b = normal(r, 1, E, sigmoid ? 0.2 : 1.0 / static_cast<double>(E));
+        // With groups, in the draws of odd seed, centred at -0.5: sigmoid
+        // scores in (0, 1) then have biased scores below 0 in kept groups,
+        // where the groups not kept filled with 0.0 (HF) and with -inf
+        // (DeepSeek's code, the contract) choose differently. At 0 it took a
+        // few hundred draws to come by one (`conform mutants --seed 2` left
+        // group_mask_fill_zero alive). (Softmax scores, ~1/E, have such
+        // biased scores already.)
+        if (sigmoid && g.moe_n_group > 0 && s.seed % 2 == 1)
+            for (float& v : b.data) v -= 0.5f;
+        c.inputs["e_bias"] = std::move(b);
+    }
     if (experts && g.moe_expert_bias) {
         c.inputs["b13"] = normal(r, E, 2 * F, 0.5);
         c.inputs["b2"] = normal(r, E, D, 0.5);

@@ -336,6 +336,32 @@ CaseResult judge_values(const Case& c, DType dtype, const NamedD& outputs, const
 
 }  // namespace
 
+namespace {
+
+// The first token whose experts (the nonzero entries of its route, where it
+// has K) are not `choice`'s, in words; "" where every such token's are.
+std::string other_choice(const Case& c, const NamedD& outputs, const std::vector<uint8_t>& choice) {
+    const auto o = outputs.find(route_output(c.op));
+    const int64_t E = c.config.n_experts, K = c.config.n_experts_per_tok;
+    if (o == outputs.end() || o->second.data.size() != choice.size() || E <= 0) return "";
+    const int64_t T = static_cast<int64_t>(choice.size()) / E;
+    for (int64_t t = 0; t < T; ++t) {
+        std::string got, want;
+        int64_t n = 0;
+        for (int64_t e = 0; e < E; ++e) n += o->second.data[static_cast<size_t>(t * E + e)] != 0;
+        if (n != K) continue;  // left to the values, as choice_taken leaves it
+        for (int64_t e = 0; e < E; ++e) {
+            const bool theirs = o->second.data[static_cast<size_t>(t * E + e)] != 0, mine = choice[static_cast<size_t>(t * E + e)];
+            if (theirs && !mine) got += (got.empty() ? "" : ", ") + std::to_string(e);
+            if (mine && !theirs) want += (want.empty() ? "" : ", ") + std::to_string(e);
+        }
+        if (!got.empty()) return "token " + std::to_string(t) + " took expert " + got + " where it takes " + want;
+    }
+    return "";
+}
+
+}  // namespace
+
 // A router's case: where the kernel's choice of experts (the nonzero entries
 // of its route) differs from the one the truth was computed on, each token
 // it chose otherwise is checked against the router's margin in the dtype
@@ -385,7 +411,28 @@ ChoiceTaken choice_taken(const Case& c, const BlockConfig& g, DType dtype, const
 // choice: the reference, its baselines and its bound computed again on it.
 // One no honest program makes fails on the route with the reason.
 CaseResult judge_case(const Case& c, DType dtype, const NamedD& outputs, const Truth& truth) {
-    if (truth.route_choice.empty() || truth.route_given) return judge_values(c, dtype, outputs, truth);
+    if (truth.route_choice.empty()) return judge_values(c, dtype, outputs, truth);
+    if (truth.route_given) {
+        // A truth on a given choice (the kernel's, or a hypothesis's own rule
+        // of choosing) holds only for outputs that chose the same: other
+        // experts whose weights happen to be as small as the ones it takes
+        // (softmax scores of 1e-8) would pass on the values alone, and a
+        // hypothesis would then "explain" the faithful choice as well.
+        CaseResult r = judge_values(c, dtype, outputs, truth);
+        const char* name = route_output(c.op);
+        const std::string other = other_choice(c, outputs, truth.route_choice);
+        if (other.empty()) return r;
+        for (TensorResult& tr : r.tensors)
+            if (tr.name == name) {
+                tr.v.pass = false;
+                tr.v.decided_by = "selection";
+                tr.v.margin = 0;
+                tr.v.why = "other experts than the ones this truth is computed on: " + other;
+            }
+        r.pass = false;
+        r.first_failing = name;
+        return r;
+    }
     const ChoiceTaken ct = choice_taken(c, c.config, dtype, outputs, truth.route_choice);
     if (!ct.outside.empty()) {
         const char* name = route_output(c.op);
