@@ -207,6 +207,8 @@ static const std::vector<ImplEntry>& cuda_mutant_implementations() {
          cuda::make_cuda_rope_layout_swapped, ops_using(kRope)},
         {"cuda_gqa_head_mapping_tiled", "cuda: query head h reads kv head h % n_kv (attention kernel)", true,
          cuda::availability, cuda::make_cuda_gqa_tiled, ops_using(kHeads)},
+        {"cuda_router_in_bf16", "cuda: the MoE router's logits and scores rounded to bf16 (moe_route kernel)", true,
+         cuda::availability, cuda::make_cuda_router_in_bf16, ops_using(kMoeRoute)},
     };
     return table;
 }

@@ -15,7 +15,8 @@
 #             here), everything else from .device-deps
 #   gate      conform --impl cuda --op all, in f32 and in bf16     (must exit 0)
 #   mutants   conform --impl cuda_rope_layout_swapped --op rope,
-#             conform --impl cuda_gqa_head_mapping_tiled --op attention
+#             conform --impl cuda_gqa_head_mapping_tiled --op attention,
+#             conform --impl cuda_router_in_bf16 --op moe_route
 #                                                                  (must exit 1)
 #   tests     tests/conform_cuda_tests (property cases, off-grid
 #             attention shapes, decode == block, the mutants, 1,000 repeats
@@ -212,6 +213,8 @@ check mutant-rope-layout 1 90 "$conform" --impl cuda_rope_layout_swapped --op ro
   --no-default-fixtures --out "$work/mutant-rope-layout"
 check mutant-gqa-tiled 1 90 "$conform" --impl cuda_gqa_head_mapping_tiled --op attention --cases 20 \
   --no-default-fixtures --out "$work/mutant-gqa-tiled"
+check mutant-router-bf16 1 90 "$conform" --impl cuda_router_in_bf16 --op moe_route --cases 40 \
+  --no-default-fixtures --out "$work/mutant-router-bf16"
 
 # ---- bench --------------------------------------------------------------------------------------------
 for preset in tinyllama-1.1b llama3-8b; do

@@ -25,6 +25,7 @@
 #include "conform/dtype.h"
 #include "cuda/cuda.h"
 #include "fp8/draw.h"
+#include "diagnose/diagnose.h"
 #include "gen/gen.h"
 #include "helpers.h"
 
@@ -41,6 +42,13 @@ int cases() {
 #else
     return 60;
 #endif
+}
+// Draws per twist, op and dtype in the every-twist test; CONFORM_CUDA_TWIST_DRAWS
+// overrides (CI's emulation runs a sample of one: the emulated block and
+// decode cases are most of its time).
+int twist_draws() {
+    if (const char* e = std::getenv("CONFORM_CUDA_TWIST_DRAWS")) return std::max(1, std::atoi(e));
+    return 3;
 }
 constexpr uint64_t kSeed = 20261129;  // the gate's default, so a failure replays with `conform --impl cuda`
 
@@ -157,7 +165,7 @@ TEST_CASE("cuda block and decode with Qwen2's q, k, v biases (the gemm_bias path
 }
 
 // Every twist of the record (conform/twists.h), on the gate's own draws that
-// have it on: three per op that reads it and dtype, each passing. One loop,
+// have it on: three per op that reads it and dtype (twist_draws()), each passing. One loop,
 // not a test per twist: a twist added to the record is tried here with no edit.
 TEST_CASE("cuda: every twist of the record, on the gate's draws that have it, every op that reads it and dtype",
           "[cuda][twists]") {
@@ -168,7 +176,7 @@ TEST_CASE("cuda: every twist of the record, on the gate's draws that have it, ev
             for (Op op : kAllOps) {
                 if (!op_info(op).reads(t) || !impl->implements(op)) continue;
                 int found = 0;
-                for (int i = 0; found < 3 && i < 400; ++i) {
+                for (int i = 0; found < twist_draws() && i < 400; ++i) {
                     const gen::CaseSpec s = gen::draw(op, kSeed, i);
                     if (!twist_on(t, s.config)) continue;
                     const Case c = gen::materialize(s);
@@ -356,6 +364,32 @@ TEST_CASE("the CUDA mutants are caught where their bug shows", "[cuda][mutants]"
     const Case bc = gen::materialize(block_spec(Op::block, 6, 0, false, RopeLayout::neox));
     CHECK(test::check(*honest, bc).pass);
     CHECK_FALSE(test::check(*tiled, bc).pass);
+
+    // The router held in bf16 (vllm#54048): caught on the gate's own moe_route
+    // draws, where the honest kernel passes, and named by the diagnosis as the
+    // scalar mutant's bug is.
+    auto bf16_router = cuda::make_cuda_router_in_bf16(o);
+    int caught = 0;
+    for (int i = 0; i < 40 && caught == 0; ++i) {
+        const Case c = gen::materialize(gen::draw(Op::moe_route, kSeed, i));
+        if (!honest->supports(Op::moe_route, c.config).ok) continue;
+        Case run = c;
+        declared_for(run, *bf16_router);
+        const ImplOutputs out = run_impl(*bf16_router, run);
+        REQUIRE(out.error.empty());
+        const Truth t = reference_truth(run, DType::f32);
+        CaseResult r = judge_case(run, DType::f32, out.outputs, t);
+        if (r.pass) continue;
+        ++caught;
+        r.impl = bf16_router->name();
+        diagnose::explain(r, {&run, &out.outputs, &t}, bf16_router.get());
+        INFO("moe_route case " << i << "\n" << test::explain(r));
+        CHECK(test::check(*honest, c).pass);
+        bool named = false;
+        for (const auto& m : r.hypotheses) named = named || m.id == "router_in_bf16";
+        CHECK(named);
+    }
+    CHECK(caught == 1);
 }
 
 int main(int argc, char** argv) {

@@ -30,6 +30,7 @@ std::unique_ptr<Implementation> make_cuda(const ImplOptions& options);
 // The CUDA mutants: the same kernels with one bug each (device.h, Faults).
 std::unique_ptr<Implementation> make_cuda_rope_layout_swapped(const ImplOptions& options);
 std::unique_ptr<Implementation> make_cuda_gqa_tiled(const ImplOptions& options);
+std::unique_ptr<Implementation> make_cuda_router_in_bf16(const ImplOptions& options);
 
 // float32 -> FP8 codes by the device's own conversion, as the paged kernel's
 // cache write makes them (scale 1): for checking the hardware against the

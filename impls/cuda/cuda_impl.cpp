@@ -130,4 +130,10 @@ std::unique_ptr<Implementation> make_cuda_gqa_tiled(const ImplOptions& o) {
     return make("cuda_gqa_head_mapping_tiled", o, f);
 }
 
+std::unique_ptr<Implementation> make_cuda_router_in_bf16(const ImplOptions& o) {
+    Faults f;
+    f.router_bf16 = true;
+    return make("cuda_router_in_bf16", o, f);
+}
+
 }  // namespace conform::cuda

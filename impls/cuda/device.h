@@ -24,6 +24,7 @@ namespace conform::cuda {
 struct Faults {
     bool rope_layout_swapped = false;  // RoPE pairs NeoX as interleaved and vice versa
     bool gqa_tiled = false;            // query head h reads kv head h % n_kv (not h / group)
+    bool router_bf16 = false;          // the router's logits and scores rounded to bf16 (vllm#54048)
 };
 
 // One implementation instance's hold on the GPU.

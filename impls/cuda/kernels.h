@@ -132,6 +132,7 @@ struct MoeRouteArgs {
     int64_t n_group = 0, topk_group = 0;
     bool group_max = false, renorm = false;
     float rsf = 0.0f;  // 0: none
+    bool router_bf16 = false;  // the fault of the cuda_router_in_bf16 mutant only: logits and scores rounded to bf16
 };
 template <typename T>
 void launch_moe_route(const T* x, const T* w_router, const T* router_bias, const T* e_bias, T* route,

@@ -45,6 +45,9 @@ __global__ void __launch_bounds__(kRouteThreads)
     __syncthreads();  // every logit is in s before thread 0 reads them all
     if (threadIdx.x != 0) return;
     const float minus_inf = -INFINITY;
+    // (The mutant's bug: the router held in bf16, its logits and its scores rounded.)
+    auto held = [&](float v) { return a.router_bf16 ? __bfloat162float(__float2bfloat16(v)) : v; };
+    for (int64_t e = 0; e < E; ++e) s[e] = held(s[e]);
     // scores = softmax(logits, dim=-1) | logits.sigmoid()
     if (a.softmax) {
         float m = s[0], sum = 0.0f;
@@ -54,6 +57,7 @@ __global__ void __launch_bounds__(kRouteThreads)
     } else {
         for (int64_t e = 0; e < E; ++e) s[e] = 1.0f / (1.0f + expf(-s[e]));
     }
+    for (int64_t e = 0; e < E; ++e) s[e] = held(s[e]);
     // scores_for_choice = scores + e_score_correction_bias
     for (int64_t e = 0; e < E; ++e) choice[e] = a.selection_bias ? s[e] + to_f32(e_bias[e]) : s[e];
     // Grouped top-k: a group's score is its best choice score (V2) or its
@@ -153,7 +157,9 @@ void run_route(const Context& ctx, const DeviceBuffer<T>& x, const MoeWeights& w
     DeviceBuffer<T> rb, eb;
     if (c.moe_router_bias) rb = upload<T>(ctx, "router_bias", w.router_bias);
     if (c.moe_selection_bias) eb = upload<T>(ctx, "e_bias", w.e_bias);
-    launch_moe_route<T>(x.data(), wr.data(), rb.data(), eb.data(), route.data(), moe_route_args(c, T_rows), ctx.stream);
+    MoeRouteArgs a = moe_route_args(c, T_rows);
+    a.router_bf16 = ctx.faults.router_bf16;
+    launch_moe_route<T>(x.data(), wr.data(), rb.data(), eb.data(), route.data(), a, ctx.stream);
     ctx.sync("moe_route");
 }
 
