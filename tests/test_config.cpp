@@ -120,6 +120,21 @@ TEST_CASE("DeepSeek-V3 and OLMoE: their experts read as the moe ops compute them
     const ModelConfig v3_plain = parse_hf_config(R"({"model_type": "deepseek_v3", "routed_scaling_factor": 1.0, "n_shared_experts": 0})", "x.json");
     CHECK(v3_plain.block.moe_routed_scaling_factor == 0.0);  // 1: none
     CHECK(v3_plain.block.moe_shared_ffn_dim == 0);
+    // Hostile values of the two: named, with what was found.
+    for (const char* bad : {"0", "-2.5", "\"2.5\"", "[2.5]", "-1e300"}) {
+        INFO(bad);
+        CHECK_THROWS_WITH(
+            parse_hf_config(std::string(R"({"model_type": "deepseek_v3", "routed_scaling_factor": )") + bad + "}", "x.json"),
+            Catch::Contains("x.json: routed_scaling_factor: expected"));
+    }
+    // A number past double's range is the JSON reader's to refuse, with the file's name (it threw bare).
+    CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "deepseek_v3", "routed_scaling_factor": 1e400})", "x.json"),
+                      Catch::Contains("x.json: not valid JSON") && Catch::Contains("1e400"));
+    for (const char* bad : {"-1", "65", "1.5", "\"1\"", "true", "1e30"}) {
+        INFO(bad);
+        CHECK_THROWS_WITH(parse_hf_config(std::string(R"({"model_type": "deepseek_v3", "n_shared_experts": )") + bad + "}", "x.json"),
+                          Catch::Contains("x.json: n_shared_experts: expected"));
+    }
 
     const ModelConfig ol = parse_hf_config(R"({"model_type": "olmoe"})", "x.json");
     CHECK(ol.block.n_experts == 64);

@@ -916,8 +916,9 @@ ModelConfig parse_hf_config(const std::string& text, const std::string& name) {
     json j;
     try {
         j = json::parse(text);
-    } catch (const json::parse_error& e) {
-        // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+    } catch (const json::exception& e) {
+        // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..." (or
+        // out_of_range.406, a number past double's range: "number overflow parsing '1e400'")
         std::string what = e.what();
         const auto at = what.find("] ");
         throw ConfigError(name + ": not valid JSON: " + (at == std::string::npos ? what : what.substr(at + 2)));
