@@ -200,6 +200,34 @@ TEST_CASE("NaNs agree only when they come from the same source", "[diagnose]") {
     }
 }
 
+// A later failure checked against the bug an earlier one named (--diagnose
+// first) is held to what diagnose() holds it to: the row a poisoned read
+// suggests names the mechanism only where its reference reproduces the
+// output. A kernel whose sequence has one key too many reads the slot after
+// its last key, the row a last page read whole reads first; on a page with
+// three slots left over the two differ (one query's row NaN, or all three).
+TEST_CASE("recheck names a poisoned read's mechanism only where its reference reproduces the output", "[diagnose]") {
+    auto impl = find_implementation("paged_kv_len_off_by_one")->create(ImplOptions{});
+    const Case c = case_of("paged_attention(H=1,KV=1,hd=4,P=8,kv=5,q=3,mag=1,outliers=0,seed=0)");
+    const ImplOutputs out = run_impl(*impl, c);
+    REQUIRE(out.error.empty());
+    const Truth t = reference_truth(c, DType::f32);
+    const CaseResult failed = judge_case(c, DType::f32, out.outputs, t);
+    REQUIRE_FALSE(failed.pass);
+    HypothesisMatch earlier;
+    earlier.id = "paged_last_page_len_ignored";
+    const auto traced = diagnose::poison_trace(c, out.outputs);
+    REQUIRE(traced);
+    REQUIRE(traced->id == earlier.id);  // the row alone suggests the earlier bug...
+    // ...whose reference does not reproduce this output: not named here.
+    CHECK(diagnose::recheck(c, DType::f32, out.outputs, failed, {earlier}, &t).matches.empty());
+    // The kernel's own bug, named earlier, is.
+    earlier.id = "paged_kv_len_off_by_one";
+    const diagnose::Diagnosis own = diagnose::recheck(c, DType::f32, out.outputs, failed, {earlier}, &t);
+    CHECK(std::any_of(own.matches.begin(), own.matches.end(),
+                      [](const HypothesisMatch& m) { return m.id == "paged_kv_len_off_by_one"; }));
+}
+
 TEST_CASE("a faithful output names no bug", "[diagnose]") {
     // Rich cases: GQA with 1 < KV < H, positions far from 0, non-uniform
     // QK-norm weights, a decode with a prefill, queries before their keys,

@@ -600,6 +600,21 @@ std::string match_line(const HypothesisMatch& m) {
     return s;
 }
 
+// Whether some hypothesis of this case with the id `id` (a mechanism a
+// poisoned row's read suggests) reproduces the output (true where the case
+// has none: the read is then the whole evidence).
+bool reproduces(const Case& c, DType dtype, const NamedD& observed, const CaseResult& failed, const std::string& id,
+                const NamedD& faithful) {
+    bool reproduced = true;
+    for (const Hypothesis& h : hypotheses(c)) {
+        if (h.id != id) continue;
+        HypothesisMatch m;
+        reproduced = judge_under(c, dtype, observed, h.variant, failed, m, &faithful);
+        if (reproduced) break;
+    }
+    return reproduced;
+}
+
 }  // namespace
 
 bool conforms_under(const Case& c, DType dtype, const NamedD& observed, const Hypothesis& h) {
@@ -622,14 +637,7 @@ Diagnosis diagnose(const Case& c, DType dtype, const NamedD& observed, const Cas
         // own reference reproduces the output: a kernel that reads one slot
         // too many reads the same row.
         ++d.tried;
-        bool reproduced = true;
-        for (const Hypothesis& h : hypotheses(c)) {
-            if (h.id != traced->id) continue;
-            HypothesisMatch m;
-            reproduced = judge_under(c, dtype, observed, h.variant, failed, m, &faithful);
-            if (reproduced) break;
-        }
-        if (reproduced) {
+        if (reproduces(c, dtype, observed, failed, traced->id, faithful)) {
             d.matches.push_back(*traced);
         } else {
             const std::string& why = traced->why;
@@ -669,17 +677,22 @@ Diagnosis recheck(const Case& c, DType dtype, const NamedD& observed, const Case
                   const std::vector<HypothesisMatch>& earlier, const Truth* truth) {
     Diagnosis d;
     if (earlier.empty()) return d;
-    if (auto traced = poison_trace(c, observed)) {
-        ++d.tried;
-        if (std::any_of(earlier.begin(), earlier.end(), [&](const HypothesisMatch& m) { return m.id == traced->id; }))
-            d.matches.push_back(*traced);
-        return d;
-    }
     prime(c, dtype, truth);
     const NamedD& faithful = faithful_ref(c, dtype);
     auto named = [&](const std::string& id) {
         return std::any_of(earlier.begin(), earlier.end(), [&](const HypothesisMatch& m) { return m.id == id; });
     };
+    if (auto traced = poison_trace(c, observed); traced && named(traced->id)) {
+        // The earlier bug, where the row this one read suggests it and its
+        // reference reproduces the output here too (as diagnose() asks);
+        // else the other earlier bugs are tried (another mechanism reads
+        // the same row: a sequence one key too long).
+        ++d.tried;
+        if (reproduces(c, dtype, observed, failed, traced->id, faithful)) {
+            d.matches.push_back(*traced);
+            return d;
+        }
+    }
     auto try_variant = [&](const std::string& id, const std::string& why, const ref::Variant& v) {
         ++d.tried;
         HypothesisMatch m;
