@@ -360,6 +360,20 @@ std::string other_choice(const Case& c, const NamedD& outputs, const std::vector
     return "";
 }
 
+// The route fails by the experts it chose, whatever its values: `why`.
+void fail_on_selection(const Case& c, CaseResult& r, const std::string& why) {
+    const char* name = route_output(c.op);
+    for (TensorResult& tr : r.tensors)
+        if (tr.name == name) {
+            tr.v.pass = false;
+            tr.v.decided_by = "selection";
+            tr.v.margin = 0;
+            tr.v.why = why;
+        }
+    r.pass = false;
+    r.first_failing = name;  // the route comes first in data-flow order
+}
+
 }  // namespace
 
 // A router's case: where the kernel's choice of experts (the nonzero entries
@@ -419,33 +433,14 @@ CaseResult judge_case(const Case& c, DType dtype, const NamedD& outputs, const T
         // (softmax scores of 1e-8) would pass on the values alone, and a
         // hypothesis would then "explain" the faithful choice as well.
         CaseResult r = judge_values(c, dtype, outputs, truth);
-        const char* name = route_output(c.op);
         const std::string other = other_choice(c, outputs, truth.route_choice);
-        if (other.empty()) return r;
-        for (TensorResult& tr : r.tensors)
-            if (tr.name == name) {
-                tr.v.pass = false;
-                tr.v.decided_by = "selection";
-                tr.v.margin = 0;
-                tr.v.why = "other experts than the ones this truth is computed on: " + other;
-            }
-        r.pass = false;
-        r.first_failing = name;
+        if (!other.empty()) fail_on_selection(c, r, "other experts than the ones this truth is computed on: " + other);
         return r;
     }
     const ChoiceTaken ct = choice_taken(c, c.config, dtype, outputs, truth.route_choice);
     if (!ct.outside.empty()) {
-        const char* name = route_output(c.op);
         CaseResult r = judge_values(c, dtype, outputs, truth);
-        for (TensorResult& tr : r.tensors)
-            if (tr.name == name) {
-                tr.v.pass = false;
-                tr.v.decided_by = "selection";
-                tr.v.margin = 0;
-                tr.v.why = std::string("an expert no honest ") + to_string(dtype) + " router chooses: " + ct.outside;
-            }
-        r.pass = false;
-        r.first_failing = name;  // the route comes first in data-flow order
+        fail_on_selection(c, r, std::string("an expert no honest ") + to_string(dtype) + " router chooses: " + ct.outside);
         return r;
     }
     if (ct.differ == 0) return judge_values(c, dtype, outputs, truth);
