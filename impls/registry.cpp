@@ -107,6 +107,8 @@ const std::vector<ImplEntry>& mutant_implementations() {
          always, window_per_page, {Op::paged_attention}},
         {"window_ignored_in_prefill", "the window applied to one-query (decode) sequences only", true, always,
          window_ignored_in_prefill, {Op::paged_attention}},
+        {"window_ignored_in_decode", "the window applied to sequences of more than one new query only", true, always,
+         window_ignored_in_decode, {Op::paged_attention}},
         // A mixture of experts (issue 51).
         {"selection_bias_in_weights", "the routing weights from scores + e_bias, not the unbiased scores", true,
          always, selection_bias_in_weights, ops_using(kMoeRoute)},
@@ -181,6 +183,10 @@ const std::vector<ImplEntry>& mutant_implementations() {
          sink_missing_from_lse, {Op::paged_attention}},
         {"split_kv_merge_nan", "split-KV merge from (-inf, 0): NaN where the first page has no key in the window",
          true, always, split_kv_merge_nan, {Op::paged_attention}},
+        {"split_kv_merge_unrescaled", "split-KV merge (a split per page) without rescaling each split to the row's max",
+         true, always, split_kv_merge_unrescaled, {Op::paged_attention}},
+        {"paged_lse_max_dropped", "lse = log sum exp(s - max): the row's max not added back", true, always,
+         paged_lse_max_dropped, {Op::paged_attention}},
         // The chapter's design choices taken the other way.
         {"layer_norm_not_rms", "LayerNorm (mean subtracted) for RMSNorm", true, always, layer_norm_not_rms, norm_ops},
         {"gelu_gate", "GELU on a SwiGLU gate instead of SiLU", true, always, gelu_gate, swiglu_ops},

@@ -156,6 +156,52 @@ TEST_CASE("a window hypothesis is bounded over the keys it lets a row see", "[di
     CHECK(ids(r) == std::vector<std::string>{"window_ignored_in_prefill"});
 }
 
+// Three served-op mechanisms, each beside the name it is nearest to: a
+// split-KV merge that never rescales its splits (a split per page) beside a
+// kernel's tiles that never do (64 keys); an lse without its max beside one
+// in base 2; a window skipped on the decode path beside one skipped
+// everywhere. On a batch of a prefill and a decode over several pages each
+// is explained by its own hypothesis and not by its neighbour's, and its
+// first kill on the gate's seed is named for it alone.
+TEST_CASE("a split merge or an lse or a window per path is told from the name nearest to it", "[diagnose]") {
+    const struct {
+        const char *mutant, *neighbour, *id;
+    } rows[] = {
+        {"split_kv_merge_unrescaled", "softmax_tile_not_rescaled",
+         "paged_attention(H=2,KV=1,hd=8,P=4,kv=13/9,q=2/1,mag=1,outliers=0,seed=5)"},
+        {"paged_lse_max_dropped", "paged_lse_base2", "paged_attention(H=2,KV=1,hd=8,P=4,kv=13/9,q=2/1,mag=1,outliers=0,seed=5)"},
+        {"window_ignored_in_decode", "window_ignored",
+         "paged_attention(H=2,KV=1,hd=8,P=4,kv=13/9,q=2/1,window=3,mag=1,outliers=0,seed=5)"},
+    };
+    for (const auto& row : rows) {
+        DYNAMIC_SECTION(row.mutant) {
+            const ImplEntry* e = find_implementation(row.mutant);
+            REQUIRE(e);
+            auto impl = e->create(ImplOptions{});
+            const Run x = run_explained(*impl, row.id);
+            INFO(test::explain(x.r));
+            REQUIRE_FALSE(x.r.pass);
+            CHECK(ids(x.r) == std::vector<std::string>{row.mutant});
+            bool own = false, neighbour = false;
+            for (const auto& h : diagnose::hypotheses(x.c)) {
+                if (h.id == row.mutant) {
+                    own = true;
+                    CHECK(diagnose::explains(x.c, DType::f32, x.out.outputs, h));
+                }
+                if (h.id == row.neighbour) {
+                    neighbour = true;
+                    CHECK_FALSE(diagnose::explains(x.c, DType::f32, x.out.outputs, h));
+                }
+            }
+            CHECK(own);
+            CHECK(neighbour);
+            const CaseResult r = first_kill(*e, 20261129);
+            INFO(test::explain(r));
+            CHECK(ids(r) == std::vector<std::string>{row.mutant});
+        }
+    }
+}
+
 // Found by `conform mutants --seed 3`: both paged overruns were named
 // softmax_no_max_subtraction. Their first failure has an FP8 cache, whose
 // codes round the poison's payload away, so the overrun's NaN looked like no
@@ -272,6 +318,8 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         // Sliding windows: binding over keys with positions of their own, over pages, through a decode.
         "attention(T=6,S=12,H=4,KV=2,hd=8,qpos=20,kpos=10,window=3,mag=1,outliers=0,seed=20)",
         "paged_attention(H=4,KV=2,hd=8,P=5,kv=7/12,q=2/3,window=4,mag=1,outliers=0,seed=21)",
+        // ... and a decode step past its window beside a prefill.
+        "paged_attention(H=4,KV=2,hd=8,P=5,kv=9/12,q=1/3,window=4,mag=1,outliers=0,seed=21)",
         "decode(T=8,D=16,H=4,KV=2,hd=8,F=24,layout=neox,theta=10000,qk_norm=0,eps=1.0000000000000001e-05,pos=5,"
         "prefill=3,window=3,mag=1,outliers=0,seed=22)",
         // Soft-caps near the scores' scale: over keys with positions, over pages, through a block.

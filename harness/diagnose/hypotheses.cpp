@@ -364,6 +364,13 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                                 "from the first split that has a key, or guard the rescale",
                                 cfg.page_size));
             }
+            if (!cfg.attn_sinks)
+                flag("split_kv_merge_unrescaled", &ref::Variant::paged_split_unrescaled,
+                     fmt::format("a split-KV merge (a split per page of {}) that adds the splits' sums and outputs as "
+                                 "they are: each split's exp(s - m_i) is never rescaled by exp(m_i - m) to the row's "
+                                 "max m, so a split with a lower max weighs too much (a flash-decoding combine "
+                                 "without its correction)",
+                                 cfg.page_size));
             if (cfg.attn_sinks) {
                 flag("sink_missing_from_lse", &ref::Variant::paged_lse_without_sink,
                     "lse over the keys alone, the sink left out (the output has it): the lse is the log of the whole "
@@ -375,6 +382,9 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             }
             flag("paged_lse_base2", &ref::Variant::lse_base2,
                  "lse returned in base 2 (log2 of the softmax's denominator); the contract is the natural log");
+            flag("paged_lse_max_dropped", &ref::Variant::lse_max_dropped,
+                 "lse returned as log(sum exp(s - m)), the row's max m it was shifted by not added back; the lse is "
+                 "m + log(sum exp(s - m)) (a merge weighing splits by it weighs them wrong)");
         } else if (!uses(op, kResidual) || op == Op::block) {
             // Derived from the row index: wrong as soon as positions are not
             // the rows (a chunk after a cache, gaps, any order).
@@ -428,6 +438,11 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             add("window_ignored_in_prefill", vd,
                 "the window applied on the decode path only: a sequence with more than one new query attends every "
                 "earlier key (a window of " + W + " holds on every path)");
+            ref::Variant vpre;
+            vpre.window = ref::Variant::Window::prefill_only;
+            add("window_ignored_in_decode", vpre,
+                "the window applied on the prefill path only: a sequence with one new query (a decode step) attends "
+                "every earlier key (a window of " + W + " holds on every path; a decode kernel not given it)");
         }
     }
     if (uses(op, kRmsNorm)) {

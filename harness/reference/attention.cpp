@@ -42,6 +42,9 @@ torch::Tensor window_edge(const torch::Tensor& q_pos, int64_t W, const Variant& 
         case Variant::Window::decode_only:
             if (q_pos.size(0) > 1) lo = torch::full_like(lo, std::numeric_limits<int64_t>::min());
             break;
+        case Variant::Window::prefill_only:
+            if (q_pos.size(0) == 1) lo = torch::full_like(lo, std::numeric_limits<int64_t>::min());
+            break;
     }
     return lo;
 }
@@ -53,26 +56,35 @@ namespace {
 // were. p[h, t, s] for the visible keys (scores already masked with -inf).
 // A sink [H, 1, 1], when defined, is the state before the first tile (max =
 // sink, sum = 1), as an online softmax takes it.
+// `local`: the tiles are a split-KV kernel's splits, each exponentiated
+// against its own max and merged by adding sums and accumulators as they are
+// (the merge's exp(m_i - m) missing); *lse, when asked, is that kernel's
+// log-sum-exp, the common max + log of the added sums ([H, T, 1]).
 torch::Tensor unrescaled_softmax_av(const torch::Tensor& scores, const torch::Tensor& vh, int64_t tile,
-                                    const torch::Tensor& sink) {
+                                    const torch::Tensor& sink, bool local = false, torch::Tensor* lse = nullptr) {
     const int64_t S = scores.size(-1);
-    auto m = torch::full_like(scores.narrow(-1, 0, 1), -std::numeric_limits<double>::infinity());
+    const double inf = std::numeric_limits<double>::infinity();
+    auto m = torch::full_like(scores.narrow(-1, 0, 1), -inf);
     auto l = torch::zeros_like(m);
     if (sink.defined()) {
         m = sink.to(m.scalar_type()).expand_as(m).clone();
         l = torch::ones_like(m);
     }
+    auto m_all = m.clone();
     auto acc = torch::zeros({scores.size(0), scores.size(1), vh.size(-1)}, scores.options());
     for (int64_t s0 = 0; s0 < S; s0 += tile) {
         const int64_t n = std::min(tile, S - s0);
         auto st = scores.narrow(-1, s0, n);
-        auto m_new = torch::maximum(m, std::get<0>(st.max(-1, true)));
+        const auto m_tile = std::get<0>(st.max(-1, true));
+        auto m_new = local ? m_tile : torch::maximum(m, m_tile);
         auto safe = torch::where(torch::isinf(m_new), torch::zeros_like(m_new), m_new);
         auto p = torch::exp(st - safe);  // masked keys: exp(-inf) = 0
         l = l + p.sum(-1, true);         // the bug: no l * exp(m - m_new)
         acc = acc + torch::matmul(p, vh.narrow(1, s0, n));
         m = m_new;
+        m_all = torch::maximum(m_all, m_tile);
     }
+    if (lse) *lse = m_all + torch::log(l);
     return acc / torch::where(l > 0, l, torch::ones_like(l));
 }
 
@@ -182,14 +194,23 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
         // A row that sees no key: lse -inf, sinks or not (the contract's
         // "out 0, lse -inf"; reachable only under a bug's mask, whose
         // kernel then writes that, not the sink's own log).
+        // The bug: log Σ exp(s - m), the row's max m not added back.
+        if (ctx.v.lse_max_dropped) l = l - std::get<0>(logits.to(sdt).max(-1));
         l = torch::where(vis.any(-1).view({1, T}), l, torch::full_like(l, -std::numeric_limits<double>::infinity()));
         *lse = l.transpose(0, 1).to(q.scalar_type());  // [T, H]
     }
     torch::Tensor out;
     if (ctx.v.softmax_tile > 0) {  // the sink, if any, is the tiles' initial state
+        torch::Tensor split_lse;  // [H, T, 1]: a split-KV merge's own lse
         out = unrescaled_softmax_av(scores.to(torch::kFloat64), per_head(vh).to(torch::kFloat64), ctx.v.softmax_tile,
-                                    sink.defined() ? sink.to(torch::kFloat64) : sink)
+                                    sink.defined() ? sink.to(torch::kFloat64) : sink, ctx.v.softmax_tile_local,
+                                    lse && ctx.v.softmax_tile_local ? &split_lse : nullptr)
                   .to(q.scalar_type());
+        if (split_lse.defined()) {
+            auto l = split_lse.squeeze(-1);  // [H, T]
+            l = torch::where(vis.any(-1).view({1, T}), l, torch::full_like(l, -std::numeric_limits<double>::infinity()));
+            *lse = l.transpose(0, 1).to(q.scalar_type());
+        }
     } else {
         auto p = softmax(logits, ctx).narrow(-1, 0, S);           // [H, T, S]: probs[..., :-1] with a sink
         const auto bad = vh.isfinite().logical_not();             // [KV, S, hd]

@@ -96,7 +96,8 @@ std::string Variant::describe() const {
         case Mask::index_top: sep() << "mask by index (j <= i)"; break;
     }
     if (score_dims) sep() << "scores over the first " << score_dims << " dims";
-    if (softmax_tile) sep() << "softmax over " << softmax_tile << "-key tiles without rescaling";
+    if (softmax_tile) sep() << "softmax over " << softmax_tile << "-key " << (softmax_tile_local ? "splits merged" : "tiles")
+                            << " without rescaling";
     if (kv_ring) sep() << "a decode step sees the last " << kv_ring << " keys";
     if (softcap_after_mask) sep() << "soft-cap after the mask (masked keys at -cap)";
     if (sinks == Sinks::per_kv_head) sep() << "sinks read per kv head (sinks[h / group])";
@@ -106,6 +107,7 @@ std::string Variant::describe() const {
         case Window::from_first_query: sep() << "the window's edge from the first query"; break;
         case Window::by_page: sep() << "the window widened to whole pages of " << window_page; break;
         case Window::decode_only: sep() << "the window applied to one-query calls only"; break;
+        case Window::prefill_only: sep() << "the window applied to calls of more than one query only"; break;
     }
     if (scale) sep() << "scale=" << *scale;
     if (softmax_no_max) sep() << "softmax without max subtraction";
@@ -132,6 +134,8 @@ std::string Variant::describe() const {
     if (paged_last_page_len_ignored) sep() << "last pages read whole";
     if (paged_partial_page_dropped) sep() << "a last partial page dropped";
     if (lse_base2) sep() << "lse in base 2";
+    if (lse_max_dropped) sep() << "lse without the row max added back";
+    if (paged_split_unrescaled) sep() << "each page a split, merged without rescaling to the common max";
     if (paged_one_slot_past) sep() << "a partial last page read one slot past its length";
     if (paged_sink_per_page) sep() << "the sink added once per page";
     if (paged_lse_without_sink) sep() << "lse without the sink";

@@ -85,6 +85,10 @@ struct Variant {
     Mask mask = Mask::causal;
     int64_t score_dims = 0;     // q·k over the first score_dims dims of a head only (0: all)
     int64_t softmax_tile = 0;   // softmax over key tiles of this size whose running max never rescales the sums
+    // The tiles as a split-KV kernel's splits: each normalised by its own max
+    // and merged by adding their sums, never rescaled to the common max (lse:
+    // the common max + log of those sums).
+    bool softmax_tile_local = false;
     int64_t kv_ring = 0;        // a one-token query (a decode step) sees only the last kv_ring cached keys
 
     bool softcap_after_mask = false;  // cap · tanh(s / cap) after the -inf mask: masked keys get logit -cap
@@ -95,8 +99,9 @@ struct Variant {
     // A sliding window's mask wrong on one path: its edge taken from the
     // call's first query for every query (k_pos > q_pos[0] - W); widened to
     // the start of the page its first key is on (window_page: the page size);
-    // not applied where a call (a paged sequence) has more than one query.
-    enum class Window { as_config, from_first_query, by_page, decode_only };
+    // not applied where a call (a paged sequence) has more than one query
+    // (decode_only), or where it has one (prefill_only).
+    enum class Window { as_config, from_first_query, by_page, decode_only, prefill_only };
     Window window = Window::as_config;
     int64_t window_page = 0;
     std::optional<double> scale;   // instead of 1/sqrt(head_dim)
@@ -134,6 +139,8 @@ struct Variant {
     bool paged_sink_per_page = false;          // the sink added once per page of the sequence (each split starts from it)
     bool paged_lse_without_sink = false;       // lse over the keys alone: the sink left out of it (out keeps it)
     bool lse_base2 = false;                  // lse as log2 (FlashInfer's internal base) where the contract is ln
+    bool lse_max_dropped = false;            // lse = log sum exp(s - max): the row max not added back
+    bool paged_split_unrescaled = false;     // each page a split, merged without exp(m_i - m) (softmax_tile_local)
     // Without sinks, NaN (out and lse) for a row whose first page holds no key
     // it sees while a later page does: a split-KV merge from (-inf, 0).
     bool paged_first_page_empty_nan = false;

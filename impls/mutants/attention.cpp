@@ -62,6 +62,17 @@ AttentionRules window_decode_only() {
     return r;
 }
 
+// The converse: the window applied where a sequence has more than one new
+// query, and not on the decode path (one query), where every earlier key is
+// attended: a decode kernel not given the window.
+AttentionRules window_prefill_only() {
+    AttentionRules r;
+    r.in_window = [](const AttentionParams& p, int64_t k, int64_t q, const scalar::WindowAt& at) {
+        return at.rows > 1 ? p.in_window(k, q) : same_chunk(k, q, p.chunk);
+    };
+    return r;
+}
+
 // The sink logit multiplied by the score scale, as if it were a score (the
 // sink is added to the softmax's logits as it stands: gpt-oss, vLLM's sinks).
 AttentionRules sink_times_scale() {
@@ -250,6 +261,9 @@ std::unique_ptr<Implementation> window_per_page(const ImplOptions& o) {
 }
 std::unique_ptr<Implementation> window_ignored_in_prefill(const ImplOptions& o) {
     return detail::make<WithRules<window_decode_only>>("window_ignored_in_prefill", o);
+}
+std::unique_ptr<Implementation> window_ignored_in_decode(const ImplOptions& o) {
+    return detail::make<WithRules<window_prefill_only>>("window_ignored_in_decode", o);
 }
 std::unique_ptr<Implementation> sink_scaled(const ImplOptions& o) {
     return detail::make<WithRules<sink_times_scale>>("sink_scaled", o);

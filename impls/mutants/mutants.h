@@ -52,6 +52,7 @@ std::unique_ptr<Implementation> softcap_after_mask(const ImplOptions& o);
 std::unique_ptr<Implementation> window_from_first_query(const ImplOptions& o);
 std::unique_ptr<Implementation> window_per_page(const ImplOptions& o);
 std::unique_ptr<Implementation> window_ignored_in_prefill(const ImplOptions& o);
+std::unique_ptr<Implementation> window_ignored_in_decode(const ImplOptions& o);
 std::unique_ptr<Implementation> sink_scaled(const ImplOptions& o);
 
 // norm.cpp
@@ -99,6 +100,8 @@ std::unique_ptr<Implementation> kv_fp8_dequant_twice(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_read_divides(const ImplOptions& o);
 std::unique_ptr<Implementation> kv_fp8_reciprocal_scale(const ImplOptions& o);
 std::unique_ptr<Implementation> split_kv_merge_nan(const ImplOptions& o);
+std::unique_ptr<Implementation> split_kv_merge_unrescaled(const ImplOptions& o);
+std::unique_ptr<Implementation> paged_lse_max_dropped(const ImplOptions& o);
 std::unique_ptr<Implementation> paged_kv_len_off_by_one(const ImplOptions& o);
 std::unique_ptr<Implementation> sink_per_split(const ImplOptions& o);
 std::unique_ptr<Implementation> sink_missing_from_lse(const ImplOptions& o);

@@ -1,6 +1,8 @@
 // Paged-attention mutants: the serving bugs of issue reports (flashinfer,
 // vllm, flash-attention, llama.cpp), each one of scalar::PagedRules wrong.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "conform/dtype.h"
 #include "mutants/mutants.h"
@@ -100,6 +102,14 @@ PagedRules lse_base2() {
 }
 
 // An empty sequence's rows left unwritten (flashinfer PR #363, #3360, #4975).
+// The lse without its max: log(sum exp(s - m)), the m the sum was shifted by
+// not added back (a kernel's internal normalised state returned as the lse).
+PagedRules lse_max_dropped() {
+    PagedRules r;
+    r.lse_adds_max = false;
+    return r;
+}
+
 PagedRules empty_unwritten() {
     PagedRules r;
     r.write_empty = false;
@@ -241,6 +251,76 @@ struct SplitMergeNan : ScalarImpl {
     }
 };
 
+// A split-KV kernel (a split per page) whose merge adds its splits' sums and
+// accumulators as they are: each split exponentiates against its own max m_i
+// and the merge forgets exp(m_i - m), the rescale a flash-decoding combine
+// does, so a split whose max is below the row's weighs too much. Its lse is
+// the row's max + log of the added sums. A sequence of one page, or splits of
+// one max, are right; with sinks, the faithful kernel (their bugs are others').
+struct SplitMergeUnrescaled : ScalarImpl {
+    using ScalarImpl::ScalarImpl;
+    void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
+                         MutView out, MutView lse) override {
+        scalar::paged_attention(q, k_cache, v_cache, idx, p, out, lse);  // the checks; a row with no key: 0, -inf
+        if (p.sinks) return;
+        const int64_t H = p.n_heads, KV = p.n_kv_heads, hd = p.head_dim, P = p.page_size, W = KV * hd;
+        const AttentionParams ap(H, KV, hd, p);
+        const float scale = static_cast<float>(ap.score_scale()), cap = static_cast<float>(p.softcap);
+        for (int64_t b = 0; b + 1 < idx.qo_indptr.n; b++) {
+            const int64_t q0 = idx.qo_indptr[b], q_len = idx.qo_indptr[b + 1] - q0;
+            const int64_t kv_len = scalar::paged_kv_len(idx, P, b);
+            // k_b, v_b: the sequence's keys and values as the cache gives them back
+            std::vector<float> k_b(static_cast<size_t>(kv_len * W)), v_b(k_b.size());
+            for (int64_t i = 0; i < kv_len; i++)
+                for (int64_t c = 0; c < W; c++) {
+                    float k = k_cache.row(scalar::paged_row(idx, P, b, i))[c];
+                    float v = v_cache.row(scalar::paged_row(idx, P, b, i))[c];
+                    if (p.kv_cache_dtype != KvCacheDtype::none) {
+                        const float ks = scalar::kv_scale(p, false, c / hd), vs = scalar::kv_scale(p, true, c / hd);
+                        k = scalar::kv_read(scalar::kv_write(k, ks, p.kv_cache_dtype), ks);
+                        v = scalar::kv_read(scalar::kv_write(v, vs, p.kv_cache_dtype), vs);
+                    }
+                    k_b[static_cast<size_t>(i * W + c)] = k, v_b[static_cast<size_t>(i * W + c)] = v;
+                }
+            for (int64_t j = 0; j < q_len; j++) {
+                const int64_t qp = scalar::paged_q_pos(j, q_len, kv_len);
+                for (int64_t h = 0; h < H; h++) {
+                    const float* qh = q.row(q0 + j) + h * hd;
+                    const int64_t g = h / (H / KV);
+                    float m_all = -INFINITY, l = 0.0f;
+                    std::vector<float> acc(static_cast<size_t>(hd), 0.0f), s(static_cast<size_t>(P));
+                    for (int64_t s0 = 0; s0 < kv_len; s0 += P) {  // split i: keys s0 .. s0 + P - 1
+                        const int64_t n = std::min(P, kv_len - s0);
+                        float m = -INFINITY;
+                        for (int64_t i = 0; i < n; i++) {
+                            float& si = s[static_cast<size_t>(i)];
+                            si = -INFINITY;
+                            if (!ap.visible(s0 + i, qp)) continue;
+                            float dot = 0.0f;
+                            for (int64_t d = 0; d < hd; d++) dot += qh[d] * k_b[static_cast<size_t>((s0 + i) * W + g * hd + d)];
+                            si = dot * scale;
+                            if (cap > 0) si = cap * std::tanh(si / cap);
+                            m = std::max(m, si);
+                        }
+                        if (m == -INFINITY) continue;  // a split with no visible key adds nothing
+                        for (int64_t i = 0; i < n; i++) {
+                            if (s[static_cast<size_t>(i)] == -INFINITY) continue;
+                            const float w = std::exp(s[static_cast<size_t>(i)] - m);  // the bug: never * exp(m - m_all)
+                            l += w;
+                            for (int64_t d = 0; d < hd; d++)
+                                acc[static_cast<size_t>(d)] += w * v_b[static_cast<size_t>((s0 + i) * W + g * hd + d)];
+                        }
+                        m_all = std::max(m_all, m);
+                    }
+                    if (m_all == -INFINITY) continue;  // no key: the faithful 0 and -inf stay
+                    for (int64_t d = 0; d < hd; d++) out.row(q0 + j)[h * hd + d] = acc[static_cast<size_t>(d)] / l;
+                    lse.row(q0 + j)[h] = m_all + std::log(l);
+                }
+            }
+        }
+    }
+};
+
 }  // namespace
 
 std::unique_ptr<Implementation> kv_fp8_scale_ignored(const ImplOptions& o) {
@@ -301,6 +381,12 @@ std::unique_ptr<Implementation> paged_kv_len_off_by_one(const ImplOptions& o) {
 }
 std::unique_ptr<Implementation> split_kv_merge_nan(const ImplOptions& o) {
     return detail::make<SplitMergeNan>("split_kv_merge_nan", o);
+}
+std::unique_ptr<Implementation> split_kv_merge_unrescaled(const ImplOptions& o) {
+    return detail::make<SplitMergeUnrescaled>("split_kv_merge_unrescaled", o);
+}
+std::unique_ptr<Implementation> paged_lse_max_dropped(const ImplOptions& o) {
+    return detail::make<WithPagedRules<lse_max_dropped>>("paged_lse_max_dropped", o);
 }
 
 }  // namespace conform::mutants

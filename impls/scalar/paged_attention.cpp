@@ -135,7 +135,8 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
                 float sum = p.sinks ? std::exp(sink - shift) : 0.0f;
                 for (int64_t i = 0; i < kv_len; i++)
                     if (s[static_cast<size_t>(i)] != -INFINITY) sum += std::exp(s[static_cast<size_t>(i)] - shift);
-                lse.row(q0 + j)[h] = static_cast<float>((shift + std::log(sum)) * rules.lse_scale);
+                const float added = rules.lse_adds_max ? shift : 0.0f;
+                lse.row(q0 + j)[h] = static_cast<float>((added + std::log(sum)) * rules.lse_scale);
             }
         }
     }

@@ -144,6 +144,7 @@ struct PagedRules {
     int64_t (*row)(const PagedIndex& idx, int64_t P, int64_t b, int64_t i) = paged_row;
     int64_t (*q_pos)(int64_t j, int64_t q_len, int64_t kv_len) = paged_q_pos;
     double lse_scale = 1.0;    // lse multiplied by this (1 / ln 2: base 2)
+    bool lse_adds_max = true;  // lse = m + log(sum exp(s - m)) (false: the max m not added back)
     bool write_empty = true;   // a row that sees no key gets out 0 and lse -inf
     AttentionRules attention;  // its kv_head and scale
     KvCacheRules cache;        // an FP8 cache's write and read

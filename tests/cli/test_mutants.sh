@@ -42,7 +42,9 @@ required = {"rope_layout_swapped", "rope_theta_default", "rope_angle_low_precisi
             "window_from_first_query", "window_per_page", "window_ignored_in_prefill", "split_kv_merge_nan",
             "sink_scaled", "rmsnorm_tail_skipped", "kv_fp8_reciprocal_scale", "paged_kv_len_off_by_one",
             "sink_per_split", "kv_fp8_read_divides", "attn_scale_times_default",
-            "sink_missing_from_lse"}
+            "sink_missing_from_lse",
+            # served-op mechanisms: a window per path, a split merge unrescaled, an lse without its max
+            "window_ignored_in_decode", "split_kv_merge_unrescaled", "paged_lse_max_dropped"}
 # Named by its effect, not its own name.
 named_by = {"matmul_accumulates_bf16": "precision_downgrade", "gqa_tiled_above_group_4": "gqa_head_mapping_tiled",
             "window_one_too_wide": "window_off_by_one", "act_quant_undeclared": "precision_downgrade",
