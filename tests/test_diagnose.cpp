@@ -202,6 +202,24 @@ TEST_CASE("a split merge or an lse or a window per path is told from the name ne
     }
 }
 
+// Found by `conform mutants --seed 7`: rmsnorm_tail_skipped went unnamed on
+// decode. Its first decode failure (D = 6 and hd = 4: the sums skip every
+// element, so each norm scales by 1/sqrt(eps)) shrinks to a case it
+// explains, but the drawn case seemed to contradict it: the variant's a-priori
+// bound was built from the faithful block's taps, ~1e3 smaller at each norm
+// than the variant's own values, and the mutant's float32 rounding at 7e15
+// exceeded it. A decode variant is bounded over its own block's taps.
+TEST_CASE("a decode hypothesis is bounded over its own block's values", "[diagnose]") {
+    const ImplEntry* e = find_implementation("rmsnorm_tail_skipped");
+    REQUIRE(e);
+    ImplEntry decode_only = *e;
+    decode_only.ops = {Op::decode};
+    const CaseResult r = first_kill(decode_only, 7);
+    INFO(test::explain(r));
+    REQUIRE_FALSE(r.pass);
+    CHECK(ids(r) == std::vector<std::string>{"rmsnorm_tail_skipped"});
+}
+
 // Found by `conform mutants --seed 3`: both paged overruns were named
 // softmax_no_max_subtraction. Their first failure has an FP8 cache, whose
 // codes round the poison's payload away, so the overrun's NaN looked like no

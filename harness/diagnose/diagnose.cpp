@@ -84,7 +84,15 @@ void prime(const Case& c, DType dtype, const Truth* t) {
 Truth variant_truth(const Case& c, DType dtype, const ref::Variant& v, const std::vector<uint8_t>* taken = nullptr) {
     Truth t;
     t.source = "reference f64 with " + v.describe();
-    t.ref = ref::run(c, {ref::Precision::f64, ref::Order::library, v, false, ActQuant::none, taken});
+    // decode's variant with its block's taps: the a-priori bound starts from
+    // them (without them it took the faithful block's, and a variant that
+    // scales the activations was bounded at the faithful sizes).
+    ref::Options o{ref::Precision::f64, ref::Order::library, v, false, ActQuant::none, taken};
+    o.decode_taps = c.op == Op::decode;
+    NamedD taps = ref::run(c, o);
+    if (c.op == Op::decode) t.ref = {{"out", taps.at("out")}};
+    else t.ref = std::move(taps), taps.clear();
+    const NamedD& ours = taps.empty() ? t.ref : taps;
     // A router's baselines on the same choice (judge.cpp's baselines()).
     t.route_choice = route_choice_of(c, t.ref);
     t.route_given = true;  // judge_under takes the kernel's choice, under the variant's config
@@ -111,15 +119,15 @@ Truth variant_truth(const Case& c, DType dtype, const ref::Variant& v, const std
     if (v.config) {
         Case edited = c;
         edited.config = *v.config;
-        t.noise = ref::reduction_noise(edited, dtype, &t.ref);
+        t.noise = ref::reduction_noise(edited, dtype, &ours);
     } else if (v.paged_sequences_packed || v.paged_queries_at_start || v.paged_partial_page_dropped ||
                v.window != ref::Variant::Window::as_config) {
         // Other keys summed per sequence (every earlier sequence's, up to
         // thousands more; a window that holds in decode only, every earlier
         // key of a prefill): the bound of that sum.
-        t.noise = ref::reduction_noise(c, dtype, &t.ref, &v);
+        t.noise = ref::reduction_noise(c, dtype, &ours, &v);
     } else {
-        t.noise = resized ? ref::reduction_noise(c, dtype, &t.ref) : faithful_noise(c, dtype);
+        t.noise = resized ? ref::reduction_noise(c, dtype, &ours) : faithful_noise(c, dtype);
     }
     return t;
 }
