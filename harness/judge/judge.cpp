@@ -338,26 +338,50 @@ CaseResult judge_values(const Case& c, DType dtype, const NamedD& outputs, const
 
 namespace {
 
-// The first token whose experts (the nonzero entries of its route, where it
-// has K) are not `choice`'s, in words; "" where every such token's are.
-std::string other_choice(const Case& c, const NamedD& outputs, const std::vector<uint8_t>& choice) {
+// Each token whose route chooses K experts (its nonzero entries): f(t, row),
+// row its E flags, until f returns false. A token with other than K is left
+// to the values (its chosen weight may read 0: a fixture's underflow).
+// Nothing where the route is missing or not the choice's size.
+template <typename F>
+void for_each_choice(const Case& c, const BlockConfig& g, const NamedD& outputs, size_t size, F&& f) {
     const auto o = outputs.find(route_output(c.op));
-    const int64_t E = c.config.n_experts, K = c.config.n_experts_per_tok;
-    if (o == outputs.end() || o->second.data.size() != choice.size() || E <= 0) return "";
-    const int64_t T = static_cast<int64_t>(choice.size()) / E;
-    for (int64_t t = 0; t < T; ++t) {
-        std::string got, want;
+    const int64_t E = g.n_experts;
+    if (o == outputs.end() || o->second.data.size() != size || E <= 0) return;
+    std::vector<uint8_t> row(static_cast<size_t>(E));
+    for (int64_t t = 0; t < static_cast<int64_t>(size) / E; ++t) {
         int64_t n = 0;
-        for (int64_t e = 0; e < E; ++e) n += o->second.data[static_cast<size_t>(t * E + e)] != 0;
-        if (n != K) continue;  // left to the values, as choice_taken leaves it
-        for (int64_t e = 0; e < E; ++e) {
-            const bool theirs = o->second.data[static_cast<size_t>(t * E + e)] != 0, mine = choice[static_cast<size_t>(t * E + e)];
-            if (theirs && !mine) got += (got.empty() ? "" : ", ") + std::to_string(e);
-            if (mine && !theirs) want += (want.empty() ? "" : ", ") + std::to_string(e);
-        }
-        if (!got.empty()) return "token " + std::to_string(t) + " took expert " + got + " where it takes " + want;
+        for (int64_t e = 0; e < E; ++e) n += (row[static_cast<size_t>(e)] = o->second.data[static_cast<size_t>(t * E + e)] != 0);
+        if (n == g.n_experts_per_tok && !f(t, row)) return;
     }
-    return "";
+}
+
+bool same_choice(const std::vector<uint8_t>& choice, int64_t t, const std::vector<uint8_t>& row) {
+    return std::equal(row.begin(), row.end(), choice.begin() + t * static_cast<int64_t>(row.size()));
+}
+
+// "token t took expert 3 where <whose> 5": the experts row chose that
+// choice's token t did not, and those it left.
+std::string took(const std::vector<uint8_t>& choice, int64_t t, const std::vector<uint8_t>& row, const char* whose) {
+    const int64_t E = static_cast<int64_t>(row.size());
+    std::string got, left;
+    for (int64_t e = 0; e < E; ++e) {
+        const bool mine = choice[static_cast<size_t>(t * E + e)], theirs = row[static_cast<size_t>(e)];
+        if (theirs && !mine) got += (got.empty() ? "" : ", ") + std::to_string(e);
+        if (mine && !theirs) left += (left.empty() ? "" : ", ") + std::to_string(e);
+    }
+    return "token " + std::to_string(t) + " took expert " + got + " where " + whose + " " + left;
+}
+
+// The first token whose experts are not `choice`'s, in words; "" where every
+// token with K has them.
+std::string other_choice(const Case& c, const NamedD& outputs, const std::vector<uint8_t>& choice) {
+    std::string first;
+    for_each_choice(c, c.config, outputs, choice.size(), [&](int64_t t, const std::vector<uint8_t>& row) {
+        if (same_choice(choice, t, row)) return true;
+        first = took(choice, t, row, "it takes");
+        return false;
+    });
+    return first;
 }
 
 // The route fails by the experts it chose, whatever its values: `why`.
@@ -388,34 +412,18 @@ ChoiceTaken choice_taken(const Case& c, const BlockConfig& g, DType dtype, const
                          const std::vector<uint8_t>& truth_choice) {
     ChoiceTaken r;
     r.choice = truth_choice;
-    const auto o = outputs.find(route_output(c.op));
-    const int64_t E = g.n_experts;
-    if (o == outputs.end() || o->second.data.size() != truth_choice.size() || E <= 0) return r;
-    const int64_t T = static_cast<int64_t>(truth_choice.size()) / E;
-    for (int64_t t = 0; t < T; ++t) {
-        std::vector<uint8_t> row(static_cast<size_t>(E));
-        int64_t n = 0;
-        for (int64_t e = 0; e < E; ++e) n += (row[static_cast<size_t>(e)] = o->second.data[t * E + e] != 0);
-        if (n != g.n_experts_per_tok) continue;
-        if (std::equal(row.begin(), row.end(), r.choice.begin() + t * E)) continue;
+    for_each_choice(c, g, outputs, truth_choice.size(), [&](int64_t t, const std::vector<uint8_t>& row) {
+        if (same_choice(r.choice, t, row)) return true;
         const std::string why = route_outside_tie(c, g, dtype, t, row);
         if (!why.empty()) {
             if (r.outside.empty()) r.outside = why;
-            continue;
+            return true;
         }
-        if (r.took.empty()) {
-            std::string gave, got;
-            for (int64_t e = 0; e < E; ++e) {
-                const bool mine = r.choice[static_cast<size_t>(t * E + e)], theirs = row[static_cast<size_t>(e)];
-                if (mine && !theirs) gave += (gave.empty() ? "" : ", ") + std::to_string(e);
-                if (theirs && !mine) got += (got.empty() ? "" : ", ") + std::to_string(e);
-            }
-            r.took = "token " + std::to_string(t) + " took expert " + got + " where the reference takes " + gave +
-                     ", a near-tie in " + to_string(dtype);
-        }
-        std::copy(row.begin(), row.end(), r.choice.begin() + t * E);
+        if (r.took.empty()) r.took = took(r.choice, t, row, "the reference takes") + ", a near-tie in " + to_string(dtype);
+        std::copy(row.begin(), row.end(), r.choice.begin() + t * static_cast<int64_t>(row.size()));
         ++r.differ;
-    }
+        return true;
+    });
     return r;
 }
 
