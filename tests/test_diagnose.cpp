@@ -206,9 +206,10 @@ TEST_CASE("a split merge or an lse or a window per path is told from the name ne
 // decode. Its first decode failure (D = 6 and hd = 4: the sums skip every
 // element, so each norm scales by 1/sqrt(eps)) shrinks to a case it
 // explains, but the drawn case seemed to contradict it: the variant's a-priori
-// bound was built from the faithful block's taps, ~1e3 smaller at each norm
-// than the variant's own values, and the mutant's float32 rounding at 7e15
-// exceeded it. A decode variant is bounded over its own block's taps.
+// bound was built from the faithful block's taps, each norm's output ~1/sqrt(eps)
+// = 1000 times smaller than the variant's own, and the mutant's float32
+// rounding at 7e15 exceeded it. A decode variant's bound, and whether it
+// moved the sizes, are now taken from its own block's taps.
 TEST_CASE("a decode hypothesis is bounded over its own block's values", "[diagnose]") {
     const ImplEntry* e = find_implementation("rmsnorm_tail_skipped");
     REQUIRE(e);

@@ -48,6 +48,7 @@ struct Faithful {
     DType dtype = DType::f32;
     ActQuant act_quant = ActQuant::none;  // the noise's flip term depends on it
     std::optional<NamedD> ref;
+    std::optional<NamedD> taps;  // decode's: the block's taps beside out
     std::optional<std::map<std::string, DTensor>> noise;
 };
 Faithful& faithful_for(const Case& c, DType dtype) {
@@ -64,9 +65,21 @@ const NamedD& faithful_ref(const Case& c, DType dtype) {
     if (!f.ref) f.ref = ref::run(c);
     return *f.ref;
 }
+// The faithful reference with every value the a-priori bound starts from:
+// decode's with its block's taps, any other op's as it is.
+const NamedD& faithful_taps(const Case& c, DType dtype) {
+    if (c.op != Op::decode) return faithful_ref(c, dtype);
+    Faithful& f = faithful_for(c, dtype);
+    if (!f.taps) {
+        ref::Options o;
+        o.decode_taps = true;
+        f.taps = ref::run(c, o);
+    }
+    return *f.taps;
+}
 const std::map<std::string, DTensor>& faithful_noise(const Case& c, DType dtype) {
     Faithful& f = faithful_for(c, dtype);
-    if (!f.noise) f.noise = ref::reduction_noise(c, dtype, &faithful_ref(c, dtype));
+    if (!f.noise) f.noise = ref::reduction_noise(c, dtype, &faithful_taps(c, dtype));
     return *f.noise;
 }
 // A truth built for this case and dtype: its float64 reference (a fixture's:
@@ -84,15 +97,17 @@ void prime(const Case& c, DType dtype, const Truth* t) {
 Truth variant_truth(const Case& c, DType dtype, const ref::Variant& v, const std::vector<uint8_t>* taken = nullptr) {
     Truth t;
     t.source = "reference f64 with " + v.describe();
-    // decode's variant with its block's taps: the a-priori bound starts from
-    // them (without them it took the faithful block's, and a variant that
-    // scales the activations was bounded at the faithful sizes).
-    ref::Options o{ref::Precision::f64, ref::Order::library, v, false, ActQuant::none, taken};
-    o.decode_taps = c.op == Op::decode;
-    NamedD taps = ref::run(c, o);
-    if (c.op == Op::decode) t.ref = {{"out", taps.at("out")}};
-    else t.ref = std::move(taps), taps.clear();
-    const NamedD& ours = taps.empty() ? t.ref : taps;
+    // decode's variant with its block's taps (its outputs are out alone): the
+    // a-priori bound starts from them, and whether the variant moved the
+    // sizes is asked of them too (a decode's out alone may hide a tap the
+    // variant scaled; without them the bound was the faithful block's).
+    NamedD taps = ref::run(c, {ref::Precision::f64, ref::Order::library, v, c.op == Op::decode, ActQuant::none, taken});
+    if (c.op == Op::decode) {
+        t.ref = {{"out", taps.at("out")}};
+    } else {
+        t.ref = std::move(taps);
+    }
+    const NamedD& ours = c.op == Op::decode ? taps : t.ref;
     // A router's baselines on the same choice (judge.cpp's baselines()).
     t.route_choice = route_choice_of(c, t.ref);
     t.route_given = true;  // judge_under takes the kernel's choice, under the variant's config
@@ -103,9 +118,9 @@ Truth variant_truth(const Case& c, DType dtype, const ref::Variant& v, const std
     // computed from the variant's own float64 values — an RMSNorm that sums
     // nothing scales a block's activations by 1/sqrt(eps), and a bound for
     // the faithful sizes is not one for those.
-    const NamedD& faithful = faithful_ref(c, dtype);
+    const NamedD& faithful = faithful_taps(c, dtype);
     bool resized = false;
-    for (const auto& [name, r] : t.ref) {
+    for (const auto& [name, r] : ours) {
         const auto f = faithful.find(name);
         if (f == faithful.end()) continue;
         double mr = 0, mf = 0;

@@ -59,7 +59,9 @@ namespace {
 // `local`: the tiles are a split-KV kernel's splits, each exponentiated
 // against its own max and merged by adding sums and accumulators as they are
 // (the merge's exp(m_i - m) missing); *lse, when asked, is that kernel's
-// log-sum-exp, the common max + log of the added sums ([H, T, 1]).
+// log-sum-exp, the common max + log of the added sums ([H, T, 1]). (Its
+// hypothesis is offered without sinks only: a sink would stand as one more
+// split of weight 1.)
 torch::Tensor unrescaled_softmax_av(const torch::Tensor& scores, const torch::Tensor& vh, int64_t tile,
                                     const torch::Tensor& sink, bool local = false, torch::Tensor* lse = nullptr) {
     const int64_t S = scores.size(-1);
@@ -191,11 +193,11 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
             l = torch::where(sum32.isinf(), torch::full_like(l, std::numeric_limits<double>::infinity()), l);
             l = torch::where(sum32 == 0, torch::full_like(l, -std::numeric_limits<double>::infinity()), l);
         }
+        // The bug: log Σ exp(s - m), the row's max m not added back.
+        if (ctx.v.lse_max_dropped) l = l - std::get<0>(logits.to(sdt).max(-1));
         // A row that sees no key: lse -inf, sinks or not (the contract's
         // "out 0, lse -inf"; reachable only under a bug's mask, whose
         // kernel then writes that, not the sink's own log).
-        // The bug: log Σ exp(s - m), the row's max m not added back.
-        if (ctx.v.lse_max_dropped) l = l - std::get<0>(logits.to(sdt).max(-1));
         l = torch::where(vis.any(-1).view({1, T}), l, torch::full_like(l, -std::numeric_limits<double>::infinity()));
         *lse = l.transpose(0, 1).to(q.scalar_type());  // [T, H]
     }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "conform/dtype.h"
 #include "reference/torch_ops.h"
@@ -122,9 +123,12 @@ std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, 
                                           ? sinks + std::log(static_cast<double>(pages_b))
                                           : sinks;
         // The bug: each page a split of a split-KV kernel, merged unrescaled.
-        Variant sv = ctx.v;
-        if (sv.paged_split_unrescaled) sv.softmax_tile = s.page_size, sv.softmax_tile_local = true;
-        const Ctx split{ctx.dtype, ctx.acc_dtype, ctx.order, sv, ctx.act_quant, ctx.route_taken};
+        std::optional<Variant> sv;
+        if (ctx.v.paged_split_unrescaled) {
+            sv = ctx.v;
+            sv->softmax_tile = s.page_size, sv->softmax_tile_local = true;
+        }
+        const Ctx split{ctx.dtype, ctx.acc_dtype, ctx.order, sv ? *sv : ctx.v, ctx.act_quant, ctx.route_taken};
         auto o = attention(g.q, g.k, g.v, g.q_pos, g.k_pos, attention_params(cfg), sinks_b, split, {}, &l);
         if (ctx.v.paged_lse_without_sink && sinks.defined())  // the bug: the lse of the keys alone
             attention(g.q, g.k, g.v, g.q_pos, g.k_pos, attention_params(cfg), torch::Tensor(), ctx, {}, &l);

@@ -85,7 +85,7 @@ struct Variant {
     Mask mask = Mask::causal;
     int64_t score_dims = 0;     // q·k over the first score_dims dims of a head only (0: all)
     int64_t softmax_tile = 0;   // softmax over key tiles of this size whose running max never rescales the sums
-    // The tiles as a split-KV kernel's splits: each normalised by its own max
+    // The tiles as a split-KV kernel's splits: each exponentiated against its own max
     // and merged by adding their sums, never rescaled to the common max (lse:
     // the common max + log of those sums).
     bool softmax_tile_local = false;

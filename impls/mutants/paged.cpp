@@ -101,7 +101,6 @@ PagedRules lse_base2() {
     return r;
 }
 
-// An empty sequence's rows left unwritten (flashinfer PR #363, #3360, #4975).
 // The lse without its max: log(sum exp(s - m)), the m the sum was shifted by
 // not added back (a kernel's internal normalised state returned as the lse).
 PagedRules lse_max_dropped() {
@@ -110,6 +109,7 @@ PagedRules lse_max_dropped() {
     return r;
 }
 
+// An empty sequence's rows left unwritten (flashinfer PR #363, #3360, #4975).
 PagedRules empty_unwritten() {
     PagedRules r;
     r.write_empty = false;
