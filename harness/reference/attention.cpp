@@ -181,6 +181,13 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
     // The softmax's logits: the scores and, with sinks, each head's sink.
     const torch::Tensor logits =
         sink.defined() ? torch::cat({scores, sink.expand({n_heads, T, 1})}, -1) : scores;  // [H, T, S (+ 1)]
+    // *lse from l [H, T]. A row that sees no key: lse -inf, sinks or not (the
+    // contract's "out 0, lse -inf"; reachable only under a bug's mask, whose
+    // kernel then writes that, not the sink's own log).
+    auto put_lse = [&](torch::Tensor l) {
+        l = torch::where(vis.any(-1).view({1, T}), l, torch::full_like(l, -std::numeric_limits<double>::infinity()));
+        *lse = l.transpose(0, 1).to(q.scalar_type());  // [T, H]
+    };
     if (lse) {
         // FlashAttention's softmax_lse: the max-shifted log-sum-exp, in the
         // softmax's precision (float32 below float64, as HF's softmax runs).
@@ -195,11 +202,7 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
         }
         // The bug: log Σ exp(s - m), the row's max m not added back.
         if (ctx.v.lse_max_dropped) l = l - std::get<0>(logits.to(sdt).max(-1));
-        // A row that sees no key: lse -inf, sinks or not (the contract's
-        // "out 0, lse -inf"; reachable only under a bug's mask, whose
-        // kernel then writes that, not the sink's own log).
-        l = torch::where(vis.any(-1).view({1, T}), l, torch::full_like(l, -std::numeric_limits<double>::infinity()));
-        *lse = l.transpose(0, 1).to(q.scalar_type());  // [T, H]
+        put_lse(l);
     }
     torch::Tensor out;
     if (ctx.v.softmax_tile > 0) {  // the sink, if any, is the tiles' initial state
@@ -208,11 +211,7 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
                                     sink.defined() ? sink.to(torch::kFloat64) : sink, ctx.v.softmax_tile_local,
                                     lse && ctx.v.softmax_tile_local ? &split_lse : nullptr)
                   .to(q.scalar_type());
-        if (split_lse.defined()) {
-            auto l = split_lse.squeeze(-1);  // [H, T]
-            l = torch::where(vis.any(-1).view({1, T}), l, torch::full_like(l, -std::numeric_limits<double>::infinity()));
-            *lse = l.transpose(0, 1).to(q.scalar_type());
-        }
+        if (split_lse.defined()) put_lse(split_lse.squeeze(-1));
     } else {
         auto p = softmax(logits, ctx).narrow(-1, 0, S);           // [H, T, S]: probs[..., :-1] with a sink
         const auto bad = vh.isfinite().logical_not();             // [KV, S, hd]

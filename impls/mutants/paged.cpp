@@ -270,18 +270,10 @@ struct SplitMergeUnrescaled : ScalarImpl {
             const int64_t q0 = idx.qo_indptr[b], q_len = idx.qo_indptr[b + 1] - q0;
             const int64_t kv_len = scalar::paged_kv_len(idx, P, b);
             // k_b, v_b: the sequence's keys and values as the cache gives them back
-            std::vector<float> k_b(static_cast<size_t>(kv_len * W)), v_b(k_b.size());
-            for (int64_t i = 0; i < kv_len; i++)
-                for (int64_t c = 0; c < W; c++) {
-                    float k = k_cache.row(scalar::paged_row(idx, P, b, i))[c];
-                    float v = v_cache.row(scalar::paged_row(idx, P, b, i))[c];
-                    if (p.kv_cache_dtype != KvCacheDtype::none) {
-                        const float ks = scalar::kv_scale(p, false, c / hd), vs = scalar::kv_scale(p, true, c / hd);
-                        k = scalar::kv_read(scalar::kv_write(k, ks, p.kv_cache_dtype), ks);
-                        v = scalar::kv_read(scalar::kv_write(v, vs, p.kv_cache_dtype), vs);
-                    }
-                    k_b[static_cast<size_t>(i * W + c)] = k, v_b[static_cast<size_t>(i * W + c)] = v;
-                }
+            Tensor kt(kv_len, W), vt(kv_len, W);
+            scalar::paged_gather(k_cache, v_cache, idx, p, b, {}, kt.mut(), vt.mut());
+            const std::vector<float>& k_b = kt.data;
+            const std::vector<float>& v_b = vt.data;
             for (int64_t j = 0; j < q_len; j++) {
                 const int64_t qp = scalar::paged_q_pos(j, q_len, kv_len);
                 for (int64_t h = 0; h < H; h++) {

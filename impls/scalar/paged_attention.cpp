@@ -32,6 +32,31 @@ float kv_scale(const PagedAttentionParams& p, bool is_v, int64_t kv_head) { retu
 float kv_write(float x, float scale, KvCacheDtype d) { return fp8_round(x / scale, d); }
 float kv_read(float code, float scale) { return code * scale; }
 
+// k_b, v_b = k_cache[rows_b], v_cache[rows_b]        (kv_len, KV*hd): sequence b's keys in order,
+// through an FP8 cache's write and read where the params have one.
+void paged_gather(View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p, int64_t b,
+                  const PagedRules& rules, MutView k_b, MutView v_b) {
+    const int64_t hd = p.head_dim, W = p.n_kv_heads * hd;
+    const KvCacheRules& kr = rules.cache;
+    const bool fp8 = p.kv_cache_dtype != KvCacheDtype::none && kr.quantise;
+    for (int64_t i = 0; i < k_b.rows; i++) {
+        // (A mutant's rule may point past the cache: it wraps around, so
+        // the bug reads the pool's rows, never memory outside it.)
+        const int64_t row = rules.row(idx, p.page_size, b, i) % k_cache.rows;
+        std::copy_n(k_cache.row(row), W, k_b.row(i));
+        std::copy_n(v_cache.row(row), W, v_b.row(i));
+        if (!fp8) continue;
+        // k_b[i] = fp8(k / k_scale) * k_scale, per kv head g's scale     (the cache written, then read)
+        for (int64_t c = 0; c < W; c++) {
+            const float ks = kr.scale(p, false, c / hd), vs = kr.scale(p, true, c / hd);
+            float& k = k_b.row(i)[c];
+            float& v = v_b.row(i)[c];
+            k = kr.read(kr.write(k, ks, p.kv_cache_dtype), ks);
+            v = kr.read(kr.write(v, vs, p.kv_cache_dtype), vs);
+        }
+    }
+}
+
 void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
                      MutView out, MutView lse, const PagedRules& rules) {
     const int64_t H = p.n_heads, KV = p.n_kv_heads, hd = p.head_dim, P = p.page_size;
@@ -56,8 +81,6 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
     };
     const float scale = static_cast<float>(ar.scale(ap));  // attn_scale, or 1 / sqrt(hd)
     const int64_t sd = ar.score_dims > 0 ? std::min(ar.score_dims, hd) : hd;
-    const KvCacheRules& kr = rules.cache;
-    const bool fp8 = p.kv_cache_dtype != KvCacheDtype::none && kr.quantise;
     if (p.kv_cache_dtype != KvCacheDtype::none)
         detail::expect(p.k_scale && p.v_scale && (p.n_kv_scales == 1 || p.n_kv_scales == KV), "paged_attention",
                        "an FP8 cache needs k_scale and v_scale, 1 or n_kv_heads of each");
@@ -66,24 +89,8 @@ void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, 
         const int64_t q0 = idx.qo_indptr[b], q_len = idx.qo_indptr[b + 1] - q0;
         const int64_t kv_len = rules.kv_len(idx, P, b);
         if (q_len == 0) continue;
-        // k_b, v_b = k_cache[rows_b], v_cache[rows_b]        (kv_len, KV*hd): the sequence's keys in order
         Tensor k_b(kv_len, W), v_b(kv_len, W);
-        for (int64_t i = 0; i < kv_len; i++) {
-            // (A mutant's rule may point past the cache: it wraps around, so
-            // the bug reads the pool's rows, never memory outside it.)
-            const int64_t row = rules.row(idx, P, b, i) % k_cache.rows;
-            std::copy_n(k_cache.row(row), W, k_b.data.begin() + i * W);
-            std::copy_n(v_cache.row(row), W, v_b.data.begin() + i * W);
-            if (!fp8) continue;
-            // k_b[i] = fp8(k / k_scale) * k_scale, per kv head g's scale     (the cache written, then read)
-            for (int64_t c = 0; c < W; c++) {
-                const float ks = kr.scale(p, false, c / hd), vs = kr.scale(p, true, c / hd);
-                float& k = k_b.data[static_cast<size_t>(i * W + c)];
-                float& v = v_b.data[static_cast<size_t>(i * W + c)];
-                k = kr.read(kr.write(k, ks, p.kv_cache_dtype), ks);
-                v = kr.read(kr.write(v, vs, p.kv_cache_dtype), vs);
-            }
-        }
+        paged_gather(k_cache, v_cache, idx, p, b, rules, k_b.mut(), v_b.mut());
         // positions: keys 0 .. kv_len-1; the queries the sequence's last q_len
         std::vector<int64_t> k_pos(static_cast<size_t>(kv_len)), q_pos(static_cast<size_t>(q_len));
         for (int64_t i = 0; i < kv_len; i++) k_pos[static_cast<size_t>(i)] = i;

@@ -150,6 +150,10 @@ struct PagedRules {
     KvCacheRules cache;        // an FP8 cache's write and read
 };
 
+// Sequence b's keys and values, k_b and v_b [kv_len, KV*hd] (kv_len their rows), in key order as
+// the rules read them: an FP8 cache written and read back.
+void paged_gather(View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p, int64_t b,
+                  const PagedRules& rules, MutView k_b, MutView v_b);
 // out[T, H*hd], lse[T, H] of a batch over a paged cache (conform/interface.h).
 void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
                      MutView out, MutView lse, const PagedRules& rules = {});
