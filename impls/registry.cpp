@@ -187,6 +187,15 @@ const std::vector<ImplEntry>& mutant_implementations() {
          true, always, split_kv_merge_unrescaled, {Op::paged_attention}},
         {"paged_lse_max_dropped", "lse = log sum exp(s - max): the row's max not added back", true, always,
          paged_lse_max_dropped, {Op::paged_attention}},
+        // Latent attention (issue 52): MLA kernels' reported bugs.
+        {"mla_scale_absorbed_dim", "scores scaled by 1/sqrt(kv_lora_rank + qk_rope), the absorbed width", true, always,
+         mla_scale_absorbed_dim, {Op::mla_attention}},
+        {"mla_w_uk_transposed", "kv_b_proj's w_uk read per head as if stored [dn, dc]", true, always,
+         mla_w_uk_transposed, {Op::mla_attention}},
+        {"mla_pages_consecutive", "a sequence's latent pages read as consecutive from its first", true, always,
+         mla_pages_consecutive, {Op::mla_attention}, {}, {}, "paged_block_table_ignored"},
+        {"mla_split_merge_unrescaled", "split-KV latent attention (a split per page) merged without the rescale", true,
+         always, mla_split_merge_unrescaled, {Op::mla_attention}, {}, {}, "split_kv_merge_unrescaled"},
         // The chapter's design choices taken the other way.
         {"layer_norm_not_rms", "LayerNorm (mean subtracted) for RMSNorm", true, always, layer_norm_not_rms, norm_ops},
         {"gelu_gate", "GELU on a SwiGLU gate instead of SiLU", true, always, gelu_gate, swiglu_ops},

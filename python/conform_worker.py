@@ -46,9 +46,10 @@ MAX_PAYLOAD = 64 << 30
 
 # The ops, in conform's order (conform/ops.h), and what each may return.
 OPS = ("rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode", "paged_attention", "moe", "moe_route",
-       "moe_experts")
+       "moe_experts", "mla_attention")
 TAPS = ("attn_in", "q", "k", "v", "q_rot", "k_rot", "attn", "h", "ffn_in", "ffn_out", "out")
-OUTPUTS = dict({op: ("out",) for op in OPS}, block=TAPS, paged_attention=("out", "lse"), moe=("route", "out"))
+OUTPUTS = dict({op: ("out",) for op in OPS}, block=TAPS, paged_attention=("out", "lse"), moe=("route", "out"),
+               mla_attention=("out", "lse"))
 
 DTYPES = ("f32", "bf16", "f16")
 ITEMSIZE = {"f32": 4, "bf16": 2, "f16": 2, "i64": 8, "i32": 4}
@@ -318,8 +319,9 @@ class Worker:
                  whatever else is in the batch, wherever its pages are and
                  however often it is called (paged_attention): conform then
                  checks the relations bit for bit, not within tolerance
-    index_dtype: how paged_attention's index arrays arrive: "i64" (int64,
-                 the default) or "i32" (int32, as FlashInfer and vLLM take them)
+    index_dtype: how paged_attention's and mla_attention's index arrays
+                 arrive: "i64" (int64, the default) or "i32" (int32, as
+                 FlashInfer and vLLM take them)
     kv_cache_dtypes: the FP8 KV caches it writes and reads ("fp8_e4m3",
                  "fp8_e5m2"; the op then takes k_scale and v_scale): a list is
                  paged_attention's; {op: [...]} names each op with a cache

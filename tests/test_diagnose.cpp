@@ -401,6 +401,10 @@ TEST_CASE("a faithful output names no bug", "[diagnose]") {
         // masked groups' 0.0 would beat it).
         "moe(T=6,D=8,E=8,K=2,Fe=4,swiglu_limit=1.5,mag=1,outliers=0,seed=50)",
         "moe(T=8,D=8,E=8,K=2,Fe=4,scoring=sigmoid,sel_bias=1,n_group=4,topk_group=1,mag=4,outliers=0,seed=58)",
+        // Latent attention: a decode (absorbed) beside a prefill (MHA) over scattered pages, and DeepSeek's
+        // YaRN scale (mscale^2 / sqrt(dn + dr), factor 40) on a chunk over a prefix.
+        "mla_attention(H=2,dc=16,dn=8,dr=4,dv=8,P=4,kv=9/6,q=1/6,mag=1,outliers=0,seed=59)",
+        "mla_attention(H=3,dc=12,dn=4,dr=8,dv=6,P=5,kv=12/7,q=2/7,attn_scale=0.54,mag=1,outliers=0,seed=60)",
     };
     auto scalar = test::make("scalar");
     std::set<std::string> distinguished;

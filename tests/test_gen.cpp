@@ -6,6 +6,8 @@
 #include <cmath>
 #include <functional>
 #include <set>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "gen/gen.h"
@@ -200,4 +202,29 @@ TEST_CASE("the ziggurat draws N(0, 1): moments, tails and the distribution funct
         ks = std::max({ks, std::abs(F - double(i) / n), std::abs(F - double(i + 1) / n)});
     }
     CHECK(ks < 1.63 / std::sqrt(double(n)));
+}
+
+TEST_CASE("latent attention's widths are refused naming the field", "[gen][mla]") {
+    std::string err;
+    const auto spec = gen::parse_case_id(
+        "mla_attention(H=2,dc=16,dn=8,dr=4,dv=8,P=4,kv=9/0,q=1/1,mag=1,outliers=0,seed=5)", &err);
+    REQUIRE(spec);
+    const Case good = gen::materialize(*spec);
+    validate_case(good);
+    for (const auto& [field, value, says] :
+         {std::tuple<const char*, int64_t, const char*>{"kv_lora_rank", 0, "config/kv_lora_rank: must be > 0"},
+          {"qk_rope_head_dim", -3, "config/qk_rope_head_dim: must be > 0"},
+          {"v_head_dim", int64_t{1} << 40, "config/v_head_dim: must be at most 65536"}}) {
+        Case bad = good;
+        for_each_field(bad.config, [&](const ConfigField& f, auto& v) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(v)>, int64_t>)
+                if (std::string_view(f.name) == field) v = value;
+        });
+        INFO(field);
+        CHECK_THROWS_WITH(validate_case(bad), Catch::Contains(says));
+    }
+    // A pool row the batch owns must be finite, in either cache.
+    Case nan = good;
+    nan.inputs.at("kpe_cache").data[static_cast<size_t>(nan.pos("kv_indices")[0] * 4 * 4)] = NAN;
+    CHECK_THROWS_WITH(validate_case(nan), Catch::Contains("inputs/kpe_cache: non-finite value"));
 }

@@ -41,6 +41,46 @@ TEST_CASE("scalar decode vs reference", "[decode][scalar]") { scalar_conforms(Op
 TEST_CASE("scalar moe vs reference", "[moe][scalar]") { scalar_conforms(Op::moe); }
 TEST_CASE("scalar moe_route vs reference", "[moe][scalar]") { scalar_conforms(Op::moe_route); }
 TEST_CASE("scalar moe_experts vs reference", "[moe][scalar]") { scalar_conforms(Op::moe_experts); }
+TEST_CASE("scalar mla_attention vs reference", "[mla][scalar]") { scalar_conforms(Op::mla_attention); }
+
+// MLA's defining relation: the absorbed form (w_uk folded into the query,
+// attention over the latents, w_uv after) and the MHA form (kv_b_proj on
+// every latent) are one function. The scalar kernel forced into each form
+// conforms to the float64 reference on the same drawn batches (prefills
+// absorbed, decodes expanded: the forms an engine would not pick), and the
+// two outputs differ by no more than each is allowed to differ from it.
+namespace {
+template <scalar::MlaRules::Form F>
+struct MlaForm : scalar::ScalarImpl {
+    MlaForm() : ScalarImpl(F == scalar::MlaRules::Form::mha ? "scalar-mla-mha" : "scalar-mla-absorbed") {}
+    scalar::MlaRules mla_rules() const override {
+        scalar::MlaRules r;
+        r.form = F;
+        return r;
+    }
+};
+}  // namespace
+
+TEST_CASE("mla_attention: the absorbed and MHA forms agree and both conform", "[mla][scalar]") {
+    MlaForm<scalar::MlaRules::Form::mha> mha;
+    MlaForm<scalar::MlaRules::Form::absorbed> absorbed;
+    int cases = 0, failed = 0, prefills = 0;
+    double margin = INFINITY;  // the smallest allowed / err of either form on any output
+    std::string first;
+    for (int i = 0; i < 60; ++i) {
+        const Case c = gen::materialize(gen::draw(Op::mla_attention, 52, i));
+        ++cases;
+        const auto& qo = c.pos("qo_indptr");
+        for (size_t b = 0; b + 1 < qo.size(); ++b) prefills += qo[b + 1] - qo[b] > 4;
+        const CaseResult a = test::check(absorbed, c), m = test::check(mha, c);
+        if ((!a.pass || !m.pass) && failed++ == 0) first = test::explain(a.pass ? m : a);
+        for (const CaseResult* r : {&a, &m})
+            for (const TensorResult& t : r->tensors) margin = std::min(margin, t.v.margin);
+    }
+    INFO(first << "smallest margin " << margin << " over " << cases << " batches");
+    CHECK(prefills > 10);  // the absorbed form met sequences an engine would expand
+    CHECK(failed == 0);
+}
 
 // Routing ties (docs/moe.md): a drawn case never holds one — not even at
 // magnitudes where a sigmoid router saturates — so every float32 kernel

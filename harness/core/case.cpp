@@ -112,6 +112,12 @@ bool fixed_by_config(const OpInfo& info, Dim d) {
         case Dim::Fe2:
         case Dim::FS:
         case Dim::FS2: return true;
+        // latent attention's widths: its config's (kv_lora_rank, qk_nope/rope_head_dim, v_head_dim)
+        case Dim::QM:
+        case Dim::C:
+        case Dim::R:
+        case Dim::KVB:
+        case Dim::VO: return true;
         default: return false;
     }
 }
@@ -218,6 +224,7 @@ struct Checker {
 
     void heads() const {
         positive("n_heads", c.config.n_heads);
+        if (!op_info(c.op).reads("n_kv_heads")) return;  // latent attention: one latent for every head
         positive("n_kv_heads", c.config.n_kv_heads);
         if (c.config.n_heads % c.config.n_kv_heads)
             fail("config/n_heads", "n_heads " + std::to_string(c.config.n_heads) + " is not divisible by n_kv_heads " +
@@ -302,13 +309,30 @@ struct Checker {
             fail("moe_swiglu_limit", "must be finite and >= 0 (0: silu)");
     }
 
+    // Latent attention's widths, each positive and far past a checkpoint's
+    // (V3: 512, 128, 64, 128), so no shape computed from them overflows.
+    void mla() const {
+        const BlockConfig& g = c.config;
+        for (const auto& [field, v] : {std::pair<const char*, int64_t>{"n_heads", g.n_heads},
+                                       {"kv_lora_rank", g.kv_lora_rank},
+                                       {"qk_nope_head_dim", g.qk_nope_head_dim},
+                                       {"qk_rope_head_dim", g.qk_rope_head_dim},
+                                       {"v_head_dim", g.v_head_dim}}) {
+            positive(field, v);
+            if (v > (int64_t{1} << 16))
+                fail(std::string("config/") + field, "must be at most 65536 in latent attention, found " + std::to_string(v));
+        }
+    }
+
     void paged() const {
         const BlockConfig& cfg = c.config;
         positive("page_size", cfg.page_size);
-        const int64_t P = cfg.page_size, T = c.in("q").rows(), rows = c.in("k_cache").rows();
+        // The cache's tensors (paged_attention's k_cache and v_cache, MLA's ckv_cache and kpe_cache).
+        const std::vector<const char*> pools = op_info(c.op).pools();
+        const int64_t P = cfg.page_size, T = c.in("q").rows(), rows = c.in(pools.at(0)).rows();
         if (rows % P)
-            fail("inputs/k_cache", "rows " + std::to_string(rows) + " are not a whole number of pages of page_size " +
-                                       std::to_string(P));
+            fail(std::string("inputs/") + pools[0], "rows " + std::to_string(rows) +
+                                                        " are not a whole number of pages of page_size " + std::to_string(P));
         const int64_t pages = rows / P;
         const auto& qo = c.pos("qo_indptr");
         const auto& kvp = c.pos("kv_indptr");
@@ -331,9 +355,6 @@ struct Checker {
                 fail("inputs/kv_indices", "page " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
                                               " is out of range: the cache has " + std::to_string(pages) + " pages of " +
                                               std::to_string(P));
-        const auto& k = c.in("k_cache").data;
-        const auto& v = c.in("v_cache").data;
-        const int64_t W = c.in("k_cache").cols();
         for (size_t b = 0; b + 1 < kvp.size(); ++b) {
             const int64_t n = kvp[b + 1] - kvp[b], l = last[b];
             const std::string at = " (sequence " + std::to_string(b) + ", " + std::to_string(n) + " pages)";
@@ -342,15 +363,18 @@ struct Checker {
                 fail("inputs/kv_last_page_len", "must be in [1, page_size = " + std::to_string(P) + "], found " + std::to_string(l) + at);
             for (int64_t i = 0; i < n; ++i) {
                 const int64_t page = ids[static_cast<size_t>(kvp[b] + i)], used = i + 1 < n ? P : l;
-                for (int64_t r = page * P; r < page * P + used; ++r)
-                    for (int64_t j = 0; j < W; ++j) {
-                        const size_t e = static_cast<size_t>(r * W + j);
-                        for (const auto& [name, d] : {std::pair<const char*, const std::vector<float>*>{"k_cache", &k}, {"v_cache", &v}})
-                            if (!std::isfinite((*d)[e]))
-                                fail(std::string("inputs/") + name, "non-finite value " + std::to_string((*d)[e]) + " in row " +
+                for (const char* name : pools) {
+                    const Tensor& pool = c.in(name);
+                    const int64_t W = pool.cols();
+                    for (int64_t r = page * P; r < page * P + used; ++r)
+                        for (int64_t j = 0; j < W; ++j) {
+                            const float x = pool.data[static_cast<size_t>(r * W + j)];
+                            if (!std::isfinite(x))
+                                fail(std::string("inputs/") + name, "non-finite value " + std::to_string(x) + " in row " +
                                                                         std::to_string(r) + ", col " + std::to_string(j) +
                                                                         ", a slot sequence " + std::to_string(b) + " owns");
-                    }
+                        }
+                }
             }
         }
     }
@@ -636,6 +660,7 @@ void validate_case(const Case& c) {
     if (info.uses(kRope)) k.theta();
     if (info.reads("norm_eps")) k.eps();
     if (info.reads("n_experts")) k.experts();
+    if (info.uses(kMla)) k.mla();
 
     // Every input's shape from the op's dims (conform/op_info.h): the config's
     // where it fixes them, else bound by the first input that has them.

@@ -244,8 +244,7 @@ void record_errors(HypothesisMatch& m, const CaseResult& failed, const CaseResul
 //   an element is not told from one that only overflows: it is not named
 //   there, which is no wrong name.)
 bool nan_sources_differ(const Case& c, DType dtype, const NamedD& observed, const Truth& t, const ref::Variant& v) {
-    const Tensor* kc = c.inputs.count("k_cache") ? &c.inputs.at("k_cache") : nullptr;
-    if (!kc) return false;
+    if (!op_info(c.op).uses(kPaged)) return false;
     // Where the payload cannot reach the output (an FP8 cache's codes, an
     // output below float32), a NaN without it may still be the poison's.
     const bool payload_kept = dtype == DType::f32 && c.config.kv_cache_dtype == KvCacheDtype::none;
@@ -263,7 +262,7 @@ bool nan_sources_differ(const Case& c, DType dtype, const NamedD& observed, cons
     // Only where the variant is non-finite at an observed NaN is the question worth a reference run.
     if (!shared) return false;
     Case finite = c;
-    for (const char* pool : {"k_cache", "v_cache"})
+    for (const char* pool : op_info(c.op).pools())
         for (float& x : finite.inputs.at(pool).data)
             if (gen::poison_row(x)) x = 0.0f;
     const NamedD r = ref::run(finite, {ref::Precision::f64, ref::Order::library, v});

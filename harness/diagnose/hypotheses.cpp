@@ -50,6 +50,69 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
         add(std::move(id), v, std::move(why));
     };
 
+    // A paged batch's rows as a kernel with a paging bug reads them (the
+    // reference's gather: paged_attention and latent attention alike).
+    auto paged_rows = [&] {
+        // A sequence's keys sit at positions 0..kv_len-1 and its queries
+        // are its last rows (bottom-right); the bug puts them at its
+        // start (top-left), and a sliding window then follows them.
+        flag("paged_queries_at_start", &ref::Variant::paged_queries_at_start,
+            "new queries placed at the start of their sequence (top-left causal): query j must sit at position "
+            "kv_len - q_len + j, after the sequence's cached keys");
+        flag("paged_sequences_packed", &ref::Variant::paged_sequences_packed,
+            "the batch attended as one packed sequence: a query also sees the keys of the sequences before its "
+            "own (qo_indptr / kv_indptr boundaries ignored)");
+        flag("paged_block_table_ignored", &ref::Variant::paged_block_table_ignored,
+            "the block table ignored: a sequence's pages read as consecutive from its first "
+            "(kv_indices[kv_indptr[b]] + i) instead of kv_indices[kv_indptr[b] + i]");
+        flag("paged_last_page_len_ignored", &ref::Variant::paged_last_page_len_ignored,
+            "every sequence's last page read whole: kv_last_page_len ignored (a sequence has (n - 1) * page_size + "
+            "last_page_len keys)");
+        flag("paged_kv_len_off_by_one", &ref::Variant::paged_one_slot_past,
+            "a sequence's keys counted one too many where its last page is partial: the slot after its last key "
+            "read (and the queries placed one position later); it has (n - 1) * page_size + last_page_len keys");
+        flag("paged_partial_page_dropped", &ref::Variant::paged_partial_page_dropped,
+            "pages counted as kv_len / page_size (floor): a sequence's last partial page, and its keys, dropped; "
+            "it has ceil(kv_len / page_size) pages");
+    };
+    auto split_merge = [&] {
+        flag("split_kv_merge_unrescaled", &ref::Variant::paged_split_unrescaled,
+             fmt::format("a split-KV merge (a split per page of {}) that adds the splits' sums and outputs as "
+                         "they are: each split's exp(s - m_i) is never rescaled by exp(m_i - m) to the row's "
+                         "max m, so a split with a lower max weighs too much (a flash-decoding combine "
+                         "without its correction)",
+                         cfg.page_size));
+    };
+    auto lse_forms = [&] {
+        flag("paged_lse_base2", &ref::Variant::lse_base2,
+             "lse returned in base 2 (log2 of the softmax's denominator); the contract is the natural log");
+        flag("paged_lse_max_dropped", &ref::Variant::lse_max_dropped,
+             "lse returned as log(sum exp(s - m)), the row's max m it was shifted by not added back; the lse is "
+             "m + log(sum exp(s - m)) (a merge weighing splits by it weighs them wrong)");
+    };
+    // Latent attention (docs/mla.md): its own conventions, and a paged batch's.
+    if (uses(op, kMla)) {
+        const double dc = static_cast<double>(cfg.kv_lora_rank), dr = static_cast<double>(cfg.qk_rope_head_dim);
+        const double right = score_scale(cfg.attn_scale, cfg.mla_qk_dim()), absorbed = 1.0 / std::sqrt(dc + dr);
+        if (std::abs(absorbed / right - 1) > 1e-12) {
+            ref::Variant v;
+            v.scale = absorbed;
+            add("mla_scale_absorbed_dim", v,
+                fmt::format("scores scaled by 1/sqrt(kv_lora_rank + qk_rope_head_dim) = 1/sqrt({}), the absorbed "
+                            "form's width; the model's scale is {} whatever width the kernel multiplies in",
+                            cfg.kv_lora_rank + cfg.qk_rope_head_dim,
+                            cfg.attn_scale > 0 ? fmt::format("the config's attn_scale {}", g(cfg.attn_scale))
+                                               : fmt::format("1/sqrt(qk_nope + qk_rope) = 1/sqrt({})", cfg.mla_qk_dim())));
+        }
+        flag("mla_w_uk_transposed", &ref::Variant::mla_w_uk_transposed,
+             fmt::format("kv_b_proj's key half w_uk read per head as if stored [qk_nope, kv_lora_rank] = [{}, {}]: "
+                         "it is [kv_lora_rank, qk_nope] (a repacked weight read in the old layout)",
+                         cfg.qk_nope_head_dim, cfg.kv_lora_rank));
+        paged_rows();
+        split_merge();
+        lse_forms();
+    }
+
     if (uses(op, kRope)) {
         ref::Variant v;
         const RopeLayout other = cfg.rope_layout == RopeLayout::neox ? RopeLayout::interleaved : RopeLayout::neox;
@@ -336,27 +399,7 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
             add("attention_scale_wrong", v, fmt::format("scores scaled by {} instead of {}", what, right_is));
         }
         if (uses(op, kPaged)) {
-            // A sequence's keys sit at positions 0..kv_len-1 and its queries
-            // are its last rows (bottom-right); the bug puts them at its
-            // start (top-left), and a sliding window then follows them.
-            flag("paged_queries_at_start", &ref::Variant::paged_queries_at_start,
-                "new queries placed at the start of their sequence (top-left causal): query j must sit at position "
-                "kv_len - q_len + j, after the sequence's cached keys");
-            flag("paged_sequences_packed", &ref::Variant::paged_sequences_packed,
-                "the batch attended as one packed sequence: a query also sees the keys of the sequences before its "
-                "own (qo_indptr / kv_indptr boundaries ignored)");
-            flag("paged_block_table_ignored", &ref::Variant::paged_block_table_ignored,
-                "the block table ignored: a sequence's pages read as consecutive from its first "
-                "(kv_indices[kv_indptr[b]] + i) instead of kv_indices[kv_indptr[b] + i]");
-            flag("paged_last_page_len_ignored", &ref::Variant::paged_last_page_len_ignored,
-                "every sequence's last page read whole: kv_last_page_len ignored (a sequence has (n - 1) * page_size + "
-                "last_page_len keys)");
-            flag("paged_kv_len_off_by_one", &ref::Variant::paged_one_slot_past,
-                "a sequence's keys counted one too many where its last page is partial: the slot after its last key "
-                "read (and the queries placed one position later); it has (n - 1) * page_size + last_page_len keys");
-            flag("paged_partial_page_dropped", &ref::Variant::paged_partial_page_dropped,
-                "pages counted as kv_len / page_size (floor): a sequence's last partial page, and its keys, dropped; "
-                "it has ceil(kv_len / page_size) pages");
+            paged_rows();
             if (!cfg.attn_sinks && (cfg.sliding_window > 0 || cfg.attention_chunk_size > 0)) {
                 flag("split_kv_merge_nan", &ref::Variant::paged_first_page_empty_nan,
                     fmt::format("NaN where a query's first page ({} keys) holds no key it sees and a later page does: "
@@ -364,13 +407,7 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                                 "from the first split that has a key, or guard the rescale",
                                 cfg.page_size));
             }
-            if (!cfg.attn_sinks)
-                flag("split_kv_merge_unrescaled", &ref::Variant::paged_split_unrescaled,
-                     fmt::format("a split-KV merge (a split per page of {}) that adds the splits' sums and outputs as "
-                                 "they are: each split's exp(s - m_i) is never rescaled by exp(m_i - m) to the row's "
-                                 "max m, so a split with a lower max weighs too much (a flash-decoding combine "
-                                 "without its correction)",
-                                 cfg.page_size));
+            if (!cfg.attn_sinks) split_merge();
             if (cfg.attn_sinks) {
                 flag("sink_missing_from_lse", &ref::Variant::paged_lse_without_sink,
                     "lse over the keys alone, the sink left out (the output has it): the lse is the log of the whole "
@@ -380,11 +417,7 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
                     "from the sink (max sink, sum 1) and the merge adds them all; the sink joins the softmax once, when "
                     "the splits are merged");
             }
-            flag("paged_lse_base2", &ref::Variant::lse_base2,
-                 "lse returned in base 2 (log2 of the softmax's denominator); the contract is the natural log");
-            flag("paged_lse_max_dropped", &ref::Variant::lse_max_dropped,
-                 "lse returned as log(sum exp(s - m)), the row's max m it was shifted by not added back; the lse is "
-                 "m + log(sum exp(s - m)) (a merge weighing splits by it weighs them wrong)");
+            lse_forms();
         } else if (!uses(op, kResidual) || op == Op::block) {
             // Derived from the row index: wrong as soon as positions are not
             // the rows (a chunk after a cache, gaps, any order).

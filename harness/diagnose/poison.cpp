@@ -27,7 +27,7 @@ std::optional<HypothesisMatch> poison_trace(const Case& c, const NamedD& observe
     const auto& kvp = c.pos("kv_indptr");
     const auto& ids = c.pos("kv_indices");
     const auto& last = c.pos("kv_last_page_len");
-    const int64_t P = c.config.page_size, pages = c.in("k_cache").rows() / P;
+    const int64_t P = c.config.page_size, pages = c.in(op_info(c.op).pools().at(0)).rows() / P;
     for (const auto& [name, t] : observed) {
         for (int64_t i = 0; i < t.numel(); ++i) {
             const auto row = gen::poison_row(static_cast<float>(t.data[static_cast<size_t>(i)]));

@@ -438,6 +438,26 @@ CaseSpec detail::make(const Stream& st) {
             break;
         }
         case Op::paged_attention: pick_batch(s); break;
+        case Op::mla_attention: {
+            // DeepSeek's shapes scaled down (V3: dc 512, dn 128, dr 64, dv 128),
+            // and shapes that tell the widths apart: dv != dn, dr > dn, dc below dn.
+            pick_batch(s);
+            s.config.n_kv_heads = s.config.n_heads, s.config.head_dim = 0;  // one latent for every head; its own widths
+            s.config.kv_lora_rank = weighted<int64_t>({{3, 16}, {3, 32}, {2, 8}, {1, 64}, {1, 512}, {1, 5}});
+            s.config.qk_nope_head_dim = weighted<int64_t>({{3, 8}, {2, 16}, {2, 4}, {1, 32}, {1, 3}});
+            s.config.qk_rope_head_dim = weighted<int64_t>({{3, 4}, {2, 8}, {1, 2}, {1, 16}, {1, 64}});
+            s.config.v_head_dim = weighted<int>({{3, 0}, {1, 1}}) == 0 ? s.config.qk_nope_head_dim
+                                                                        : *rc::gen::inRange<int64_t>(1, 33);
+            // The pool at most 2^22 floats; long sequences with narrow latents (the reference's kv_b_proj).
+            while ((pool_pages(s) * s.config.page_size * (s.config.kv_lora_rank + s.config.qk_rope_head_dim) >
+                        (int64_t{1} << 22) ||
+                    (s.S > 2000 && s.config.kv_lora_rank > 32)) &&
+                   s.config.kv_lora_rank > 4)
+                s.config.kv_lora_rank /= 2;
+            // Never dc = dn: a scale over the absorbed width (dc + dr) would be the model's there.
+            if (s.config.kv_lora_rank == s.config.qk_nope_head_dim) ++s.config.kv_lora_rank;
+            break;
+        }
         case Op::moe:
         case Op::moe_route:
         case Op::moe_experts: {

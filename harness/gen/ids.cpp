@@ -110,6 +110,16 @@ Fields op_fields(const CaseSpec& s) {
             if (s.pool != 3) add("pool", I(s.pool));
             break;
         }
+        case Op::mla_attention: {
+            std::string kvs, qs;
+            for (int64_t x : s.kv_lens) kvs += (kvs.empty() ? "" : "/") + I(x);
+            for (int64_t x : s.q_lens) qs += (qs.empty() ? "" : "/") + I(x);
+            add("H", I(c.n_heads)); add("dc", I(c.kv_lora_rank)); add("dn", I(c.qk_nope_head_dim));
+            add("dr", I(c.qk_rope_head_dim)); add("dv", I(c.v_head_dim));
+            add("P", I(c.page_size)); add("kv", kvs); add("q", qs);
+            if (s.pool != 3) add("pool", I(s.pool));
+            break;
+        }
         case Op::block:
         case Op::decode:
             add("T", I(s.T)); add("D", I(c.d_model)); add("H", I(c.n_heads)); add("KV", I(c.n_kv_heads));
@@ -295,6 +305,8 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
               count("outliers", 0, 1 << 24, s.outliers) && count("rd", 0, 1 << 16, c.rotary_dim) &&
               count("layer", 0, 1 << 20, s.layer) && count("E", 1, 1 << 16, c.n_experts) &&
               count("K", 1, 1 << 16, c.n_experts_per_tok) && count("Fe", 1, 1 << 24, c.moe_ffn_dim) &&
+              count("dc", 1, 1 << 16, c.kv_lora_rank) && count("dn", 1, 1 << 16, c.qk_nope_head_dim) &&
+              count("dr", 1, 1 << 16, c.qk_rope_head_dim) && count("dv", 1, 1 << 16, c.v_head_dim) &&
               take("seed", [&](Reader& x) { return x.unsigned64(s.seed); }) &&
               take("theta", [&](Reader& x) { return x.real(1, std::numeric_limits<double>::max(), true, c.rope_theta); }) &&
               take("eps", [&](Reader& x) { return x.real(0, 1, true, c.norm_eps); }) &&
@@ -439,8 +451,9 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
         for (int64_t k : s.kv_lens)
             if (__builtin_add_overflow(keys, k, &keys) || keys > kMaxElements) return fail("case too large (its keys)");
         // Bounded as attention's keys and scores are (below): what the float64 reference holds.
-        if (product({pool_pages(s), c.page_size, c.n_kv_heads, c.head_dim}, int64_t{1} << 26) < 0)
-            return fail("case too large (pages x P x KV x hd past 2^26: its pool of pages)");
+        const int64_t row = s.op == Op::mla_attention ? c.kv_lora_rank + c.qk_rope_head_dim : c.n_kv_heads * c.head_dim;
+        if (product({pool_pages(s), c.page_size, row}, int64_t{1} << 26) < 0)
+            return fail("case too large (pages x P x its row (KV x hd; MLA: dc + dr) past 2^26: its pool of pages)");
         int64_t scores = 0;
         for (size_t b = 0; b < s.kv_lens.size(); ++b) {
             const int64_t sb = product({std::max<int64_t>(s.q_lens[b], 1), std::max<int64_t>(s.kv_lens[b], 1), c.n_heads},
@@ -448,6 +461,10 @@ std::optional<CaseSpec> parse_case_id(const std::string& id, std::string* error)
             if (sb < 0 || __builtin_add_overflow(scores, sb, &scores) || scores > (int64_t{1} << 27))
                 return fail("case too large (q x kv x H past 2^27: its scores)");
         }
+        // MLA's reference maps every key's latent through kv_b_proj.
+        if (s.op == Op::mla_attention &&
+            product({keys, c.kv_lora_rank, c.n_heads, c.qk_nope_head_dim + c.v_head_dim}, int64_t{1} << 33) < 0)
+            return fail("case too large (keys x dc x H x (dn + dv) past 2^33: kv_b_proj over its keys)");
         batch_totals(s);
         if (s.T < 1) return fail("the batch has no query (q lists only zeros)");
     }

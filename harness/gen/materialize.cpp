@@ -98,23 +98,26 @@ struct PoolPage {
 // The pages' keys N(0, mag²) and values N(0, 1), by the ziggurat, each page
 // from its own stream: a page's values do not depend on the others', so the
 // pages are drawn in parallel and the result is the same at any thread count.
-void fill_pool(const std::vector<PoolPage>& pages, int64_t P, int64_t W, double mag, Tensor& kc, Tensor& vc) {
+// (MLA's pools: c_kv as the keys, k_pe as the values, each its own width and magnitude.)
+void fill_pool(const std::vector<PoolPage>& pages, int64_t P, int64_t W, double mag, Tensor& kc, Tensor& vc,
+               int64_t Wv = -1, double vmag = 1.0) {
+    if (Wv < 0) Wv = W;
     auto one = [&](size_t p) {
         const PoolPage& g = pages[p];
         float* k = kc.data.data() + static_cast<int64_t>(p) * P * W;
-        float* v = vc.data.data() + static_cast<int64_t>(p) * P * W;
+        float* v = vc.data.data() + static_cast<int64_t>(p) * P * Wv;
         // Streams of one splitmix64 sequence started far apart: seeds hashed from (sequence, page, k or v).
         Rng rk{Rng{g.seed ^ (static_cast<uint64_t>(g.index) * 2 + 1) * 0xD1B54A32D192ED03ull}.next()};
         Rng rv{Rng{g.seed ^ (static_cast<uint64_t>(g.index) * 2 + 2) * 0xD1B54A32D192ED03ull}.next()};
         for (int64_t i = 0; i < g.used * W; ++i) k[i] = static_cast<float>(rk.ziggurat() * mag);
-        for (int64_t i = 0; i < g.used * W; ++i) v[i] = static_cast<float>(rv.ziggurat());
+        for (int64_t i = 0; i < g.used * Wv; ++i) v[i] = static_cast<float>(rv.ziggurat() * vmag);
         for (int64_t row = g.used; row < P; ++row) {
             const float x = poison(static_cast<int64_t>(p) * P + row);
             std::fill_n(k + row * W, W, x);
-            std::fill_n(v + row * W, W, x);
+            std::fill_n(v + row * Wv, Wv, x);
         }
     };
-    const int64_t elements = static_cast<int64_t>(pages.size()) * P * W;
+    const int64_t elements = static_cast<int64_t>(pages.size()) * P * std::max(W, Wv);
     const unsigned threads = elements < (int64_t{1} << 20) ? 1u : std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
     std::atomic<size_t> taken{0};
     auto work = [&] {
@@ -354,15 +357,22 @@ Case materialize(const CaseSpec& s) {
                 c.positions["q_positions"] = positions_of(s.pos, s.T, s.shape);
             }
             break;
-        case Op::paged_attention: {
+        case Op::paged_attention:
+        case Op::mla_attention: {
             // The pool's pages in a random order; sequence b takes the next
             // ceil(kv_b / P) of them. Every row no sequence's key or value is
-            // written into is poison.
-            const int64_t P = s.config.page_size, pages = pool_pages(s), W = s.config.n_kv_heads * s.config.head_dim;
+            // written into is poison. MLA's: c_kv and k_pe, both at the
+            // queries' magnitude (k_nope = c_kv @ w_uk is then too), and its
+            // kv_b_proj; its queries [q_nope | q_pe] per head.
+            const bool mla = c.op == Op::mla_attention;
+            const BlockConfig& g = s.config;
+            const int64_t P = g.page_size, pages = pool_pages(s);
+            const int64_t W = mla ? g.kv_lora_rank : g.n_kv_heads * g.head_dim, Wv = mla ? g.qk_rope_head_dim : W;
             std::vector<int64_t> order(static_cast<size_t>(pages));
             std::iota(order.begin(), order.end(), int64_t{0});
             for (int64_t i = pages - 1; i > 0; --i) std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(r.below(i + 1))]);
-            c.inputs["q"] = activations(r, s.T, s.config.n_heads * s.config.head_dim, s.mag, s.outliers);
+            c.inputs["q"] = activations(r, s.T, mla ? g.n_heads * g.mla_qk_dim() : g.n_heads * g.head_dim, s.mag, s.outliers);
+            if (mla) c.inputs["w_kv_b"] = weight(r, g.kv_lora_rank, g.n_heads * (g.qk_nope_head_dim + g.v_head_dim));
             auto& qo = c.positions["qo_indptr"];
             auto& kvp = c.positions["kv_indptr"];
             auto& ids = c.positions["kv_indices"];
@@ -382,10 +392,11 @@ Case materialize(const CaseSpec& s) {
                 kvp.push_back(static_cast<int64_t>(ids.size()));
                 last.push_back(n == 0 ? 0 : kv - (n - 1) * P);
             }
-            Tensor kc(pages * P, W), vc(pages * P, W);
-            fill_pool(fill, P, W, s.mag, kc, vc);
-            c.inputs["k_cache"] = std::move(kc);
-            c.inputs["v_cache"] = std::move(vc);
+            Tensor kc(pages * P, W), vc(pages * P, Wv);
+            fill_pool(fill, P, W, s.mag, kc, vc, Wv, mla ? s.mag : 1.0);
+            const std::vector<const char*> pools = op_info(c.op).pools();
+            c.inputs[pools.at(0)] = std::move(kc);
+            c.inputs[pools.at(1)] = std::move(vc);
             break;
         }
         case Op::swiglu:

@@ -378,6 +378,10 @@ void read_config(const Ctx& ctx, hid_t case_group, Op op, BlockConfig& cfg) {
         size("n_experts", cfg.n_experts);
         size("n_experts_per_tok", cfg.n_experts_per_tok);
         size("moe_ffn_dim", cfg.moe_ffn_dim);
+        size("kv_lora_rank", cfg.kv_lora_rank);
+        size("qk_nope_head_dim", cfg.qk_nope_head_dim);
+        size("qk_rope_head_dim", cfg.qk_rope_head_dim);
+        size("v_head_dim", cfg.v_head_dim);
         if (has("rope_layout")) {
             const std::string v = read_string(ctx, g.get(), "rope_layout", "config/rope_layout");
             auto l = parse_rope_layout(v);

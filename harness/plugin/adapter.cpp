@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <deque>
+#include <optional>
 
 #include "plugin/call.h"
 
@@ -30,18 +31,32 @@ conform_config core_of(DType dtype, const BlockConfig& c) {
     return k;
 }
 
-// The mixture of experts' functions, appended to version 2's table: there
-// only where the table's struct_size covers them.
-bool has_moe(const conform_plugin& t, Op op) {
-    if (t.struct_size < offsetof(conform_plugin, moe) + sizeof(t.moe)) return false;
+// The functions appended to version 2's table (the mixture of experts',
+// latent attention's): there only where the table's struct_size covers them.
+bool covers(const conform_plugin& t, size_t end) { return t.struct_size >= end; }
+std::optional<bool> has_appended(const conform_plugin& t, Op op) {
     switch (op) {
-        case Op::moe: return t.moe != nullptr;
-        case Op::moe_route: return t.moe_route != nullptr;
-        case Op::moe_experts: return t.moe_experts != nullptr;
-        default: return false;
+        case Op::moe: return covers(t, offsetof(conform_plugin, moe) + sizeof(t.moe)) && t.moe != nullptr;
+        case Op::moe_route:
+            return covers(t, offsetof(conform_plugin, moe_route) + sizeof(t.moe_route)) && t.moe_route != nullptr;
+        case Op::moe_experts:
+            return covers(t, offsetof(conform_plugin, moe_experts) + sizeof(t.moe_experts)) && t.moe_experts != nullptr;
+        case Op::mla_attention:
+            return covers(t, offsetof(conform_plugin, mla_attention) + sizeof(t.mla_attention)) &&
+                   t.mla_attention != nullptr;
+        default: return std::nullopt;  // in the table from the start
     }
 }
-bool is_moe(Op op) { return op == Op::moe || op == Op::moe_route || op == Op::moe_experts; }
+
+// The frozen core of version 2's config (conform_config's own fields); every
+// other core field an op reads (the experts' sizes, latent attention's
+// widths) travels as a parameter, as a twist does.
+bool in_frozen_core(std::string_view f) {
+    for (const char* k : {"d_model", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "rope_layout", "rope_theta",
+                          "qk_norm", "norm_eps", "page_size"})
+        if (f == k) return true;
+    return false;
+}
 
 // The names a twist's value travels as: a choice's, kept alive for the call.
 const char* choice_name(const Twist& t, const BlockConfig& c) {
@@ -170,6 +185,14 @@ class Adapter final : public Implementation {
                 call.finish(timed([&] { return t_.moe(k, &x, &wr, &w13, &w2, &r, &o, msg, cap); }));
                 break;
             }
+            case Op::mla_attention: {
+                const conform_tensor q = in("q"), ckv = in("ckv_cache"), kpe = in("kpe_cache"), w = in("w_kv_b"),
+                                     qo = idx("qo_indptr"), kp = idx("kv_indptr"), ki = idx("kv_indices"),
+                                     kl = idx("kv_last_page_len"), o = out("out"), l = out("lse");
+                call.finish(timed(
+                    [&] { return t_.mla_attention(k, &q, &ckv, &kpe, &w, &qo, &kp, &ki, &kl, &o, &l, msg, cap); }));
+                break;
+            }
         }
         return true;
     }
@@ -205,17 +228,20 @@ class Adapter final : public Implementation {
                 }
                 list.push_back(p);
             }
-            // A mixture of experts' sizes: not twists, and not in the frozen core.
-            if (is_moe(op))
-                for (const auto& [name, v] : {std::pair<const char*, int64_t>{"n_experts", c.n_experts},
-                                              {"n_experts_per_tok", c.n_experts_per_tok},
-                                              {"moe_ffn_dim", c.moe_ffn_dim}}) {
-                    conform_param q{};
-                    q.name = name;
-                    q.type = CONFORM_PARAM_INT;
-                    q.i = v;
-                    list.push_back(q);
-                }
+            // The sizes the op reads that are not twists and not in the frozen core.
+            for (const char* f : op_info(op).config) {
+                if (in_frozen_core(f)) continue;
+                for_each_field(c, [&](const ConfigField& field, const auto& v) {
+                    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, int64_t>) {
+                        if (std::string_view(field.name) != f) return;
+                        conform_param q{};
+                        q.name = field.name;
+                        q.type = CONFORM_PARAM_INT;
+                        q.i = v;
+                        list.push_back(q);
+                    }
+                });
+            }
             finish();
         }
         void tensor(const char* name, const conform_tensor& t) {
@@ -261,7 +287,7 @@ class Adapter final : public Implementation {
 
 bool implements(const Library& l, Op op) {
     if (l.abi == 1) return implements_v1(*l.table_v1, op);
-    if (is_moe(op)) return has_moe(*l.table, op);
+    if (const std::optional<bool> appended = has_appended(*l.table, op)) return *appended;
     return detail::has_function(*l.table, op);
 }
 

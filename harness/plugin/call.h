@@ -35,7 +35,8 @@ bool has_function(const Table& t, Op op) {
         case Op::paged_attention: return t.paged_attention != nullptr;
         case Op::moe:
         case Op::moe_route:
-        case Op::moe_experts: return false;  // version 2's are appended (adapter.cpp has_moe); 1.x has none
+        case Op::moe_experts:
+        case Op::mla_attention: return false;  // version 2's are appended (adapter.cpp has_appended); 1.x has none
     }
     return false;
 }

@@ -426,6 +426,7 @@ std::unique_ptr<TorchBenchOp> make_torch_bench_op(const Case& c, const conform::
         case Op::moe: return std::make_unique<MoeOp>(c);
         case Op::moe_route:
         case Op::moe_experts: break;  // timed whole, as moe (bench/resolve.cpp)
+        case Op::mla_attention: break;  // not timed yet (bench/resolve.cpp refuses it)
     }
     throw std::logic_error("torch bench: unknown op");
 }

@@ -32,6 +32,20 @@ namespace {
 using torch::Tensor;
 
 
+// Which keys each sequence of a paged batch sums: its own, or a hypothesis's
+// (only those that read owned rows: the others read the poison, NaN).
+Variant paged_keys(const Variant* variant) {
+    Variant keys;
+    if (variant) {
+        keys.paged_sequences_packed = variant->paged_sequences_packed;
+        keys.paged_queries_at_start = variant->paged_queries_at_start;
+        keys.paged_partial_page_dropped = variant->paged_partial_page_dropped;
+        keys.window = variant->window;
+        keys.window_page = variant->window_page;
+    }
+    return keys;
+}
+
 // Unit roundoffs: of the arithmetic (float32) and of storage (the dtype).
 struct Units {
     double a;  // arithmetic
@@ -733,6 +747,17 @@ DTensor to_d(const Tensor& t) {
     return d;
 }
 
+// One sequence's lse bound (paged_attention's, whose comment in
+// reduction_noise says why; mla_attention's alike): l its reference lse
+// [q_len, H], S the terms a row sums; 0 where l is -inf.
+Tensor sequence_lse_bound(const AttnBound& a, const Tensor& l, double S, const Units& u) {
+    auto finite = torch::isfinite(l);
+    auto la = torch::where(finite, l.abs(), torch::zeros_like(l));
+    auto moved = a.weight.sum(-1).transpose(0, 1);  // [q_len, H]
+    auto own = (S + std::log(S)) * u.a + 2.0 * u.a * la + u.store(la);
+    return torch::where(finite, moved + own, torch::zeros_like(l));
+}
+
 }  // namespace
 
 std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const NamedD* truth, const Variant* variant) {
@@ -842,16 +867,7 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             auto out = torch::zeros_like(q), lse = torch::zeros({Tq, H}, q.options());
             const NamedD truth_here = reference(c);
             const auto lse_ref = T(truth_here.at("lse")), out_ref = T(truth_here.at("out"));
-            // Which keys each sequence sums: its own, or a hypothesis's (only
-            // those that read owned rows: the others read the poison, NaN).
-            Variant keys;
-            if (variant) {
-                keys.paged_sequences_packed = variant->paged_sequences_packed;
-                keys.paged_queries_at_start = variant->paged_queries_at_start;
-                keys.paged_partial_page_dropped = variant->paged_partial_page_dropped;
-                keys.window = variant->window;
-                keys.window_page = variant->window_page;
-            }
+            const Variant keys = paged_keys(variant);
             for (int64_t b = 0; b + 1 < static_cast<int64_t>(seqs.qo_indptr.size()); ++b) {
                 const PagedSeq g = gather_sequence(q, kc, vc, Precision::f64, seqs, b, keys);
                 if (g.q_len == 0 || g.kv_len == 0) continue;  // out exactly 0, lse exactly -inf
@@ -874,12 +890,49 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
                     (cfg.attn_sinks ? 1 : 0));
                 auto o_ref = out_ref.narrow(0, g.q_begin, g.q_len);
                 out.narrow(0, g.q_begin, g.q_len).copy_(a.together + a.apart + (S - 1.0) * u.a * o_ref.abs());
-                auto l = lse_ref.narrow(0, g.q_begin, g.q_len);
-                auto finite = torch::isfinite(l);
-                auto la = torch::where(finite, l.abs(), torch::zeros_like(l));
-                auto moved = a.weight.sum(-1).transpose(0, 1);  // [q_len, H]
-                auto own = (S + std::log(S)) * u.a + 2.0 * u.a * la + u.store(la);
-                lse.narrow(0, g.q_begin, g.q_len).copy_(torch::where(finite, moved + own, torch::zeros_like(l)));
+                lse.narrow(0, g.q_begin, g.q_len).copy_(sequence_lse_bound(a, lse_ref.narrow(0, g.q_begin, g.q_len), S, u));
+            }
+            e["out"] = out;
+            e["lse"] = lse;
+            break;
+        }
+        case Op::mla_attention: {
+            // Each sequence's attention bound over its own keys, as
+            // paged_attention's, with the keys' and values' bounds those of
+            // kv_b_proj. An honest kernel may take either form: the MHA
+            // form's k_nope = c_kv @ w_uk sums dc products, the absorbed
+            // form's q_lat = q_nope @ w_uk^T sums dn and its q_lat · c_kv dc
+            // more, both of |q|·|w_uk|·|c_kv|'s size — so k_nope's bound is
+            // (sqrt(dc) + sqrt(dn))·u of |c_kv| @ |w_kv_b|, and one storage
+            // rounding of it (q_lat or k_nope held in the dtype). The value
+            // side likewise: the absorbed o_lat @ w_uv rounds what Σ p·v
+            // carries. k_pe is an input: exact.
+            const auto seqs = paged_seqs(c, cfg);
+            auto q = in("q"), w = in("w_kv_b");
+            auto ckv = float_view(c.in("ckv_cache")), kpe = float_view(c.in("kpe_cache"));
+            const int64_t Tq = q.size(0), H = cfg.n_heads, dv = cfg.v_head_dim, hd = mla_head_dim(cfg);
+            const double dc = static_cast<double>(cfg.kv_lora_rank);
+            const double dmax = static_cast<double>(std::max(cfg.qk_nope_head_dim, cfg.v_head_dim));
+            const double per = (std::sqrt(dc) + std::sqrt(dmax)) * u.a + (u.d > u.a ? u.d : 0.0);
+            auto out = torch::zeros({Tq, H * dv}, q.options()), lse = torch::zeros({Tq, H}, q.options());
+            const NamedD truth_here = reference(c);
+            const auto lse_ref = T(truth_here.at("lse")), out_ref = T(truth_here.at("out"));
+            const AttentionParams ap = mla_attention_params(cfg);
+            const Variant keys = paged_keys(variant);
+            for (int64_t b = 0; b + 1 < static_cast<int64_t>(seqs.qo_indptr.size()); ++b) {
+                const PagedSeq g = gather_sequence(q, ckv, kpe, Precision::f64, seqs, b, keys);
+                if (g.q_len == 0 || g.kv_len == 0) continue;  // out exactly 0, lse exactly -inf
+                const MlaHeads m = mla_assemble(g.q, torch::matmul(g.k, w), g.v, cfg);
+                const MlaHeads e = mla_assemble(torch::zeros_like(g.q), per * torch::matmul(g.k.abs(), w.abs()),
+                                                torch::zeros_like(g.v), cfg);
+                const AttnBound a = attention_bound(m.q, none, m.k, e.k, m.v, e.v, g.q_pos, g.k_pos, ap, none, u,
+                                                    nullptr, nullptr, true, &keys);
+                // Terms a row's softmax sums: its keys, or as many as a hypothesis lets it see.
+                const double S = static_cast<double>(std::max(g.kv_len, a.visible.sum(1).max().item<int64_t>()));
+                auto o_ref = out_ref.narrow(0, g.q_begin, g.q_len);
+                auto o_bound = (a.together + a.apart).reshape({g.q_len, H, hd}).narrow(2, 0, dv).reshape({g.q_len, H * dv});
+                out.narrow(0, g.q_begin, g.q_len).copy_(o_bound + (S - 1.0) * u.a * o_ref.abs());
+                lse.narrow(0, g.q_begin, g.q_len).copy_(sequence_lse_bound(a, lse_ref.narrow(0, g.q_begin, g.q_len), S, u));
             }
             e["out"] = out;
             e["lse"] = lse;

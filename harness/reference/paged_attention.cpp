@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "conform/dtype.h"
+#include "conform/op_info.h"
 #include "reference/torch_ops.h"
 
 namespace conform::ref {
@@ -75,8 +76,9 @@ torch::Tensor gather_rows(const torch::Tensor& pool, const std::vector<int64_t>&
 }  // namespace
 
 PagedSeqs paged_seqs(const Case& c, const BlockConfig& config) {
+    const int64_t pool_rows = c.in(op_info(c.op).pools().at(0)).rows();
     PagedSeqs s{c.pos("qo_indptr"), c.pos("kv_indptr"), c.pos("kv_indices"), c.pos("kv_last_page_len"),
-                config.page_size, c.in("k_cache").rows() / std::max<int64_t>(1, config.page_size), KvCacheDtype::none, {}, {}, 0};
+                config.page_size, pool_rows / std::max<int64_t>(1, config.page_size), KvCacheDtype::none, {}, {}, 0};
     if (config.kv_cache_dtype != KvCacheDtype::none) {
         s.cache = config.kv_cache_dtype;
         s.k_scale = c.in("k_scale").data;

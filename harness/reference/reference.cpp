@@ -290,6 +290,13 @@ NamedD run(const Case& c, const Options& o) {
             put("lse", lse);
             break;
         }
+        case Op::mla_attention: {
+            auto [y, lse] = mla_attention(in("q"), float_view(c.in("ckv_cache")), float_view(c.in("kpe_cache")),
+                                          in("w_kv_b"), o.precision, paged_seqs(c, cfg), cfg, ctx);
+            put("out", y);
+            put("lse", lse);
+            break;
+        }
         case Op::block:
         case Op::decode: {
             std::map<std::string, torch::Tensor> w;

@@ -144,6 +144,8 @@ struct Variant {
     // Without sinks, NaN (out and lse) for a row whose first page holds no key
     // it sees while a later page does: a split-KV merge from (-inf, 0).
     bool paged_first_page_empty_nan = false;
+    // mla_attention: kv_b_proj's key half (w_uk) read per head as if stored [dn, dc].
+    bool mla_w_uk_transposed = false;
     // An FP8 KV cache (config.kv_cache_dtype) written or read wrongly: not
     // quantised at all; the scales taken as 1; V written and read with K's
     // scale; per-head scales read as one (scale[0] for every head); rounded

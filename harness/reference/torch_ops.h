@@ -160,6 +160,23 @@ std::pair<torch::Tensor, torch::Tensor> paged_attention(const torch::Tensor& q, 
                                                         const BlockConfig& cfg, const torch::Tensor& sinks,
                                                         const Ctx& ctx);
 
+// mla_attention (mla_attention.cpp): each sequence's c_kv rows gathered as
+// its keys and its k_pe rows as its values (gather_sequence), then its
+// heads assembled for attention(): q [T, H*hd], k [S, H*hd] = [k_nope |
+// k_pe] and v [S, H*hd], each head zero-padded to hd = max(dn + dr, dv);
+// kv [S, H*(dn + dv)] is kv_b_proj's output (or a bound of it).
+struct MlaHeads {
+    torch::Tensor q, k, v;
+};
+int64_t mla_head_dim(const BlockConfig& c);
+AttentionParams mla_attention_params(const BlockConfig& c);  // heads of mla_head_dim, the model's scale
+MlaHeads mla_assemble(const torch::Tensor& q, const torch::Tensor& kv, const torch::Tensor& kpe, const BlockConfig& c);
+// (out [T, H*dv], lse [T, H]) of the batch, one sequence at a time.
+std::pair<torch::Tensor, torch::Tensor> mla_attention(const torch::Tensor& q, const torch::Tensor& ckv_pool,
+                                                      const torch::Tensor& kpe_pool, const torch::Tensor& w_kv_b,
+                                                      Precision p, const PagedSeqs& s, const BlockConfig& cfg,
+                                                      const Ctx& ctx);
+
 // F.gelu(a, approximate="tanh") written a * sigmoid(2 sqrt(2/pi) (a + 0.044715 a^3)): the same
 // function, without 0.5 a (1 + tanh z)'s cancellation. torch's tanh form returns exactly 0 in
 // float64 once tanh(z) rounds to -1 (a below about -7.3), where the value is ~1e-18 and an

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
+#include <map>
 #include <numeric>
 
 #include "core/phases.h"
@@ -178,14 +179,15 @@ void poison_to_finite(Tensor& t, Finite* changed, Foreign* foreign) {
 // c is as it was once this is gone.
 struct Aside {
     Case& c;
-    Tensor k, v;
-    explicit Aside(Case& cc) : c(cc), k(std::move(cc.inputs.at("k_cache"))), v(std::move(cc.inputs.at("v_cache"))) {
-        c.inputs.erase("k_cache");
-        c.inputs.erase("v_cache");
+    std::map<std::string, Tensor> pools;  // the op's cache tensors (OpInfo::pools), by name
+    explicit Aside(Case& cc) : c(cc) {
+        for (const char* name : op_info(c.op).pools()) {
+            pools[name] = std::move(c.inputs.at(name));
+            c.inputs.erase(name);
+        }
     }
     ~Aside() {
-        c.inputs["k_cache"] = std::move(k);
-        c.inputs["v_cache"] = std::move(v);
+        for (auto& [name, t] : pools) c.inputs[name] = std::move(t);
     }
     Aside(const Aside&) = delete;
     Aside& operator=(const Aside&) = delete;
@@ -194,14 +196,13 @@ struct Lent {
     Aside& a;
     Case& to;
     Lent(Aside& aa, Case& t) : a(aa), to(t) {
-        to.inputs["k_cache"] = std::move(a.k);
-        to.inputs["v_cache"] = std::move(a.v);
+        for (auto& [name, p] : a.pools) to.inputs[name] = std::move(p);
     }
     ~Lent() {
-        a.k = std::move(to.inputs.at("k_cache"));
-        a.v = std::move(to.inputs.at("v_cache"));
-        to.inputs.erase("k_cache");
-        to.inputs.erase("v_cache");
+        for (auto& [name, p] : a.pools) {
+            p = std::move(to.inputs.at(name));
+            to.inputs.erase(name);
+        }
     }
     Lent(const Lent&) = delete;
     Lent& operator=(const Lent&) = delete;
@@ -217,32 +218,26 @@ struct Changed {
     Aside& a;
     const PoolChange& ch;
     int64_t P;
-    Foreign fk, fv;
-    Finite ck, cv;
+    std::map<std::string, Foreign> foreign;  // per pool
+    std::map<std::string, Finite> changed;
     Changed(Aside& aa, const PoolChange& c, int64_t page_size) : a(aa), ch(c), P(page_size) {
-        if (!ch.moves.empty()) {
-            move_pages(a.k, ch.moves, P, &fk);
-            move_pages(a.v, ch.moves, P, &fv);
-        }
-        if (ch.finite) {
-            poison_to_finite(a.k, &ck, &fk);
-            poison_to_finite(a.v, &cv, &fv);
+        for (auto& [name, t] : a.pools) {
+            if (!ch.moves.empty()) move_pages(t, ch.moves, P, &foreign[name]);
+            if (ch.finite) poison_to_finite(t, &changed[name], &foreign[name]);
         }
     }
     ~Changed() {
-        if (!ch.moves.empty()) {
-            std::vector<int64_t> back(ch.moves.size());
-            for (size_t p = 0; p < back.size(); ++p) back[static_cast<size_t>(ch.moves[p])] = static_cast<int64_t>(p);
-            move_pages(a.k, back, P, nullptr);
-            move_pages(a.v, back, P, nullptr);
+        for (auto& [name, t] : a.pools) {
+            if (!ch.moves.empty()) {
+                std::vector<int64_t> back(ch.moves.size());
+                for (size_t p = 0; p < back.size(); ++p) back[static_cast<size_t>(ch.moves[p])] = static_cast<int64_t>(p);
+                move_pages(t, back, P, nullptr);
+            }
+            const int64_t W = t.cols();
+            for (int64_t r : changed[name].rows) std::fill_n(t.data.data() + r * W, W, gen::poison(r));
+            for (size_t i : changed[name].elements) t.data[i] = gen::poison(static_cast<int64_t>(i) / W);
+            for (const auto& [i, b] : foreign[name]) std::memcpy(&t.data[i], &b, 4);
         }
-        for (auto [t, changed] : {std::pair<Tensor*, Finite*>{&a.k, &ck}, {&a.v, &cv}}) {
-            const int64_t W = t->cols();
-            for (int64_t r : changed->rows) std::fill_n(t->data.data() + r * W, W, gen::poison(r));
-            for (size_t i : changed->elements) t->data[i] = gen::poison(static_cast<int64_t>(i) / W);
-        }
-        for (auto [t, foreign] : {std::pair<Tensor*, Foreign*>{&a.k, &fk}, {&a.v, &fv}})
-            for (const auto& [i, b] : *foreign) std::memcpy(&t->data[i], &b, 4);
     }
     Changed(const Changed&) = delete;
     Changed& operator=(const Changed&) = delete;
@@ -288,7 +283,7 @@ std::pair<Derived, Derived> sequence_chunked(const Case& c, int64_t b, int64_t f
 
 Derived poison_finite(const Case& c) {
     Derived d = all_rows(c);
-    for (const char* name : {"k_cache", "v_cache"}) poison_to_finite(d.c.inputs[name], nullptr, nullptr);
+    for (const char* name : op_info(c.op).pools()) poison_to_finite(d.c.inputs[name], nullptr, nullptr);
     return d;
 }
 
@@ -299,9 +294,10 @@ Derived batch_reversed(const Case& c) {
 }
 
 Derived pages_relocated(const Case& c, uint64_t seed) {
-    const std::vector<int64_t> to = page_moves(c.in("k_cache").rows() / c.config.page_size, seed);
+    const std::vector<const char*> pools = op_info(c.op).pools();
+    const std::vector<int64_t> to = page_moves(c.in(pools.at(0)).rows() / c.config.page_size, seed);
     Derived d = with_pages_moved(c, to);
-    for (const char* name : {"k_cache", "v_cache"}) move_pages(d.c.inputs[name], to, c.config.page_size, nullptr);
+    for (const char* name : pools) move_pages(d.c.inputs[name], to, c.config.page_size, nullptr);
     return d;
 }
 
@@ -310,7 +306,7 @@ std::vector<CaseResult> check_relations(Implementation& impl, const std::string&
     std::vector<CaseResult> out;
     if (!op_info(c.op).uses(kPaged)) return out;
     phases::Scope scope("relations " + name);
-    const int64_t pool_pages = c.in("k_cache").rows() / c.config.page_size;
+    const int64_t pool_pages = c.in(op_info(c.op).pools().at(0)).rows() / c.config.page_size;
     const std::string shapes = input_shapes(c);
     Aside aside(c);
     const Batch batch(c);

@@ -234,7 +234,7 @@ const std::vector<Dimension>& dimensions() {
         {"qk_norm", {"off", "on"}, ops_using(kQkNorm | kResidual)},  // a switch of the block's config
         // GQA's group: up to 4 query heads per kv head, or more (TinyLlama, Llama 3 70B: 8).
         {"heads", {"MHA", "GQA group<=4", "GQA group>4", "MQA"}, ops_using(kHeads)},
-        // The widths a kernel vectorises over (D, F, head_dim): narrower than
+        // The widths a kernel vectorises over (D, F, head_dim; MLA's dc, dn + dr, dv): narrower than
         // one vector, a tail past whole 16-lane vectors, or whole vectors only.
         {"widths", {"<8", "tail", "x16"}, {kAllOps.begin(), kAllOps.end()}},
         {"rope scaling", {"none", "linear", "llama3", "yarn", "dynamic"}, ops_using(kRope)},
@@ -312,7 +312,7 @@ class Sample final : public TwistSample {
         return it == c_.inputs.end() ? nullptr : &it->second.data;
     }
     bool some_causal_pair(bool (*hidden)(int64_t, int64_t, double), double param) const override {
-        if (c_.op == Op::paged_attention) {  // each sequence's last query sees its every key
+        if (op_info(c_.op).uses(kPaged)) {  // each sequence's last query sees its every key
             const auto& kvp = c_.pos("kv_indptr");
             const auto& last = c_.pos("kv_last_page_len");
             for (size_t b = 0; b < last.size(); ++b) {
@@ -389,7 +389,7 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
         return keys;
     };
     const std::vector<const Twist*> twists = twist_dims();
-    const Sample sample(cs, s, cs.op == Op::paged_attention ? paged_keys() : cs.op == Op::attention ? s.S : s.T);
+    const Sample sample(cs, s, op_info(cs.op).uses(kPaged) ? paged_keys() : cs.op == Op::attention ? s.S : s.T);
     for (size_t d = 0; d < dims.size(); ++d) {
         if (!dims[d].relevant(s.op)) continue;
         std::vector<int>& c = out[d];
@@ -418,6 +418,8 @@ std::vector<std::vector<int>> classes_of(const Case& cs) {
                 if (info.has_dim(Dim::D)) widths.push_back(s.config.d_model);
                 if (info.has_dim(Dim::F)) widths.push_back(s.config.ffn_dim);
                 if (info.reads("head_dim")) widths.push_back(s.config.head_dim);
+                if (info.uses(kMla))  // the latent, a query head, a value head
+                    for (int64_t w : {s.config.kv_lora_rank, s.config.mla_qk_dim(), s.config.v_head_dim}) widths.push_back(w);
                 for (int64_t w : widths)
                     c.push_back(width_class(w));
                 std::sort(c.begin(), c.end());

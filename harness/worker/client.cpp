@@ -719,4 +719,15 @@ void WorkerImpl::paged_attention(View q, View k_cache, View v_cache, const Paged
     call(Op::paged_attention, config_of(p.config, "paged_attention"), n, ts);
 }
 
+void WorkerImpl::mla_attention(View q, View ckv_cache, View kpe_cache, View w_kv_b, const PagedIndex& idx,
+                               const MlaParams& p, MutView out, MutView lse) {
+    NamedCall n;
+    n.ins = {{"q", q}, {"ckv_cache", ckv_cache}, {"kpe_cache", kpe_cache}, {"w_kv_b", w_kv_b}};
+    n.positions = {{"qo_indptr", idx.qo_indptr}, {"kv_indptr", idx.kv_indptr}, {"kv_indices", idx.kv_indices},
+              {"kv_last_page_len", idx.kv_last_page_len}};
+    n.outs = {{"out", out}, {"lse", lse}};
+    TapSet ts;
+    call(Op::mla_attention, config_of(p.config, "mla_attention"), n, ts);
+}
+
 }  // namespace conform::worker

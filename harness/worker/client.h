@@ -139,6 +139,8 @@ class WorkerImpl final : public Implementation {
                 MutView out) override;
     void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
                          MutView out, MutView lse) override;
+    void mla_attention(View q, View ckv_cache, View kpe_cache, View w_kv_b, const PagedIndex& idx, const MlaParams& p,
+                       MutView out, MutView lse) override;
 
     struct State;  // the process, the ids, the random stream (client.cpp)
 

@@ -20,9 +20,10 @@ class CudaImpl : public Implementation {
     std::string name() const override { return name_; }
     DType dtype() const override { return ctx_.dtype; }
 
-    bool implements(Op) const override { return true; }
+    bool implements(Op op) const override { return op != Op::mla_attention; }  // scalar's only, so far
 
     Support supports(Op op, const BlockConfig& c) const override {
+        if (!implements(op)) return Support::no("cuda has no latent-attention kernel yet (scalar's only: docs/mla.md)");
         if (Support s = scalar::detail::config_support(op, c); !s.ok) return s;
         if (op_info(op).uses(kMoeRoute) && c.n_experts_per_tok > kMaxMoeTopK)
             return Support::no("the router's thread 0 holds a token's choice: n_experts_per_tok <= " +

@@ -8,7 +8,7 @@
 // them and name its id in the diagnosis. They are never in the default gate;
 // registry.cpp lists them, with the ops each bug reaches.
 //
-// One file per family: rope.cpp, attention.cpp, norm.cpp, block.cpp, paged.cpp, moe.cpp;
+// One file per family: rope.cpp, attention.cpp, norm.cpp, block.cpp, paged.cpp, moe.cpp, mla.cpp;
 // and twist.cpp, the twists' bugs as config edits, from their rows.
 #pragma once
 
@@ -71,6 +71,12 @@ std::unique_ptr<Implementation> router_in_bf16(const ImplOptions& o);
 std::unique_ptr<Implementation> topk_softmax_over_all(const ImplOptions& o);
 std::unique_ptr<Implementation> swiglu_clamp_dropped(const ImplOptions& o);
 std::unique_ptr<Implementation> shared_expert_doubled(const ImplOptions& o);
+
+// mla.cpp
+std::unique_ptr<Implementation> mla_scale_absorbed_dim(const ImplOptions& o);
+std::unique_ptr<Implementation> mla_w_uk_transposed(const ImplOptions& o);
+std::unique_ptr<Implementation> mla_pages_consecutive(const ImplOptions& o);
+std::unique_ptr<Implementation> mla_split_merge_unrescaled(const ImplOptions& o);
 
 // block.cpp
 std::unique_ptr<Implementation> rope_position_off_by_one(const ImplOptions& o);

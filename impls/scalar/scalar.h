@@ -158,6 +158,25 @@ void paged_gather(View k_cache, View v_cache, const PagedIndex& idx, const Paged
 void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
                      MutView out, MutView lse, const PagedRules& rules = {});
 
+// Multi-head latent attention over a paged latent cache (conform/interface.h;
+// mla_attention.cpp), each rule a seam a mutant breaks.
+double mla_scale(const MlaParams& p);  // attn_scale, or 1 / sqrt(dn + dr)
+struct MlaRules {
+    // by_rows: absorbed where a sequence has at most 4 new queries (decode,
+    // multi-token prediction), MHA above (prefill), as engines choose.
+    enum class Form { by_rows, mha, absorbed };
+    Form form = Form::by_rows;
+    double (*scale)(const MlaParams& p) = mla_scale;
+    bool w_uk_transposed = false;  // each head's w_uk [dc, dn] read as if stored [dn, dc]
+    // A split-KV kernel (a split per page) whose merge adds its splits as they
+    // are, each exponentiated against its own max, never rescaled by exp(m_i - m).
+    bool split_merge_unrescaled = false;
+    int64_t (*row)(const PagedIndex& idx, int64_t P, int64_t b, int64_t i) = paged_row;  // key i's cache row
+};
+// out[T, H*dv], lse[T, H] of a batch over a paged latent cache.
+void mla_attention(View q, View ckv_cache, View kpe_cache, View w_kv_b, const PagedIndex& idx, const MlaParams& p,
+                   MutView out, MutView lse, const MlaRules& rules = {});
+
 // out[T, D] = (act(x @ w1) * (x @ w3)) @ w2       x[T, D], w1/w3[D, F], w2[F, D]
 // (the products through mm, the gate's activation act).
 using Activation = float (*)(float);
@@ -223,6 +242,7 @@ class ScalarImpl : public Implementation {
     DType dtype() const override { return DType::f32; }
     Support supports(Op op, const BlockConfig& c) const override;
     // One sequence at a time, in key order: nothing else in the batch reaches its rows.
+    // (Not mla_attention: a sequence's form follows its query count, so a chunk of a prefill is absorbed.)
     bool batch_invariant(Op op) const override { return op == Op::paged_attention; }
 
     void rmsnorm(View x, View w, const RmsNormParams& p, MutView out) override;
@@ -236,6 +256,8 @@ class ScalarImpl : public Implementation {
                 MutView out) override;
     void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
                          MutView out, MutView lse) override;
+    void mla_attention(View q, View ckv_cache, View kpe_cache, View w_kv_b, const PagedIndex& idx, const MlaParams& p,
+                       MutView out, MutView lse) override;
     void moe(View x, const MoeWeights& w, const BlockConfig& c, MutView out, MutView route) override;
     void moe_route(View x, const MoeWeights& w, const BlockConfig& c, MutView route) override;
     void moe_experts(View x, View route, const MoeWeights& w, const BlockConfig& c, MutView out) override;
@@ -285,6 +307,8 @@ class ScalarImpl : public Implementation {
 
     // A mixture of experts' rules (moe, moe_route, moe_experts); a mutant overrides them.
     virtual MoeRules moe_rules() const { return {}; }
+    // Latent attention's rules (mla_attention); a mutant overrides them.
+    virtual MlaRules mla_rules() const { return {}; }
 
     // The FFN gate's activation for config.hidden_act (swiglu, and so the block's FFN).
     virtual Activation gate_activation(HiddenAct a) const { return activation(a); }

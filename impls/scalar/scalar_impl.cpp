@@ -32,6 +32,11 @@ void ScalarImpl::paged_attention(View q, View k_cache, View v_cache, const Paged
     scalar::paged_attention(q, k_cache, v_cache, idx, p, out, lse);
 }
 
+void ScalarImpl::mla_attention(View q, View ckv_cache, View kpe_cache, View w_kv_b, const PagedIndex& idx,
+                               const MlaParams& p, MutView out, MutView lse) {
+    scalar::mla_attention(q, ckv_cache, kpe_cache, w_kv_b, idx, p, out, lse, mla_rules());
+}
+
 void ScalarImpl::qk_norm(View x, View w, const QkNormParams& p, MutView out) { scalar::qk_norm(x, w, p, out); }
 
 void ScalarImpl::attention(View q, View k, View v, Positions q_pos, Positions k_pos, const AttentionParams& p,

@@ -181,6 +181,7 @@ class SimdImpl : public Implementation {
     // Splits of whole pages from a sequence's own first key, merged in split
     // order: neither the batch, the pages' places nor the threads change a row.
     bool batch_invariant(Op op) const override { return op == Op::paged_attention; }
+    bool implements(Op op) const override { return op != Op::mla_attention; }  // scalar's only, so far
 
 
     // Every twist, but in bf16 decode's FP8 cache: the engine's cache buffer
@@ -198,6 +199,7 @@ class SimdImpl : public Implementation {
     }
 
     Support supports(Op op, const BlockConfig& c) const override {
+        if (!implements(op)) return Support::no("simd has no latent-attention kernel yet (scalar's only: docs/mla.md)");
         if (Support s = chk::config_support(op, c); !s.ok) return s;
         if ((op == Op::block || op == Op::decode) && c.head_dim > static_cast<int64_t>(kMaxHeadDim))
             return Support::no("the fused QK-norm + RoPE holds a head on the stack: head_dim <= " +
@@ -630,6 +632,7 @@ std::unique_ptr<BenchOp> make_bench_op(const ImplOptions& o, const BenchInputs& 
         case Op::moe: return std::make_unique<MoeBench>(o, in);
         case Op::moe_route:
         case Op::moe_experts: break;  // timed whole, as moe
+        case Op::mla_attention: break;  // no simd kernel yet
     }
     throw ImplError("simd bench: unknown op");
 }

@@ -197,10 +197,11 @@ def in_window(k_pos, q_pos, config):
     return visible
 
 
-def score_scale(config):
-    """q.k's multiplier: config["attn_scale"] (Gemma 2/3's query_pre_attn_scalar^-1/2), or 1/sqrt(head_dim)."""
+def score_scale(config, width=None):
+    """q.k's multiplier: config["attn_scale"] (Gemma 2/3's query_pre_attn_scalar^-1/2), or 1/sqrt(width),
+    width the query's (head_dim unless given: MLA's is qk_nope + qk_rope)."""
     given = config.get("attn_scale", 0.0)
-    return f32(given if given > 0 else 1.0 / math.sqrt(config["head_dim"]))
+    return f32(given if given > 0 else 1.0 / math.sqrt(width or config["head_dim"]))
 
 
 def soft_cap(scores, config):
@@ -276,6 +277,19 @@ def kv_cache_read(x, scale, config):
     code = fp8_round(x.reshape(-1, KV, hd) / s, kind)
     return (code * s).reshape(x.shape)
 
+def batch_sequences(qo_indptr, kv_indptr, kv_indices, kv_last_page_len, P):
+    """A paged batch's sequences that have queries and keys: (q0, q1, kv_len,
+    rows), its query rows q0 .. q1-1 and the cache rows of its keys in order
+    (key i at kv_indices[kv_indptr[b] + i // P] * P + i % P)."""
+    for b in range(len(kv_last_page_len)):
+        q0, q1 = int(qo_indptr[b]), int(qo_indptr[b + 1])
+        pages = kv_indices[kv_indptr[b]:kv_indptr[b + 1]]
+        kv_len = 0 if len(pages) == 0 else (len(pages) - 1) * P + int(kv_last_page_len[b])
+        if q1 == q0 or kv_len == 0:
+            continue
+        yield q0, q1, kv_len, (pages[:, None] * P + np.arange(P)[None, :]).reshape(-1)[:kv_len]
+
+
 def paged_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_last_page_len, *, config, sinks=None,
                     k_scale=None, v_scale=None):
     """A batch over a paged KV cache (FlashInfer's layout): each sequence's
@@ -290,13 +304,7 @@ def paged_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_la
     out = np.zeros((T, H * hd), dtype=f32)
     lse = np.full((T, H), -np.inf, dtype=f32)
     heads = np.array([kv_head(h, H, KV) for h in range(H)], dtype=np.int64)
-    for b in range(len(kv_last_page_len)):
-        q0, q1 = int(qo_indptr[b]), int(qo_indptr[b + 1])
-        pages = kv_indices[kv_indptr[b]:kv_indptr[b + 1]]
-        kv_len = 0 if len(pages) == 0 else (len(pages) - 1) * P + int(kv_last_page_len[b])
-        if q1 == q0 or kv_len == 0:
-            continue
-        rows = (pages[:, None] * P + np.arange(P)[None, :]).reshape(-1)[:kv_len]
+    for q0, q1, kv_len, rows in batch_sequences(qo_indptr, kv_indptr, kv_indices, kv_last_page_len, P):
         k, v, qs = kv_cache_read(k_cache[rows], k_scale, config), kv_cache_read(v_cache[rows], v_scale, config), q[q0:q1]
         n = q1 - q0
         qh = qs.reshape(n, H, hd).transpose(1, 0, 2)                  # [H, n, hd]
@@ -307,6 +315,61 @@ def paged_attention(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_la
         visible = in_window(np.arange(kv_len)[None, :], q_pos[:, None], config)[None]  # [1, n, S]
         p, row_lse = softmax_rows(scores, visible, sinks if config.get("attn_sinks") else None)
         out[q0:q1] = (p @ vh).transpose(1, 0, 2).reshape(n, H * hd)
+        lse[q0:q1] = row_lse[..., 0].T
+    return {"out": out, "lse": lse}
+
+
+# ---- mla_attention ----------------------------------------------------------------
+
+# A sequence with at most this many queries is a decode step: it takes the absorbed
+# form, as MLA decode kernels do (FlashMLA, FlashInfer's MLA), so both forms run here.
+MLA_ABSORB_ROWS = 4
+
+
+def mla_attention(q, ckv_cache, kpe_cache, w_kv_b, qo_indptr, kv_indptr, kv_indices, kv_last_page_len, *, config):
+    """DeepSeek-V2/V3's multi-head latent attention, batched over a paged
+    latent cache as paged_attention is (same index arrays, causal
+    bottom-right). Per head h: k = [ckv @ W_UK_h | kpe], v = ckv @ W_UV_h
+    (W_UK_h, W_UV_h: w_kv_b's columns h*(dn+dv) .., dn then dv of them);
+    out [T, H*dv], lse [T, H] (natural log; -inf and zeros for a row that
+    sees no key). A decode step (MLA_ABSORB_ROWS) scores q_nope @ W_UK_h^T
+    against ckv and maps sum p ckv through W_UV_h: the same function. Rows
+    of the pools no sequence owns are NaN: the gather never touches them."""
+    H, dc, P = config["n_heads"], config["kv_lora_rank"], config["page_size"]
+    dn, dr, dv = config["qk_nope_head_dim"], config["qk_rope_head_dim"], config["v_head_dim"]
+    need(H > 0 and dc > 0 and dn >= 0 and dr >= 0 and dn + dr > 0 and dv > 0 and P > 0,
+         "mla_attention: n_heads %d, kv_lora_rank %d, qk_nope_head_dim %d, qk_rope_head_dim %d, v_head_dim %d, "
+         "page_size %d" % (H, dc, dn, dr, dv, P))
+    T, S = q.shape[0], ckv_cache.shape[0]
+    need(q.shape == (T, H * (dn + dr)), "mla_attention: q %s is not [T, %d]" % (q.shape, H * (dn + dr)))
+    need(ckv_cache.shape == (S, dc) and kpe_cache.shape == (S, dr), "mla_attention: ckv_cache %s, kpe_cache %s "
+         "are not [S, %d], [S, %d]" % (ckv_cache.shape, kpe_cache.shape, dc, dr))
+    need(w_kv_b.shape == (dc, H * (dn + dv)),
+         "mla_attention: w_kv_b %s is not [%d, %d]" % (w_kv_b.shape, dc, H * (dn + dv)))
+    out = np.zeros((T, H * dv), dtype=f32)
+    lse = np.full((T, H), -np.inf, dtype=f32)
+    scale = score_scale(config, dn + dr)
+    w = w_kv_b.reshape(dc, H, dn + dv).transpose(1, 0, 2)           # [H, dc, dn+dv]
+    w_uk, w_uv = w[..., :dn], w[..., dn:]                            # [H, dc, dn], [H, dc, dv]
+    for q0, q1, kv_len, rows in batch_sequences(qo_indptr, kv_indptr, kv_indices, kv_last_page_len, P):
+        ckv, kpe = ckv_cache[rows], kpe_cache[rows]                  # [S, dc], [S, dr]
+        n = q1 - q0
+        qh = q[q0:q1].reshape(n, H, dn + dr).transpose(1, 0, 2)     # [H, n, dn+dr]
+        q_nope, q_pe = qh[..., :dn], qh[..., dn:]
+        q_pos = np.arange(n) + (kv_len - n)
+        visible = (np.arange(kv_len)[None, :] <= q_pos[:, None])[None]  # [1, n, S]
+        if n <= MLA_ABSORB_ROWS:
+            q_lat = q_nope @ w_uk.transpose(0, 2, 1)                 # [H, n, dc]
+            scores = (q_lat @ ckv.T + q_pe @ kpe.T) * scale          # [H, n, S]
+            p, row_lse = softmax_rows(scores, visible, None)
+            o = (p @ ckv) @ w_uv                                     # [H, n, dv]
+        else:
+            k_nope, v = ckv @ w_uk, ckv @ w_uv                       # [H, S, dn], [H, S, dv]
+            k = np.concatenate([k_nope, np.broadcast_to(kpe, (H, kv_len, dr))], axis=-1)  # [H, S, dn+dr]
+            scores = (qh @ k.transpose(0, 2, 1)) * scale             # [H, n, S]
+            p, row_lse = softmax_rows(scores, visible, None)
+            o = p @ v
+        out[q0:q1] = o.transpose(1, 0, 2).reshape(n, H * dv)
         lse[q0:q1] = row_lse[..., 0].T
     return {"out": out, "lse": lse}
 
@@ -497,7 +560,7 @@ def decode(x, positions, *, config, prefill, **weights):
 KNOWN_SCALING = ("none", "linear", "llama3", "yarn", "dynamic")
 OPS = {"rmsnorm": rmsnorm, "rope": rope, "qk_norm": qk_norm, "attention": attention,
        "swiglu": swiglu, "block": block, "decode": decode, "paged_attention": paged_attention,
-       "moe": moe, "moe_route": moe_route, "moe_experts": moe_experts}
+       "moe": moe, "moe_route": moe_route, "moe_experts": moe_experts, "mla_attention": mla_attention}
 
 
 def supports(op, config, dtype):

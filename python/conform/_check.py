@@ -35,7 +35,8 @@ __all__ = ["check", "bench", "find_binary", "twists", "Nonconformance", "Conform
 # The core config fields a kernel may take as keyword arguments (impls/WORKERS.md,
 # "The config"); each twist's field comes too, by its name (twists()).
 CONFIG_FIELDS = ("d_model", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "rope_layout", "rope_theta", "rotary_dim",
-                 "norm_eps", "rope_scaling", "page_size")
+                 "norm_eps", "rope_scaling", "page_size", "n_experts", "n_experts_per_tok", "moe_ffn_dim",
+                 "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 # check(config={...}): the core fields that set a run's conventions and sizes, as
 # conform's flags; a twist's field sets it by its own flag (twists()).
 _CORE_FLAGS = {"preset": "--preset", "config": "--config", "d_model": "--d-model", "n_heads": "--heads",

@@ -15,7 +15,7 @@ r = json.load(open(sys.argv[1]))
 assert r["schema"] == "conform-report/1", r["schema"]
 assert r["pass"] is True
 assert {c["op"] for c in r["cases"]} == {"rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode",
-                                         "paged_attention", "moe", "moe_route", "moe_experts"}
+                                         "paged_attention", "moe", "moe_route", "moe_experts", "mla_attention"}
 for c in r["cases"]:
     for t in c["tensors"]:
         assert "allowed" in t["bound"] and "max_abs" in t and "margin" in t
@@ -29,5 +29,5 @@ expect 2 "seed" -- --seed abc
 expect 2 "missing field" -- --case 'rope(T=1)'
 expect 0 "rope" -- --impl scalar --case 'rope(T=3,n=2,hd=8,layout=interleaved,theta=500000,pos=8190,mag=1,outliers=0,seed=4)'
 "$CONFORM" list | grep -q "scalar" || fail "list"
-[ "$("$CONFORM" list --ops | wc -l)" -eq 11 ] || fail "list --ops"
+[ "$("$CONFORM" list --ops | wc -l)" -eq 12 ] || fail "list --ops"
 echo "cli: ok"

@@ -44,11 +44,15 @@ required = {"rope_layout_swapped", "rope_theta_default", "rope_angle_low_precisi
             "sink_per_split", "kv_fp8_read_divides", "attn_scale_times_default",
             "sink_missing_from_lse",
             # served-op mechanisms: a window per path, a split merge unrescaled, an lse without its max
-            "window_ignored_in_decode", "split_kv_merge_unrescaled", "paged_lse_max_dropped"}
+            "window_ignored_in_decode", "split_kv_merge_unrescaled", "paged_lse_max_dropped",
+            # latent attention (issue 52)
+            "mla_scale_absorbed_dim", "mla_w_uk_transposed", "mla_pages_consecutive", "mla_split_merge_unrescaled"}
 # Named by its effect, not its own name.
 named_by = {"matmul_accumulates_bf16": "precision_downgrade", "gqa_tiled_above_group_4": "gqa_head_mapping_tiled",
             "window_one_too_wide": "window_off_by_one", "act_quant_undeclared": "precision_downgrade",
-            "attn_scale_times_default": "attention_scale_wrong"}
+            "attn_scale_times_default": "attention_scale_wrong",
+            "mla_pages_consecutive": "paged_block_table_ignored",
+            "mla_split_merge_unrescaled": "split_kv_merge_unrescaled"}
 ids = {m["id"] for m in r["mutants"]}
 assert required <= ids, required - ids
 assert r["power"]["fraction"] == 1.0, r["power"]

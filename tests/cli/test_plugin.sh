@@ -331,7 +331,7 @@ PY
 import json, sys
 r = json.load(open(sys.argv[1]))
 for op in ["rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode", "paged_attention",
-           "moe", "moe_route", "moe_experts"]:
+           "moe", "moe_route", "moe_experts", "mla_attention"]:
     n = sum(1 for c in r["cases"] if c["impl"] == "scalar-v2" and c["op"] == op and c["origin"] == "property")
     assert n == 100, "%s: %d property cases judged, not 100" % (op, n)
 assert r["pass"] and not r["not_offered"], r["not_offered"]
@@ -347,9 +347,10 @@ PY
 import json, sys
 r = json.load(open(sys.argv[1]))
 ran = {c["op"] for c in r["cases"] if c["impl"] == "scalar-v2"}
-assert not ran & {"moe", "moe_route", "moe_experts"}, ran
+assert not ran & {"moe", "moe_route", "moe_experts", "mla_attention"}, ran
 assert {"rmsnorm", "block", "paged_attention"} <= ran, ran
-assert {n["op"] for n in r["not_run"] if n["impl"] == "scalar-v2"} >= {"moe", "moe_route", "moe_experts"}, r["not_run"]
+assert {n["op"] for n in r["not_run"] if n["impl"] == "scalar-v2"} >= {"moe", "moe_route", "moe_experts",
+                                                                         "mla_attention"}, r["not_run"]
 PY
   ;;
 

@@ -9,8 +9,8 @@ unset TEST_SHARD_INDEX TEST_TOTAL_SHARDS TEST_SHARD_STATUS_FILE
 
 # ---- list, for scripts: one name per line, nothing else ---------------------------
 "$CONFORM" list --ops >"$tmp/ops" 2>"$tmp/err" || fail "list --ops exited $?"
-[ "$(cat "$tmp/ops")" = "$(printf 'rmsnorm\nrope\nqk_norm\nattention\nswiglu\nblock\ndecode\npaged_attention\nmoe\nmoe_route\nmoe_experts')" ] ||
-  { cat "$tmp/ops"; fail "list --ops: not the eleven op names, one per line"; }
+[ "$(cat "$tmp/ops")" = "$(printf 'rmsnorm\nrope\nqk_norm\nattention\nswiglu\nblock\ndecode\npaged_attention\nmoe\nmoe_route\nmoe_experts\nmla_attention')" ] ||
+  { cat "$tmp/ops"; fail "list --ops: not the twelve op names, one per line"; }
 "$CONFORM" list --impls >"$tmp/impls" 2>>"$tmp/err" || fail "list --impls exited $?"
 grep -qx scalar "$tmp/impls" || fail "list --impls: no 'scalar' line"
 grep -qvE '^[a-z0-9_-]+$' "$tmp/impls" && { cat "$tmp/impls"; fail "list --impls: a line that is not a bare name"; }

@@ -25,7 +25,7 @@ r = json.load(open(sys.argv[1]))
 assert r["pass"] is True
 ops = {c["op"] for c in r["cases"] if c["impl"] == "numpy"}
 assert ops == {"rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode", "paged_attention", "moe",
-               "moe_route", "moe_experts"}, ops
+               "moe_route", "moe_experts", "mla_attention"}, ops
 assert any(c["origin"] == "fixture" for c in r["cases"] if c["impl"] == "numpy")
 PY
 # With RoPE angles by the float32 recurrence: another honest program, far

@@ -117,10 +117,12 @@ BlockConfig config_of(const conform_config* k, Tensors& t) {
             t.ins[p.name] = view(&p.t);
             continue;
         }
-        // A mixture of experts' sizes, parameters too.
-        if (std::strcmp(p.name, "n_experts") == 0) c.n_experts = p.i;
-        if (std::strcmp(p.name, "n_experts_per_tok") == 0) c.n_experts_per_tok = p.i;
-        if (std::strcmp(p.name, "moe_ffn_dim") == 0) c.moe_ffn_dim = p.i;
+        // The sizes the frozen core lacks (the experts', latent attention's widths), parameters too.
+        if (p.type == CONFORM_PARAM_INT)
+            for_each_field(c, [&](const ConfigField& f, auto& v) {
+                if constexpr (std::is_same_v<std::decay_t<decltype(v)>, int64_t>)
+                    if (std::strcmp(p.name, f.name) == 0 && !find_twist(p.name)) v = p.i;
+            });
         const Twist* tw = find_twist(p.name);
         if (!tw) continue;  // a twist this build does not know
         double v = p.type == CONFORM_PARAM_INT ? static_cast<double>(p.i) : p.f;
@@ -268,6 +270,16 @@ int32_t p_moe(const conform_config* k, const conform_tensor* x, const conform_te
     t.outs["route"] = mut(route), t.outs["out"] = mut(out);
     return broken(k, w13, out, run(Op::moe, c, t, msg, cap));
 }
+int32_t p_mla(const conform_config* k, const conform_tensor* q, const conform_tensor* ckv, const conform_tensor* kpe,
+              const conform_tensor* w, const conform_tensor* qo, const conform_tensor* kvp, const conform_tensor* kvi,
+              const conform_tensor* kvl, const conform_tensor* out, const conform_tensor* lse, char* msg, size_t cap) {
+    Tensors t;
+    const BlockConfig c = config_of(k, t);
+    t.ins["q"] = view(q), t.ins["ckv_cache"] = view(ckv), t.ins["kpe_cache"] = view(kpe), t.ins["w_kv_b"] = view(w);
+    t.index("qo_indptr", qo), t.index("kv_indptr", kvp), t.index("kv_indices", kvi), t.index("kv_last_page_len", kvl);
+    t.outs["out"] = mut(out), t.outs["lse"] = mut(lse);
+    return run(Op::mla_attention, c, t, msg, cap);
+}
 
 // Every twist of the record, as an engine would list its own by name.
 const char* const* every_twist() {
@@ -318,6 +330,7 @@ extern "C" CONFORM_PLUGIN_EXPORT const conform_plugin* conform_plugin_get(void) 
         t.moe_route = p_moe_route;
         t.moe_experts = p_moe_experts;
         t.moe = p_moe;
+        t.mla_attention = p_mla;
 #endif
         return t;
     }();

@@ -76,7 +76,8 @@ def protocol_config(attrs, op, inputs):
         if not t["core"] and t["fixture_attribute"] in a:
             outer, _, key = t["name"].rpartition(".")
             (c[outer] if outer else c)[key] = convert[t["kind"]](a[t["fixture_attribute"]])
-    for size in ("page_size", "n_experts", "n_experts_per_tok", "moe_ffn_dim"):
+    for size in ("page_size", "n_experts", "n_experts_per_tok", "moe_ffn_dim", "kv_lora_rank", "qk_nope_head_dim",
+                 "qk_rope_head_dim", "v_head_dim"):
         if size in a:
             c[size] = int(a[size])
     # the sizes a single op's inputs imply, as conform fills them in

@@ -32,7 +32,7 @@ import numpy_worker as nw  # noqa: E402  (the in-process truth a worker's answer
 
 PY = sys.executable
 ALL_OPS = ["rmsnorm", "rope", "qk_norm", "attention", "swiglu", "block", "decode", "paged_attention", "moe", "moe_route",
-           "moe_experts"]
+           "moe_experts", "mla_attention"]
 
 
 # ---- the judge's side of the framing, written from WORKERS.md ----------------

@@ -304,6 +304,18 @@ struct BlockConfig {
     int64_t moe_shared_ffn_dim = 0;
     bool moe_shared_gate = false;
 
+    // ---- multi-head latent attention (mla_attention; docs/mla.md) ----
+    // DeepSeek-V2/V3's attention: each token caches one latent c_kv of
+    // kv_lora_rank values and one RoPE'd key k_pe of qk_rope_head_dim values
+    // that every head shares; kv_b_proj maps the latent to each head's
+    // no-RoPE key (qk_nope_head_dim) and its value (v_head_dim). A head's
+    // query is [q_nope | q_pe], qk_nope_head_dim + qk_rope_head_dim wide.
+    int64_t kv_lora_rank = 0;      // dc (V3: 512)
+    int64_t qk_nope_head_dim = 0;  // dn (V3: 128)
+    int64_t qk_rope_head_dim = 0;  // dr (V3: 64)
+    int64_t v_head_dim = 0;        // dv (V3: 128)
+    int64_t mla_qk_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+
     int64_t q_width() const { return n_heads * head_dim; }
     int64_t rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
     int64_t kv_width() const { return n_kv_heads * head_dim; }
@@ -489,6 +501,19 @@ struct PagedAttentionParams : AttentionVariant {
     }
 };
 
+// mla_attention: attention over each sequence's latent cache (paged as
+// PagedIndex says), its keys and values through kv_b_proj (conform/interface.h).
+struct MlaParams : AttentionVariant {
+    int64_t n_heads = 0;
+    int64_t kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+    int64_t page_size = 0;  // P: ckv_cache and kpe_cache rows are pages of P slots, page p at rows [p*P, (p+1)*P)
+    const BlockConfig* config = nullptr;  // the config it was made from (mla_params)
+    int64_t qk_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+    // The model's scale, 1/sqrt(qk_nope + qk_rope) (times YaRN's mscale^2: attn_scale),
+    // whichever width a kernel multiplies in (the absorbed form's is kv_lora_rank + qk_rope).
+    double score_scale() const { return AttentionVariant::score_scale(qk_dim()); }
+};
+
 inline RmsNormParams rmsnorm_params(const BlockConfig& c) { return {c.norm_eps, c.norm_plus_one, &c}; }
 inline RopeParams rope_params(const BlockConfig& c) {
     return {c.head_dim, c.rope_layout, c.rope_theta, c.rope_scaling, c.rotary_dim, &c};
@@ -509,6 +534,18 @@ inline PagedAttentionParams paged_attention_params(const BlockConfig& c) {
     p.page_size = c.page_size;
     p.kv_cache_dtype = c.kv_cache_dtype;
     p.n_kv_scales = c.kv_cache_dtype == KvCacheDtype::none ? 0 : c.kv_scale_per_head ? c.n_kv_heads : 1;
+    p.config = &c;
+    return p;
+}
+inline MlaParams mla_params(const BlockConfig& c) {
+    MlaParams p;
+    static_cast<AttentionVariant&>(p) = attention_variant(c);
+    p.n_heads = c.n_heads;
+    p.kv_lora_rank = c.kv_lora_rank;
+    p.qk_nope_head_dim = c.qk_nope_head_dim;
+    p.qk_rope_head_dim = c.qk_rope_head_dim;
+    p.v_head_dim = c.v_head_dim;
+    p.page_size = c.page_size;
     p.config = &c;
     return p;
 }

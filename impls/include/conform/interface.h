@@ -198,8 +198,8 @@ class Implementation {
     // Whether it has the op at all. An op it does not implement is not
     // offered to it (listed, never failed for want of cases); supports()
     // still declines its cases one by one. A worker says in its hello's
-    // ops, a plugin by the table's function; in-repo, cuda has no
-    // mixture-of-experts kernels yet and simd none in bf16.
+    // ops, a plugin by the table's function; in-repo, simd and cuda have
+    // no latent-attention kernel yet.
     virtual bool implements(Op op) const {
         (void)op;
         return true;
@@ -261,6 +261,25 @@ class Implementation {
                                  const PagedAttentionParams& p, MutView out, MutView lse) {
         (void)q, (void)k_cache, (void)v_cache, (void)idx, (void)p, (void)out, (void)lse;
         throw ImplError(name() + " does not implement paged_attention");
+    }
+
+    // Multi-head latent attention (DeepSeek-V2/V3's MLA) over a paged latent
+    // cache, batched as paged_attention is (PagedIndex; docs/mla.md). Per
+    // sequence b, query row t of it, head h (dn, dr, dv, dc: MlaParams):
+    //   k_s,h = [ckv_s @ w_kv_b[:, h*(dn+dv) : h*(dn+dv)+dn] | kpe_s]   (dn + dr)
+    //   v_s,h =  ckv_s @ w_kv_b[:, h*(dn+dv)+dn : (h+1)*(dn+dv)]        (dv)
+    //   out[t, h] = softmax(q_t,h k_h^T * scale, keys at positions <= t's) v_h   q[T, H*(dn+dr)], out[T, H*dv]
+    //   lse[t, h] = log(sum of exp(score)) over those keys                       lse[T, H]
+    // scale = p.score_scale(): attn_scale (YaRN's mscale^2 / sqrt(dn + dr)) or
+    // 1/sqrt(dn + dr). ckv_cache[num_pages * P, dc], kpe_cache[num_pages * P, dr]:
+    // rows no sequence owns hold NaN and must not be read. A kernel may take
+    // the absorbed form (q_nope @ w_uk^T against ckv, then @ w_uv): the same
+    // function, judged alike. A row that sees no key gets out = 0, lse = -inf.
+    // Not pure: an implementation without it declines it in supports().
+    virtual void mla_attention(View q, View ckv_cache, View kpe_cache, View w_kv_b, const PagedIndex& idx,
+                               const MlaParams& p, MutView out, MutView lse) {
+        (void)q, (void)ckv_cache, (void)kpe_cache, (void)w_kv_b, (void)idx, (void)p, (void)out, (void)lse;
+        throw ImplError(name() + " does not implement mla_attention");
     }
 };
 

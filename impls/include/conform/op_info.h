@@ -57,6 +57,11 @@ enum class Dim {
     Fe2,  // 2 * moe_ffn_dim: an expert's gate and up, side by side
     FS,   // moe_shared_ffn_dim: the shared expert's width
     FS2,  // 2 * moe_shared_ffn_dim
+    QM,   // n_heads * (qk_nope_head_dim + qk_rope_head_dim): latent attention's queries, [q_nope | q_pe] per head
+    C,    // kv_lora_rank: the latent c_kv
+    R,    // qk_rope_head_dim: the RoPE'd key k_pe every head shares
+    KVB,  // n_heads * (qk_nope_head_dim + v_head_dim): kv_b_proj's output, [k_nope | v] per head
+    VO,   // n_heads * v_head_dim: latent attention's output
 };
 
 struct TensorSpec {
@@ -254,6 +259,12 @@ inline TapSet paged_attention(Implementation& i, const BlockConfig& c, CallTenso
     return out_only();
 }
 
+inline TapSet mla_attention(Implementation& i, const BlockConfig& c, CallTensors& t) {
+    i.mla_attention(t.in("q"), t.in("ckv_cache"), t.in("kpe_cache"), t.in("w_kv_b"), paged_index(t), mla_params(c),
+                    t.out("out"), t.out("lse"));
+    return out_only();
+}
+
 }  // namespace calls
 
 // Whether a call that returned `written` wrote the output `name`: "out"
@@ -298,6 +309,14 @@ struct OpInfo {
     }
     // Outputs with heads ([rows, heads * head_dim]): locations are (token, head, dim).
     bool has_heads(const TensorSpec& t) const { return t.cols == Dim::Q || t.cols == Dim::KVW || t.cols == Dim::N; }
+    // A paged op's cache tensors (TensorSpec::pool): paged_attention's k_cache and v_cache,
+    // mla_attention's ckv_cache and kpe_cache. Every page-level check, relation and trace loops over them.
+    std::vector<const char*> pools() const {
+        std::vector<const char*> v;
+        for (const TensorSpec& t : inputs)
+            if (t.pool) v.push_back(t.name);
+        return v;
+    }
     const TensorSpec* input(std::string_view name) const {
         for (const TensorSpec& t : inputs)
             if (name == t.name) return &t;
@@ -483,6 +502,21 @@ inline const std::vector<OpInfo>& op_table() {
          {2.0, 1e-8, 5e-4, 5e-5},
          {17, 64, 0},
          calls::moe_experts},
+        {Op::mla_attention,
+         "per sequence b and head h: k = [ckv @ w_kv_b[:, h, :dn] | kpe], v = ckv @ w_kv_b[:, h, dn:] (its pages' "
+         "rows); out[:, h] = softmax(q[:, h] @ k.T * (attn_scale or 1/sqrt(dn + dr)), causal bottom-right) @ v, "
+         "lse = logsumexp(scores)  (absorbed: q_nope @ w_uk.T against ckv, then @ w_uv: the same function)",
+         kMla | kAttnScale | kPaged,
+         {{"q", D::T, D::QM}, {"ckv_cache", D::S, D::C, true}, {"kpe_cache", D::S, D::R, true}, {"w_kv_b", D::C, D::KVB}},
+         {{"qo_indptr", D::B1, false, true},
+          {"kv_indptr", D::B1, false, true},
+          {"kv_indices", D::NP, false, true},
+          {"kv_last_page_len", D::B, false, true}},
+         {{"out", D::T, D::VO}, {"lse", D::T, D::H, false, true}},
+         {"n_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "page_size"},
+         {2.0, 1e-8, 5e-4, 5e-5},
+         {300, 2100, 64},
+         calls::mla_attention},
     };
     return table;
 }
@@ -505,6 +539,11 @@ inline int64_t config_dim(Dim d, const BlockConfig& c) {
         case Dim::Fe2: return 2 * c.moe_ffn_dim;
         case Dim::FS: return c.moe_shared_ffn_dim;
         case Dim::FS2: return 2 * c.moe_shared_ffn_dim;
+        case Dim::QM: return c.n_heads * c.mla_qk_dim();
+        case Dim::C: return c.kv_lora_rank;
+        case Dim::R: return c.qk_rope_head_dim;
+        case Dim::KVB: return c.n_heads * (c.qk_nope_head_dim + c.v_head_dim);
+        case Dim::VO: return c.n_heads * c.v_head_dim;
         default: return -1;
     }
 }

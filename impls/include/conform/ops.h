@@ -1,5 +1,6 @@
 // conform/ops.h — the seven ops of a decoder block, the serving op over a
-// paged KV cache, a mixture-of-experts FFN and its two halves, and the block's taps.
+// paged KV cache, a mixture-of-experts FFN and its two halves, multi-head
+// latent attention over a paged latent cache, and the block's taps.
 #pragma once
 
 #include <array>
@@ -8,11 +9,13 @@
 
 namespace conform {
 
-enum class Op { rmsnorm, rope, qk_norm, attention, swiglu, block, decode, paged_attention, moe, moe_route, moe_experts };
+enum class Op {
+    rmsnorm, rope, qk_norm, attention, swiglu, block, decode, paged_attention, moe, moe_route, moe_experts, mla_attention
+};
 
-inline constexpr std::array<Op, 11> kAllOps = {Op::rmsnorm, Op::rope,           Op::qk_norm, Op::attention,
-                                               Op::swiglu,  Op::block,          Op::decode,  Op::paged_attention,
-                                               Op::moe,     Op::moe_route,      Op::moe_experts};
+inline constexpr std::array<Op, 12> kAllOps = {Op::rmsnorm, Op::rope,      Op::qk_norm,     Op::attention,
+                                               Op::swiglu,  Op::block,     Op::decode,      Op::paged_attention,
+                                               Op::moe,     Op::moe_route, Op::moe_experts, Op::mla_attention};
 
 inline const char* to_string(Op op) {
     switch (op) {
@@ -27,6 +30,7 @@ inline const char* to_string(Op op) {
         case Op::moe: return "moe";
         case Op::moe_route: return "moe_route";
         case Op::moe_experts: return "moe_experts";
+        case Op::mla_attention: return "mla_attention";
     }
     return "?";
 }

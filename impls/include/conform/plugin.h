@@ -268,6 +268,21 @@ typedef struct conform_plugin {
     int32_t (*moe)(const conform_config* cfg, const conform_tensor* x, const conform_tensor* w_router,
                    const conform_tensor* w13, const conform_tensor* w2, const conform_tensor* route,
                    const conform_tensor* out, char* msg, size_t msg_cap);
+
+    /* Multi-head latent attention (DeepSeek-V2/V3; docs/mla.md) over a paged
+     * latent cache, batched and indexed as paged_attention. Its sizes are
+     * parameters: "kv_lora_rank" (dc), "qk_nope_head_dim" (dn),
+     * "qk_rope_head_dim" (dr), "v_head_dim" (dv), each CONFORM_PARAM_INT; the
+     * scale is the twist "attn_scale" where on, else 1/sqrt(dn + dr).
+     *   q[T, H*(dn+dr)]          per head [q_nope | q_pe]
+     *   ckv_cache[pages*P, dc]   the latents c_kv; kpe_cache[pages*P, dr] the RoPE'd keys k_pe
+     *   w_kv_b[dc, H*(dn+dv)]    kv_b_proj, per head [w_uk | w_uv] columns
+     *   out[T, H*dv], lse[T, H]  as paged_attention's, over k = [c_kv @ w_uk | k_pe], v = c_kv @ w_uv */
+    int32_t (*mla_attention)(const conform_config* cfg, const conform_tensor* q, const conform_tensor* ckv_cache,
+                             const conform_tensor* kpe_cache, const conform_tensor* w_kv_b,
+                             const conform_tensor* qo_indptr, const conform_tensor* kv_indptr,
+                             const conform_tensor* kv_indices, const conform_tensor* kv_last_page_len,
+                             const conform_tensor* out, const conform_tensor* lse, char* msg, size_t msg_cap);
 } conform_plugin;
 
 typedef const conform_plugin* (*conform_plugin_get_fn)(void);

@@ -57,6 +57,7 @@ enum Convention : uint32_t {
     kChunk = 1u << 19,        // chunked attention (config.attention_chunk_size: Llama 4)
     kMoeRoute = 1u << 20,     // a mixture-of-experts router: scores, top-k, weights (config.moe_*)
     kMoeExperts = 1u << 21,   // a mixture-of-experts' experts and their combine (config.moe_*)
+    kMla = 1u << 22,          // latent attention: keys and values through kv_b_proj, one RoPE key shared by the heads
 };
 
 // How a twist's value is written and bounded.
@@ -511,7 +512,8 @@ inline const std::vector<Twist>& twist_table() {
             w.lo = 1e-30, w.hi = 1e30;
             w.value = "a scale", w.off = "1/sqrt(head_dim)";
             w.summary = "the scores' multiplier, q·k · S, instead of 1/sqrt(head_dim)";
-            w.models = "Gemma 2/3 (query_pre_attn_scalar^-1/2), Granite (attention_multiplier)";
+            w.models = "Gemma 2/3 (query_pre_attn_scalar^-1/2), Granite (attention_multiplier), DeepSeek-V2/V3's MLA "
+                       "(mscale^2 / sqrt(dn + dr) under YaRN)";
             w.lacks = "no attention scores to scale";
             // A quarter of the cases, as query_pre_attn_scalar^-1/2 with the
             // scalar hd·9/8 (Gemma 2 27B: 144 for head_dim 128), hd/2 or 2·hd.
@@ -520,6 +522,11 @@ inline const std::vector<Twist>& twist_table() {
             // told from attn_scale_ignored (issue 53); 2·hd instead.
             w.draw = [](TwistDraw& d) {
                 if (d.pick({3, 1}) == 0) return 0.0;
+                if (d.op == Op::mla_attention) {  // DeepSeek under YaRN: mscale^2 / sqrt(dn + dr), factor 40 in V3
+                    const double factor[] = {40.0, 4.0, 32.0};
+                    const double mscale = 0.1 * std::log(factor[d.pick({2, 1, 1})]) + 1.0;
+                    return mscale * mscale / std::sqrt(static_cast<double>(d.config.mla_qk_dim()));
+                }
                 const double f[] = {9.0 / 8, 0.5, 2.0};
                 const double scalar = static_cast<double>(d.config.head_dim) * f[d.pick({2, 1, 1})];
                 return 1.0 / std::sqrt(scalar == 1.0 ? 2.0 * static_cast<double>(d.config.head_dim) : scalar);
@@ -528,6 +535,10 @@ inline const std::vector<Twist>& twist_table() {
             w.classes = {"1/sqrt(hd)", "attn_scale"};
             w.ignored = "attn_scale_ignored";
             w.ignored_why = [](const BlockConfig& c) {
+                if (c.kv_lora_rank > 0)  // latent attention: DeepSeek's YaRN mscale^2 dropped
+                    return "scores scaled by 1/sqrt(qk_nope + qk_rope) = 1/sqrt(" + I(c.mla_qk_dim()) +
+                           ") where the config's attn_scale is " + g(c.attn_scale) + " (DeepSeek's mscale^2 / sqrt(" +
+                           I(c.mla_qk_dim()) + ") under YaRN)";
                 return "scores scaled by 1/sqrt(head_dim) = 1/sqrt(" + I(c.head_dim) + ") where the config's attn_scale is " +
                        g(c.attn_scale) + " (Gemma 2/3's query_pre_attn_scalar^-1/2)";
             };
@@ -1242,6 +1253,10 @@ void for_each_field(Config&& c, F&& f) {
     f(ConfigField{"n_experts", "n_experts", "E"}, c.n_experts);
     f(ConfigField{"n_experts_per_tok", "n_experts_per_tok", "K"}, c.n_experts_per_tok);
     f(ConfigField{"moe_ffn_dim", "moe_ffn_dim", "Fe"}, c.moe_ffn_dim);
+    f(ConfigField{"kv_lora_rank", "kv_lora_rank", "dc"}, c.kv_lora_rank);
+    f(ConfigField{"qk_nope_head_dim", "qk_nope_head_dim", "dn"}, c.qk_nope_head_dim);
+    f(ConfigField{"qk_rope_head_dim", "qk_rope_head_dim", "dr"}, c.qk_rope_head_dim);
+    f(ConfigField{"v_head_dim", "v_head_dim", "dv"}, c.v_head_dim);
 }
 
 // ---- what an implementation declares -----------------------------------------------------
