@@ -47,8 +47,8 @@ TEST_CASE("scalar mla_attention vs reference", "[mla][scalar]") { scalar_conform
 // attention over the latents, w_uv after) and the MHA form (kv_b_proj on
 // every latent) are one function. The scalar kernel forced into each form
 // conforms to the float64 reference on the same drawn batches (prefills
-// absorbed, decodes expanded: the forms an engine would not pick), and the
-// two outputs differ by no more than each is allowed to differ from it.
+// absorbed, decodes expanded: the forms an engine would not pick), so the
+// two agree within twice the bound either is held to.
 namespace {
 template <scalar::MlaRules::Form F>
 struct MlaForm : scalar::ScalarImpl {

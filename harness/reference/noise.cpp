@@ -902,8 +902,8 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
             // kv_b_proj. An honest kernel may take either form: the MHA
             // form's k_nope = c_kv @ w_uk sums dc products, the absorbed
             // form's q_lat = q_nope @ w_uk^T sums dn and its q_lat · c_kv dc
-            // more, both of |q|·|w_uk|·|c_kv|'s size — so k_nope's bound is
-            // (sqrt(dc) + sqrt(dn))·u of |c_kv| @ |w_kv_b|, and one storage
+            // more, both of |q|·|w_uk|·|c_kv|'s size — so k_nope's (and v's)
+            // bound is (sqrt(dc) + sqrt(max(dn, dv)))·u of |c_kv| @ |w_kv_b|, and one storage
             // rounding of it (q_lat or k_nope held in the dtype). The value
             // side likewise: the absorbed o_lat @ w_uv rounds what Σ p·v
             // carries. k_pe is an input: exact.
@@ -923,9 +923,9 @@ std::map<std::string, DTensor> reduction_noise(const Case& c, DType dtype, const
                 const PagedSeq g = gather_sequence(q, ckv, kpe, Precision::f64, seqs, b, keys);
                 if (g.q_len == 0 || g.kv_len == 0) continue;  // out exactly 0, lse exactly -inf
                 const MlaHeads m = mla_assemble(g.q, torch::matmul(g.k, w), g.v, cfg);
-                const MlaHeads e = mla_assemble(torch::zeros_like(g.q), per * torch::matmul(g.k.abs(), w.abs()),
-                                                torch::zeros_like(g.v), cfg);
-                const AttnBound a = attention_bound(m.q, none, m.k, e.k, m.v, e.v, g.q_pos, g.k_pos, ap, none, u,
+                const MlaHeads em = mla_assemble(torch::zeros_like(g.q), per * torch::matmul(g.k.abs(), w.abs()),
+                                                 torch::zeros_like(g.v), cfg);
+                const AttnBound a = attention_bound(m.q, none, m.k, em.k, m.v, em.v, g.q_pos, g.k_pos, ap, none, u,
                                                     nullptr, nullptr, true, &keys);
                 // Terms a row's softmax sums: its keys, or as many as a hypothesis lets it see.
                 const double S = static_cast<double>(std::max(g.kv_len, a.visible.sum(1).max().item<int64_t>()));

@@ -337,7 +337,7 @@ def mla_attention(q, ckv_cache, kpe_cache, w_kv_b, qo_indptr, kv_indptr, kv_indi
     of the pools no sequence owns are NaN: the gather never touches them."""
     H, dc, P = config["n_heads"], config["kv_lora_rank"], config["page_size"]
     dn, dr, dv = config["qk_nope_head_dim"], config["qk_rope_head_dim"], config["v_head_dim"]
-    need(H > 0 and dc > 0 and dn >= 0 and dr >= 0 and dn + dr > 0 and dv > 0 and P > 0,
+    need(H > 0 and dc > 0 and dn > 0 and dr > 0 and dv > 0 and P > 0,
          "mla_attention: n_heads %d, kv_lora_rank %d, qk_nope_head_dim %d, qk_rope_head_dim %d, v_head_dim %d, "
          "page_size %d" % (H, dc, dn, dr, dv, P))
     T, S = q.shape[0], ckv_cache.shape[0]
