@@ -39,7 +39,7 @@ std::string refusal(const std::string& text) {
 }
 
 // Parses the command line with the configuration flags and resolves it.
-ModelConfig resolve_args(std::vector<std::string> args) {
+ModelConfig resolve_args(std::vector<std::string> args, bool validate = true) {
     CLI::App app;
     ConfigOptions o;
     add_config_options(app, o);
@@ -47,7 +47,7 @@ ModelConfig resolve_args(std::vector<std::string> args) {
     std::vector<const char*> argv;
     for (const auto& a : args) argv.push_back(a.c_str());
     app.parse(static_cast<int>(argv.size()), argv.data());
-    return resolve_config(o);
+    return resolve_config(o, {}, validate);
 }
 
 const char* kMinimalLlama = R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 2048,
@@ -87,6 +87,7 @@ TEST_CASE("Mixtral, Qwen2-MoE and Qwen3-MoE: their experts read as the moe ops c
 }
 
 TEST_CASE("DeepSeek-V3 and OLMoE: their experts read as the moe ops compute them, their attention refused", "[config]") {
+    // (DeepSeek-V3's latent attention is read for mla_attention: the next test.)
     const ModelConfig v3 = parse_hf_config(R"({"model_type": "deepseek_v3"})", "x.json");
     const BlockConfig& d = v3.block;
     CHECK(d.n_experts == 256);
@@ -104,7 +105,8 @@ TEST_CASE("DeepSeek-V3 and OLMoE: their experts read as the moe ops compute them
     CHECK(std::count(v3.defaults.begin(), v3.defaults.end(), "routed_scaling_factor: absent, took 2.5 (DeepseekV3Config's default)") == 1);
     CHECK_THAT(v3.attention_unmodelled, Catch::Contains("multi-head latent attention"));
     // Which ops run: the FFN's and the norm; not the attention's, nor the block's.
-    for (Op op : {Op::moe, Op::moe_route, Op::moe_experts, Op::rmsnorm}) CHECK(unmodelled_for(v3, op).empty());
+    for (Op op : {Op::moe, Op::moe_route, Op::moe_experts, Op::rmsnorm, Op::mla_attention})
+        CHECK(unmodelled_for(v3, op).empty());
     for (Op op : {Op::rope, Op::qk_norm, Op::attention, Op::paged_attention, Op::block, Op::decode})
         CHECK_THAT(unmodelled_for(v3, op), Catch::Contains("runs the attention") || Catch::Contains("runs the FFN"));
     CHECK_THAT(unmodelled_for(v3, Op::attention), Catch::Contains("x.json's attention is multi-head latent attention"));
@@ -163,6 +165,72 @@ TEST_CASE("DeepSeek-V3 and OLMoE: their experts read as the moe ops compute them
     CHECK(unmodelled_for(l4, Op::moe_route).empty());
 }
 
+TEST_CASE("DeepSeek-V3's latent attention: its widths and its YaRN scale read, its op offered to MLA models only", "[config]") {
+    const ModelConfig v3 = load_hf_config(kConfigs + "deepseek-v3.json");
+    const BlockConfig& d = v3.block;
+    CHECK(d.kv_lora_rank == 512);
+    CHECK(d.qk_nope_head_dim == 128);
+    CHECK(d.qk_rope_head_dim == 64);
+    CHECK(d.v_head_dim == 128);
+    // DeepseekV3Attention: softmax_scale = 192^-1/2 * mscale^2, mscale = 0.1 * mscale_all_dim * ln(40) + 1.
+    const double mscale = 0.1 * std::log(40.0) + 1.0;
+    CHECK(d.attn_scale == Approx(mscale * mscale / std::sqrt(192.0)).epsilon(1e-15));
+    CHECK(d.attn_scale == Approx(0.1352337788608801).epsilon(1e-12));
+    CHECK_THAT(describe(d), Catch::Contains("kv_lora_rank=512 qk_nope_head_dim=128 qk_rope_head_dim=64 v_head_dim=128"));
+    // Without YaRN, or with mscale_all_dim 0, the scale is (dn + dr)^-1/2: the twist off.
+    CHECK(parse_hf_config(R"({"model_type": "deepseek_v3"})", "x.json").block.attn_scale == 0);
+    CHECK(parse_hf_config(R"({"model_type": "deepseek_v3", "rope_scaling": {"type": "yarn", "factor": 40,
+        "original_max_position_embeddings": 4096, "mscale_all_dim": 0}})", "x.json").block.attn_scale == 0);
+    const ModelConfig half = parse_hf_config(R"({"model_type": "deepseek_v3", "rope_scaling": {"type": "yarn",
+        "factor": 4, "original_max_position_embeddings": 4096, "mscale": 0.707, "mscale_all_dim": 0.707}})", "x.json");
+    const double m4 = 0.1 * 0.707 * std::log(4.0) + 1.0;
+    CHECK(half.block.attn_scale == Approx(m4 * m4 / std::sqrt(192.0)).epsilon(1e-15));
+    // Each width bounded, named.
+    for (const char* key : {"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
+        for (const char* bad : {"0", "-3", "5000", "1.5", "\"512\""}) {
+            INFO(key << " = " << bad);
+            CHECK_THROWS_WITH(parse_hf_config(std::string(R"({"model_type": "deepseek_v3", ")") + key + "\": " + bad + "}", "x.json"),
+                              Catch::Contains(std::string("x.json: ") + key));
+        }
+    CHECK_THROWS_WITH(parse_hf_config(R"({"model_type": "deepseek_v3", "num_attention_heads": 4096, "num_key_value_heads": 4096, "head_dim": 64, "hidden_size": 4096, "v_head_dim": 129})", "x.json"),
+                      Catch::Contains("num_attention_heads * (qk_nope_head_dim + v_head_dim)"));
+    // The op is offered where the model has latent attention, and to widths given as flags.
+    CHECK(unmodelled_for(find_preset("deepseek-v3")->model(), Op::mla_attention).empty());
+    CHECK_THAT(unmodelled_for(find_preset("llama3-8b")->model(), Op::mla_attention),
+               Catch::Contains("llama3-8b has none (its attention is multi-head"));
+    CHECK_THAT(unmodelled_for(find_preset("deepseek-v3")->model(), Op::paged_attention),
+               Catch::Contains("--op mla_attention runs it"));
+    CHECK(unmodelled_for(ModelConfig{}, Op::mla_attention).empty());
+    const ModelConfig flags = resolve_args({"--heads", "4", "--kv-lora-rank", "16", "--qk-nope-head-dim", "8",
+                                            "--qk-rope-head-dim", "4", "--v-head-dim", "6"}, false);
+    CHECK((flags.block.kv_lora_rank == 16 && flags.block.qk_nope_head_dim == 8 && flags.block.qk_rope_head_dim == 4 &&
+           flags.block.v_head_dim == 6));
+    CHECK(unmodelled_for(flags, Op::mla_attention).empty());
+    CHECK_THROWS_WITH(resolve_args({"--preset", "deepseek-v3", "--v-head-dim", "0"}),
+                      Catch::Contains("--v-head-dim: expected a positive integer, found 0"));
+    CHECK_THROWS_WITH(resolve_args({"--preset", "deepseek-v3", "--kv-lora-rank", "9000"}),
+                      Catch::Contains("kv_lora_rank: expected a positive integer <= 4096, found 9000"));
+}
+
+TEST_CASE("a pinned latent attention draws the model's widths, its batches cut to what the reference can hold", "[config][gen]") {
+    const BlockConfig c = scale_down(find_preset("deepseek-v3")->config, 32);
+    int64_t most = 0;
+    for (int i = 0; i < 40; ++i) {
+        const gen::CaseSpec s = gen::draw(gen::Stream{Op::mla_attention, 7, c, nullptr}, i);
+        INFO(gen::canonical_id(s));
+        CHECK((s.config.kv_lora_rank == 512 && s.config.qk_nope_head_dim == 128 && s.config.qk_rope_head_dim == 64 &&
+               s.config.v_head_dim == 128));
+        CHECK((s.config.n_heads == 128 && s.config.n_kv_heads == 128));
+        CHECK(s.config.attn_scale == c.attn_scale);
+        int64_t keys = 0;
+        for (int64_t k : s.kv_lens) keys += k;
+        CHECK(keys * 512 * 128 * 256 <= (int64_t{1} << 31));
+        most = std::max(most, keys);
+        CHECK(gen::canonical_id(*gen::parse_case_id(gen::canonical_id(s))) == gen::canonical_id(s));
+    }
+    CHECK(most == 128);  // a long sequence is cut to the budget, not dropped
+}
+
 TEST_CASE("each preset's config.json loads to the preset", "[config]") {
     for (const auto& p : presets()) {
         INFO(p.name);
@@ -200,6 +268,10 @@ TEST_CASE("each preset's config.json loads to the preset", "[config]") {
         CHECK(a.moe_group_score == b.moe_group_score);
         CHECK(a.moe_routed_scaling_factor == b.moe_routed_scaling_factor);
         CHECK(a.moe_weight_on_input == b.moe_weight_on_input);
+        CHECK(a.kv_lora_rank == b.kv_lora_rank);
+        CHECK(a.qk_nope_head_dim == b.qk_nope_head_dim);
+        CHECK(a.qk_rope_head_dim == b.qk_rope_head_dim);
+        CHECK(a.v_head_dim == b.v_head_dim);
         CHECK(m.ffn_unmodelled.empty() == p.ffn_unmodelled.empty());
         CHECK(m.attention_unmodelled.empty() == p.attention_unmodelled.empty());
         CHECK(m.layers == p.layers);
@@ -302,12 +374,13 @@ TEST_CASE("Gemma 2 and 3 read as sandwich norms, their scale and caps, and slidi
     CHECK(parse_hf_config(oss + yarn + R"(, "truncate": true}})", "o.json").block.rope_scaling.truncate);
     CHECK_THROWS_WITH(parse_hf_config(oss + yarn + R"(, "truncate": 0}})", "o.json"),
                       Catch::Contains("o.json: rope_scaling.truncate: expected true or false, found 0"));
-    // Which ops such a model pins: not those that run its experts; its YaRN rotates as it says.
+    // Which ops such a model pins: not those that run its experts, nor latent
+    // attention (it has none); its YaRN rotates as it says.
     for (Op op : kAllOps) {
         INFO(to_string(op));
-        const bool ffn = op == Op::swiglu || op == Op::block || op == Op::decode;
-        CHECK(unmodelled_for(go, op).empty() == !ffn);
-        CHECK(unmodelled_for(go_yarn, op).empty() == !ffn);
+        const bool left_out = op == Op::swiglu || op == Op::block || op == Op::decode || op == Op::mla_attention;
+        CHECK(unmodelled_for(go, op).empty() == !left_out);
+        CHECK(unmodelled_for(go_yarn, op).empty() == !left_out);
     }
     // Qwen2's window from max_window_layers on.
     const ModelConfig q = parse_hf_config(R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
@@ -841,9 +914,10 @@ TEST_CASE("a pinned configuration fixes every drawn case's conventions and sizes
     c = scale_down(c, 16);
     c.rope_layout = RopeLayout::interleaved;
     ModelConfig dense;
+    dense.name = "llama3.1-8b";
     dense.block = c;
     for (Op op : kAllOps)
-        for (int i = 0; i < 30 && unmodelled_for(dense, op).empty(); ++i) {  // (a dense FFN: no moe)
+        for (int i = 0; i < 30 && unmodelled_for(dense, op).empty(); ++i) {  // (a dense FFN: no moe; no latent attention)
             const gen::CaseSpec s = gen::draw(gen::Stream{op, 7, c, nullptr}, i);
             INFO(gen::canonical_id(s));
             const OpInfo& info = op_info(op);

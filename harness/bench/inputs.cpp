@@ -72,7 +72,7 @@ Inputs input_set(const Inputs& base, int k) {
     if (k == 0) return base;
     Inputs in = base;
     std::mt19937 rng(1234u + 7919u * static_cast<unsigned>(k));
-    for (const char* name : {"x", "q", "k", "v"})
+    for (const char* name : {"x", "q", "k", "v", "ckv_cache", "kpe_cache"})
         if (auto it = in.c.inputs.find(name); it != in.c.inputs.end())
             it->second = random(rng, it->second.rows(), it->second.cols(), 1.0);
     if (!in.context_x.data.empty()) in.context_x = random(rng, in.context_x.rows(), in.context_x.cols(), 1.0);
@@ -99,10 +99,12 @@ BenchInputs bench_inputs(const Inputs& in) {
     b.k_pos = call.pos("k_positions");
     if (op_info(in.c.op).uses(kResidual)) b.weights = calls::block_weights(call);
     if (op_info(in.c.op).uses(kPaged)) {
-        b.k = call.in("k_cache");
-        b.v = call.in("v_cache");
+        const std::vector<const char*> pools = op_info(in.c.op).pools();  // k_cache, v_cache; MLA: ckv, kpe
+        b.k = call.in(pools.at(0));
+        b.v = call.in(pools.at(1));
         b.paged = paged_index(call);
     }
+    if (in.c.op == Op::mla_attention) b.w_kv_b = call.in("w_kv_b");
     if (op_info(in.c.op).uses(kMoeRoute) || op_info(in.c.op).uses(kMoeExperts)) b.moe = calls::moe_weights(call);
     if (in.c.op == Op::decode) {
         b.context_x = in.context_x.view();
@@ -164,6 +166,22 @@ Cost cost(Op op, const config::ModelConfig& model, int64_t T, int64_t context, d
             const config::CallCost k = config::call_cost(m, 1, context, es, {"attention"});
             const double n = static_cast<double>(T);
             return {n * k.flops, n * k.bytes, n * k.weight_bytes};
+        }
+        case Op::mla_attention: {
+            // The absorbed decode: T sequences, one query each over its
+            // context + 1 cached latents. Per query and head: q_nope @ w_ukᵀ
+            // (dn·dc), scores over dc + dr, the latents' weighted sum (dc),
+            // @ w_uv (dc·dv). The least it moves: each sequence's latents and
+            // RoPE keys (dc + dr a token, for all H heads at once — MLA's
+            // saving over 2·KV·hd), kv_b_proj once, q and out.
+            const BlockConfig& c = m.block;
+            const double t = static_cast<double>(T), n = static_cast<double>(context + 1), H = static_cast<double>(c.n_heads);
+            const double dc = static_cast<double>(c.kv_lora_rank), dn = static_cast<double>(c.qk_nope_head_dim);
+            const double dr = static_cast<double>(c.qk_rope_head_dim), dv = static_cast<double>(c.v_head_dim);
+            const double flops = t * H * (2 * dn * dc + 2 * n * (dc + dr) + 2 * n * dc + 2 * dc * dv + 4 * n);
+            const double weights = es * dc * H * (dn + dv);
+            const double bytes = weights + es * t * (n * (dc + dr) + H * (dn + dr) + H * dv);
+            return {flops, bytes, weights};
         }
     }
     const config::CallCost k = config::call_cost(m, T, C, es, parts);

@@ -40,9 +40,10 @@ std::optional<Request> resolve(const Flags& o, std::ostream& err) {
             err << "conform bench: --op: unknown op '" << name << "'\n";
             return std::nullopt;
         }
-        if (*op == Op::mla_attention) {  // issue 52: its anatomy lanes and torch's composed op come with the simd kernel
-            err << "conform bench: --op mla_attention: latent attention is not timed yet; `conform --op mla_attention` "
-                   "judges it\n";
+        if (*op == Op::mla_attention && r.model.block.kv_lora_rank <= 0) {
+            err << "conform bench: --op mla_attention: " << r.model.name
+                << " has no latent attention (--preset deepseek-v3, or --kv-lora-rank, --qk-nope-head-dim, "
+                   "--qk-rope-head-dim, --v-head-dim)\n";
             return std::nullopt;
         }
         if (moe_part(*op)) {
@@ -76,6 +77,14 @@ std::optional<Request> resolve(const Flags& o, std::ostream& err) {
             return std::nullopt;
         }
         r.dtypes.push_back(*dt);
+    }
+    // simd's latent attention keeps its caches in float32 whatever the dtype:
+    // a bf16 row would price float32 traffic against a bf16 floor.
+    if (std::count(r.ops.begin(), r.ops.end(), Op::mla_attention) &&
+        std::count(r.dtypes.begin(), r.dtypes.end(), DType::bf16)) {
+        err << "conform bench: --op mla_attention: timed in f32 only (simd's kernel keeps the latent cache in "
+               "float32); --dtype f32\n";
+        return std::nullopt;
     }
     // Workers (--impl-lib, --impl-cmd, --impl-fd): each a process, timed per round trip.
     run::ImplRequest wr;  // no names: only the workers, no in-repo implementation is made here

@@ -626,10 +626,7 @@ ModelConfig resolve(const json& j, const std::string& file) {
                    std::to_string(c.moe_topk_group) + " of " + std::to_string(c.moe_n_group) + " groups, the top " +
                    std::to_string(used) + (c.moe_norm_topk_prob ? " renormalised" : " as they are") + " times " +
                    num(rsf) + (shared > 0 ? ", and an unweighted shared expert" : "");
-            m.attention_unmodelled = "multi-head latent attention (q and kv through low-rank projections, a shared "
-                                     "RoPE key of 64 dims, YaRN's mscale in the scale), which conform does not "
-                                     "compute yet (issue 52): its FFN ops run (--op moe, moe_route, moe_experts, "
-                                     "rmsnorm)";
+            m.attention_unmodelled = kLatentAttention;
             if (r.present("first_k_dense_replace") && j.at("first_k_dense_replace") != 0)
                 m.notes.push_back("first_k_dense_replace: the first layers are dense (intermediate_size wide); the "
                                   "moe ops take the sparse layers' FFN");
@@ -828,6 +825,26 @@ ModelConfig resolve(const json& j, const std::string& file) {
                              "attention_factor 0.1 ln(32) + 1)");
     }
 
+    // ---- DeepSeek-V3's latent attention (DeepseekV3Attention; --op mla_attention) ----
+    // Its widths, and its softmax scale: (dn + dr)^-1/2, times mscale^2 where
+    // rope_scaling has a nonzero mscale_all_dim (mscale = 0.1 mscale_all_dim
+    // ln(factor) + 1, yarn_get_mscale), carried by the attn_scale twist.
+    if (deepseek) {
+        c.kv_lora_rank = r.size("kv_lora_rank", 512, dflt, limits::kHeadDim);
+        c.qk_nope_head_dim = r.size("qk_nope_head_dim", 128, dflt, limits::kHeadDim);
+        c.qk_rope_head_dim = r.size("qk_rope_head_dim", 64, dflt, limits::kHeadDim);
+        c.v_head_dim = r.size("v_head_dim", 128, dflt, limits::kHeadDim);
+        // (rope_scaling, or transformers 5's rope_parameters: whichever the scaling was read from)
+        const json* scaling = r.present("rope_scaling") ? &j.at("rope_scaling") : params;
+        const std::string where = r.present("rope_scaling") ? "rope_scaling" : "rope_parameters";
+        double mscale = 1.0;
+        if (c.rope_scaling.type != RopeScalingType::none && scaling && Reader::present(*scaling, "mscale_all_dim")) {
+            const double all = r.number(*scaling, where + ".mscale_all_dim", "mscale_all_dim");
+            if (all != 0 && c.rope_scaling.factor > 1) mscale = 0.1 * all * std::log(c.rope_scaling.factor) + 1.0;
+        }
+        if (mscale != 1.0) c.attn_scale = mscale * mscale / std::sqrt(static_cast<double>(c.mla_qk_dim()));
+    }
+
     const json* prf_obj = r.present("partial_rotary_factor") ? &j
                           : params && Reader::present(*params, "partial_rotary_factor") ? params
                                                                                         : nullptr;
@@ -888,6 +905,17 @@ void validate_block(const BlockConfig& c, const std::string& where) {
     if (c.n_heads * c.head_dim > limits::kWidth)
         fail("num_attention_heads * head_dim", "expected at most " + std::to_string(limits::kWidth) + ", found " +
                                                   std::to_string(c.n_heads) + " * " + std::to_string(c.head_dim));
+    // Latent attention's widths (DeepSeek's): none of them, or all.
+    if (c.kv_lora_rank || c.qk_nope_head_dim || c.qk_rope_head_dim || c.v_head_dim) {
+        size("kv_lora_rank", c.kv_lora_rank, limits::kHeadDim);
+        size("qk_nope_head_dim", c.qk_nope_head_dim, limits::kHeadDim);
+        size("qk_rope_head_dim", c.qk_rope_head_dim, limits::kHeadDim);
+        size("v_head_dim", c.v_head_dim, limits::kHeadDim);
+        if (c.n_heads * (c.qk_nope_head_dim + c.v_head_dim) > limits::kWidth)
+            fail("num_attention_heads * (qk_nope_head_dim + v_head_dim)",
+                 "expected at most " + std::to_string(limits::kWidth) + " (kv_b_proj's width), found " +
+                     std::to_string(c.n_heads) + " * " + std::to_string(c.qk_nope_head_dim + c.v_head_dim));
+    }
     if (c.n_heads % c.n_kv_heads != 0)
         fail("num_key_value_heads (kv heads)", "expected a divisor of num_attention_heads " + std::to_string(c.n_heads) +
                                                    ", found " + std::to_string(c.n_kv_heads));

@@ -21,7 +21,8 @@ std::string num(double v) {
 
 bool ConfigOptions::given() const {
     for (const CLI::Option* opt : {o_preset, o_file, o_d_model, o_heads, o_kv_heads, o_head_dim, o_ffn, o_layers,
-                                   o_theta, o_eps, o_layout, o_embedding_multiplier, o_final_softcap})
+                                   o_theta, o_eps, o_layout, o_embedding_multiplier, o_final_softcap,
+                                   o_kv_lora_rank, o_qk_nope_head_dim, o_qk_rope_head_dim, o_v_head_dim})
         if (opt && opt->count() > 0) return true;
     for (const TwistFlag& t : twists)
         if (t.given()) return true;
@@ -67,6 +68,14 @@ void add_config_options(CLI::App& app, ConfigOptions& o, const std::string& what
     o.o_head_dim = g->add_option("--head-dim", o.head_dim, "hd: dims per head");
     o.o_ffn = g->add_option("--ffn,--ffn-dim", o.ffn, "F: SwiGLU hidden width (intermediate_size)");
     if (with_layers) o.o_layers = g->add_option("--layers", o.layers, "L: blocks in the model (num_hidden_layers)");
+    // Multi-head latent attention (--op mla_attention; docs/mla.md).
+    o.o_kv_lora_rank = g->add_option("--kv-lora-rank", o.kv_lora_rank,
+                                     "dc: latent attention's cached latent width (DeepSeek-V2/V3, Kimi-K2: 512)");
+    o.o_qk_nope_head_dim = g->add_option("--qk-nope-head-dim", o.qk_nope_head_dim,
+                                         "dn: latent attention's per-head unrotated q/k width (V3: 128)");
+    o.o_qk_rope_head_dim = g->add_option("--qk-rope-head-dim", o.qk_rope_head_dim,
+                                         "dr: latent attention's rotated width, one key shared by all heads (V3: 64)");
+    o.o_v_head_dim = g->add_option("--v-head-dim", o.v_head_dim, "dv: latent attention's per-head value width (V3: 128)");
     o.o_theta = g->add_option("--theta,--rope-theta", o.theta, "RoPE base");
     o.o_layout = g->add_option("--layout,--rope-layout", o.layout,
                                "RoPE pairing: neox (HF) | interleaved (Meta, GGUF)");
@@ -123,6 +132,10 @@ ModelConfig resolve_config(const ConfigOptions& o, const ModelConfig& base, bool
     }
     size(o.o_ffn, "--ffn", o.ffn, c.ffn_dim);
     size(o.o_layers, "--layers", o.layers, m.layers);
+    size(o.o_kv_lora_rank, "--kv-lora-rank", o.kv_lora_rank, c.kv_lora_rank);
+    size(o.o_qk_nope_head_dim, "--qk-nope-head-dim", o.qk_nope_head_dim, c.qk_nope_head_dim);
+    size(o.o_qk_rope_head_dim, "--qk-rope-head-dim", o.qk_rope_head_dim, c.qk_rope_head_dim);
+    size(o.o_v_head_dim, "--v-head-dim", o.v_head_dim, c.v_head_dim);
     if (o.o_theta && o.o_theta->count()) {
         if (!(o.theta > 1)) throw ConfigError("--theta: expected a number > 1, found " + num(o.theta));
         m.overrides.push_back("--theta " + num(o.theta) + (m.name.empty() ? "" : " (was " + num(c.rope_theta) + ")"));
@@ -270,7 +283,9 @@ std::optional<ModelConfig> resolve_model(const ConfigOptions& o, std::string* pr
             *problem = m.name + ": " + why + "; a whole block of it is not this model (" +
                        (m.attention_unmodelled.empty()
                             ? std::string("its attention ops are: conform --op attention,paged_attention")
-                            : "nor its attention: its FFN ops are: conform --op moe,moe_route,moe_experts") +
+                            : m.block.kv_lora_rank > 0
+                                ? "nor its attention: its ops are: conform --op mla_attention,moe,moe_route,moe_experts"
+                                : "nor its attention: its FFN ops are: conform --op moe,moe_route,moe_experts") +
                        ")";
             return std::nullopt;
         }

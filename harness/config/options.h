@@ -24,6 +24,8 @@ namespace conform::config {
 struct ConfigOptions {
     std::string preset, file;
     int64_t d_model = 0, heads = 0, kv_heads = 0, head_dim = 0, ffn = 0, layers = 0;
+    // Multi-head latent attention's widths (DeepSeek's kv_lora_rank, qk_nope_head_dim, ...).
+    int64_t kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
     double theta = 0, eps = 0;
     std::string layout;
     double embedding_multiplier = 1.0;
@@ -40,7 +42,8 @@ struct ConfigOptions {
     CLI::Option *o_preset = nullptr, *o_file = nullptr, *o_d_model = nullptr, *o_heads = nullptr,
                 *o_kv_heads = nullptr, *o_head_dim = nullptr, *o_ffn = nullptr, *o_layers = nullptr,
                 *o_theta = nullptr, *o_eps = nullptr, *o_layout = nullptr, *o_embedding_multiplier = nullptr,
-                *o_final_softcap = nullptr;
+                *o_final_softcap = nullptr, *o_kv_lora_rank = nullptr, *o_qk_nope_head_dim = nullptr,
+                *o_qk_rope_head_dim = nullptr, *o_v_head_dim = nullptr;
 
     // Whether any of the flags was given.
     bool given() const;

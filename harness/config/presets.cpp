@@ -132,7 +132,7 @@ Preset with_experts(Preset p, int64_t experts, int64_t used, int64_t expert_ffn,
 }
 
 // DeepSeek-V3 (and Kimi-K2, GLM-4.5's router): its multi-head latent
-// attention is not the block's (issue 52), so only its FFN ops run. The
+// attention is not the block's, so its FFN ops and mla_attention run. The
 // router as DeepseekV3TopkRouter: a float32 sigmoid, e_score_correction_bias
 // for the choice only, 8 groups of 32 scored by their top-2 sum, the top 4
 // groups kept, the top 8 experts renormalised (+1e-20) and times 2.5; one
@@ -148,8 +148,8 @@ Preset deepseek_v3() {
     c.rope_scaling.beta_slow = 1.0;
     c.rope_scaling.attention_factor = 1.0;
     Preset p{"deepseek-v3",
-             "deepseek-ai/DeepSeek-V3 (MLA: its FFN ops only; 256 experts, 8 per token, grouped sigmoid router, "
-             "a shared expert, by --op moe)",
+             "deepseek-ai/DeepSeek-V3 (MLA by --op mla_attention; 256 experts, 8 per token, grouped sigmoid "
+             "router, a shared expert, by --op moe)",
              c, 61, 129280, 163840, false};
     p = with_experts(p, 256, 8, 2048, true, 2048, "DeepseekV3MoE");
     BlockConfig& m = p.config;
@@ -163,9 +163,15 @@ Preset deepseek_v3() {
     p.ffn_unmodelled = "a mixture of 256 experts, 8 per token (DeepseekV3MoE: a float32 sigmoid router whose "
                        "e_score_correction_bias chooses, 4 of 8 groups, the top 8 renormalised times 2.5, and an "
                        "unweighted shared expert): the block does not compute it (--op moe does)";
-    p.attention_unmodelled = "multi-head latent attention (q and kv through low-rank projections, a shared RoPE "
-                             "key of 64 dims, YaRN's mscale in the scale), which conform does not compute yet "
-                             "(issue 52): its FFN ops run (--op moe, moe_route, moe_experts, rmsnorm)";
+    // Its latent attention (DeepseekV3Attention): the widths, and the scale
+    // mscale^2 / sqrt(dn + dr) with mscale = 0.1 ln(40) + 1 (mscale_all_dim 1).
+    m.kv_lora_rank = 512;
+    m.qk_nope_head_dim = 128;
+    m.qk_rope_head_dim = 64;
+    m.v_head_dim = 128;
+    const double mscale = 0.1 * std::log(40.0) + 1.0;
+    m.attn_scale = mscale * mscale / std::sqrt(192.0);
+    p.attention_unmodelled = kLatentAttention;
     return p;
 }
 
@@ -245,6 +251,12 @@ std::string unmodelled_for(const ModelConfig& m, Op op) {
     const std::string who = m.name.empty() ? std::string("the model") : m.name;
     if (!m.ffn_unmodelled.empty() && info.has_dim(Dim::F))
         return "op " + std::string(to_string(op)) + " runs the FFN, and " + who + "'s FFN is " + m.ffn_unmodelled;
+    // Latent attention is its own op: a model has it (its widths) or not.
+    if (info.uses(kMla))
+        return m.block.kv_lora_rank > 0 || m.name.empty() || m.origin == "flags"  // flags alone: asked for by size
+                   ? ""
+                   : "op " + std::string(to_string(op)) + " runs multi-head latent attention, and " + who +
+                         " has none (its attention is multi-head: --op attention, paged_attention)";
     const bool heads = info.has_dim(Dim::Q) || info.has_dim(Dim::KVW) || info.has_dim(Dim::N) ||
                        info.has_dim(Dim::hd) || info.has_dim(Dim::H) || info.has_dim(Dim::S);
     if (!m.attention_unmodelled.empty() && heads)
@@ -418,6 +430,9 @@ std::string describe(const BlockConfig& c) {
     if (c.rope_scaling.type != RopeScalingType::none) o << " scaling=" << describe(c.rope_scaling);
     if (c.n_experts > 0)
         o << " experts=" << c.n_experts << " top_k=" << c.n_experts_per_tok << " expert_ffn=" << c.moe_ffn_dim;
+    if (c.kv_lora_rank > 0)
+        o << " kv_lora_rank=" << c.kv_lora_rank << " qk_nope_head_dim=" << c.qk_nope_head_dim
+          << " qk_rope_head_dim=" << c.qk_rope_head_dim << " v_head_dim=" << c.v_head_dim;
     // Every other twist that is on, from the record (those above keep the names they always had).
     static const std::set<std::string_view> above = {"qk_norm",        "qkv_bias",      "sliding_window",
                                                      "attn_logit_softcapping", "attn_sinks", "norm_plus_one",

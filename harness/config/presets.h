@@ -92,8 +92,17 @@ struct ModelConfig {
 // What of model `m` op `op` would run that conform does not compute, or ""
 // when nothing: its FFN for an op with FFN weights (swiglu, block, decode),
 // its attention for an op whose inputs are heads (the op record says which,
-// conform/op_info.h). A caller refuses the pair with this line.
+// conform/op_info.h), and latent attention (mla_attention) for a model
+// without it. A caller refuses the pair with this line.
 std::string unmodelled_for(const ModelConfig& m, Op op);
+
+// DeepSeek-V3's attention as attention_unmodelled says it: latent attention
+// runs as its own op, not as the block's attention or paged_attention.
+inline constexpr const char* kLatentAttention =
+    "multi-head latent attention (q and kv through low-rank projections, a shared RoPE key of qk_rope_head_dim, "
+    "YaRN's mscale in the scale), which the block and the multi-head attention ops do not compute: --op "
+    "mla_attention runs it over the paged latent cache, and its FFN ops run (--op moe, moe_route, moe_experts, "
+    "rmsnorm)";
 
 struct Preset {
     std::string name;    // e.g. "llama3-8b"

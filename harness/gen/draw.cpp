@@ -309,7 +309,25 @@ void pick_batch(CaseSpec& s) {
     s.config.head_dim += s.config.head_dim % 2;
 }
 
-// A pinned stream: the configuration every drawn case takes, as far as its op
+// A batch over a model's own latent widths (DeepSeek-V3's: every key's latent
+// through kv_b_proj is dc x H x (dn + dv) = 2^24 products in the reference's
+// MHA form): sequences dropped from the end, then the one left cut short,
+// until the batch's keys cost at most 2^31 products (128 keys at V3's widths),
+// as a drawn batch's narrow widths do.
+void fit_latent_batch(CaseSpec& s) {
+    const BlockConfig& c = s.config;
+    const int64_t per_key = c.kv_lora_rank * c.n_heads * (c.qk_nope_head_dim + c.v_head_dim);
+    const int64_t budget = std::max<int64_t>(1, (int64_t{1} << 31) / std::max<int64_t>(per_key, 1));
+    auto keys = [&] { return std::accumulate(s.kv_lens.begin(), s.kv_lens.end(), int64_t{0}); };
+    while (s.kv_lens.size() > 1 && keys() > budget) s.kv_lens.pop_back(), s.q_lens.pop_back();
+    if (keys() > budget) {
+        s.kv_lens[0] = budget;
+        s.q_lens[0] = std::min(s.q_lens[0], budget);
+    }
+    if (std::all_of(s.q_lens.begin(), s.q_lens.end(), [](int64_t q) { return q == 0; })) s.q_lens[0] = 1;
+    batch_totals(s);
+}
+
 // A pinned stream: the configuration every drawn case takes, as far as its op
 // reads it (its config fields and the dims of its inputs, conform/op_info.h).
 void pin(CaseSpec& s, const BlockConfig& c) {
@@ -339,6 +357,14 @@ void pin(CaseSpec& s, const BlockConfig& c) {
     if (info.reads("norm_eps")) s.config.norm_eps = c.norm_eps;
     if (info.reads("n_experts")) s.config.n_experts = c.n_experts, s.config.n_experts_per_tok = c.n_experts_per_tok;
     if (info.reads("moe_ffn_dim")) s.config.moe_ffn_dim = c.moe_ffn_dim;
+    if (info.reads("kv_lora_rank")) {  // latent attention: the model's widths, one latent for every head
+        s.config.kv_lora_rank = c.kv_lora_rank;
+        s.config.qk_nope_head_dim = c.qk_nope_head_dim;
+        s.config.qk_rope_head_dim = c.qk_rope_head_dim;
+        s.config.v_head_dim = c.v_head_dim;
+        s.config.n_kv_heads = s.config.n_heads;
+        fit_latent_batch(s);
+    }
 }
 
 // A checkpoint's layer: its weights; with model inputs, the first T rows of
@@ -577,6 +603,7 @@ CaseSpec spec_at(Op op, const BlockConfig& c, int64_t T, int64_t S, int64_t star
         s.q_lens = {std::min(T, S)};
         s.T = s.q_lens[0];
     }
+    if (op_info(op).uses(kMla)) s.config.n_kv_heads = s.config.n_heads, s.config.head_dim = 0;  // one latent, its own widths
     return s;
 }
 

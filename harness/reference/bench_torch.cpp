@@ -234,6 +234,36 @@ class AttentionOp : public Op1 {
     BlockConfig cfg_;
 };
 
+// A paged batch's sequences: each one's queries (rows q0 .. q0 + n), its
+// keys' cache rows in order, and its mask (causal bottom-right, the window)
+// where it brings more than one query or has a window.
+struct PagedSeq {
+    int64_t q0 = 0, n = 0;
+    Tensor rows, mask;
+};
+std::vector<PagedSeq> paged_seqs(const Case& c, int64_t window) {
+    const auto& qo = c.pos("qo_indptr");
+    const auto& kvp = c.pos("kv_indptr");
+    const auto& ids = c.pos("kv_indices");
+    const auto& last = c.pos("kv_last_page_len");
+    const int64_t P = c.config.page_size;
+    std::vector<PagedSeq> seqs;
+    for (size_t b = 0; b + 1 < qo.size(); ++b) {
+        PagedSeq s;
+        s.q0 = qo[b];
+        s.n = qo[b + 1] - qo[b];
+        const int64_t pages = kvp[b + 1] - kvp[b], kv = pages == 0 ? 0 : (pages - 1) * P + last[b];
+        std::vector<int64_t> rows;
+        for (int64_t i = 0; i < kv; ++i) rows.push_back(ids[static_cast<size_t>(kvp[b] + i / P)] * P + i % P);
+        s.rows = to_torch(rows);
+        if ((s.n > 1 || window > 0) && kv > 0)
+            s.mask = causal_mask(torch::arange(s.n, s.rows.options()) + (kv - s.n), torch::arange(kv, s.rows.options()),
+                                 window);
+        seqs.push_back(s);
+    }
+    return seqs;
+}
+
 // paged_attention composed as a PyTorch serving path would without a paged
 // kernel (vLLM's reference, FlashInfer's tests): per sequence, its keys and
 // values gathered out of the pages (index_select by cache row), then the
@@ -243,30 +273,11 @@ class PagedOp : public Op1 {
    public:
     explicit PagedOp(const Case& c)
         : q_(to_torch(c.in("q"))), k_cache_(to_torch(c.in("k_cache"))), v_cache_(to_torch(c.in("v_cache"))),
-          cfg_(c.config) {
-        const auto& qo = c.pos("qo_indptr");
-        const auto& kvp = c.pos("kv_indptr");
-        const auto& ids = c.pos("kv_indices");
-        const auto& last = c.pos("kv_last_page_len");
-        const int64_t P = c.config.page_size;
-        for (size_t b = 0; b + 1 < qo.size(); ++b) {
-            Seq s;
-            s.q0 = qo[b];
-            s.n = qo[b + 1] - qo[b];
-            const int64_t pages = kvp[b + 1] - kvp[b], kv = pages == 0 ? 0 : (pages - 1) * P + last[b];
-            std::vector<int64_t> rows;
-            for (int64_t i = 0; i < kv; ++i) rows.push_back(ids[static_cast<size_t>(kvp[b] + i / P)] * P + i % P);
-            s.rows = to_torch(rows);
-            if ((s.n > 1 || c.config.sliding_window > 0) && kv > 0)
-                s.mask = causal_mask(torch::arange(s.n, s.rows.options()) + (kv - s.n), torch::arange(kv, s.rows.options()),
-                                     c.config.sliding_window);
-            seqs_.push_back(s);
-        }
-    }
+          cfg_(c.config), seqs_(paged_seqs(c, c.config.sliding_window)) {}
     void compute() override {
         torch::NoGradGuard g;
         std::vector<Tensor> outs;
-        for (const Seq& s : seqs_) {
+        for (const PagedSeq& s : seqs_) {
             if (s.n == 0) continue;
             if (s.rows.numel() == 0) {
                 outs.push_back(torch::zeros({s.n, cfg_.q_width()}, q_.options()));
@@ -280,13 +291,54 @@ class PagedOp : public Op1 {
     }
 
    private:
-    struct Seq {
-        int64_t q0 = 0, n = 0;
-        Tensor rows, mask;
-    };
     Tensor q_, k_cache_, v_cache_;
     BlockConfig cfg_;
-    std::vector<Seq> seqs_;
+    std::vector<PagedSeq> seqs_;
+};
+
+// mla_attention composed as a PyTorch decode path would without an MLA
+// kernel: per sequence, its latents and RoPE keys gathered out of the pages,
+// w_uk absorbed into the queries (q_lat = q_nope @ w_ukᵀ), scores over the
+// latents, their weighted sum, then @ w_uv — the absorbed form the simd
+// kernel runs, in batched matmuls.
+class MlaOp : public Op1 {
+   public:
+    explicit MlaOp(const Case& c)
+        : q_(to_torch(c.in("q"))), ckv_(to_torch(c.in("ckv_cache"))), kpe_(to_torch(c.in("kpe_cache"))),
+          cfg_(c.config) {
+        const int64_t H = cfg_.n_heads, dc = cfg_.kv_lora_rank, dn = cfg_.qk_nope_head_dim, dv = cfg_.v_head_dim;
+        const auto w = to_torch(c.in("w_kv_b")).view({dc, H, dn + dv}).permute({1, 0, 2});  // [H, dc, dn + dv]
+        w_uk_t_ = w.narrow(2, 0, dn).transpose(1, 2).contiguous();                          // [H, dn, dc]
+        w_uv_ = w.narrow(2, dn, dv).contiguous();                                            // [H, dc, dv]
+        seqs_ = paged_seqs(c, 0);
+    }
+    void compute() override {
+        torch::NoGradGuard g;
+        const int64_t H = cfg_.n_heads, dn = cfg_.qk_nope_head_dim, dr = cfg_.qk_rope_head_dim, dv = cfg_.v_head_dim;
+        const double scale = score_scale(cfg_.attn_scale, dn + dr);  // the model's, never the absorbed width's
+        std::vector<Tensor> outs;
+        for (const PagedSeq& s : seqs_) {
+            if (s.n == 0) continue;
+            if (s.rows.numel() == 0) {
+                outs.push_back(torch::zeros({s.n, H * dv}, q_.options()));
+                continue;
+            }
+            const auto q = q_.narrow(0, s.q0, s.n).view({s.n, H, dn + dr}).transpose(0, 1);  // [H, n, dn + dr]
+            const auto q_lat = torch::matmul(q.narrow(2, 0, dn), w_uk_t_);                   // [H, n, dc]
+            const auto c = ckv_.index_select(0, s.rows), r = kpe_.index_select(0, s.rows);   // [kv, dc], [kv, dr]
+            auto scores = (torch::matmul(q_lat, c.t()) + torch::matmul(q.narrow(2, dn, dr), r.t())) * scale;
+            if (s.mask.defined()) scores = scores + s.mask;
+            const auto p = torch::softmax(scores, -1);
+            const auto o = torch::matmul(torch::matmul(p, c), w_uv_);  // [H, n, dv]
+            outs.push_back(o.transpose(0, 1).reshape({s.n, H * dv}));
+        }
+        out_ = torch::cat(outs, 0);
+    }
+
+   private:
+    Tensor q_, ckv_, kpe_, w_uk_t_, w_uv_;
+    BlockConfig cfg_;
+    std::vector<PagedSeq> seqs_;
 };
 
 class SwigluOp : public Op1 {
@@ -426,7 +478,7 @@ std::unique_ptr<TorchBenchOp> make_torch_bench_op(const Case& c, const conform::
         case Op::moe: return std::make_unique<MoeOp>(c);
         case Op::moe_route:
         case Op::moe_experts: break;  // timed whole, as moe (bench/resolve.cpp)
-        case Op::mla_attention: break;  // not timed yet (bench/resolve.cpp refuses it)
+        case Op::mla_attention: return std::make_unique<MlaOp>(c);
     }
     throw std::logic_error("torch bench: unknown op");
 }

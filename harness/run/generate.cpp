@@ -26,6 +26,12 @@ std::vector<std::pair<const char*, int64_t BlockConfig::*>> sizes_needed(Op op) 
     if (info.reads("n_kv_heads")) v.push_back(P{"n-kv-heads", &BlockConfig::n_kv_heads});
     if (info.reads("head_dim")) v.push_back(P{"head-dim", &BlockConfig::head_dim});
     if (info.has_dim(Dim::F)) v.push_back(P{"ffn-dim", &BlockConfig::ffn_dim});
+    if (info.reads("kv_lora_rank")) {
+        v.push_back(P{"kv-lora-rank", &BlockConfig::kv_lora_rank});
+        v.push_back(P{"qk-nope-head-dim", &BlockConfig::qk_nope_head_dim});
+        v.push_back(P{"qk-rope-head-dim", &BlockConfig::qk_rope_head_dim});
+        v.push_back(P{"v-head-dim", &BlockConfig::v_head_dim});
+    }
     return v;
 }
 
@@ -36,7 +42,15 @@ std::string describe_for(Op op, const BlockConfig& c) {
     auto add = [&](const std::string& kv) { s << (s.tellp() > 0 ? " " : "") << kv; };
     for (const auto& [flag, field] : sizes_needed(op)) {
         const std::string f = flag;
-        const char* key = f == "d-model" ? "D" : f == "n-heads" ? "H" : f == "n-kv-heads" ? "KV" : f == "head-dim" ? "hd" : "F";
+        const char* key = f == "d-model"            ? "D"
+                          : f == "n-heads"          ? "H"
+                          : f == "n-kv-heads"       ? "KV"
+                          : f == "head-dim"         ? "hd"
+                          : f == "kv-lora-rank"     ? "dc"
+                          : f == "qk-nope-head-dim" ? "dn"
+                          : f == "qk-rope-head-dim" ? "dr"
+                          : f == "v-head-dim"       ? "dv"
+                                                    : "F";
         add(std::string(key) + "=" + std::to_string(c.*field));
     }
     for (const auto& f : required_config(op)) {
@@ -125,6 +139,13 @@ Generated generate_fixture(const GenerateRequest& o) {
             s.prefill = *op == Op::decode ? prefill : 0;
             s.mag = o.mag;
             s.outliers = o.outliers;
+            // Bounded before a tensor is drawn, as a case id is (`conform --case`):
+            // a width or a length given as a flag may be far past any model's.
+            // (Other faults are the case checker's to name, by field, below.)
+            if (std::string why; !slot && !gen::parse_case_id(gen::canonical_id(s), &why) &&
+                                 why.find("too large") != std::string::npos)
+                throw InputError("--op " + o.op + ": " + why.substr(why.find("': ") + 3) + " (" +
+                                 describe_for(*op, cfg) + fmt::format(", T={}, S={})", s.T, s.S));
             if (slot) {
                 s.layer = o.layer;
                 s.real = slot;

@@ -207,6 +207,22 @@ struct PagedJob : AttentionVariant {
     }
 };
 
+// ---- latent attention (mla_attention.cpp) ---------------------------------------
+
+// DeepSeek's MLA in the absorbed form, float32 throughout: q [T][H (dn + dr)],
+// w_kv_b [dc][ld_w] (head h's columns h (dn + dv) ... = [w_uk | w_uv]); out
+// [T][H dv]. q_abs and o_lat [T][H][da], da = dc + dr, are the kernel's.
+struct MlaJob {
+    const float* q = nullptr;
+    const float* w_kv_b = nullptr;
+    size_t ld_w = 0;
+    size_t T = 0, H = 0, dc = 0, dn = 0, dr = 0, dv = 0, da = 0;
+    double scale = 0;  // the model's: attn_scale, or 1 / sqrt(dn + dr)
+    float* q_abs = nullptr;
+    float* o_lat = nullptr;
+    float* out = nullptr;
+};
+
 namespace kern {
 // Work item i = (token i / KV, kv head i % KV): every query head of that kv
 // group, so each key and value row is read once per token for the group.

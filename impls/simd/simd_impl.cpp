@@ -180,8 +180,8 @@ class SimdImpl : public Implementation {
 
     // Splits of whole pages from a sequence's own first key, merged in split
     // order: neither the batch, the pages' places nor the threads change a row.
-    bool batch_invariant(Op op) const override { return op == Op::paged_attention; }
-    bool implements(Op op) const override { return op != Op::mla_attention; }  // scalar's only, so far
+    // (mla_attention is paged_attention's schedule over the latent cache.)
+    bool batch_invariant(Op op) const override { return op == Op::paged_attention || op == Op::mla_attention; }
 
 
     // Every twist, but in bf16 decode's FP8 cache: the engine's cache buffer
@@ -199,7 +199,6 @@ class SimdImpl : public Implementation {
     }
 
     Support supports(Op op, const BlockConfig& c) const override {
-        if (!implements(op)) return Support::no("simd has no latent-attention kernel yet (scalar's only: docs/mla.md)");
         if (Support s = chk::config_support(op, c); !s.ok) return s;
         if ((op == Op::block || op == Op::decode) && c.head_dim > static_cast<int64_t>(kMaxHeadDim))
             return Support::no("the fused QK-norm + RoPE holds a head on the stack: head_dim <= " +
@@ -270,6 +269,42 @@ class SimdImpl : public Implementation {
         Out o(out, elem_);
         simd::attention(pool_, target_, attn_job(qi.rows(), ki.rows(), vi.rows(), q_pos, k_pos, p, o.rows()));
         o.finish();
+    }
+
+    // The absorbed form over the latent cache (mla_attention.cpp), float32
+    // between its steps; out and lse stored in the dtype.
+    void mla_attention(View q, View ckv_cache, View kpe_cache, View w_kv_b, const PagedIndex& idx, const MlaParams& p,
+                       MutView out, MutView lse) override {
+        const int64_t H = p.n_heads, dc = p.kv_lora_rank, dn = p.qk_nope_head_dim, dr = p.qk_rope_head_dim;
+        const int64_t dv = p.v_head_dim, P = p.page_size, B = idx.kv_last_page_len.n;
+        chk::expect(H > 0 && dc > 0 && dn > 0 && dr > 0 && dv > 0 && P > 0, "mla_attention",
+                    "n_heads, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim and page_size must be positive");
+        chk::expect_positions("mla_attention", "qo_indptr", idx.qo_indptr, B + 1);
+        chk::expect_positions("mla_attention", "kv_indptr", idx.kv_indptr, B + 1);
+        chk::expect_shape("mla_attention", "q", q, q.rows, H * (dn + dr));
+        chk::expect_shape("mla_attention", "ckv_cache", ckv_cache, ckv_cache.rows, dc);
+        chk::expect_shape("mla_attention", "kpe_cache", kpe_cache, ckv_cache.rows, dr);
+        chk::expect_shape("mla_attention", "w_kv_b", w_kv_b, dc, H * (dn + dv));
+        chk::expect_shape("mla_attention", "out", out, q.rows, H * dv);
+        chk::expect_shape("mla_attention", "lse", lse, q.rows, H);
+        MlaJob j;
+        j.q = q.data;
+        j.w_kv_b = w_kv_b.data;
+        j.ld_w = static_cast<size_t>(w_kv_b.cols);
+        j.T = static_cast<size_t>(q.rows);
+        j.H = static_cast<size_t>(H);
+        j.dc = static_cast<size_t>(dc), j.dn = static_cast<size_t>(dn), j.dr = static_cast<size_t>(dr);
+        j.dv = static_cast<size_t>(dv), j.da = j.dc + j.dr;
+        j.scale = p.score_scale();
+        j.out = out.data;
+        PagedAttentionParams shape;
+        shape.n_heads = H, shape.n_kv_heads = 1, shape.head_dim = dc + dr, shape.page_size = P;
+        std::vector<float> latents;
+        simd::mla_latents(pool_, ckv_cache.data, kpe_cache.data, static_cast<size_t>(ckv_cache.rows), j.dc, j.dr, latents);
+        simd::mla_attention(pool_, target_, j, latents.data(), paged_job({}, q.rows, {}, {}, idx, shape, {}), lse.data);
+        if (elem_ == Elem::bf16)  // stored in the dtype
+            for (MutView v : {out, lse})
+                for (int64_t i = 0; i < v.size(); ++i) v.data[i] = to_f32(to_bf16(v.data[i]));
     }
 
     void paged_attention(View q, View k_cache, View v_cache, const PagedIndex& idx, const PagedAttentionParams& p,
@@ -515,6 +550,46 @@ class PagedBench : public BenchBase {
     PagedJob job_;
 };
 
+// A decode batch over a latent cache: the cache staged once as an engine
+// keeps it ([c_kv | k_pe] rows, float32: the kernel's only storage), each
+// run the kernel alone.
+class MlaBench : public BenchBase {
+   public:
+    MlaBench(const ImplOptions& o, const BenchInputs& in)
+        : BenchBase(o), q_(in.q.data, in.q.data + in.q.size()), w_(in.w_kv_b.data, in.w_kv_b.data + in.w_kv_b.size()) {
+        const BlockConfig& c = in.config;
+        simd::mla_latents(pool_, in.k.data, in.v.data, static_cast<size_t>(in.k.rows),
+                          static_cast<size_t>(c.kv_lora_rank), static_cast<size_t>(c.qk_rope_head_dim), latents_);
+        for (const Positions* a : {&in.paged.qo_indptr, &in.paged.kv_indptr, &in.paged.kv_indices, &in.paged.kv_last_page_len})
+            idx_.emplace_back(a->data, a->data + a->n);
+        const PagedIndex idx{{idx_[0].data(), in.paged.qo_indptr.n}, {idx_[1].data(), in.paged.kv_indptr.n},
+                             {idx_[2].data(), in.paged.kv_indices.n}, {idx_[3].data(), in.paged.kv_last_page_len.n}};
+        PagedAttentionParams shape;
+        shape.n_heads = c.n_heads, shape.n_kv_heads = 1, shape.head_dim = c.kv_lora_rank + c.qk_rope_head_dim;
+        shape.page_size = c.page_size;
+        shape_ = paged_job({}, in.q.rows, {}, {}, idx, shape, {});
+        job_.q = q_.data();
+        job_.w_kv_b = w_.data();
+        job_.ld_w = static_cast<size_t>(in.w_kv_b.cols);
+        job_.T = static_cast<size_t>(in.q.rows), job_.H = static_cast<size_t>(c.n_heads);
+        job_.dc = static_cast<size_t>(c.kv_lora_rank), job_.dn = static_cast<size_t>(c.qk_nope_head_dim);
+        job_.dr = static_cast<size_t>(c.qk_rope_head_dim), job_.dv = static_cast<size_t>(c.v_head_dim);
+        job_.da = job_.dc + job_.dr;
+        job_.scale = mla_params(c).score_scale();
+        out_.assign(job_.T * job_.H * job_.dv, 0.0f);
+        lse_.assign(job_.T * job_.H, 0.0f);
+        job_.out = out_.data();
+    }
+    void run() override { simd::mla_attention(pool_, target_, job_, latents_.data(), shape_, lse_.data()); }
+    std::vector<float> output() const override { return out_; }
+
+   private:
+    std::vector<float> q_, w_, latents_, out_, lse_;
+    std::vector<std::vector<int64_t>> idx_;
+    PagedJob shape_;
+    MlaJob job_;
+};
+
 class SwigluBench : public BenchBase {
    public:
     SwigluBench(const ImplOptions& o, const BenchInputs& in)
@@ -632,7 +707,7 @@ std::unique_ptr<BenchOp> make_bench_op(const ImplOptions& o, const BenchInputs& 
         case Op::moe: return std::make_unique<MoeBench>(o, in);
         case Op::moe_route:
         case Op::moe_experts: break;  // timed whole, as moe
-        case Op::mla_attention: break;  // no simd kernel yet
+        case Op::mla_attention: return std::make_unique<MlaBench>(o, in);
     }
     throw ImplError("simd bench: unknown op");
 }

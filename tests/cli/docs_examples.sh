@@ -62,4 +62,11 @@ r = json.load(open(sys.argv[1]))
 mine = [c for c in r["cases"] if c["impl"] == "mykernels" and c["origin"] == "property"]
 assert r["pass"] and len(mine) == 100 and all(c["pass"] for c in mine), (r["pass"], len(mine))
 PY
+# mla.md's commands at DeepSeek-V3's widths and at flags' widths, as written
+# (from a directory with build/conform); the files they write then conform.
+block_after "$SRC/docs/mla.md" "## The model's own widths" sh >"$tmp/mla.sh" || fail "no commands in mla.md"
+(cd "$tmp" && bash -e "$tmp/mla.sh") >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "mla.md's commands, run as written"; }
+grep -qE "^mla_attention +scalar +5 +5 " "$tmp/out" || { cat "$tmp/out"; fail "mla.md: scalar at V3's widths"; }
+"$CONFORM" --impl scalar --fixtures "$tmp/mla-v3.h5" --fixtures "$tmp/mla-small.h5" --cases 0 --no-default-fixtures \
+  --out "$tmp/mr" >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail "mla.md's generated fixtures do not conform"; }
 echo "docs examples: ok"

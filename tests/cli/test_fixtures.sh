@@ -123,6 +123,42 @@ expect_gen 2 -- --op rope --preset gpt-9 --out "$tmp/g/x.h5"
 has "unknown preset 'gpt-9'"
 expect_gen 2 -- --op attention --preset llama3-8b --n-kv-heads 3 --out "$tmp/g/x.h5"
 has "config/n_heads: n_heads 32 is not divisible by n_kv_heads 3"
+# Latent attention: DeepSeek-V3's widths and scale from its preset (heads cut
+# to keep the file small), or from the width flags; each refusal exit 2 and no file.
+expect_gen 0 -- --op mla_attention --preset deepseek-v3 --n-heads 2 --tokens 3 --keys 40 --cases 2 --out "$tmp/mla/v3.h5"
+has "2 mla_attention cases, H=2 dc=512 dn=128 dr=64 dv=128"
+expect_gen 0 -- --op mla_attention --n-heads 3 --kv-lora-rank 16 --qk-nope-head-dim 8 --qk-rope-head-dim 4 \
+  --v-head-dim 5 --tokens 1 --keys 33 --out "$tmp/mla/small.h5"
+expect 0 -- --impl scalar --fixtures "$tmp/mla" --cases 0 --no-default-fixtures
+grep -qE "^mla_attention +scalar +3 +3 " "$tmp/out" || { cat "$tmp/out"; fail "scalar does not pass the generated MLA fixtures"; }
+"$PY" - "$tmp/mla/v3.h5" <<'PY' || fail "the MLA fixture"
+import sys, math, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    c = f["case_0"]
+    a = c["config"].attrs
+    assert (a["kv_lora_rank"], a["qk_nope_head_dim"], a["qk_rope_head_dim"], a["v_head_dim"]) == (512, 128, 64, 128)
+    m = 0.1 * math.log(40) + 1  # yarn_get_mscale(40, mscale_all_dim 1)
+    assert abs(a["attn_scale"] - m * m / math.sqrt(192)) < 1e-15, a["attn_scale"]
+    assert c["inputs/w_kv_b"].shape == (512, 2 * 256) and c["inputs/q"].shape == (3, 2 * 192)
+    assert c["expected/out"].shape == (3, 2 * 128)
+PY
+cp "$tmp/mla/small.h5" "$tmp/mla-bad.h5"
+h5edit "$tmp/mla-bad.h5" 'f["case_0/config"].attrs["kv_lora_rank"] = 17'
+expect 2 -- --impl scalar --fixtures "$tmp/mla-bad.h5" --cases 0 --no-default-fixtures
+has "mla-bad.h5:/case_0: inputs/ckv_cache"
+expect_gen 2 -- --op mla_attention --preset llama3-8b --out "$tmp/g/x.h5"
+has "runs multi-head latent attention, and llama3-8b has none"
+expect_gen 2 -- --op mla_attention --n-heads 2 --kv-lora-rank 16 --out "$tmp/g/x.h5"
+has "--op mla_attention needs --qk-nope-head-dim"
+expect_gen 2 -- --op mla_attention --preset deepseek-v3 --kv-lora-rank 0 --out "$tmp/g/x.h5"
+has "--kv-lora-rank: expected a positive integer, found 0"
+expect_gen 2 -- --op mla_attention --preset deepseek-v3 --kv-lora-rank 60000 --keys 4000 --out "$tmp/g/x.h5"
+has "case too large"
+# Any op: sizes past what a case may hold are refused before a tensor is drawn.
+expect_gen 2 -- --op swiglu --d-model 1048576 --ffn-dim 1048576 --out "$tmp/g/x.h5"
+has "--op swiglu: case too large (D x F)"
+expect_gen 2 -- --op paged_attention --preset deepseek-v3 --out "$tmp/g/x.h5"
+has "--op mla_attention runs it"
 [ ! -e "$tmp/g/x.h5" ] || fail "a refused generate left a file"
 
 # ---- bad input: exit 2, the file, the case and the field named ---------------------------

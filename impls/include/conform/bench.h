@@ -31,6 +31,7 @@ class BenchOp {
 //           went through the block into the cache (once, at creation); each
 //           run is that same step again (the cache is rolled back);
 //   paged_attention: q, k = k_cache, v = v_cache, paged (the index arrays);
+//   mla_attention: q, k = ckv_cache, v = kpe_cache, w_kv_b, paged;
 //   moe: x, moe (the router's and the experts' weights).
 struct BenchInputs {
     Op op = Op::rmsnorm;
@@ -42,6 +43,7 @@ struct BenchInputs {
     View context_x;
     Positions context_pos;
     MoeWeights moe;
+    View w_kv_b;  // mla_attention's kv_b_proj
 };
 
 }  // namespace conform

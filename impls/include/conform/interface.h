@@ -198,8 +198,8 @@ class Implementation {
     // Whether it has the op at all. An op it does not implement is not
     // offered to it (listed, never failed for want of cases); supports()
     // still declines its cases one by one. A worker says in its hello's
-    // ops, a plugin by the table's function; in-repo, simd and cuda have
-    // no latent-attention kernel yet.
+    // ops, a plugin by the table's function; in-repo, cuda has no
+    // latent-attention kernel yet.
     virtual bool implements(Op op) const {
         (void)op;
         return true;
