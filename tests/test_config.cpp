@@ -206,6 +206,9 @@ TEST_CASE("DeepSeek-V3's latent attention: its widths and its YaRN scale read, i
     CHECK((flags.block.kv_lora_rank == 16 && flags.block.qk_nope_head_dim == 8 && flags.block.qk_rope_head_dim == 4 &&
            flags.block.v_head_dim == 6));
     CHECK(unmodelled_for(flags, Op::mla_attention).empty());
+    // Flags without the widths: a model with none (the flags named), not one drawn at zero widths.
+    CHECK_THAT(unmodelled_for(resolve_args({"--heads", "4", "--d-model", "64"}, false), Op::mla_attention),
+               Catch::Contains("custom has none") && Catch::Contains("--kv-lora-rank"));
     CHECK_THROWS_WITH(resolve_args({"--preset", "deepseek-v3", "--v-head-dim", "0"}),
                       Catch::Contains("--v-head-dim: expected a positive integer, found 0"));
     CHECK_THROWS_WITH(resolve_args({"--preset", "deepseek-v3", "--kv-lora-rank", "9000"}),

@@ -252,11 +252,13 @@ std::string unmodelled_for(const ModelConfig& m, Op op) {
     if (!m.ffn_unmodelled.empty() && info.has_dim(Dim::F))
         return "op " + std::string(to_string(op)) + " runs the FFN, and " + who + "'s FFN is " + m.ffn_unmodelled;
     // Latent attention is its own op: a model has it (its widths) or not.
+    // (Nothing given at all, generate's bare start: it asks for each width by flag.)
     if (info.uses(kMla))
-        return m.block.kv_lora_rank > 0 || m.name.empty() || m.origin == "flags"  // flags alone: asked for by size
+        return m.block.kv_lora_rank > 0 || m.name.empty()
                    ? ""
                    : "op " + std::string(to_string(op)) + " runs multi-head latent attention, and " + who +
-                         " has none (its attention is multi-head: --op attention, paged_attention)";
+                         " has none (its attention is multi-head: --op attention, paged_attention; latent "
+                         "attention's widths: --kv-lora-rank, --qk-nope-head-dim, --qk-rope-head-dim, --v-head-dim)";
     const bool heads = info.has_dim(Dim::Q) || info.has_dim(Dim::KVW) || info.has_dim(Dim::N) ||
                        info.has_dim(Dim::hd) || info.has_dim(Dim::H) || info.has_dim(Dim::S);
     if (!m.attention_unmodelled.empty() && heads)

@@ -357,7 +357,7 @@ void pin(CaseSpec& s, const BlockConfig& c) {
     if (info.reads("norm_eps")) s.config.norm_eps = c.norm_eps;
     if (info.reads("n_experts")) s.config.n_experts = c.n_experts, s.config.n_experts_per_tok = c.n_experts_per_tok;
     if (info.reads("moe_ffn_dim")) s.config.moe_ffn_dim = c.moe_ffn_dim;
-    if (info.reads("kv_lora_rank")) {  // latent attention: the model's widths, one latent for every head
+    if (info.reads("kv_lora_rank") && c.kv_lora_rank > 0) {  // latent attention: the model's widths, one latent for every head
         s.config.kv_lora_rank = c.kv_lora_rank;
         s.config.qk_nope_head_dim = c.qk_nope_head_dim;
         s.config.qk_rope_head_dim = c.qk_rope_head_dim;

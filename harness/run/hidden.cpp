@@ -188,7 +188,9 @@ HiddenResult run_hidden_check(const HiddenFlags& f, std::ostream& log) {
     const config::ConfigOptions& ov = f.overrides;
     for (const auto& [opt, flag] : {std::pair{ov.o_d_model, "--d-model"}, {ov.o_heads, "--heads"},
                                     {ov.o_kv_heads, "--kv-heads"}, {ov.o_head_dim, "--head-dim"}, {ov.o_ffn, "--ffn"},
-                                    {ov.o_layers, "--layers"}})
+                                    {ov.o_layers, "--layers"}, {ov.o_kv_lora_rank, "--kv-lora-rank"},
+                                    {ov.o_qk_nope_head_dim, "--qk-nope-head-dim"},
+                                    {ov.o_qk_rope_head_dim, "--qk-rope-head-dim"}, {ov.o_v_head_dim, "--v-head-dim"}})
         if (opt && opt->count()) throw InputError(std::string(flag) + ": the checkpoint's weights fix the sizes (" + f.weights + ")");
     config::ConfigOptions conventions = ov;
     conventions.o_file = nullptr;

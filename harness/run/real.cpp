@@ -127,7 +127,9 @@ std::shared_ptr<RealModel> RealModel::open(const RealOptions& o, std::ostream* l
                          " --expect-hidden FILE` checks its attention, layer by layer, on an engine's own stream");
     for (const auto& [opt, flag] : {std::pair{ov.o_d_model, "--d-model"}, {ov.o_heads, "--heads"},
                                     {ov.o_kv_heads, "--kv-heads"}, {ov.o_head_dim, "--head-dim"}, {ov.o_ffn, "--ffn"},
-                                    {ov.o_layers, "--layers"}})
+                                    {ov.o_layers, "--layers"}, {ov.o_kv_lora_rank, "--kv-lora-rank"},
+                                    {ov.o_qk_nope_head_dim, "--qk-nope-head-dim"},
+                                    {ov.o_qk_rope_head_dim, "--qk-rope-head-dim"}, {ov.o_v_head_dim, "--v-head-dim"}})
         if (opt && opt->count())
             throw InputError(std::string(flag) + ": the checkpoint's weights fix the sizes (" + o.path + ")");
     config::ConfigOptions conventions = ov;

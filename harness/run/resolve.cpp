@@ -104,17 +104,23 @@ Resolved resolve_case_flags(const CaseFlags& f) {
         ro.overrides = f.model;
         r.real = RealModel::open(ro, nullptr);
         r.model = std::make_shared<const config::ModelConfig>(r.real->model());
-        // The checkpoint readers read no experts yet: a mixture of experts is drawn, not a layer's.
+        // The checkpoint readers read no experts yet: a mixture of experts is drawn, not a layer's;
+        // nor any latent attention (no reader reads a DeepSeek checkpoint): the checkpoint has none.
         auto moe = [](Op op) { return op_info(op).uses(kMoeRoute) || op_info(op).uses(kMoeExperts); };
         if (s.ops.empty()) {
             for (Op op : kAllOps)
-                if (!moe(op)) s.ops.push_back(op);
+                if (!moe(op) && !op_info(op).uses(kMla)) s.ops.push_back(op);
         } else {
-            for (Op op : s.ops)
+            for (Op op : s.ops) {
                 if (moe(op))
                     throw InputError("--op " + std::string(to_string(op)) +
                                      ": --weights reads no experts yet (a mixture of experts runs on drawn weights: "
                                      "--preset or --config)");
+                if (op_info(op).uses(kMla))
+                    throw InputError("--op " + std::string(to_string(op)) +
+                                     ": --weights reads no latent attention yet (DeepSeek's widths run on drawn "
+                                     "weights: --preset deepseek-v3, --config, or the width flags)");
+            }
         }
         s.real = r.real;
         s.pin = r.model->block;

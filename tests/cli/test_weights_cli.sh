@@ -26,6 +26,15 @@ for m in llama-hf llama-hf-bf16 llama-hf-sharded llama.gguf llama-q8_0.gguf llam
   expect 0 "^block +scalar" -- --weights "$ck/$m" --layer 1 --cases 8 "${run[@]}" --out "$tmp/r-$m"
 done
 grep -q '"weights"' "$tmp/r-llama-hf/conform.json" || fail "report: no config.weights"
+# No checkpoint reader reads latent attention: every op but it (and the experts) runs; named, it is refused, as
+# are its width flags (the weights fix the sizes).
+/usr/bin/python3 -c "
+import json, sys
+ops = {c['op'] for c in json.load(open(sys.argv[1]))['cases']}
+assert 'mla_attention' not in ops and {'block', 'paged_attention'} <= ops, ops" "$tmp/r-llama-hf/conform.json" ||
+  fail "a --weights run offered latent attention"
+expect 2 "reads no latent attention yet" -- --weights "$ck/llama-hf" --op mla_attention "${run[@]}" --out "$tmp/r-mla"
+expect 2 "the checkpoint's weights fix the sizes" -- --weights "$ck/llama-hf" --kv-lora-rank 16 "${run[@]}" --out "$tmp/r-mla"
 # llama.cpp's Q4_K_M mix (Q4_K, with Q6_K for layer 2's attn_v and ffn_down and the head): every layer, then forward.
 expect 0 "layer 2:.*weights read" -- --weights "$ck/llama-k-q4_k_m.gguf" --layers all --cases 3 --impl scalar,simd \
   --no-default-fixtures --out "$tmp/q4km"
