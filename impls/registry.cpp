@@ -192,6 +192,8 @@ const std::vector<ImplEntry>& mutant_implementations() {
          mla_scale_absorbed_dim, {Op::mla_attention}},
         {"mla_w_uk_transposed", "kv_b_proj's w_uk read per head as if stored [dn, dc]", true, always,
          mla_w_uk_transposed, {Op::mla_attention}},
+        {"mla_w_uv_missing", "w_uv never applied: each head's first dv latents as its output", true, always,
+         mla_w_uv_missing, {Op::mla_attention}},
         {"mla_pages_consecutive", "a sequence's latent pages read as consecutive from its first", true, always,
          mla_pages_consecutive, {Op::mla_attention}, {}, {}, "paged_block_table_ignored"},
         {"mla_split_merge_unrescaled", "split-KV latent attention (a split per page) merged without the rescale", true,

@@ -255,3 +255,53 @@ TEST_CASE("to_bf16 rounds to nearest even like the harness", "[simd]") {
     REQUIRE(simd::to_f32(simd::to_bf16(1.0f + 3.0f / 256)) == 1.0f + 4.0f / 256);
     REQUIRE(std::isnan(simd::to_f32(simd::to_bf16(std::nanf("")))));
 }
+
+namespace {
+// Columns [h*w, (h+1)*w) of t, as their own [rows, w] tensor.
+Tensor head_cols(const Tensor& t, int64_t h, int64_t w) {
+    Tensor out(t.rows(), w);
+    for (int64_t r = 0; r < t.rows(); ++r)
+        std::memcpy(out.data.data() + r * w, t.data.data() + r * t.cols() + h * w, sizeof(float) * static_cast<size_t>(w));
+    return out;
+}
+}  // namespace
+
+// The split-KV job scores blocks of query heads against each key row as it
+// is read (up to 8, four dot products at once) and adds four value rows at a
+// time; each head's arithmetic must be its own alone: query head h of a
+// group of G gives the bits it gives as the only head over its kv head.
+TEST_CASE("simd paged attention: a head's bits do not depend on the heads blocked with it", "[paged][simd]") {
+    for (DType dtype : {DType::f32, DType::bf16}) {
+        auto impl = make_simd("", dtype);
+        rc::prop(std::string("simd paged head blocks [") + to_string(dtype) + "]", [&] {
+            gen::CaseSpec s = *gen::spec_gen(Op::paged_attention);
+            const int64_t G = *rc::gen::element<int64_t>(1, 3, 4, 5, 9);
+            s.config.n_heads = G * s.config.n_kv_heads;
+            Case c = gen::materialize(s);
+            round_inputs(c, dtype);
+            const ImplOutputs all = run_impl(*impl, c);
+            RC_ASSERT(all.error.empty());
+            const int64_t H = c.config.n_heads, hd = c.config.head_dim;
+            for (int64_t h = 0; h < H; h += std::max<int64_t>(1, H / 4)) {
+                const int64_t g = h / G;
+                Case one = c;
+                one.config.n_heads = one.config.n_kv_heads = 1;
+                one.inputs["q"] = head_cols(c.inputs.at("q"), h, hd);
+                for (const char* kv : {"k_cache", "v_cache"}) one.inputs[kv] = head_cols(c.inputs.at(kv), g, hd);
+                if (c.inputs.count("sinks")) one.inputs["sinks"] = head_cols(c.inputs.at("sinks"), h, 1);
+                for (const char* sc : {"k_scale", "v_scale"})
+                    if (c.inputs.count(sc) && c.inputs.at(sc).cols() > 1) one.inputs[sc] = head_cols(c.inputs.at(sc), g, 1);
+                const ImplOutputs alone = run_impl(*impl, one);
+                RC_ASSERT(alone.error.empty());
+                const DTensor &o = all.outputs.at("out"), &l = all.outputs.at("lse");
+                for (int64_t t = 0; t < o.rows(); ++t) {
+                    RC_LOG() << "G " << G << " head " << h << " row " << t;
+                    for (int64_t d = 0; d < hd; ++d)
+                        RC_ASSERT(std::memcmp(&o.data[t * H * hd + h * hd + d], &alone.outputs.at("out").data[t * hd + d],
+                                              sizeof(double)) == 0);
+                    RC_ASSERT(std::memcmp(&l.data[t * H + h], &alone.outputs.at("lse").data[t], sizeof(double)) == 0);
+                }
+            }
+        });
+    }
+}

@@ -78,14 +78,6 @@ std::optional<Request> resolve(const Flags& o, std::ostream& err) {
         }
         r.dtypes.push_back(*dt);
     }
-    // simd's latent attention keeps its caches in float32 whatever the dtype:
-    // a bf16 row would price float32 traffic against a bf16 floor.
-    if (std::count(r.ops.begin(), r.ops.end(), Op::mla_attention) &&
-        std::count(r.dtypes.begin(), r.dtypes.end(), DType::bf16)) {
-        err << "conform bench: --op mla_attention: timed in f32 only (simd's kernel keeps the latent cache in "
-               "float32); --dtype f32\n";
-        return std::nullopt;
-    }
     // Workers (--impl-lib, --impl-cmd, --impl-fd): each a process, timed per round trip.
     run::ImplRequest wr;  // no names: only the workers, no in-repo implementation is made here
     run::apply_worker_flags(o.workers, wr);

@@ -108,6 +108,11 @@ std::vector<Hypothesis> hypotheses(const Case& c) {
              fmt::format("kv_b_proj's key half w_uk read per head as if stored [qk_nope, kv_lora_rank] = [{}, {}]: "
                          "it is [kv_lora_rank, qk_nope] (a repacked weight read in the old layout)",
                          cfg.qk_nope_head_dim, cfg.kv_lora_rank));
+        flag("mla_w_uv_missing", &ref::Variant::mla_w_uv_missing,
+             fmt::format("w_uv never applied: each head's output is the first v_head_dim = {} columns of its "
+                         "softmax-weighted latent sum (kv_lora_rank = {} wide, zeros past it); the absorbed form "
+                         "ends with o_lat @ w_uv",
+                         cfg.v_head_dim, cfg.kv_lora_rank));
         paged_rows();
         split_merge();
         lse_forms();

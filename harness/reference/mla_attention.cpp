@@ -56,6 +56,14 @@ std::pair<torch::Tensor, torch::Tensor> mla_attention(const torch::Tensor& q, co
         const auto uk = wh.narrow(2, 0, dn).permute({1, 0, 2}).contiguous().reshape({H, dn, dc}).transpose(1, 2);
         w = torch::cat({uk.permute({1, 0, 2}), wh.narrow(2, dn, cfg.v_head_dim)}, 2).reshape({dc, H * dkv});
     }
+    // The bug: w_uv never applied, each head's value its latent's first dv
+    // columns (identity [dc, dv] in w_uv's place: exact in every precision).
+    if (ctx.v.mla_w_uv_missing) {
+        const int64_t dc = cfg.kv_lora_rank, dn = cfg.qk_nope_head_dim, dv = cfg.v_head_dim;
+        const auto wh = w.reshape({dc, H, dn + dv});
+        const auto eye = torch::eye(dc, dv, w.options()).reshape({dc, 1, dv}).expand({dc, H, dv});
+        w = torch::cat({wh.narrow(2, 0, dn), eye}, 2).reshape({dc, H * (dn + dv)});
+    }
     // The bug: each page a split of a split-KV kernel, merged unrescaled (paged_attention.cpp's).
     std::optional<Variant> sv;
     if (ctx.v.paged_split_unrescaled) {

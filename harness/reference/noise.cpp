@@ -418,13 +418,22 @@ AttnBound attention_bound(const Tensor& q, const Tensor& eq, const Tensor& k, co
                         d += scale * std::sqrt(RR[o + j]) + scale * dp * std::sqrt(RF[o + j]);
                     }
                     if (cap > 0) {
-                        // cap·tanh(s/cap) moves by at most what s moves (its slope
-                        // sech² ≤ 1), plus its own roundings: s/cap (≤ u·|s| once
-                        // through the slope), tanh (c_tanh), the product, and cap
+                        // cap·tanh(s/cap) moves by what s moves (d, and s/cap's own
+                        // rounding: u·|s|, or the dtype's where a kernel stores it)
+                        // times its slope somewhere between the exact and the
+                        // computed score: sech²(ξ/cap) with |ξ| at least |s| − w,
+                        // so at most sech² of that (1 where the interval holds 0).
+                        // A saturated score's error shrinks through the cap. Then
+                        // its own roundings: tanh (c_tanh), the product, and cap
                         // itself rounded to the arithmetic's type (∂/∂cap is
-                        // tanh x − x·sech² x, within [0, tanh x]: ≤ u·|c|).
+                        // tanh x − x·sech² x, within [0, tanh x]: ≤ u·|c|), and
+                        // where a kernel stores tanh and the product in the dtype
+                        // (eager bf16), two more roundings of |c| (c_store).
                         const double c = cap * std::tanh(sc / cap);
-                        d += u.a * (std::abs(sc) + (c_tanh + 2.0) * std::abs(c));
+                        const double u_div = std::max(u.a, u.d);
+                        const double w = d + u_div * (std::abs(sc) + d);
+                        const double ch = std::cosh(std::max(0.0, std::abs(sc) - w) / cap);  // ch² inf past ~355: slope 0
+                        d = w / (ch * ch) + (u.a * (c_tanh + 2.0) + c_store) * std::abs(c);
                         sc = c;
                     }
                     ds[j] = d;

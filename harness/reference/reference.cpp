@@ -137,6 +137,7 @@ std::string Variant::describe() const {
     if (lse_max_dropped) sep() << "lse without the row max added back";
     if (paged_split_unrescaled) sep() << "each page a split, merged without rescaling to the common max";
     if (mla_w_uk_transposed) sep() << "w_uk read per head as if stored [qk_nope, kv_lora_rank]";
+    if (mla_w_uv_missing) sep() << "w_uv never applied";
     if (paged_one_slot_past) sep() << "a partial last page read one slot past its length";
     if (paged_sink_per_page) sep() << "the sink added once per page";
     if (paged_lse_without_sink) sep() << "lse without the sink";

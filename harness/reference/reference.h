@@ -146,6 +146,9 @@ struct Variant {
     bool paged_first_page_empty_nan = false;
     // mla_attention: kv_b_proj's key half (w_uk) read per head as if stored [dn, dc].
     bool mla_w_uk_transposed = false;
+    // mla_attention: w_uv never applied (identity [dc, dv] in its place): a head's output its first dv latents
+    // (zeros past dc).
+    bool mla_w_uv_missing = false;
     // An FP8 KV cache (config.kv_cache_dtype) written or read wrongly: not
     // quantised at all; the scales taken as 1; V written and read with K's
     // scale; per-head scales read as one (scale[0] for every head); rounded

@@ -34,6 +34,16 @@ scalar::MlaRules w_uk_transposed() {
     return r;
 }
 
+// The absorbed kernel's last step skipped: each head writes the first dv
+// columns of its softmax-weighted latent sum, never multiplied by w_uv (the
+// issue's w_uv_missing; silent wherever dv <= kv_lora_rank, as in every
+// DeepSeek, since the output's shape still fits).
+scalar::MlaRules w_uv_missing() {
+    scalar::MlaRules r;
+    r.w_uv_missing = true;
+    return r;
+}
+
 // A sequence's pages taken as consecutive from its first (flashinfer#3219:
 // MLA tests that only lay pages out contiguously cannot see it).
 scalar::MlaRules pages_consecutive() {
@@ -59,6 +69,9 @@ std::unique_ptr<Implementation> mla_scale_absorbed_dim(const ImplOptions& o) {
 }
 std::unique_ptr<Implementation> mla_w_uk_transposed(const ImplOptions& o) {
     return detail::make<MlaWithRules<w_uk_transposed>>("mla_w_uk_transposed", o);
+}
+std::unique_ptr<Implementation> mla_w_uv_missing(const ImplOptions& o) {
+    return detail::make<MlaWithRules<w_uv_missing>>("mla_w_uv_missing", o);
 }
 std::unique_ptr<Implementation> mla_pages_consecutive(const ImplOptions& o) {
     return detail::make<MlaWithRules<pages_consecutive>>("mla_pages_consecutive", o);

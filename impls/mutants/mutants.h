@@ -75,6 +75,7 @@ std::unique_ptr<Implementation> shared_expert_doubled(const ImplOptions& o);
 // mla.cpp
 std::unique_ptr<Implementation> mla_scale_absorbed_dim(const ImplOptions& o);
 std::unique_ptr<Implementation> mla_w_uk_transposed(const ImplOptions& o);
+std::unique_ptr<Implementation> mla_w_uv_missing(const ImplOptions& o);
 std::unique_ptr<Implementation> mla_pages_consecutive(const ImplOptions& o);
 std::unique_ptr<Implementation> mla_split_merge_unrescaled(const ImplOptions& o);
 

@@ -50,7 +50,12 @@ void mla_attention(View q, View ckv_cache, View kpe_cache, View w_kv_b, const Pa
         }
         return w_kv_b.row(c)[h * dkv + n];
     };
-    auto w_uv = [&](int64_t h, int64_t c, int64_t j) { return w_kv_b.row(c)[h * dkv + dn + j]; };
+    // w_uv_h[c, j] = w_kv_b[c, h*(dn+dv) + dn + j]; the bug skips the up-projection,
+    // so a head's output is its latent sum's first dv columns (identity in w_uv's place).
+    auto w_uv = [&](int64_t h, int64_t c, int64_t j) {
+        if (rules.w_uv_missing) return c == j ? 1.0f : 0.0f;
+        return w_kv_b.row(c)[h * dkv + dn + j];
+    };
 
     for (int64_t b = 0; b < B; b++) {
         const int64_t q0 = idx.qo_indptr[b], q_len = idx.qo_indptr[b + 1] - q0;

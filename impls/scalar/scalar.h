@@ -168,6 +168,7 @@ struct MlaRules {
     Form form = Form::by_rows;
     double (*scale)(const MlaParams& p) = mla_scale;
     bool w_uk_transposed = false;  // each head's w_uk [dc, dn] read as if stored [dn, dc]
+    bool w_uv_missing = false;     // w_uv never applied: a head's output its first dv latents (I[dc, dv]: zeros past dc)
     // A split-KV kernel (a split per page) whose merge adds its splits as they
     // are, each exponentiated against its own max, never rescaled by exp(m_i - m).
     bool split_merge_unrescaled = false;

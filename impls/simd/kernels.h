@@ -209,13 +209,12 @@ struct PagedJob : AttentionVariant {
 
 // ---- latent attention (mla_attention.cpp) ---------------------------------------
 
-// DeepSeek's MLA in the absorbed form, float32 throughout: q [T][H (dn + dr)],
-// w_kv_b [dc][ld_w] (head h's columns h (dn + dv) ... = [w_uk | w_uv]); out
+// DeepSeek's MLA in the absorbed form, float32 between its steps: q [T][H (dn + dr)],
+// w_kv_b [dc][ld] (head h's columns h (dn + dv) ... = [w_uk | w_uv]); out
 // [T][H dv]. q_abs and o_lat [T][H][da], da = dc + dr, are the kernel's.
 struct MlaJob {
     const float* q = nullptr;
-    const float* w_kv_b = nullptr;
-    size_t ld_w = 0;
+    CRows w_kv_b;  // float32 or bf16, as the latent cache is kept
     size_t T = 0, H = 0, dc = 0, dn = 0, dr = 0, dv = 0, da = 0;
     double scale = 0;  // the model's: attn_scale, or 1 / sqrt(dn + dr)
     float* q_abs = nullptr;

@@ -36,11 +36,12 @@ void paged_attention(ThreadPool& pool, Target t, PagedJob& job, float* lse);
 // mla_attention.cpp: the latent cache as an engine keeps it, one row of
 // [c_kv (dc) | k_pe (dr)] per slot (FlashMLA's 576), from the contract's two
 // tensors ckv [rows][dc] and kpe [rows][dr];
-void mla_latents(ThreadPool& pool, const float* ckv, const float* kpe, size_t rows, size_t dc, size_t dr,
-                 std::vector<float>& latents);
+// kept in `e` (bf16: the dtype's values, exact);
+void mla_latents(ThreadPool& pool, const float* ckv, const float* kpe, size_t rows, size_t dc, size_t dr, Elem e,
+                 Buffer& latents);
 // then j.out and lse[T][H] of a batch over it; `shape` carries the batch's
 // index arrays and page size (paged_job), its heads and rows the kernel's own.
-void mla_attention(ThreadPool& pool, Target t, MlaJob& j, const float* latents, const PagedJob& shape, float* lse);
+void mla_attention(ThreadPool& pool, Target t, MlaJob& j, const CRows& latents, const PagedJob& shape, float* lse);
 
 // swiglu.cpp: out[T, D] = (act(x @ w1) * (x @ w3)) @ w2, w13 from pack_gate_up
 void swiglu(ThreadPool& pool, Target t, CRows x, size_t T, const PackedWeight& w13, const PackedWeight& w2,

@@ -52,6 +52,40 @@ HWY_INLINE const float* KvRow(const CRows& src, const float* lut, size_t row, si
         return RowF32(static_cast<const TKV*>(src.data) + row * src.ld + g * hd, hd, hdp, scratch);
 }
 
+// Query heads taken together over a split's keys: each key and value row is
+// read (and widened, or dequantised) once per block of heads instead of once
+// per head — MLA's 128 heads share one latent row, GQA's group one kv row.
+// Each head's own arithmetic (its scores, max, sum, and the order its values
+// accumulate in) is the same as one head at a time: results do not depend on
+// the block.
+constexpr size_t kSplitHeads = 8;
+
+// Dot(q_e, k) for four query heads at once (rows ldq apart), each with Dot's
+// own association — two partial sums, the same order — so each result is
+// Dot's bit for bit: eight independent chains where Dot has two.
+HWY_INLINE void Dot4(const float* HWY_RESTRICT q, size_t ldq, const float* HWY_RESTRICT k, size_t hdp,
+                     float* HWY_RESTRICT out) {
+    const DF df;
+    const size_t N = hn::Lanes(df);
+    const float *q0 = q, *q1 = q + ldq, *q2 = q + 2 * ldq, *q3 = q + 3 * ldq;
+    VF a0 = hn::Zero(df), a1 = a0, b0 = a0, b1 = a0, c0 = a0, c1 = a0, d0 = a0, d1 = a0;
+    size_t i = 0;
+    for (; i + 2 * N <= hdp; i += 2 * N) {
+        const VF k0 = hn::LoadU(df, k + i), k1 = hn::LoadU(df, k + i + N);
+        a0 = hn::MulAdd(hn::Load(df, q0 + i), k0, a0), a1 = hn::MulAdd(hn::Load(df, q0 + i + N), k1, a1);
+        b0 = hn::MulAdd(hn::Load(df, q1 + i), k0, b0), b1 = hn::MulAdd(hn::Load(df, q1 + i + N), k1, b1);
+        c0 = hn::MulAdd(hn::Load(df, q2 + i), k0, c0), c1 = hn::MulAdd(hn::Load(df, q2 + i + N), k1, c1);
+        d0 = hn::MulAdd(hn::Load(df, q3 + i), k0, d0), d1 = hn::MulAdd(hn::Load(df, q3 + i + N), k1, d1);
+    }
+    if (i < hdp) {
+        const VF k0 = hn::LoadU(df, k + i);
+        a0 = hn::MulAdd(hn::Load(df, q0 + i), k0, a0), b0 = hn::MulAdd(hn::Load(df, q1 + i), k0, b0);
+        c0 = hn::MulAdd(hn::Load(df, q2 + i), k0, c0), d0 = hn::MulAdd(hn::Load(df, q3 + i), k0, d0);
+    }
+    out[0] = ReduceSum(df, hn::Add(a0, a1)), out[1] = ReduceSum(df, hn::Add(b0, b1));
+    out[2] = ReduceSum(df, hn::Add(c0, c1)), out[3] = ReduceSum(df, hn::Add(d0, d1));
+}
+
 template <class TQ, class TKV>
 HWY_INLINE void PagedSplitT(const PagedJob& job, size_t b, size_t g, size_t c) {
     const DF df;
@@ -62,48 +96,87 @@ HWY_INLINE void PagedSplitT(const PagedJob& job, size_t b, size_t g, size_t c) {
     const int64_t kv_len = job.kv_len(b);
     const int64_t k0 = static_cast<int64_t>(c * job.split), k1 = std::min<int64_t>(kv_len, k0 + static_cast<int64_t>(job.split));
     const int64_t* pages = job.kv_indices + job.kv_indptr[b];
+    auto row_of = [&](int64_t i) {
+        return static_cast<size_t>(pages[i / static_cast<int64_t>(P)]) * P + static_cast<size_t>(i) % P;
+    };
 
-    auto scratch = hwy::AllocateAligned<float>(2 * hdp + job.split);
-    float* q = scratch.get();  // [hdp] the query head, widened
-    float* kb = q + hdp;       // [hdp] one widened key or value row
-    float* s = kb + hdp;       // [split] scores, then their exps
+    auto scratch = hwy::AllocateAligned<float>(kSplitHeads * (hdp + job.split) + 4 * hdp);
+    // (Widen stores and Dot loads whole aligned vectors: the rows of hdp first.)
+    float* qs = scratch.get();           // [kSplitHeads][hdp] the block's query heads, widened
+    float* kb = qs + kSplitHeads * hdp;  // [4][hdp] key or value rows, widened
+    float* ss = kb + 4 * hdp;            // [kSplitHeads][split] their scores, then exps
     for (int64_t j = 0; j < q_len; ++j) {
         const size_t t = static_cast<size_t>(q0 + j);
         const int64_t pos = kv_len - q_len + j;
         const int64_t seen_end = std::min(k1, pos + 1);  // keys [seen_begin, seen_end) are visible:
         // causal, and from the first key the window and the chunk leave it (the variant's mask)
         const int64_t seen_begin = std::max(k0, job.first_key(pos));
-        for (size_t hh = 0; hh < G; ++hh) {
-            const size_t h = g * G + hh;
-            PagedPartial part = job.partial(t, h, c);
-            if (seen_end <= seen_begin) {
+        if (seen_end <= seen_begin) {
+            for (size_t hh = 0; hh < G; ++hh) {
+                PagedPartial part = job.partial(t, g * G + hh, c);
                 *part.m = -std::numeric_limits<float>::infinity();
                 *part.l = 0.0f;
-                continue;
             }
-            Widen(static_cast<const TQ*>(job.q.data) + t * job.q.ld + h * hd, hd, hdp, q);
-            float m = -std::numeric_limits<float>::infinity();
+            continue;
+        }
+        const size_t n = static_cast<size_t>(seen_end - seen_begin);
+        for (size_t h0 = 0; h0 < G; h0 += kSplitHeads) {
+            const size_t nh = std::min(kSplitHeads, G - h0);
+            for (size_t e = 0; e < nh; ++e)
+                Widen(static_cast<const TQ*>(job.q.data) + t * job.q.ld + (g * G + h0 + e) * hd, hd, hdp, qs + e * hdp);
+            // s_e,i = (q_e . k_i) * scale, each key row read once for the block
             for (int64_t i = seen_begin; i < seen_end; ++i) {
-                const size_t row = static_cast<size_t>(pages[i / static_cast<int64_t>(P)]) * P + static_cast<size_t>(i) % P;
-                const float* k = KvRow<TKV>(job.k, job.k_lut, row, g, hd, hdp, kb);
-                s[i - k0] = Dot(q, k, hdp) * scale;
+                const float* k = KvRow<TKV>(job.k, job.k_lut, row_of(i), g, hd, hdp, kb);
+                float* s = ss + static_cast<size_t>(i - seen_begin);
+                size_t e = 0;
+                for (float d4[4]; e + 4 <= nh; e += 4) {
+                    Dot4(qs + e * hdp, hdp, k, hdp, d4);
+                    for (size_t x = 0; x < 4; ++x) s[(e + x) * job.split] = d4[x] * scale;
+                }
+                for (; e < nh; ++e) s[e * job.split] = Dot(qs + e * hdp, k, hdp) * scale;
             }
-            if (job.softcap > 0)
-                SoftCap(s + (seen_begin - k0), static_cast<size_t>(seen_end - seen_begin), static_cast<float>(job.softcap));
-            for (int64_t i = seen_begin; i < seen_end; ++i) m = std::max(m, s[i - k0]);
-            float l = 0.0f;
-            for (int64_t i = seen_begin; i < seen_end; ++i) l += (s[i - k0] = std::exp(s[i - k0] - m));
-            float* acc = part.acc;
-            // acc lives in the partial states, packed with m and l: unaligned loads and stores.
-            for (size_t d = 0; d < hdp; d += N) hn::StoreU(hn::Zero(df), df, acc + d);
-            for (int64_t i = seen_begin; i < seen_end; ++i) {
-                const size_t row = static_cast<size_t>(pages[i / static_cast<int64_t>(P)]) * P + static_cast<size_t>(i) % P;
-                const float* v = KvRow<TKV>(job.v, job.v_lut, row, g, hd, hdp, kb);
-                const VF p = hn::Set(df, s[i - k0]);
-                for (size_t d = 0; d < hdp; d += N) hn::StoreU(hn::MulAdd(p, hn::LoadU(df, v + d), hn::LoadU(df, acc + d)), df, acc + d);
+            for (size_t e = 0; e < nh; ++e) {
+                float* s = ss + e * job.split;
+                if (job.softcap > 0) SoftCap(s, n, static_cast<float>(job.softcap));
+                float m = -std::numeric_limits<float>::infinity();
+                for (size_t i = 0; i < n; ++i) m = std::max(m, s[i]);
+                float l = 0.0f;
+                for (size_t i = 0; i < n; ++i) l += (s[i] = std::exp(s[i] - m));
+                PagedPartial part = job.partial(t, g * G + h0 + e, c);
+                *part.m = m;
+                *part.l = l;
+                // acc lives in the partial states, packed with m and l: unaligned loads and stores.
+                for (size_t d = 0; d < hdp; d += N) hn::StoreU(hn::Zero(df), df, part.acc + d);
             }
-            *part.m = m;
-            *part.l = l;
+            // acc_e += exp(s_e,i - m_e) v_i, each value row read once for the
+            // block, four at a time: an element still adds its keys one by one
+            // in order, its partial sum loaded and stored once per four keys.
+            int64_t i = seen_begin;
+            for (; i + 4 <= seen_end; i += 4) {
+                const float* v0 = KvRow<TKV>(job.v, job.v_lut, row_of(i), g, hd, hdp, kb);
+                const float* v1 = KvRow<TKV>(job.v, job.v_lut, row_of(i + 1), g, hd, hdp, kb + hdp);
+                const float* v2 = KvRow<TKV>(job.v, job.v_lut, row_of(i + 2), g, hd, hdp, kb + 2 * hdp);
+                const float* v3 = KvRow<TKV>(job.v, job.v_lut, row_of(i + 3), g, hd, hdp, kb + 3 * hdp);
+                for (size_t e = 0; e < nh; ++e) {
+                    float* acc = job.partial(t, g * G + h0 + e, c).acc;
+                    const float* p = ss + e * job.split + static_cast<size_t>(i - seen_begin);
+                    const VF p0 = hn::Set(df, p[0]), p1 = hn::Set(df, p[1]), p2 = hn::Set(df, p[2]), p3 = hn::Set(df, p[3]);
+                    for (size_t d = 0; d < hdp; d += N) {
+                        VF a = hn::MulAdd(p0, hn::LoadU(df, v0 + d), hn::LoadU(df, acc + d));
+                        a = hn::MulAdd(p1, hn::LoadU(df, v1 + d), a);
+                        a = hn::MulAdd(p2, hn::LoadU(df, v2 + d), a);
+                        hn::StoreU(hn::MulAdd(p3, hn::LoadU(df, v3 + d), a), df, acc + d);
+                    }
+                }
+            }
+            for (; i < seen_end; ++i) {
+                const float* v = KvRow<TKV>(job.v, job.v_lut, row_of(i), g, hd, hdp, kb);
+                for (size_t e = 0; e < nh; ++e) {
+                    float* acc = job.partial(t, g * G + h0 + e, c).acc;
+                    const VF p = hn::Set(df, ss[e * job.split + static_cast<size_t>(i - seen_begin)]);
+                    for (size_t d = 0; d < hdp; d += N) hn::StoreU(hn::MulAdd(p, hn::LoadU(df, v + d), hn::LoadU(df, acc + d)), df, acc + d);
+                }
+            }
         }
     }
 }
@@ -111,6 +184,7 @@ HWY_INLINE void PagedSplitT(const PagedJob& job, size_t b, size_t g, size_t c) {
 HWY_INLINE void PagedSplit(const PagedJob& job, size_t b, size_t g, size_t c) {
     const bool f32 = job.q.elem == Elem::f32;
     if (job.k_lut) return f32 ? PagedSplitT<float, uint8_t>(job, b, g, c) : PagedSplitT<bf16, uint8_t>(job, b, g, c);
+    if (f32 && job.k.elem == Elem::bf16) return PagedSplitT<float, bf16>(job, b, g, c);  // MLA's bf16 latents
     if (f32) return PagedSplitT<float, float>(job, b, g, c);
     PagedSplitT<bf16, bf16>(job, b, g, c);
 }

@@ -289,8 +289,10 @@ class SimdImpl : public Implementation {
         chk::expect_shape("mla_attention", "lse", lse, q.rows, H);
         MlaJob j;
         j.q = q.data;
-        j.w_kv_b = w_kv_b.data;
-        j.ld_w = static_cast<size_t>(w_kv_b.cols);
+        // Kept as an engine serves them, in the dtype: bf16 latents and
+        // kv_b_proj are the same values at half the bytes (the bench times this).
+        const In w(w_kv_b, elem_);
+        j.w_kv_b = w.rows();
         j.T = static_cast<size_t>(q.rows);
         j.H = static_cast<size_t>(H);
         j.dc = static_cast<size_t>(dc), j.dn = static_cast<size_t>(dn), j.dr = static_cast<size_t>(dr);
@@ -299,9 +301,10 @@ class SimdImpl : public Implementation {
         j.out = out.data;
         PagedAttentionParams shape;
         shape.n_heads = H, shape.n_kv_heads = 1, shape.head_dim = dc + dr, shape.page_size = P;
-        std::vector<float> latents;
-        simd::mla_latents(pool_, ckv_cache.data, kpe_cache.data, static_cast<size_t>(ckv_cache.rows), j.dc, j.dr, latents);
-        simd::mla_attention(pool_, target_, j, latents.data(), paged_job({}, q.rows, {}, {}, idx, shape, {}), lse.data);
+        Buffer latents;
+        simd::mla_latents(pool_, ckv_cache.data, kpe_cache.data, static_cast<size_t>(ckv_cache.rows), j.dc, j.dr, elem_,
+                          latents);
+        simd::mla_attention(pool_, target_, j, latents.c(), paged_job({}, q.rows, {}, {}, idx, shape, {}), lse.data);
         if (elem_ == Elem::bf16)  // stored in the dtype
             for (MutView v : {out, lse})
                 for (int64_t i = 0; i < v.size(); ++i) v.data[i] = to_f32(to_bf16(v.data[i]));
@@ -550,16 +553,16 @@ class PagedBench : public BenchBase {
     PagedJob job_;
 };
 
-// A decode batch over a latent cache: the cache staged once as an engine
-// keeps it ([c_kv | k_pe] rows, float32: the kernel's only storage), each
-// run the kernel alone.
+// A decode batch over a latent cache: the cache and kv_b_proj staged once
+// as an engine keeps them ([c_kv | k_pe] rows, in the dtype), each run the
+// kernel alone.
 class MlaBench : public BenchBase {
    public:
     MlaBench(const ImplOptions& o, const BenchInputs& in)
-        : BenchBase(o), q_(in.q.data, in.q.data + in.q.size()), w_(in.w_kv_b.data, in.w_kv_b.data + in.w_kv_b.size()) {
+        : BenchBase(o), q_(in.q.data, in.q.data + in.q.size()), w_(staged(in.w_kv_b, elem_)) {
         const BlockConfig& c = in.config;
         simd::mla_latents(pool_, in.k.data, in.v.data, static_cast<size_t>(in.k.rows),
-                          static_cast<size_t>(c.kv_lora_rank), static_cast<size_t>(c.qk_rope_head_dim), latents_);
+                          static_cast<size_t>(c.kv_lora_rank), static_cast<size_t>(c.qk_rope_head_dim), elem_, latents_);
         for (const Positions* a : {&in.paged.qo_indptr, &in.paged.kv_indptr, &in.paged.kv_indices, &in.paged.kv_last_page_len})
             idx_.emplace_back(a->data, a->data + a->n);
         const PagedIndex idx{{idx_[0].data(), in.paged.qo_indptr.n}, {idx_[1].data(), in.paged.kv_indptr.n},
@@ -569,8 +572,7 @@ class MlaBench : public BenchBase {
         shape.page_size = c.page_size;
         shape_ = paged_job({}, in.q.rows, {}, {}, idx, shape, {});
         job_.q = q_.data();
-        job_.w_kv_b = w_.data();
-        job_.ld_w = static_cast<size_t>(in.w_kv_b.cols);
+        job_.w_kv_b = w_.c();
         job_.T = static_cast<size_t>(in.q.rows), job_.H = static_cast<size_t>(c.n_heads);
         job_.dc = static_cast<size_t>(c.kv_lora_rank), job_.dn = static_cast<size_t>(c.qk_nope_head_dim);
         job_.dr = static_cast<size_t>(c.qk_rope_head_dim), job_.dv = static_cast<size_t>(c.v_head_dim);
@@ -580,11 +582,13 @@ class MlaBench : public BenchBase {
         lse_.assign(job_.T * job_.H, 0.0f);
         job_.out = out_.data();
     }
-    void run() override { simd::mla_attention(pool_, target_, job_, latents_.data(), shape_, lse_.data()); }
+    void run() override { simd::mla_attention(pool_, target_, job_, latents_.c(), shape_, lse_.data()); }
     std::vector<float> output() const override { return out_; }
 
    private:
-    std::vector<float> q_, w_, latents_, out_, lse_;
+    std::vector<float> q_;
+    Buffer w_, latents_;
+    std::vector<float> out_, lse_;
     std::vector<std::vector<int64_t>> idx_;
     PagedJob shape_;
     MlaJob job_;

@@ -46,7 +46,7 @@ required = {"rope_layout_swapped", "rope_theta_default", "rope_angle_low_precisi
             # served-op mechanisms: a window per path, a split merge unrescaled, an lse without its max
             "window_ignored_in_decode", "split_kv_merge_unrescaled", "paged_lse_max_dropped",
             # latent attention (issue 52)
-            "mla_scale_absorbed_dim", "mla_w_uk_transposed", "mla_pages_consecutive", "mla_split_merge_unrescaled"}
+            "mla_scale_absorbed_dim", "mla_w_uk_transposed", "mla_w_uv_missing", "mla_pages_consecutive", "mla_split_merge_unrescaled"}
 # Named by its effect, not its own name.
 named_by = {"matmul_accumulates_bf16": "precision_downgrade", "gqa_tiled_above_group_4": "gqa_head_mapping_tiled",
             "window_one_too_wide": "window_off_by_one", "act_quant_undeclared": "precision_downgrade",

@@ -73,12 +73,13 @@ grep -Eq "moe  *3  simd  bf16 .* [0-9]e-0[2-4]$" "$tmp/out" || { cat "$tmp/out";
 grep -q "^moe  *3  torch f32" "$tmp/out" || { cat "$tmp/out"; fail "no torch moe row"; }
 expect 2 "tinyllama-1.1b has no mixture of experts" -- bench --op moe
 # Latent attention at DeepSeek-V3's widths (heads cut), timed against torch's composed absorbed form, checked
-# to float32's rounding; refused where the model has none, and in bf16 (its cache is float32).
+# to float32's rounding, and in bf16 (latent cache and kv_b_proj kept in bf16) to bf16's; refused where the
+# model has none.
 expect 0 "mla_attention  *2  simd  f32 .* [0-9]e-0[5-9]$" -- bench --preset deepseek-v3 --heads 8 --kv-heads 8 --op mla_attention \
-  --tokens 2 --context 40 --dtype f32 --min-time 0 --min-reps 2 --settle-ms 0
+  --tokens 2 --context 40 --min-time 0 --min-reps 2 --settle-ms 0
 grep -q "^mla_attention  *2  torch f32" "$tmp/out" || { cat "$tmp/out"; fail "no torch mla_attention row"; }
+grep -Eq "^mla_attention  *2  simd  bf16 .* [0-9]e-0[2-4]$" "$tmp/out" || { cat "$tmp/out"; fail "bf16 mla_attention not timed within bf16's rounding"; }
 expect 2 "tinyllama-1.1b has no latent attention" -- bench --op mla_attention
-expect 2 "timed in f32 only" -- bench --op mla_attention --preset deepseek-v3
 expect 2 "a mixture of experts is timed whole (--op moe)" -- bench --op moe_route --preset qwen3-30b-a3b
 expect 2 "unknown op" -- bench --op nope
 expect 2 "unknown preset 'nope'" -- bench --preset nope

@@ -525,28 +525,30 @@ inline AttentionParams attention_params(const BlockConfig& c) {
     p.config = &c;
     return p;
 }
-inline PagedAttentionParams paged_attention_params(const BlockConfig& c) {
-    PagedAttentionParams p;
+// What a paged batch's params (paged_attention's, mla_attention's) take alike from the config.
+template <class Params>
+Params paged_params(const BlockConfig& c) {
+    Params p;
     static_cast<AttentionVariant&>(p) = attention_variant(c);
     p.n_heads = c.n_heads;
-    p.n_kv_heads = c.n_kv_heads;
-    p.head_dim = c.head_dim;
     p.page_size = c.page_size;
-    p.kv_cache_dtype = c.kv_cache_dtype;
-    p.n_kv_scales = c.kv_cache_dtype == KvCacheDtype::none ? 0 : c.kv_scale_per_head ? c.n_kv_heads : 1;
     p.config = &c;
     return p;
 }
+inline PagedAttentionParams paged_attention_params(const BlockConfig& c) {
+    auto p = paged_params<PagedAttentionParams>(c);
+    p.n_kv_heads = c.n_kv_heads;
+    p.head_dim = c.head_dim;
+    p.kv_cache_dtype = c.kv_cache_dtype;
+    p.n_kv_scales = c.kv_cache_dtype == KvCacheDtype::none ? 0 : c.kv_scale_per_head ? c.n_kv_heads : 1;
+    return p;
+}
 inline MlaParams mla_params(const BlockConfig& c) {
-    MlaParams p;
-    static_cast<AttentionVariant&>(p) = attention_variant(c);
-    p.n_heads = c.n_heads;
+    auto p = paged_params<MlaParams>(c);
     p.kv_lora_rank = c.kv_lora_rank;
     p.qk_nope_head_dim = c.qk_nope_head_dim;
     p.qk_rope_head_dim = c.qk_rope_head_dim;
     p.v_head_dim = c.v_head_dim;
-    p.page_size = c.page_size;
-    p.config = &c;
     return p;
 }
 
